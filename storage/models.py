@@ -1,0 +1,181 @@
+"""SQLAlchemy 2.0 typed tables: experiments, cells, instance bases, references, generations, power samples.
+
+Only the driver writes; the dashboard and `greenspec status/export` read. Times of generations and power
+samples are epoch seconds (float, `time.time()`), so energy windows join samples by plain comparison.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+CELL_KINDS = ("train", "reference", "sweep")
+CELL_STATES = ("pending", "running", "done", "failed")
+
+
+def utcnow() -> dt.datetime:
+    """Timezone-aware now, for created/updated columns."""
+    return dt.datetime.now(dt.timezone.utc)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON, list[int]: JSON, list[Any]: JSON}
+
+
+class Experiment(Base):
+    """One spec, by name; re-running a spec with the same name adds only its new cells."""
+
+    __tablename__ = "experiments"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    spec_path: Mapped[str | None] = mapped_column(Text)
+    spec_toml: Mapped[str] = mapped_column(Text)
+    spec_hash: Mapped[str] = mapped_column(String(64))
+    device: Mapped[str | None] = mapped_column(String(100))
+    idle_power_w: Mapped[float | None] = mapped_column(Float)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
+
+    cells: Mapped[list[Cell]] = relationship(back_populates="experiment")
+
+
+class Cell(Base):
+    """One unit of work: train an instance base, a greedy reference, or one timed sweep generation."""
+
+    __tablename__ = "cells"
+    __table_args__ = (
+        UniqueConstraint("experiment_id", "key", name="uq_cells_experiment_key"),
+        Index("ix_cells_experiment_state", "experiment_id", "state"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    experiment_id: Mapped[int] = mapped_column(ForeignKey("experiments.id"))
+    key: Mapped[str] = mapped_column(String(64))
+    kind: Mapped[str] = mapped_column(String(16))  # train | reference | sweep
+    state: Mapped[str] = mapped_column(String(16), default="pending")
+    strategy: Mapped[str | None] = mapped_column(String(100))
+    draft: Mapped[str | None] = mapped_column(String(32))
+    task: Mapped[str | None] = mapped_column(String(100))
+    corpus: Mapped[str | None] = mapped_column(String(100))
+    prompt_index: Mapped[int | None] = mapped_column(Integer)
+    k: Mapped[int | None] = mapped_column(Integer)
+    regime: Mapped[str | None] = mapped_column(String(16))
+    params: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    error: Mapped[str | None] = mapped_column(Text)
+    worker: Mapped[str | None] = mapped_column(String(200))
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    started_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+
+    experiment: Mapped[Experiment] = relationship(back_populates="cells")
+
+
+class InstanceBase(Base):
+    """An IGTree trained from one corpus (the result of a train cell)."""
+
+    __tablename__ = "instance_bases"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    cell_id: Mapped[int] = mapped_column(ForeignKey("cells.id"), unique=True)
+    experiment_id: Mapped[int] = mapped_column(ForeignKey("experiments.id"), index=True)
+    corpus: Mapped[str] = mapped_column(String(100))
+    path: Mapped[str] = mapped_column(Text)
+    sha256: Mapped[str] = mapped_column(String(64))
+    backend: Mapped[str] = mapped_column(String(16))
+    window: Mapped[int] = mapped_column(Integer)
+    order: Mapped[str] = mapped_column(String(16))
+    tokenizer_id: Mapped[str] = mapped_column(String(100))
+    tokens: Mapped[int] = mapped_column(Integer)
+    instances: Mapped[int] = mapped_column(Integer)
+    nodes_before_prune: Mapped[int] = mapped_column(Integer)
+    nodes_after_prune: Mapped[int] = mapped_column(Integer)
+    bytes: Mapped[int] = mapped_column(Integer)
+    train_s: Mapped[float] = mapped_column(Float)
+    energy_j: Mapped[float | None] = mapped_column(Float)
+    power_source: Mapped[str | None] = mapped_column(String(100))
+    power_measured: Mapped[bool | None] = mapped_column(Boolean)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Reference(Base):
+    """The independent plain-greedy continuation of one prompt (for ROUGE-L and exact match)."""
+
+    __tablename__ = "references"
+    __table_args__ = (Index("ix_references_task_prompt", "experiment_id", "task", "prompt_index"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    cell_id: Mapped[int] = mapped_column(ForeignKey("cells.id"), unique=True)
+    experiment_id: Mapped[int] = mapped_column(ForeignKey("experiments.id"))
+    task: Mapped[str] = mapped_column(String(100))
+    prompt_index: Mapped[int] = mapped_column(Integer)
+    prompt_text: Mapped[str] = mapped_column(Text)
+    prompt_tokens: Mapped[list[int]] = mapped_column(JSON)
+    tokens: Mapped[list[int]] = mapped_column(JSON)
+    text: Mapped[str] = mapped_column(Text)
+    wall_s: Mapped[float] = mapped_column(Float)
+
+
+class Generation(Base):
+    """One timed, power-logged speculative generation (the result of a sweep cell)."""
+
+    __tablename__ = "generations"
+    __table_args__ = (Index("ix_generations_group", "experiment_id", "strategy", "task", "k", "regime"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    cell_id: Mapped[int] = mapped_column(ForeignKey("cells.id"), unique=True)
+    experiment_id: Mapped[int] = mapped_column(ForeignKey("experiments.id"))
+    strategy: Mapped[str] = mapped_column(String(100))
+    draft: Mapped[str] = mapped_column(String(32))
+    task: Mapped[str] = mapped_column(String(100))
+    prompt_index: Mapped[int] = mapped_column(Integer)
+    k: Mapped[int] = mapped_column(Integer)
+    regime: Mapped[str] = mapped_column(String(16))
+    n_prompt_tokens: Mapped[int] = mapped_column(Integer)
+    n_tokens: Mapped[int] = mapped_column(Integer)
+    steps: Mapped[int] = mapped_column(Integer)
+    drafted: Mapped[int] = mapped_column(Integer)
+    accepted: Mapped[int] = mapped_column(Integer)
+    acceptance: Mapped[float | None] = mapped_column(Float)
+    mal: Mapped[float] = mapped_column(Float)
+    accept_hist: Mapped[list[int]] = mapped_column(JSON)
+    accepted_per_step: Mapped[list[int]] = mapped_column(JSON)
+    fastpath_rejects: Mapped[int] = mapped_column(Integer, default=0)
+    wall_s: Mapped[float] = mapped_column(Float)
+    draft_s: Mapped[float] = mapped_column(Float)
+    verify_s: Mapped[float] = mapped_column(Float)
+    tokens_per_s: Mapped[float] = mapped_column(Float)
+    started_at: Mapped[float] = mapped_column(Float)
+    ended_at: Mapped[float] = mapped_column(Float)
+    energy_j: Mapped[float | None] = mapped_column(Float)
+    mean_power_w: Mapped[float | None] = mapped_column(Float)
+    j_per_100_tokens: Mapped[float | None] = mapped_column(Float)
+    tokens_per_j: Mapped[float | None] = mapped_column(Float)
+    power_source: Mapped[str | None] = mapped_column(String(100))
+    power_measured: Mapped[bool | None] = mapped_column(Boolean)
+    rouge_l: Mapped[float | None] = mapped_column(Float)
+    exact_match: Mapped[bool | None] = mapped_column(Boolean)
+    bridged: Mapped[bool] = mapped_column(Boolean, default=False)
+    stopped: Mapped[str] = mapped_column(String(32))
+    device: Mapped[str] = mapped_column(String(100))
+    tokens: Mapped[list[int]] = mapped_column(JSON)
+    text: Mapped[str] = mapped_column(Text)
+
+
+class PowerSample(Base):
+    """One raw reading of one power source (the dashboard's power trace)."""
+
+    __tablename__ = "power_samples"
+    __table_args__ = (Index("ix_power_samples_experiment_t", "experiment_id", "t_s"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    experiment_id: Mapped[int] = mapped_column(ForeignKey("experiments.id"))
+    t_s: Mapped[float] = mapped_column(Float)
+    source: Mapped[str] = mapped_column(String(32))
+    power_w: Mapped[float | None] = mapped_column(Float)
+    energy_j: Mapped[float | None] = mapped_column(Float)
+    measured: Mapped[bool] = mapped_column(Boolean)

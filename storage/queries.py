@@ -1,0 +1,146 @@
+"""Read queries shared by the CLI, the exporter and the dashboard; sessions are opened by the caller.
+
+Example:
+    >>> with Session() as s:
+    ...     counts = status_counts(s)           # {"cells": {...}, "sweep": {...}, "generations": n}
+    ...     table = summary_frame(s, "demo")    # one row per strategy x task x k x regime
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from storage.models import CELL_STATES, Cell, Experiment, Generation, InstanceBase, PowerSample
+
+SUMMARY_COLUMNS = [
+    "experiment", "strategy", "draft", "task", "k", "regime", "prompts", "n_tokens", "tokens_per_s", "speedup",
+    "acceptance", "mal", "mean_accepted_tokens", "rouge_l", "exact_match", "energy_j", "j_per_100_tokens",
+    "tokens_per_j", "energy_ratio", "mean_power_w", "power_source", "power_measured", "wall_s", "draft_share",
+]
+
+
+def experiment_id(session: Session, name: str | None) -> int | None:
+    """The id of experiment `name`, or of the newest experiment when `name` is None."""
+    stmt = select(Experiment.id)
+    stmt = stmt.where(Experiment.name == name) if name else stmt.order_by(Experiment.id.desc())
+    return session.scalars(stmt.limit(1)).first()
+
+
+def experiments_frame(session: Session) -> pd.DataFrame:
+    """Every experiment with its cell counts by state."""
+    rows = session.execute(select(Experiment.id, Experiment.name, Experiment.device, Experiment.created_at)).all()
+    df = pd.DataFrame(rows, columns=["id", "name", "device", "created_at"])
+    counts = session.execute(select(Cell.experiment_id, Cell.state, func.count()).group_by(Cell.experiment_id, Cell.state)).all()
+    for state in CELL_STATES:
+        df[state] = [sum(n for e, s, n in counts if e == eid and s == state) for eid in df["id"]]
+    return df
+
+
+def _state_counts(session: Session, exp_id: int | None, kind: str | None = None) -> dict[str, int]:
+    stmt = select(Cell.state, func.count()).group_by(Cell.state)
+    if exp_id is not None:
+        stmt = stmt.where(Cell.experiment_id == exp_id)
+    if kind is not None:
+        stmt = stmt.where(Cell.kind == kind)
+    found = dict(session.execute(stmt).all())
+    return {state: int(found.get(state, 0)) for state in CELL_STATES}
+
+
+def status_counts(session: Session, experiment: str | None = None) -> dict:
+    """`greenspec status --json`: cell counts by state, overall and for sweep cells, and stored generations."""
+    exp_id = experiment_id(session, experiment) if experiment else None
+    gens = select(func.count()).select_from(Generation)
+    if exp_id is not None:
+        gens = gens.where(Generation.experiment_id == exp_id)
+    by_kind = {kind: _state_counts(session, exp_id, kind) for kind in ("train", "reference", "sweep")}
+    return {
+        "experiment": experiment,
+        "cells": _state_counts(session, exp_id),
+        "sweep": by_kind["sweep"],
+        "train": by_kind["train"],
+        "reference": by_kind["reference"],
+        "generations": int(session.scalar(gens) or 0),
+    }
+
+
+def failures_frame(session: Session, exp_id: int | None = None) -> pd.DataFrame:
+    """Failed cells with their last error."""
+    stmt = select(Cell.id, Cell.kind, Cell.strategy, Cell.task, Cell.corpus, Cell.prompt_index, Cell.k, Cell.regime,
+                  Cell.attempts, Cell.error).where(Cell.state == "failed")
+    if exp_id is not None:
+        stmt = stmt.where(Cell.experiment_id == exp_id)
+    return pd.DataFrame(session.execute(stmt).all(), columns=["cell", "kind", "strategy", "task", "corpus", "prompt",
+                                                               "k", "regime", "attempts", "error"])
+
+
+def generations_frame(session: Session, exp_id: int | None = None) -> pd.DataFrame:
+    """Every stored generation (metrics only, no text/tokens) as a DataFrame."""
+    cols = [c for c in Generation.__table__.columns if c.name not in ("tokens", "text", "accepted_per_step")]
+    stmt = select(*cols)
+    if exp_id is not None:
+        stmt = stmt.where(Generation.experiment_id == exp_id)
+    return pd.DataFrame(session.execute(stmt).all(), columns=[c.name for c in cols])
+
+
+def instance_bases_frame(session: Session, exp_id: int | None = None) -> pd.DataFrame:
+    """Instance bases: tokens, nodes, size, training time and energy."""
+    cols = [c for c in InstanceBase.__table__.columns]
+    stmt = select(*cols)
+    if exp_id is not None:
+        stmt = stmt.where(InstanceBase.experiment_id == exp_id)
+    return pd.DataFrame(session.execute(stmt).all(), columns=[c.name for c in cols])
+
+
+def power_frame(session: Session, exp_id: int, t0: float | None = None, t1: float | None = None) -> pd.DataFrame:
+    """Raw power samples of an experiment, optionally within [t0, t1] (epoch seconds)."""
+    stmt = select(PowerSample.t_s, PowerSample.source, PowerSample.power_w, PowerSample.energy_j,
+                  PowerSample.measured).where(PowerSample.experiment_id == exp_id).order_by(PowerSample.t_s)
+    if t0 is not None:
+        stmt = stmt.where(PowerSample.t_s >= t0)
+    if t1 is not None:
+        stmt = stmt.where(PowerSample.t_s <= t1)
+    return pd.DataFrame(session.execute(stmt).all(), columns=["t_s", "source", "power_w", "energy_j", "measured"])
+
+
+def summarize(gens: pd.DataFrame) -> pd.DataFrame:
+    """Aggregate generations to one row per experiment x strategy x task x k x regime, with ratios vs plain.
+
+    Plain runs once per task x prompt x regime (k is meaningless for it); its row is shown with k = 0 and is
+    the reference for every k of the other strategies at the same task and regime. Rates are ratios of sums
+    (total tokens / total seconds), not means of per-generation ratios.
+    """
+    if gens.empty:
+        return pd.DataFrame(columns=SUMMARY_COLUMNS)
+    keys = ["experiment_id", "strategy", "draft", "task", "k", "regime"]
+    out = gens.groupby(keys, dropna=False).agg(n_gen=("n_tokens", "size"), prompts=("prompt_index", "nunique"), n_tokens=("n_tokens", "sum"), wall_s=("wall_s", "sum"),
+                draft_s=("draft_s", "sum"), steps=("steps", "sum"), drafted=("drafted", "sum"),
+                accepted=("accepted", "sum"), rouge_l=("rouge_l", "mean"), exact_match=("exact_match", "mean"),
+                energy_j=("energy_j", "sum"), energy_n=("energy_j", "count"), mean_power_w=("mean_power_w", "mean"),
+                power_source=("power_source", "first"), power_measured=("power_measured", "min")).reset_index()
+    out["tokens_per_s"] = out["n_tokens"] / out["wall_s"]
+    out["acceptance"] = (out["accepted"] / out["drafted"]).where(out["drafted"] > 0)
+    out["mal"] = out["accepted"] / out["steps"]
+    out["mean_accepted_tokens"] = out["n_tokens"] / out["steps"]
+    out["draft_share"] = out["draft_s"] / out["wall_s"]
+    out["energy_j"] = out["energy_j"].where(out["energy_n"] == out["n_gen"])  # partial energy would mislead
+    out["j_per_100_tokens"] = out["energy_j"] / out["n_tokens"] * 100
+    out["tokens_per_j"] = out["n_tokens"] / out["energy_j"]
+    plain = out[out["draft"] == "plain"].set_index(["experiment_id", "task", "regime"])
+    idx = pd.MultiIndex.from_frame(out[["experiment_id", "task", "regime"]])
+    out["speedup"] = out["tokens_per_s"].values / plain["tokens_per_s"].reindex(idx).values
+    out["energy_ratio"] = out["j_per_100_tokens"].values / plain["j_per_100_tokens"].reindex(idx).values
+    out["experiment"] = out["experiment_id"]
+    return out[SUMMARY_COLUMNS].sort_values(["experiment", "task", "regime", "strategy", "k"]).reset_index(drop=True)
+
+
+def summary_frame(session: Session, experiment: str | None = None) -> pd.DataFrame:
+    """The export table: `summarize` over the generations of one experiment (newest when None)."""
+    exp_id = experiment_id(session, experiment)
+    if exp_id is None:
+        return pd.DataFrame(columns=SUMMARY_COLUMNS)
+    df = summarize(generations_frame(session, exp_id))
+    names = dict(session.execute(select(Experiment.id, Experiment.name)).all())
+    df["experiment"] = df["experiment"].map(names)
+    return df
