@@ -45,6 +45,8 @@ class CellResult:
 
 def _fault_hooks(cell: dict) -> None:
     """Test-only fault injection through the environment (the worker's crash and error paths)."""
+    if slow := os.environ.get("GREENSPEC_FAULT_SLOW"):
+        time.sleep(float(slow))  # lets a test kill the driver mid-sweep
     marker = os.environ.get("GREENSPEC_FAULT_CRASH_ONCE")
     if marker and cell["kind"] == "sweep" and not os.path.exists(marker):
         open(marker, "w").close()

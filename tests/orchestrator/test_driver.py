@@ -1,0 +1,161 @@
+"""The driver against a real local Ray, a real SQLite file, a real tiny verifier and real TiMBL-equal IGTree."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select
+
+from orchestrator.driver import RunOptions, resume, run_spec_file
+from storage.db import open_db
+from storage.models import Cell, Generation, InstanceBase, PowerSample, Reference
+from storage.queries import status_counts, summary_frame
+from workers.errors import GreenspecError
+
+pytestmark = pytest.mark.usefixtures("ray_local")
+
+# plain 1 + ngram 2 k + olifant 2 k = 5 per prompt and regime; 2 prompts x 2 regimes
+SWEEP_CELLS = 5 * 2 * 2
+
+
+def opts(tmp_path: Path, **kw) -> RunOptions:
+    return RunOptions(db_url=f"sqlite:///{tmp_path / 'g.db'}", **kw)
+
+
+def sessions(o: RunOptions):
+    return open_db(o.db_url, migrate=False)[1]
+
+
+def test_end_to_end_exactly_greedy(tmp_path, write_spec):
+    o = opts(tmp_path)
+    report = run_spec_file(write_spec(), o)
+    assert report.counts == {"pending": 0, "running": 0, "done": 1 + 2 + SWEEP_CELLS, "failed": 0}
+    with sessions(o)() as s:
+        gens = s.scalars(select(Generation)).all()
+        assert len(gens) == SWEEP_CELLS
+        assert s.scalar(select(func.count()).select_from(Reference)) == 2
+        ib = s.scalars(select(InstanceBase)).one()
+        assert ib.nodes_after_prune <= ib.nodes_before_prune and Path(ib.path).is_file()
+        # greedy speculative decoding reproduces the independent greedy reference token for token
+        assert all(g.exact_match and g.rouge_l == 1.0 for g in gens)
+        assert all(g.n_tokens == 10 and g.accepted <= g.drafted for g in gens)
+        assert all(g.energy_j and g.energy_j > 0 and g.power_source == "estimate" and g.power_measured is False
+                   for g in gens)
+        assert s.scalar(select(func.count()).select_from(PowerSample)) > 0
+        counts = status_counts(s)
+        assert counts["sweep"] == {"pending": 0, "running": 0, "done": SWEEP_CELLS, "failed": 0}
+        assert counts["generations"] == SWEEP_CELLS
+        table = summary_frame(s, "t")
+    assert set(table["strategy"]) == {"plain", "ngram", "olifant-pydoc"}
+    plain = table[table["strategy"] == "plain"]
+    assert (plain["speedup"].round(6) == 1.0).all()
+
+
+def test_rerun_adds_nothing_and_new_k_adds_only_new_cells(tmp_path, write_spec):
+    o = opts(tmp_path)
+    run_spec_file(write_spec(), o)
+    with sessions(o)() as s:
+        before = dict(s.execute(select(Generation.cell_id, Generation.id)).all())
+    again = run_spec_file(write_spec(), o)
+    assert again.added == 0
+    with sessions(o)() as s:
+        assert dict(s.execute(select(Generation.cell_id, Generation.id)).all()) == before
+    more = run_spec_file(write_spec(k=[2, 3, 4]), o)
+    assert more.added == 2 * 2 * 2  # ngram and olifant at k=4, 2 prompts, 2 regimes
+    with sessions(o)() as s:
+        after = dict(s.execute(select(Generation.cell_id, Generation.id)).all())
+    assert len(after) == SWEEP_CELLS + 8 and all(after[c] == g for c, g in before.items())
+
+
+def test_failing_cells_retried_then_recorded_while_sweep_goes_on(tmp_path, write_spec):
+    o = opts(tmp_path, worker_env={"GREENSPEC_FAULT_RAISE": "ngram"})
+    report = run_spec_file(write_spec(attempts=2), o)
+    assert report.counts["failed"] == 2 * 2 * 2
+    with sessions(o)() as s:
+        failed = s.scalars(select(Cell).where(Cell.state == "failed")).all()
+        assert {c.strategy for c in failed} == {"ngram"}
+        assert all(c.attempts == 2 and "injected failure" in c.error for c in failed)
+        assert s.scalar(select(func.count()).select_from(Generation)) == SWEEP_CELLS - 8
+    # the fault is gone on a fresh worker: retry runs only the failed cells
+    report = resume(opts(tmp_path), retry_failed=True)
+    assert report.counts["failed"] == 0 and report.counts["done"] == 3 + SWEEP_CELLS
+
+
+def test_worker_crash_mid_cell_is_retried(tmp_path, write_spec):
+    marker = tmp_path / "crashed"
+    o = opts(tmp_path, worker_env={"GREENSPEC_FAULT_CRASH_ONCE": str(marker)})
+    report = run_spec_file(write_spec(attempts=3), o)
+    assert marker.exists()  # the worker process really died once
+    assert report.counts == {"pending": 0, "running": 0, "done": 3 + SWEEP_CELLS, "failed": 0}
+    with sessions(o)() as s:
+        assert s.scalar(select(func.max(Cell.attempts))) == 2
+        assert s.scalar(select(func.count()).select_from(Generation)) == SWEEP_CELLS
+
+
+def test_reader_polls_while_driver_writes(tmp_path, write_spec):
+    o = opts(tmp_path)
+    seen, errors, stop = [], [], threading.Event()
+    run_spec_file(write_spec(name="warm", k=[2]), o)  # creates the schema; the reader starts on a live db
+
+    def poll():
+        Session = sessions(o)
+        while not stop.is_set():
+            try:
+                with Session() as s:
+                    seen.append(status_counts(s, "t")["cells"]["done"])
+            except Exception as err:  # any reader failure is the test's finding
+                errors.append(err)
+            time.sleep(0.05)
+
+    reader = threading.Thread(target=poll)
+    reader.start()
+    try:
+        run_spec_file(write_spec(), o)
+    finally:
+        stop.set()
+        reader.join()
+    assert not errors
+    assert len(seen) > 5 and seen == sorted(seen) and seen[-1] == 3 + SWEEP_CELLS
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else "absent"
+
+
+def _stored_run(tmp_path, write_spec) -> tuple[RunOptions, Path, str]:
+    """A finished run, then the db file checkpointed so its bytes can be compared."""
+    o = opts(tmp_path)
+    run_spec_file(write_spec(k=[2]), o)
+    db = tmp_path / "g.db"
+    engine = open_db(o.db_url, migrate=False)[0]
+    with engine.connect() as conn:
+        conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    engine.dispose()
+    return o, db, _digest(db)
+
+
+def test_missing_corpus_at_run_time_changes_nothing(tmp_path, write_spec, text_files):
+    o, db, before = _stored_run(tmp_path, write_spec)
+    spec = write_spec(k=[2, 3])
+    spec.write_text(spec.read_text().replace(f'path = "{text_files[0]}"', 'path = "/no/such/corpus.txt"'))
+    with pytest.raises(GreenspecError, match=r"corpora\[0\]\.path: no such file") as err:
+        run_spec_file(spec, o)
+    assert "\n" not in str(err.value)
+    assert _digest(db) == before
+
+
+def test_unreadable_model_at_run_time_changes_nothing(tmp_path, write_spec, tiny_verifier):
+    o, db, before = _stored_run(tmp_path, write_spec)
+    bogus = tmp_path / "not-a-model"
+    bogus.mkdir()
+    (bogus / "config.json").write_text("{ this is not json")
+    spec = write_spec(k=[2, 3])
+    spec.write_text(spec.read_text().replace(f'model = "{tiny_verifier}"', f'model = "{bogus}"'))
+    with pytest.raises(GreenspecError, match="verifier.model: .* is not a loadable model") as err:
+        run_spec_file(spec, o)
+    assert "\n" not in str(err.value)
+    assert _digest(db) == before
