@@ -7,7 +7,6 @@ share the device. One call runs a batch of cells and returns their results with 
 from __future__ import annotations
 
 import logging
-import time
 import traceback
 
 import ray
@@ -37,7 +36,6 @@ class AcceleratorWorker:
                 logger.warning("cell %s failed: %s", cell["key"][:12], err)
                 results.append(CellResult(key=cell["key"], ok=False, worker=self.runner.worker,
                                           error=f"{type(err).__name__}: {err}\n{traceback.format_exc(limit=4)}"))
-        time.sleep(1.5 / self.runner.cfg.power_hz)  # one more sample past the last window's end
         return {"results": self.runner.attach_energy(results), "samples": self.runner.drain_samples()}
 
     def close(self) -> None:

@@ -161,7 +161,7 @@ class SweepRunner:
 
     def attach_energy(self, results: list[CellResult]) -> list[CellResult]:
         """Integrate the power trace over each sweep generation's [started_at, ended_at] window."""
-        from workers.metrics import energy_per_100_tokens, tokens_per_joule
+        from workers.power import j_per_100_tokens, tokens_per_j
 
         out = []
         for r in results:
@@ -169,10 +169,9 @@ class SweepRunner:
             if r.ok and "started_at" in p:
                 w = self.sampler.window(p["started_at"], p["ended_at"])
                 n = len(p["tokens"])
-                p = {**p, "energy_j": w.energy_j, "mean_power_w": w.mean_power_w,
-                     "power_source": "+".join(w.sources), "power_measured": w.measured,
-                     "j_per_100_tokens": energy_per_100_tokens(w.energy_j, n) if w.energy_j is not None else None,
-                     "tokens_per_j": tokens_per_joule(w.energy_j, n) if w.energy_j else None}
+                p = {**p, "energy_j": w.energy_j, "mean_power_w": w.mean_power_w, "power_source": w.source_label,
+                     "power_measured": w.measured, "j_per_100_tokens": j_per_100_tokens(w.energy_j, n),
+                     "tokens_per_j": tokens_per_j(w.energy_j, n)}
                 r = CellResult(key=r.key, ok=True, payload=p, worker=r.worker)
             out.append(r)
         return out
