@@ -115,7 +115,8 @@ def runner_config(spec: Spec, threads: int | None) -> RunnerConfig:
     v = spec.verifier
     return RunnerConfig(model=v.model, tokenizer=v.tokenizer, revision=v.revision, dtype=v.dtype, device=v.device,
                         max_new_tokens=spec.sweep.max_new_tokens, warmup=spec.sweep.warmup,
-                        power_sources=tuple(spec.power.sources), power_hz=spec.power.hz, threads=threads)
+                        power_sources=tuple(spec.power.sources), power_hz=spec.power.hz,
+                        idle_baseline_s=spec.power.idle_baseline_s, threads=threads)
 
 
 # ----------------------------------------------------------------------------- the run
@@ -200,7 +201,7 @@ class _Loop:
         self.spec, self.exp_id, self.Session, self.opts, self.progress = spec, exp_id, Session, opts, progress
         self.max_attempts = spec.experiment.max_attempts
         self.trains: dict[Any, int] = {}         # ObjectRef -> train cell id
-        self.batches: dict[Any, list[int]] = {}  # ObjectRef -> sweep/reference cell ids
+        self.batches: dict[Any, tuple[list[int], Any]] = {}  # ObjectRef -> (cell ids, the actor running them)
         self.queue: deque[int] = deque()         # pending sweep/reference cell ids, in run order
         self.actor = None
         self.label = ""
@@ -242,7 +243,7 @@ class _Loop:
 
     # -- training
     def _submit_trains(self, s: Session) -> None:
-        from workers.trainer import train_remote
+        from workers.trainer import train_task as train_remote
 
         cells = s.scalars(select(Cell).where(Cell.experiment_id == self.exp_id, Cell.kind == "train",
                                              Cell.state == "pending")).all()
@@ -258,7 +259,7 @@ class _Loop:
         return train_remote.remote(corpus.source(), c.params["tokenizer"], self.spec.experiment.artifacts,
                                    window=corpus.window, backend=corpus.backend, order=corpus.order,
                                    max_tokens=corpus.max_tokens, shards=corpus.shards,
-                                   power_sources=tuple(self.spec.power.sources))
+                                   power_sources=tuple(self.spec.power.sources), power_hz=self.spec.power.hz)
 
     def _train_done(self, ref, s: Session) -> None:
         import ray
@@ -273,7 +274,7 @@ class _Loop:
                 self._fail_dependents(s, cell)
             else:
                 store.mark_running(s, [cell.id], worker="ray-cpu")
-                from workers.trainer import train_remote
+                from workers.trainer import train_task as train_remote
 
                 self.trains[self._train_call(train_remote, cell)] = cell.id
             return
@@ -312,7 +313,7 @@ class _Loop:
         import ray
 
         info = ray.get(self.actor.info.remote())  # waits for the verifier to load; fails fast on a bad model
-        store.set_device(s, self.exp_id, info["device"])
+        store.set_device(s, self.exp_id, info["device"], info.get("idle_power_w"))
 
     def _next_batch(self, s: Session) -> list[Cell]:
         """Up to batch_size queued cells of one strategy whose inputs (instance base) are ready."""
@@ -347,17 +348,20 @@ class _Loop:
                 store.mark_running(s, [c.id for c in batch], worker="accelerator")
                 payload = [_cell_dict(c) for c in batch]
                 s.commit()
-                self.batches[self.actor.run_batch.remote(payload)] = [c.id for c in batch]
+                self.batches[self.actor.run_batch.remote(payload)] = ([c.id for c in batch], self.actor)
                 self.label = batch[0].strategy or batch[0].kind
 
     def _batch_done(self, ref, s: Session) -> None:
         import ray
 
-        ids = self.batches.pop(ref)
+        ids, actor = self.batches.pop(ref)
         try:
             out = ray.get(ref)
         except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError, ray.exceptions.WorkerCrashedError) as err:
             logger.warning("accelerator worker died during a batch of %d cells; retrying them", len(ids))
+            if actor is self.actor:  # a fresh worker (verifier reloaded) takes the retried cells
+                ray.kill(actor, no_restart=True)
+                self.actor = None
             for cid in ids:
                 cell = s.get(Cell, cid)
                 if not store.mark_failure(s, cell, f"worker died: {type(err).__name__}", self.max_attempts):

@@ -51,6 +51,8 @@ def _state_counts(session: Session, exp_id: int | None, kind: str | None = None)
 def status_counts(session: Session, experiment: str | None = None) -> dict:
     """`greenspec status --json`: cell counts by state, overall and for sweep cells, and stored generations."""
     exp_id = experiment_id(session, experiment) if experiment else None
+    if experiment and exp_id is None:
+        exp_id = -1  # an experiment not (yet) stored has no cells, rather than everyone's
     gens = select(func.count()).select_from(Generation)
     if exp_id is not None:
         gens = gens.where(Generation.experiment_id == exp_id)

@@ -1,7 +1,8 @@
 """The single accelerator worker: a thin Ray actor over `workers.runner.SweepRunner`.
 
 It holds the custom `accelerator` resource, so exactly one runs per cluster and timed generations never
-share the device. One call runs a batch of cells and returns their results with the power samples taken.
+share the device. It is never restarted by Ray: when it dies, the driver starts a fresh one and retries the
+cells it held. One call runs a batch of cells and returns their results with the power samples taken.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from workers.runner import CellResult, RunnerConfig, SweepRunner
 logger = logging.getLogger(__name__)
 
 
-@ray.remote(resources={"accelerator": 1}, num_cpus=1, max_restarts=-1, max_task_retries=0)
+@ray.remote(resources={"accelerator": 1}, num_cpus=1, max_restarts=0, max_task_retries=0)
 class AcceleratorWorker:
     """Loads the verifier once; `run_batch` runs cells in order and measures their energy."""
 

@@ -1,0 +1,111 @@
+"""Plotly figures for the paper's figures; pure functions of summary / generation / power frames."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.express as px
+import plotly.graph_objects as go
+
+from dashboard.tables import PLAIN
+
+TEMPLATE = "plotly_white"
+REGIME_ORDER = ["uncached", "cached"]
+
+
+def _finish(fig: go.Figure, title: str) -> go.Figure:
+    fig.update_layout(template=TEMPLATE, title=title, legend_title_text="", margin=dict(t=70, l=10, r=10, b=10))
+    fig.for_each_annotation(lambda a: a.update(text=a.text.removeprefix("regime=")))
+    return fig
+
+
+def _over_tasks(summary: pd.DataFrame, value: str) -> pd.DataFrame:
+    """Mean of `value` over the selected tasks per strategy x k x regime."""
+    return summary.groupby(["strategy", "k", "regime"], as_index=False)[value].mean()
+
+
+def speedup_vs_k(summary: pd.DataFrame) -> go.Figure:
+    """Figure 1: speedup over plain vs k, one panel per regime, one line per strategy, break-even at 1.0."""
+    df = _over_tasks(summary[summary["draft"] != PLAIN], "speedup")
+    fig = px.line(df.sort_values("k"), x="k", y="speedup", color="strategy", facet_col="regime", markers=True,
+                  category_orders={"regime": REGIME_ORDER})
+    fig.add_hline(y=1.0, line_dash="dash", line_color="gray", annotation_text="break-even (plain)",
+                  annotation_position="bottom right")
+    fig.update_xaxes(tickmode="array", tickvals=sorted(df["k"].unique()))
+    fig.update_yaxes(title_text="speedup over plain", col=1)
+    return _finish(fig, "Figure 1: speedup vs k (mean over selected tasks)")
+
+
+def acceptance_vs_k(summary: pd.DataFrame) -> go.Figure:
+    """Acceptance vs k per strategy and regime, with the break-even acceptance curve k/(k+1)."""
+    df = _over_tasks(summary[summary["draft"] != PLAIN], "acceptance")
+    fig = px.line(df.sort_values("k"), x="k", y="acceptance", color="strategy", facet_col="regime", markers=True,
+                  category_orders={"regime": REGIME_ORDER})
+    ks = np.arange(1, max(int(df["k"].max()) if not df.empty else 8, 2) + 1)
+    for col in range(1, df["regime"].nunique() + 1):
+        fig.add_trace(go.Scatter(x=ks, y=ks / (ks + 1), mode="lines", name="break-even k/(k+1)",
+                                 line=dict(dash="dash", color="gray"), showlegend=col == 1), row=1, col=col)
+    fig.update_yaxes(tickformat=".0%", range=[0, 1.05])
+    return _finish(fig, "Acceptance vs k and the break-even acceptance k/(k+1)")
+
+
+def accepted_length_hist(gens: pd.DataFrame) -> go.Figure:
+    """Share of verifier steps that accepted 0..k draft tokens, per strategy, one panel per k."""
+    rows = []
+    drafted = gens[(gens["draft"] != PLAIN) & (gens["k"] > 0)]
+    for (strategy, k), group in drafted.groupby(["strategy", "k"]):
+        counts = np.zeros(int(k) + 1)
+        for hist in group["accept_hist"]:
+            h = np.asarray(hist or [], dtype=float)[: int(k) + 1]
+            counts[: len(h)] += h
+        total = counts.sum() or 1.0
+        rows += [{"strategy": strategy, "k": int(k), "accepted": j, "share": c / total} for j, c in enumerate(counts)]
+    df = pd.DataFrame(rows, columns=["strategy", "k", "accepted", "share"])
+    fig = px.bar(df, x="accepted", y="share", color="strategy", barmode="group", facet_col="k")
+    fig.update_xaxes(matches=None)  # each panel spans its own 0..k
+    fig.update_yaxes(tickformat=".0%", title_text="share of steps", col=1)
+    fig.update_xaxes(title_text="accepted draft tokens", dtick=1)
+    return _finish(fig, "Accepted length per verifier step")
+
+
+def tokens_per_joule_ladder(summary: pd.DataFrame, label: str) -> go.Figure:
+    """Figure 2: tokens per joule, best k per strategy, ranked, one panel per regime."""
+    df = _over_tasks(summary.dropna(subset=["tokens_per_j"]), "tokens_per_j")
+    best = df.loc[df.groupby(["strategy", "regime"])["tokens_per_j"].idxmax()] if not df.empty else df
+    best = best.assign(name=[s if s == PLAIN else f"{s} (k={k})" for s, k in zip(best["strategy"], best["k"])])
+    fig = px.bar(best.sort_values("tokens_per_j"), x="tokens_per_j", y="name", color="strategy", orientation="h",
+                 facet_col="regime", category_orders={"regime": REGIME_ORDER}, text_auto=".2f")
+    fig.update_yaxes(matches=None, showticklabels=True, title_text="")
+    fig.update_xaxes(title_text="tokens per joule")
+    return _finish(fig, f"Figure 2: tokens per joule, best k per strategy ({label})")
+
+
+def power_vs_k(summary: pd.DataFrame, label: str) -> go.Figure:
+    """Mean power (W) vs k per strategy and regime (plain at k = 0)."""
+    df = _over_tasks(summary.dropna(subset=["mean_power_w"]), "mean_power_w")
+    fig = px.line(df.sort_values("k"), x="k", y="mean_power_w", color="strategy", facet_col="regime", markers=True,
+                  category_orders={"regime": REGIME_ORDER})
+    fig.update_yaxes(title_text="mean power (W)", col=1)
+    return _finish(fig, f"Mean power vs k ({label})")
+
+
+def power_trace(samples: pd.DataFrame, t0: float, t1: float, label: str) -> go.Figure:
+    """Power (W) against seconds since the generation started, its window shaded."""
+    df = samples.assign(t=samples["t_s"] - t0)
+    fig = px.line(df, x="t", y="power_w", color="source", markers=True)
+    fig.add_vrect(x0=0, x1=t1 - t0, fillcolor="green", opacity=0.08, line_width=0, annotation_text="generation")
+    fig.update_xaxes(title_text="seconds since start")
+    fig.update_yaxes(title_text="power (W)")
+    return _finish(fig, f"Power trace ({label})")
+
+
+def queue_progress(status: dict) -> go.Figure:
+    """Stacked bars of cell states per kind (train, reference, sweep)."""
+    rows = [{"kind": kind, "state": state, "cells": n} for kind in ("train", "reference", "sweep")
+            for state, n in status.get(kind, {}).items()]
+    colors = {"done": "#2ca02c", "running": "#1f77b4", "pending": "#c7c7c7", "failed": "#d62728"}
+    fig = px.bar(pd.DataFrame(rows, columns=["kind", "state", "cells"]), x="cells", y="kind", color="state",
+                 orientation="h", color_discrete_map=colors,
+                 category_orders={"state": ["done", "running", "pending", "failed"]})
+    fig.update_layout(height=240)
+    return _finish(fig, "Queue by state")

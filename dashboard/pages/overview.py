@@ -1,0 +1,67 @@
+"""Overview: experiments, queue progress (live while a run is going), failures, instance bases."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dashboard import charts, queries, ui
+
+REFRESH_S = 5  # how often the queue redraws while cells are pending or running
+
+RESULT_COLUMNS = ["strategy", "task", "k", "regime", "prompts", "tokens_per_s", "speedup", "acceptance", "mal",
+                  "rouge_l", "j_per_100_tokens", "power_source"]
+RESULT_FORMATS = {
+    "tokens_per_s": st.column_config.NumberColumn("tok/s", format="%.1f"),
+    "speedup": st.column_config.NumberColumn("speedup", format="%.2fx"),
+    "acceptance": st.column_config.NumberColumn("acceptance", format="percent"),
+    "mal": st.column_config.NumberColumn("MAL", format="%.2f"),
+    "rouge_l": st.column_config.NumberColumn("ROUGE-L", format="%.3f"),
+    "j_per_100_tokens": st.column_config.NumberColumn("J/100 tok", format="%.1f"),
+    "power_source": "power",
+}
+IBASE_COLUMNS = {"corpus": "corpus", "backend": "backend", "tokens": "tokens", "instances": "instances",
+                 "nodes_before_prune": "nodes before prune", "nodes_after_prune": "nodes after prune",
+                 "size_mb": "size (MB)", "train_s": "train (s)", "energy_j": "energy (J)",
+                 "power_source": "power source"}
+
+
+def live(status: dict) -> bool:
+    """Whether any cell still waits or runs (then the queue keeps refreshing)."""
+    return bool(status["cells"]["pending"] or status["cells"]["running"])
+
+
+def queue(f: ui.Filters, was_live: bool) -> None:
+    """Queue progress by state; a fragment that reruns itself every few seconds while the run is live."""
+    counts = queries.status(f.url, f.experiment)
+    if was_live and not live(counts):
+        st.rerun()  # the run just ended: redraw the whole page once, which also stops the timer
+    sweep = counts["sweep"]
+    total = sum(sweep.values())
+    done = sweep["done"] + sweep["failed"]
+    cols = st.columns(5)
+    for col, (label, value) in zip(cols, [("sweep cells", total), ("done", sweep["done"]),
+                                          ("running", sweep["running"]), ("failed", sweep["failed"]),
+                                          ("generations", counts["generations"])]):
+        col.metric(label, value)
+    st.progress(done / total if total else 0.0, text=f"sweep {done}/{total} finished")
+    st.plotly_chart(charts.queue_progress(counts))
+    if live(counts):
+        st.caption(f"Run in progress: refreshing every {REFRESH_S} s.")
+
+
+f = ui.current_filters()
+st.title("Overview")
+st.caption(f"Experiment **{f.experiment}**")
+ui.frame_block(queries.experiments(f.url), "Experiments", "experiments")
+
+st.subheader("Queue progress")
+is_live = live(queries.status(f.url, f.experiment))
+st.fragment(run_every=REFRESH_S if is_live else None)(queue)(f, is_live)
+
+ui.frame_block(f.apply(queries.summary(f.url, f.experiment))[RESULT_COLUMNS], "Results so far", "summary",
+               column_config=RESULT_FORMATS)
+ui.frame_block(queries.failures(f.url, f.exp_id), "Failures", "failures")
+bases = queries.instance_bases(f.url, f.exp_id)
+if not bases.empty:
+    bases = bases.assign(size_mb=bases["bytes"] / 1e6)[list(IBASE_COLUMNS)].rename(columns=IBASE_COLUMNS)
+ui.frame_block(bases, "Instance bases", "instance_bases")

@@ -1,0 +1,18 @@
+"""Throughput: Tables 1 and 2 (tokens/s and speedup over plain per regime) and Figure 1 (speedup vs k)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dashboard import charts, queries, ui
+
+f = ui.current_filters()
+st.title("Throughput")
+summary = f.apply(queries.summary(f.url, f.experiment))
+st.caption("Speedup is tokens/s over plain greedy decoding at the same task and regime; the best per task is bold.")
+ui.paper_table_block(summary, "table1")
+ui.paper_table_block(summary, "table2")
+if summary[summary["draft"] != "plain"]["speedup"].notna().any():
+    st.plotly_chart(charts.speedup_vs_k(summary))
+else:
+    st.info("Figure 1 needs a drafted strategy and plain at the same task and regime.")

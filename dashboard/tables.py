@@ -1,0 +1,282 @@
+"""Pure table helpers: filter the summary, pivot it into the paper's tables, bold the best, export CSV/LaTeX.
+
+No Streamlit here, so pages, the exporter and tests share one definition of every table.
+
+Example:
+    >>> spec = PAPER_TABLES["table1"]                      # tokens/s and speedup, uncached regime
+    >>> table = paper_table(summary, spec.metrics, spec.regime)
+    >>> latex = to_latex(table, spec.best, caption=spec.title)
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import pandas as pd
+
+PLAIN = "plain"
+REGIMES = ("uncached", "cached")
+BOLD_CSS = "font-weight: bold"
+NA = "–"  # not "-": the page renders cells as Markdown, where "-" starts a list
+BOLD_LATEX = "textbf: --rwrap;"  # Styler.to_latex turns this into \textbf{...}
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One column of a paper table: the summary column, its header, its format, and which end is best."""
+
+    column: str
+    label: str
+    fmt: str = "{:.2f}"
+    best: str | None = "max"  # "max", "min" or None (no bold)
+    scale: float = 1.0  # e.g. 100 for a percentage
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """A paper table: which metrics, over which regime."""
+
+    title: str
+    metrics: tuple[Metric, ...]
+    regime: str | None
+    plain: bool = True  # whether the plain row belongs (not for acceptance: plain drafts nothing)
+
+
+TOKENS_PER_S = Metric("tokens_per_s", "tok/s", "{:.1f}")
+SPEEDUP = Metric("speedup", "speedup", "{:.2f}x")
+J_PER_100 = Metric("j_per_100_tokens", "J/100 tok", "{:.2f}", "min")
+ENERGY_RATIO = Metric("energy_ratio", "vs plain", "{:.2f}x", "min")
+ACCEPTANCE = Metric("acceptance", "accept %", "{:.1f}", "max", 100.0)
+MAL = Metric("mal", "MAL", "{:.2f}")
+REPETITION = Metric("repetition", "repetition", "{:.3f}", None)
+OVERLAP = Metric("overlap", "overlap", "{:.3f}", None)
+GZIP = Metric("gzip_ratio", "gzip", "{:.3f}", None)
+
+PAPER_TABLES = {
+    "table1": TableSpec("Table 1: throughput and speedup over plain, uncached",
+                        (TOKENS_PER_S, SPEEDUP), "uncached"),
+    "table2": TableSpec("Table 2: throughput and speedup over plain, cached",
+                        (TOKENS_PER_S, SPEEDUP), "cached"),
+    "table3": TableSpec("Table 3: energy per 100 tokens and ratio to plain, uncached",
+                        (J_PER_100, ENERGY_RATIO), "uncached"),
+    "table4": TableSpec("Table 4: energy per 100 tokens and ratio to plain, cached",
+                        (J_PER_100, ENERGY_RATIO), "cached"),
+    "table5": TableSpec("Table 5: redundancy of the generated texts",
+                        (REPETITION, OVERLAP, GZIP), None),
+    "table6": TableSpec("Table 6: acceptance and mean accepted length, uncached",
+                        (ACCEPTANCE, MAL), "uncached", plain=False),
+    "table7": TableSpec("Table 7: acceptance and mean accepted length, cached",
+                        (ACCEPTANCE, MAL), "cached", plain=False),
+}
+
+
+def filter_frame(df: pd.DataFrame, tasks: Iterable[str] = (), strategies: Iterable[str] = (),
+                 regimes: Iterable[str] = (), ks: Iterable[int] = ()) -> pd.DataFrame:
+    """Rows matching every non-empty selection; plain rows (k = 0) survive any k selection (they are the reference)."""
+    mask = pd.Series(True, index=df.index)
+    for column, chosen in (("task", tasks), ("strategy", strategies), ("regime", regimes)):
+        chosen = list(chosen)
+        if chosen and column in df:
+            mask &= df[column].isin(chosen)
+    ks = list(ks)
+    if ks and "k" in df:
+        keep_k = df["k"].isin(ks)
+        if "draft" in df:
+            keep_k |= df["draft"] == PLAIN
+        mask &= keep_k
+    return df[mask]
+
+
+def paper_table(summary: pd.DataFrame, metrics: Sequence[Metric], regime: str | None) -> pd.DataFrame:
+    """Rows (strategy, k), columns (task, metric label); plain first, then strategies by name and k."""
+    df = summary if regime is None else summary[summary["regime"] == regime]
+    if df.empty:
+        return pd.DataFrame()
+    parts = {m.label: df.pivot_table(index=["strategy", "k"], columns="task", values=m.column, aggfunc="mean",
+                                     dropna=False) * m.scale for m in metrics}
+    table = pd.concat(parts, axis=1).swaplevel(0, 1, axis=1)
+    tasks = sorted(df["task"].unique())
+    table = table.reindex(columns=pd.MultiIndex.from_product([tasks, [m.label for m in metrics]]))
+    order = sorted(table.index, key=lambda sk: (sk[0] != PLAIN, sk[0], sk[1]))
+    table = table.reindex(pd.MultiIndex.from_tuples(order, names=["strategy", "k"]))
+    table.columns.names = ["task", None]
+    return table.dropna(how="all")
+
+
+def best_cells(table: pd.DataFrame, metrics: Sequence[Metric]) -> pd.DataFrame:
+    """Boolean frame like `table`: True at the best value of each (task, metric) column that has a best."""
+    by_label = {m.label: m for m in metrics}
+    mask = pd.DataFrame(False, index=table.index, columns=table.columns)
+    for col in table.columns:
+        metric = by_label.get(col[-1] if isinstance(col, tuple) else col)
+        values = pd.to_numeric(table[col], errors="coerce")
+        if metric is None or metric.best is None or values.isna().all():
+            continue
+        target = values.max() if metric.best == "max" else values.min()
+        mask[col] = values == target
+    return mask
+
+
+def styled(table: pd.DataFrame, metrics: Sequence[Metric], *, latex: bool = False):
+    """A pandas Styler: formatted values, best per column in bold (CSS for the page, \\textbf for LaTeX).
+
+    For the page (latex=False) the (task, metric) header is flattened to "task · metric" and the index becomes
+    ordinary columns: one header row reads better than two in a narrow browser table.
+    """
+    by_label = {m.label: m for m in metrics}
+    mask = best_cells(table, metrics)
+    shown = table
+    if not latex:
+        flat = [" · ".join(map(str, c)) if isinstance(c, tuple) else str(c) for c in table.columns]
+        shown = table.set_axis(flat, axis=1).reset_index()
+        mask = mask.set_axis(flat, axis=1).reset_index(drop=True)
+        mask = pd.concat([pd.DataFrame(False, index=mask.index, columns=shown.columns[:table.index.nlevels]), mask],
+                         axis=1)
+    labels = [c[-1] if isinstance(c, tuple) else c for c in table.columns]
+    columns = list(shown.columns[-len(labels):]) if labels else []
+    formats = {col: by_label[label].fmt for col, label in zip(columns, labels) if label in by_label}
+    props = BOLD_LATEX if latex else BOLD_CSS
+    styler = shown.style.format(formats, na_rep=NA)
+    if not latex:
+        styler = styler.hide(axis="index")
+    return styler.apply(lambda _: mask.replace({True: props, False: ""}).set_axis(shown.index), axis=None)
+
+
+def to_csv(table: pd.DataFrame) -> str:
+    """CSV text of a table, index included (numbers unformatted, for re-analysis)."""
+    return table.to_csv()
+
+
+def to_latex(table: pd.DataFrame, metrics: Sequence[Metric], caption: str = "", label: str = "") -> str:
+    """A booktabs LaTeX table with the best per column in \\textbf, ready for the paper."""
+    if table.empty:
+        return ""
+    styler = styled(table, metrics, latex=True)
+    styler = styler.format_index(_latex_escape, axis=0).format_index(_latex_escape, axis=1)
+    return styler.to_latex(caption=caption or None, label=label or None, hrules=True,
+                           multicol_align="c", position_float="centering")
+
+
+def _latex_escape(value) -> str:
+    text = str(value)
+    for char, repl in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("_", r"\_"), ("#", r"\#")):
+        text = text.replace(char, repl)
+    return text
+
+
+def break_even_frame(summary: pd.DataFrame) -> pd.DataFrame:
+    """Per drafted strategy x task x k x regime: acceptance vs the break-even acceptance k/(k+1)."""
+    df = summary[(summary["draft"] != PLAIN) & (summary["k"] > 0)]
+    out = df[["strategy", "task", "k", "regime", "acceptance", "speedup"]].copy()
+    out["break_even"] = out["k"] / (out["k"] + 1)
+    out["margin"] = out["acceptance"] - out["break_even"]
+    return out.reset_index(drop=True)
+
+
+def segment_steps(tokens: Sequence[int], accepted_per_step: Sequence[int]) -> list[tuple[list[int], list[int]]]:
+    """Split generated tokens into steps: (accepted draft tokens, verifier tokens) per verifier call.
+
+    Each step accepts `a` draft tokens then appends one verifier token; the last step may be cut short by the
+    token budget. Tokens beyond the recorded steps (or a plain run with no steps) become one-token steps.
+    """
+    steps: list[tuple[list[int], list[int]]] = []
+    pos = 0
+    for accepted in accepted_per_step:
+        if pos >= len(tokens):
+            break
+        draft = list(tokens[pos:pos + accepted])
+        pos += len(draft)
+        verifier = list(tokens[pos:pos + 1])
+        pos += len(verifier)
+        steps.append((draft, verifier))
+    steps.extend(([], [t]) for t in tokens[pos:])
+    return steps
+
+
+def highlight_html(segments: Sequence[tuple[str, bool]]) -> str:
+    """HTML of text segments, accepted draft segments highlighted (escaped; whitespace preserved)."""
+    spans = []
+    for text, accepted in segments:
+        body = html.escape(text)
+        if accepted:
+            spans.append(f'<span class="gs-accepted" style="background:#c8f7c5;border-radius:3px">{body}</span>')
+        else:
+            spans.append(f"<span>{body}</span>")
+    return '<div style="white-space:pre-wrap;line-height:1.7">' + "".join(spans) + "</div>"
+
+
+def decode_segments(steps: Sequence[tuple[list[int], list[int]]], decode) -> list[tuple[str, bool]]:
+    """Text per step part via prefix decoding (keeps SentencePiece word spaces right); `decode(ids) -> str`."""
+    segments: list[tuple[str, bool]] = []
+    ids: list[int] = []
+    shown = ""
+    for draft, verifier in steps:
+        for part, accepted in ((draft, True), (verifier, False)):
+            if not part:
+                continue
+            ids.extend(part)
+            text = decode(ids)
+            # a prefix decode can rewrite its tail (partial UTF-8); show whatever is new from the common prefix
+            common = len(shown) if text.startswith(shown) else _common_prefix(text, shown)
+            segments.append((text[common:], accepted))
+            shown = text
+    return segments
+
+
+def ids_segments(steps: Sequence[tuple[list[int], list[int]]]) -> list[tuple[str, bool]]:
+    """Token ids as text segments, for when no tokenizer can be loaded."""
+    return [(" ".join(map(str, part)) + " ", accepted) for draft, verifier in steps
+            for part, accepted in ((draft, True), (verifier, False)) if part]
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def redundancy_frame(texts: pd.DataFrame, references: pd.DataFrame, n: int = 4) -> pd.DataFrame:
+    """Table 5's measures per text source (strategy or "reference") x task, one text per prompt.
+
+    Texts repeat across k and regime (greedy outputs are equal), so each prompt counts once per source, else
+    duplicates would inflate the cross-document overlap.
+    """
+    from workers.metrics import cross_document_overlap, gzip_ratio, within_text_repetition
+
+    sources = [texts[["strategy", "task", "prompt_index", "text"]]]
+    if not references.empty:
+        sources.append(references[["task", "prompt_index", "text"]].assign(strategy="reference"))
+    df = pd.concat(sources).drop_duplicates(["strategy", "task", "prompt_index"])
+    rows = []
+    for (source, task), group in df.groupby(["strategy", "task"]):
+        docs = [t for t in group["text"] if t]
+        rows.append({"strategy": source, "task": task, "texts": len(docs),
+                     "repetition": _mean(within_text_repetition(t, n=n) for t in docs),
+                     "overlap": cross_document_overlap(docs, n=n) if len(docs) > 1 else float("nan"),
+                     "gzip_ratio": _mean(gzip_ratio(t) for t in docs)})
+    return pd.DataFrame(rows, columns=["strategy", "task", "texts", "repetition", "overlap", "gzip_ratio"])
+
+
+def redundancy_table(frame: pd.DataFrame, metrics: Sequence[Metric]) -> pd.DataFrame:
+    """Rows text source (reference first), columns (task, metric label)."""
+    if frame.empty:
+        return pd.DataFrame()
+    table = frame.pivot_table(index="strategy", columns="task", values=[m.column for m in metrics], aggfunc="mean",
+                              dropna=False)
+    table = table.rename(columns={m.column: m.label for m in metrics}, level=0).swaplevel(0, 1, axis=1)
+    tasks = sorted(frame["task"].unique())
+    table = table.reindex(columns=pd.MultiIndex.from_product([tasks, [m.label for m in metrics]]))
+    order = sorted(table.index, key=lambda s: (s != "reference", s != PLAIN, s))
+    table = table.reindex(pd.Index(order, name="text source"))
+    table.columns.names = ["task", None]
+    return table
+
+
+def _mean(values: Iterable[float]) -> float:
+    values = list(values)
+    return sum(values) / len(values) if values else float("nan")

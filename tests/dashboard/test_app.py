@@ -1,0 +1,141 @@
+"""The app rendered by Streamlit's AppTest over the fixture database, a live one, and empty ones."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from storage.db import open_db
+from tests.dashboard.populate import EXPERIMENT, populate
+
+APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
+TIMEOUT_S = 60  # first run imports plotly and pandas' Styler; the Texts page loads the tokenizer
+
+
+def _app(monkeypatch, url: str) -> AppTest:
+    monkeypatch.setenv("GREENSPEC_DB", url)
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _open(at: AppTest, page: str) -> AppTest:
+    at.switch_page(f"pages/{page}.py")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _charts(at: AppTest) -> list:
+    return list(at.get("plotly_chart"))
+
+
+def _multiselect(at: AppTest, key: str):
+    """A multiselect by key (`at.multiselect` misses these sidebar widgets in Streamlit 1.67)."""
+    return next(w for w in at.get("multiselect") if w.key == key)
+
+
+def _text(at: AppTest) -> str:
+    return "\n".join(m.value for m in at.markdown) + "\n".join(h.value for h in at.subheader)
+
+
+@pytest.fixture(scope="module")
+def app(fixture_db):
+    """One AppTest session over the fixture database, shared by the page tests (as a browser tab would be)."""
+    with pytest.MonkeyPatch.context() as mp:
+        yield _app(mp, fixture_db)
+
+
+def test_overview_lists_experiment_queue_failures_and_ibases(app):
+    at = _open(app, "overview")
+    assert at.title[0].value == "Overview"
+    experiments, results, failures, ibases = (d.value for d in at.dataframe)
+    assert list(experiments["name"]) == [EXPERIMENT]
+    assert {"plain", "ngram", "olifant-wikitext"} <= set(results["strategy"])
+    assert failures["error"].iloc[0].startswith("DraftError")
+    assert ibases["nodes after prune"].iloc[0] == 121_850
+    assert len(_charts(at)) == 1  # queue by state
+    assert {m.label: m.value for m in at.metric}["sweep cells"] == "61"
+    assert len(at.download_button) == 8  # CSV + LaTeX for each of the four tables
+
+
+def test_throughput_tables_and_figure(app):
+    at = _open(app, "throughput")
+    assert [t.value.columns[0] for t in at.table] == ["strategy", "strategy"]
+    table1 = at.table[0].value
+    assert "wikitext · speedup" in table1.columns and len(table1) == 5
+    assert {"Table 1: throughput and speedup over plain, uncached",
+            "Table 2: throughput and speedup over plain, cached"} <= {h.value for h in at.subheader}
+    assert len(_charts(at)) == 1
+    assert {b.label for b in at.download_button} == {"CSV", "LaTeX"} and len(at.download_button) == 4
+
+
+def test_acceptance_tables_break_even_and_histograms(app):
+    at = _open(app, "acceptance")
+    assert len(at.table) == 2 and "plain" not in set(at.table[0].value["strategy"])
+    even = at.dataframe[0].value
+    assert (even["break_even"] == even["k"] / (even["k"] + 1)).all()
+    assert len(_charts(at)) == 2  # acceptance vs k, accepted-length histograms
+
+
+def test_energy_tables_figures_and_trace_are_labelled(app):
+    at = _open(app, "energy")
+    assert len(at.table) == 2
+    assert "measured (nvml)" in at.caption[0].value
+    assert len(_charts(at)) == 3  # ladder, power vs k, power trace
+    assert {m.label for m in at.metric} >= {"energy (J)", "mean power (W)"}
+
+
+def test_texts_redundancy_and_drill_down(app):
+    at = _open(app, "texts")
+    assert list(at.table[0].value["text source"])[0] == "reference"
+    assert at.selectbox(key="texts_gen").value is not None
+    highlighted = [h.proto.body for h in at.get("html") if "gs-accepted" in h.proto.body]
+    assert highlighted, "the drafted generation shows accepted tokens highlighted"
+    assert "Norman lords" in "".join(h.proto.body for h in at.get("html"))  # decoded text, not ids
+
+
+def test_filters_narrow_every_table(app):
+    at = _open(app, "throughput")
+    _multiselect(at, "f_task").set_value(["pubmed"])
+    _multiselect(at, "f_strategy").set_value(["plain", "ngram"])
+    at.run()
+    table1 = at.table[0].value
+    assert not any(c.startswith("wikitext") for c in table1.columns)
+    assert set(table1["strategy"]) == {"plain", "ngram"}
+    _multiselect(at, "f_task").set_value([])
+    _multiselect(at, "f_strategy").set_value([])
+    at.run()
+
+
+def test_live_run_refreshes_queue(monkeypatch, live_db):
+    at = _app(monkeypatch, live_db)
+    assert any("refreshing every" in c.value for c in at.caption)
+    assert {m.label: m.value for m in at.metric}["running"] == "1"
+
+
+def test_energy_page_without_any_power_source(monkeypatch, tmp_path):
+    url = f"sqlite:///{tmp_path / 'nopower.db'}"
+    populate(url, energy=False)
+    at = _app(monkeypatch, url)
+    at = _open(at, "energy")
+    assert "no energy data" in at.caption[0].value
+    assert any("no power source" in i.value for i in at.info)
+    assert {m.label: m.value for m in at.metric}["energy (J)"] == "–"
+
+
+@pytest.mark.parametrize("state", ["missing", "no_schema", "no_experiment"])
+def test_empty_database_shows_how_to_start(monkeypatch, tmp_path, state):
+    path = tmp_path / "empty.db"
+    url = f"sqlite:///{path}"
+    if state == "no_schema":
+        path.write_bytes(b"")
+    elif state == "no_experiment":
+        open_db(url)
+    at = _app(monkeypatch, url)
+    assert "greenspec demo" in _text(at) and "greenspec run examples/demo.toml" in _text(at)
+    assert not at.table and not _charts(at)
+    assert path.exists() == (state != "missing")  # the dashboard never creates a database

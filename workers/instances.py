@@ -1,0 +1,146 @@
+"""Corpus -> token file -> IGTree instances (w context tokens -> the next token), in bounded memory.
+
+Documents are tokenised in batches and appended to a flat token file (uint16 when the vocabulary fits, else
+uint32) with an int64 document-offsets file beside it; nothing ever holds the corpus as a Python list.
+Every document starts with the tokenizer's BOS, exactly as a prompt does at decoding time. Instances:
+each token after BOS is a target; its context is the w tokens before it inside the same document,
+left-padded with `PAD` (TiMBL-style windowing; `PAD` is -1, never a token id), so BOS is a context value but
+never a target and no window crosses a document boundary. Both backends get the same instances.
+
+Example:
+    >>> tf = tokenize_source(TextSource(name="plays", path="plays.txt"), load_tokenizer("mistral"), "runs/tok")
+    >>> contexts, targets = make_instances(tf.tokens(), tf.offsets(), window=4)
+    >>> contexts[0], targets[0]                      # first instance of the first document
+    (array([-1, -1, -1,  1], dtype=int32), 422)
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from workers.corpora import TextSource, iter_documents
+from workers.errors import CorpusError
+from workers.igtree import PAD
+
+logger = logging.getLogger(__name__)
+
+BATCH_DOCS = 256  # documents per tokenizer call: bounded memory, few Python round trips
+
+
+@dataclass(frozen=True)
+class TokenFile:
+    """A tokenised corpus on disk: flat `tokens_path` (dtype) and `offsets_path` (n_docs + 1 int64 starts)."""
+
+    tokens_path: str
+    offsets_path: str
+    dtype: str
+    n_tokens: int
+    n_docs: int
+
+    def tokens(self) -> np.ndarray:
+        """All tokens, memory-mapped; (n_tokens,)."""
+        return np.memmap(self.tokens_path, dtype=self.dtype, mode="r", shape=(self.n_tokens,))
+
+    def offsets(self) -> np.ndarray:
+        """Document start offsets plus the end; (n_docs + 1,) int64."""
+        return np.fromfile(self.offsets_path, dtype=np.int64)
+
+    @property
+    def n_instances(self) -> int:
+        """Instances these tokens give: one per token that is not a document's first."""
+        return self.n_tokens - self.n_docs
+
+
+def token_dtype(tokenizer) -> np.dtype:
+    """uint16 when every id fits (vocab <= 65535), else uint32."""
+    return np.dtype(np.uint16) if len(tokenizer) <= 65535 else np.dtype(np.uint32)
+
+
+def tokenize_source(source: TextSource, tokenizer, out_dir, *, max_tokens: int | None = None,
+                    batch_docs: int = BATCH_DOCS) -> TokenFile:
+    """Tokenise a source's documents into `out_dir`/<name>.tokens/.offsets; stop after `max_tokens` tokens."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    dtype = token_dtype(tokenizer)
+    tok_path, off_path = out / f"{source.name}.tokens", out / f"{source.name}.offsets"
+    n_tokens, n_docs = 0, 0
+    with open(f"{tok_path}.tmp", "wb") as tok_fh, open(f"{off_path}.tmp", "wb") as off_fh:
+        for ids in _token_batches(source, tokenizer, batch_docs):
+            ids = _within_budget(ids, None if max_tokens is None else max_tokens - n_tokens)
+            if not ids:
+                break
+            lengths = np.fromiter((len(d) for d in ids), dtype=np.int64, count=len(ids))
+            off_fh.write((n_tokens + np.concatenate([[0], np.cumsum(lengths)[:-1]])).astype(np.int64).tobytes())
+            tok_fh.write(np.concatenate([np.asarray(d, dtype=dtype) for d in ids]).tobytes())
+            n_tokens += int(lengths.sum())
+            n_docs += len(ids)
+            if max_tokens is not None and n_tokens >= max_tokens:
+                break
+        off_fh.write(np.array([n_tokens], dtype=np.int64).tobytes())
+    if n_tokens - n_docs <= 0:
+        os.unlink(f"{tok_path}.tmp")
+        os.unlink(f"{off_path}.tmp")
+        raise CorpusError(f"{source.name}: {source.describe()} gave no instances ({n_docs} documents, {n_tokens} "
+                          "tokens); give a corpus with text")
+    os.replace(f"{tok_path}.tmp", tok_path)
+    os.replace(f"{off_path}.tmp", off_path)
+    logger.info("tokenised %s: %d documents, %d tokens (%s)", source.describe(), n_docs, n_tokens, dtype)
+    return TokenFile(str(tok_path), str(off_path), dtype.str, n_tokens, n_docs)
+
+
+def _token_batches(source: TextSource, tokenizer, batch_docs: int) -> Iterator[list[list[int]]]:
+    """Lists of token-id lists (BOS first, as the tokenizer adds it), `batch_docs` documents at a time."""
+    batch: list[str] = []
+    for doc in iter_documents(source):
+        batch.append(doc)
+        if len(batch) == batch_docs:
+            yield tokenizer(batch).input_ids
+            batch = []
+    if batch:
+        yield tokenizer(batch).input_ids
+
+
+def _within_budget(ids: list[list[int]], budget: int | None) -> list[list[int]]:
+    """The leading documents holding at most `budget` tokens in all (the last one cut short); no empty ones."""
+    if budget is None:
+        return [doc for doc in ids if doc]
+    kept = []
+    for doc in ids:
+        if budget <= 0:
+            break
+        if doc:
+            kept.append(doc[:budget])
+            budget -= len(kept[-1])
+    return kept
+
+
+def make_instances(tokens: np.ndarray, offsets: np.ndarray, window: int = 4, lo: int = 0,
+                   hi: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Instances whose target position is in [lo, hi): contexts (n, window) int32 (PAD-padded), targets (n,) int32."""
+    hi = len(tokens) if hi is None else min(hi, len(tokens))
+    pos = np.arange(lo, hi, dtype=np.int64)
+    start = offsets[np.searchsorted(offsets, pos, side="right") - 1]  # the start of each position's document
+    keep = pos > start  # a document's first token (BOS) is never a target
+    pos, start = pos[keep], start[keep]
+    idx = pos[:, None] + np.arange(-window, 0)  # (n, window) positions of the context
+    contexts = np.asarray(tokens[np.maximum(idx, 0)], dtype=np.int32)
+    contexts[idx < start[:, None]] = PAD
+    return contexts, np.asarray(tokens[pos], dtype=np.int32)
+
+
+def shard_bounds(n_tokens: int, shards: int) -> list[tuple[int, int]]:
+    """Split target positions [0, n_tokens) into `shards` contiguous ranges, in training order."""
+    edges = np.linspace(0, n_tokens, max(1, shards) + 1).astype(np.int64)
+    return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
+
+
+def instance_offset(offsets: np.ndarray, position: int) -> int:
+    """Index (in training order) of the first instance whose target position is >= `position`."""
+    bos_before = int(np.searchsorted(offsets[:-1], position, side="left"))  # document starts < position
+    return position - bos_before
