@@ -29,6 +29,7 @@ class RunnerConfig:
     warmup: bool = True
     power_sources: tuple[str, ...] = ("auto",)
     power_hz: float = 10.0
+    idle_baseline_s: float = 0.0
     threads: int | None = None
 
 
@@ -73,6 +74,7 @@ class SweepRunner:
         self.eos_id = self.tokenizer.eos_token_id
         self.sampler = PowerSampler(find_sources(cfg.power_sources), hz=cfg.power_hz)
         self.sampler.start()
+        self.idle = self.sampler.idle_baseline(cfg.idle_baseline_s) if cfg.idle_baseline_s > 0 else None
         self._draft_key: tuple | None = None
         self._draft = None
         self._warm: set[tuple] = set()
@@ -81,7 +83,8 @@ class SweepRunner:
     def info(self) -> dict[str, Any]:
         """Device and power sources, for the experiment row."""
         return {"device": str(self.verifier.device), "worker": self.worker,
-                "power_sources": [s.name for s in self.sampler.sources]}
+                "power_sources": [s.name for s in self.sampler.sources],
+                "idle_power_w": self.idle["mean_power_w"] if self.idle else None}
 
     def close(self) -> None:
         """Stop sampling and free the draft."""
