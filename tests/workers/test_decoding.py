@@ -1,0 +1,282 @@
+"""Speculative decoding equals transformers' greedy `generate` for every draft, k and regime; counts add up."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, PreTrainedTokenizerFast
+
+from workers.decoding import GenerationResult, accept_length, greedy_reference, speculative_generate, warmup
+from workers.drafts import make_draft
+from workers.drafts.base import Draft
+from workers.igtree import IGTree
+from workers.tokenizer import load_tokenizer
+from workers.verifier import Verifier
+
+VOCAB = 32000  # the real Mistral vocabulary, so the word-level n-gram and the text bridge run on real text
+N_NEW = 20
+SEEDS = {"llama": 0, "mistral": 5}  # different weights per family (same seed gives the same numbers)
+KS = (1, 3, 5, 8)
+PROMPTS = (
+    "To be, or not to be, that is the question: whether 'tis nobler in the mind",
+    "The quick brown fox jumps over the lazy dog, and the dog",
+)
+SAMPLE_TEXT = (
+    "Now is the winter of our discontent made glorious summer by this sun of York; and all the clouds "
+    "that lour'd upon our house in the deep bosom of the ocean buried. Now are our brows bound with "
+    "victorious wreaths; our bruised arms hung up for monuments; our stern alarums changed to merry meetings."
+)
+
+
+def tiny_lm(kind: str, seed: int, vocab: int = VOCAB, hidden: int = 48, layers: int = 2, echo: float = 0.0):
+    """A small random causal LM (fp32, eval) of the given family.
+
+    `echo` adds that much of the input embedding to the output head: the model then tends to repeat recent
+    tokens (as real LMs do at length), so in-session drafts see both acceptances and rejections.
+    """
+    torch.manual_seed(seed)
+    cfg_cls, model_cls = (LlamaConfig, LlamaForCausalLM) if kind == "llama" else (MistralConfig, MistralForCausalLM)
+    cfg = cfg_cls(vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
+                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)
+    model = model_cls(cfg).eval()
+    with torch.no_grad():
+        model.lm_head.weight.add_(echo * model.model.embed_tokens.weight)
+    return model
+
+
+def noisy_copy(model, noise: float = 0.004, seed: int = 7):
+    """The model with small Gaussian noise on every weight: a draft that agrees often, not always."""
+    torch.manual_seed(seed)
+    draft = copy.deepcopy(model)
+    with torch.no_grad():
+        for p in draft.parameters():
+            p.add_(noise * torch.randn_like(p))
+    return draft
+
+
+def bpe_tokenizer(texts: list[str], vocab: int = 300) -> PreTrainedTokenizerFast:
+    """A byte-level BPE trained here: a tokenizer unlike Mistral's, for the text bridge."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab, special_tokens=["<unk>", "<s>", "</s>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(texts, trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Tiny models run fastest on one thread, and the cores are shared (2 threads under load: 10-50x slower)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def mistral_tok():
+    return load_tokenizer("mistral")
+
+
+@pytest.fixture(scope="module")
+def bridge_tok():
+    return bpe_tokenizer([SAMPLE_TEXT, *PROMPTS])
+
+
+@pytest.fixture(scope="module", params=["llama", "mistral"])
+def setup(request, mistral_tok, bridge_tok):
+    """A verifier, its prompts, their greedy references and one of every draft."""
+    model = tiny_lm(request.param, seed=SEEDS[request.param], echo=0.3)
+    verifier = Verifier(model)
+    prompts = [mistral_tok(p).input_ids for p in PROMPTS]
+    refs = [greedy_reference(verifier, p, N_NEW) for p in prompts]
+    # the IGTree learns the verifier's own continuations, so it is often right
+    stream = [t for p, r in zip(prompts, refs) for t in p + r]
+    windows = np.lib.stride_tricks.sliding_window_view(np.array(stream), 5)
+    tree = IGTree.fit(windows[:, :4], windows[:, 4])
+    bridged_model = tiny_lm(request.param, seed=2, vocab=len(bridge_tok), hidden=32, layers=1)
+    drafts = {
+        "plain": make_draft("plain"),
+        "ngram": make_draft("ngram", n=4),
+        "ngram_word": make_draft("ngram", n=3, unit="word", tokenizer=mistral_tok),
+        "olifant": make_draft("olifant", ibase=tree),
+        "neural": make_draft("neural", model=noisy_copy(model)),
+        "neural_self": make_draft("neural", model=model),
+        "neural_bridged": make_draft("neural", model=bridged_model, tokenizer=bridge_tok, verifier_tokenizer=mistral_tok),
+    }
+    return verifier, prompts, refs, drafts
+
+
+@pytest.mark.parametrize("cached", [False, True], ids=["uncached", "cached"])
+@pytest.mark.parametrize("k", KS)
+@pytest.mark.parametrize("name", ["plain", "ngram", "ngram_word", "olifant", "neural", "neural_self", "neural_bridged"])
+def test_equals_greedy_generate(setup, name, k, cached):
+    verifier, prompts, refs, drafts = setup
+    which = k % 2  # alternate the prompts over k to keep the matrix fast
+    res = speculative_generate(verifier, drafts[name], prompts[which], N_NEW, k, cached)
+    assert list(res.tokens) == refs[which]
+    assert res.stopped == "max_new_tokens"
+    assert 0 <= res.accepted <= res.drafted
+    assert sum(res.accept_hist) == len(res.accepted_per_step) == len(res.tokens_per_step) == len(res.drafted_per_step)
+    assert sum(res.drafted_per_step) == res.drafted
+    assert sum(res.tokens_per_step) == N_NEW and sum(res.accepted_per_step) == res.accepted
+    assert all(a <= t for a, t in zip(res.accepted_per_step, res.tokens_per_step))
+    assert res.bridged == (name in ("ngram_word", "neural_bridged"))
+
+
+def test_the_verifier_as_its_own_draft_is_accepted_in_full(setup):
+    verifier, prompts, refs, drafts = setup
+    for cached in (False, True):
+        res = speculative_generate(verifier, drafts["neural_self"], prompts[0], N_NEW, 5, cached)
+        assert res.accepted == res.drafted > 0
+        assert res.fastpath_rejects == 0
+        # every round with room for drafts takes them all: 5 drafts + 1 bonus (uncached), 5 (cached)
+        assert res.steps <= (4 if not cached else 5)
+
+
+@pytest.mark.parametrize("cached", [False, True], ids=["uncached", "cached"])
+def test_the_drafts_are_partly_accepted_here(setup, cached):
+    """The matrix above exercises acceptances, partial ones (cache crops) and rejections for each draft."""
+    verifier, prompts, refs, drafts = setup
+    for name in ("ngram", "ngram_word", "olifant", "neural"):
+        results = [speculative_generate(verifier, drafts[name], p, N_NEW, 5, cached) for p in prompts]
+        assert sum(r.accepted for r in results) >= 5, name
+        assert sum(r.steps for r in results) < 2 * N_NEW, name
+        assert any(0 < n for r in results for n in r.accepted_per_step), name
+        assert any(r.accepted < r.drafted for r in results), name
+
+
+def test_plain_takes_one_step_per_token(setup):
+    verifier, prompts, refs, drafts = setup
+    for cached in (False, True):
+        res = speculative_generate(verifier, drafts["plain"], prompts[0], N_NEW, 5, cached)
+        assert res.steps == len(res.tokens) == N_NEW
+        assert res.drafted == res.accepted == res.fastpath_rejects == 0
+        assert res.accept_hist[0] == N_NEW
+
+
+class WrongDraft(Draft):
+    """Always proposes a token the verifier never chooses here."""
+
+    name = "wrong"
+
+    def __init__(self, token: int):
+        self.token = token
+
+    def propose(self, context, k):
+        return [self.token] * k
+
+
+class CountingVerifier(Verifier):
+    """A real verifier that also counts the positions it is fed."""
+
+    positions = 0
+
+    def logits(self, ids, keep=0):
+        self.positions += len(ids)
+        return super().logits(ids, keep)
+
+    def extend(self, new_ids, keep=0):
+        self.positions += len(new_ids)
+        return super().extend(new_ids, keep)
+
+
+def test_fastpath_skips_the_k_token_pass_on_first_token_rejections(setup):
+    verifier, prompts, refs, drafts = setup
+    counting = CountingVerifier(verifier.model)
+    wrong = WrongDraft(next(t for t in range(3, VOCAB) if t not in refs[0]))
+    res = speculative_generate(counting, wrong, prompts[0], N_NEW, 8, cached=True)
+    assert list(res.tokens) == refs[0]
+    # every round but the last (one token left: no draft) is a fast-path reject fed one token only
+    assert res.fastpath_rejects == N_NEW - 1 and res.accepted == 0
+    assert res.steps == N_NEW
+    assert counting.positions == len(prompts[0]) + N_NEW - 1  # exactly what plain decoding feeds
+    counting.positions = 0
+    plain = speculative_generate(counting, drafts["plain"], prompts[0], N_NEW, 8, cached=True)
+    assert counting.positions == len(prompts[0]) + N_NEW - 1 and plain.steps == res.steps
+
+
+def test_uncached_verifies_all_k_drafts_in_one_pass(setup):
+    verifier, prompts, refs, drafts = setup
+    wrong = WrongDraft(next(t for t in range(3, VOCAB) if t not in refs[0]))
+    res = speculative_generate(verifier, wrong, prompts[0], N_NEW, 4, cached=False)
+    assert list(res.tokens) == refs[0] and res.steps == N_NEW
+    assert res.drafted == 4 * (N_NEW - 4) + 3 + 2 + 1  # drafts shrink so the bonus token always fits
+    assert res.fastpath_rejects == 0
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_eos_mid_draft_stops_after_it(setup, cached):
+    verifier, prompts, refs, drafts = setup
+    ref = refs[0]
+    eos = ref[7]
+    cut = ref.index(eos) + 1
+    res = speculative_generate(verifier, drafts["neural_self"], prompts[0], N_NEW, 5, cached, eos_id=eos)
+    assert list(res.tokens) == ref[:cut] == greedy_reference(verifier, prompts[0], N_NEW, eos_id=eos)
+    assert res.stopped == "eos"
+    assert sum(res.tokens_per_step) == cut
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_eos_as_the_first_token(setup, cached):
+    verifier, prompts, refs, drafts = setup
+    res = speculative_generate(verifier, drafts["ngram"], prompts[1], N_NEW, 3, cached, eos_id=refs[1][0])
+    assert list(res.tokens) == refs[1][:1] and res.stopped == "eos" and res.steps == 1
+
+
+@pytest.mark.parametrize("cached", [False, True])
+@pytest.mark.parametrize("name", ["plain", "neural_self", "olifant"])
+def test_max_new_tokens_one_and_zero(setup, name, cached):
+    verifier, prompts, refs, drafts = setup
+    one = speculative_generate(verifier, drafts[name], prompts[0], 1, 8, cached)
+    assert list(one.tokens) == refs[0][:1] and one.steps == 1 and one.drafted == 0
+    zero = speculative_generate(verifier, drafts[name], prompts[0], 0, 8, cached)
+    assert zero.tokens == () and zero.steps == 0
+
+
+@pytest.mark.parametrize("n_new", [2, 7, 13])
+def test_stops_exactly_at_max_new_tokens(setup, n_new):
+    verifier, prompts, refs, drafts = setup
+    for cached in (False, True):
+        res = speculative_generate(verifier, drafts["neural_self"], prompts[0], n_new, 8, cached)
+        assert list(res.tokens) == refs[0][:n_new]
+
+
+def test_result_is_frozen_and_timed(setup):
+    verifier, prompts, refs, drafts = setup
+    warmup(verifier, drafts["ngram"], prompts[0], 3, cached=True)
+    res = speculative_generate(verifier, drafts["ngram"], prompts[0], N_NEW, 3, cached=True)
+    assert isinstance(res, GenerationResult) and res.n_tokens == N_NEW
+    assert 0 < res.draft_s + res.verify_s <= res.wall_s
+    assert res.started_at <= res.ended_at
+    with pytest.raises(AttributeError):
+        res.steps = 0  # frozen
+
+
+def test_empty_prompt_and_negative_k_are_refused(setup):
+    verifier, prompts, refs, drafts = setup
+    with pytest.raises(ValueError, match="prompt_ids"):
+        speculative_generate(verifier, drafts["plain"], [], 5, 3, cached=False)
+    with pytest.raises(ValueError, match="k=-1"):
+        speculative_generate(verifier, drafts["plain"], prompts[0], 5, -1, cached=False)
+
+
+def test_accept_length():
+    assert accept_length([1, 2, 3], [1, 2, 4, 9]) == 2
+    assert accept_length([], [5]) == 0
+    assert accept_length([7], [8, 7]) == 0
+    assert accept_length([1, 2], [1, 2, 3]) == 2
+
+
+def test_draft_ids_outside_the_verifiers_vocabulary_are_cut(setup):
+    verifier, prompts, refs, drafts = setup
+    wild = WrongDraft(VOCAB + 5)
+    for cached in (False, True):
+        res = speculative_generate(verifier, wild, prompts[0], 6, 3, cached)
+        assert list(res.tokens) == refs[0][:6] and res.drafted == 0

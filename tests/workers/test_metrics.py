@@ -1,0 +1,102 @@
+"""Metrics: acceptance, MAL, speed, ROUGE-L, exact match, draft latency, redundancy, energy."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from workers.drafts import make_draft
+from workers.metrics import (
+    acceptance_rate,
+    cross_document_overlap,
+    draft_latency,
+    energy_per_100_tokens,
+    exact_match,
+    gzip_ratio,
+    lcs_length,
+    mal,
+    mean_accepted_tokens,
+    rouge_l,
+    tokens_per_joule,
+    tokens_per_s,
+    within_text_repetition,
+)
+
+
+def test_rouge_l_known_cases():
+    assert rouge_l([1, 2, 3, 4], [1, 2, 3, 4]) == 1.0
+    assert rouge_l([1, 2, 3, 4], [1, 3, 4, 5]) == pytest.approx(0.75)  # LCS 1 3 4
+    # LCS "a c" = 2: P = 2/3, R = 2/5, F = 2PR/(P+R) = 0.5
+    assert rouge_l(list("abc"), list("xaycz")) == pytest.approx(0.5)
+    assert rouge_l([1, 2], [3, 4]) == 0.0
+    assert rouge_l([], []) == 1.0
+    assert rouge_l([], [1]) == 0.0 and rouge_l([1], []) == 0.0
+    assert rouge_l((5, 6, 7), [7, 6, 5]) == pytest.approx(1 / 3)
+
+
+def test_lcs_length():
+    assert lcs_length("ABCBDAB", "BDCABA") == 4
+    assert lcs_length([], [1, 2]) == 0
+
+
+def test_exact_match():
+    assert exact_match((1, 2, 3), [1, 2, 3])
+    assert not exact_match([1, 2, 3], [1, 2])
+
+
+def test_acceptance_mal_and_speed():
+    assert acceptance_rate(6, 8) == 0.75
+    assert math.isnan(acceptance_rate(0, 0))  # plain drafts nothing: undefined
+    assert mal(12, 5) == pytest.approx(2.4)
+    assert mean_accepted_tokens(17, 5) == pytest.approx(3.4)  # Spec-Bench: bonus tokens included
+    assert tokens_per_s(100, 4.0) == 25.0
+    assert math.isnan(tokens_per_s(0, 0.0))
+
+
+def test_energy_figures():
+    assert energy_per_100_tokens(50.0, 200) == pytest.approx(25.0)
+    assert tokens_per_joule(50.0, 200) == pytest.approx(4.0)
+    assert math.isnan(energy_per_100_tokens(1.0, 0))
+
+
+def test_draft_latency_counts_n_single_token_queries():
+    class Counting:
+        calls: list[int] = []
+
+        def reset(self):
+            self.calls.clear()
+
+        def propose(self, context, k):
+            self.calls.append(k)
+            return [1]
+
+    draft = Counting()
+    lat = draft_latency(draft, [1, 2, 3], n=50)
+    assert draft.calls == [1] * 50 and lat.n == 50
+    assert 0 < lat.median_s and 0 < lat.mean_s < 0.01
+    real = draft_latency(make_draft("ngram"), list(range(100)) * 2, n=10)
+    assert real.n == 10 and real.mean_s > 0
+
+
+def test_within_text_repetition():
+    assert within_text_repetition("a b c d a b c d a b c d") == pytest.approx(5 / 9)  # 9 4-grams, 4 distinct
+    assert within_text_repetition("one two three four five") == 0.0
+    assert within_text_repetition("too short") == 0.0
+    assert within_text_repetition("A b C d a B c D", n=4) == pytest.approx(1 - 4 / 5)  # case-folded
+
+
+def test_cross_document_overlap():
+    texts = ["a b c d e", "x a b c d", "p q r s t"]
+    # text 1: {abcd, bcde} -> abcd shared: 1/2; text 2: {xabc, abcd}: 1/2; text 3: 0
+    assert cross_document_overlap(texts) == pytest.approx((0.5 + 0.5 + 0.0) / 3)
+    assert cross_document_overlap(["a b c d", "a b c d"]) == 1.0
+    assert cross_document_overlap(["short", "texts"]) == 0.0
+
+
+def test_gzip_ratio_is_lower_for_redundant_text():
+    redundant = "the same words again " * 50
+    varied = " ".join(f"w{i * 7919 % 1000}" for i in range(200))
+    assert gzip_ratio(redundant) < 0.1 < gzip_ratio(varied)
+    assert gzip_ratio("abc") == gzip_ratio("abc")  # deterministic (no timestamp)
+    assert math.isnan(gzip_ratio(""))

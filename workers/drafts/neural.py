@@ -1,0 +1,126 @@
+"""The `neural` draft: a small causal LM drafting k tokens greedily with its own KV cache.
+
+The cache survives across calls: each call crops it to the longest prefix it shares with the new context
+and feeds only the rest, so a step costs the accepted tokens plus k single-token passes. A draft whose
+tokenizer differs from the verifier's is bridged through text: decode the verifier's context, re-encode
+it for the draft, decode the draft's tokens and re-encode them with the verifier's tokenizer.
+
+Example:
+    >>> draft = NeuralDraft(model="TinyLlama/TinyLlama-1.1B-Chat-v1.0", tokenizer=tiny_tok,
+    ...                     verifier_tokenizer=mistral_tok)    # different vocabularies: bridged
+    >>> draft.propose(context_ids, k=5)
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import torch
+
+from workers.drafts.base import Draft, common_prefix_len, continuation_ids
+from workers.errors import DraftError, ModelError
+from workers.verifier import first_line
+
+logger = logging.getLogger(__name__)
+
+
+def load_draft_model(model, device=None):
+    """A transformers causal LM object as is (eval mode), or one loaded from a hub id or local path."""
+    if isinstance(model, str):
+        from transformers import AutoModelForCausalLM
+
+        try:
+            model = AutoModelForCausalLM.from_pretrained(model, dtype="auto")
+        except (OSError, ValueError) as err:
+            raise ModelError(f"neural draft: model {model!r} cannot be loaded: {first_line(err)}") from err
+    if not callable(getattr(model, "forward", None)):
+        raise DraftError(f"neural: model={type(model).__name__} is not accepted; give a causal LM, a hub id or a path")
+    if device is not None:
+        model = model.to(device)
+    return model.eval()
+
+
+def needs_bridge(tokenizer, verifier_tokenizer) -> bool:
+    """True when both tokenizers are given and their vocabularies differ."""
+    if tokenizer is None or verifier_tokenizer is None or tokenizer is verifier_tokenizer:
+        return False
+    from workers.tokenizer import tokenizer_id
+
+    return tokenizer_id(tokenizer) != tokenizer_id(verifier_tokenizer)
+
+
+class NeuralDraft(Draft):
+    """Greedy drafting with a small causal LM; bridged through text when its tokenizer differs."""
+
+    name = "neural"
+
+    def __init__(self, model, tokenizer=None, verifier_tokenizer=None, device=None):
+        if model is None:
+            raise DraftError("neural: needs model=<a causal LM object, hub id or local path>")
+        if isinstance(tokenizer, str) or (tokenizer is None and isinstance(model, str) and verifier_tokenizer is not None):
+            from workers.tokenizer import load_tokenizer
+
+            tokenizer = load_tokenizer(tokenizer or model)  # a name: "mistral", a local directory or a hub id
+        self.model = load_draft_model(model, device)
+        self.device = next(self.model.parameters()).device
+        self.tokenizer, self.verifier_tokenizer = tokenizer, verifier_tokenizer
+        self.bridged = needs_bridge(tokenizer, verifier_tokenizer)
+        self.reset()
+
+    def reset(self) -> None:
+        """Drop the KV cache (a new generation starts from an empty one)."""
+        self._cache = None
+        self._cached_ids: list[int] = []  # the draft-vocabulary ids whose keys/values the cache holds
+
+    def propose(self, context: Sequence[int], k: int) -> list[int]:
+        """Up to k greedy tokens of the draft model after `context` (verifier ids)."""
+        if k <= 0 or not context:
+            return []
+        if not self.bridged:
+            return self._greedy([int(t) for t in context], k)
+        text = self.verifier_tokenizer.decode(list(context), skip_special_tokens=True)
+        ids = self.tokenizer.encode(text, add_special_tokens=True)
+        guesses = self._greedy(ids, k)
+        return continuation_ids(self.verifier_tokenizer, text, self._continuation_text(ids, guesses))[:k]
+
+    def _continuation_text(self, ids: list[int], guesses: list[int]) -> str:
+        """The text the guesses add after `ids`, decoded jointly so word-initial spaces survive."""
+        head = self.tokenizer.decode(ids, skip_special_tokens=True)
+        full = self.tokenizer.decode(ids + guesses, skip_special_tokens=True)
+        if full.startswith(head):
+            return full[len(head):]
+        return self.tokenizer.decode(guesses, skip_special_tokens=True)
+
+    @torch.inference_mode()
+    def _greedy(self, ids: list[int], k: int) -> list[int]:
+        """k greedy tokens after `ids`, reusing the cached prefix; the cache ends holding ids + guesses[:-1]."""
+        logits = self._feed(ids)
+        out: list[int] = []
+        for i in range(k):
+            token = int(logits[-1].argmax())
+            out.append(token)
+            if i < k - 1:
+                logits = self._forward([token])
+        return out
+
+    def _feed(self, ids: list[int]) -> torch.Tensor:
+        """Crop the cache to the prefix it shares with `ids` (keeping >= 1 token to feed) and feed the rest."""
+        from transformers import DynamicCache
+
+        keep = min(common_prefix_len(self._cached_ids, ids), len(ids) - 1)
+        have = len(self._cached_ids)
+        if self._cache is None or keep == 0:
+            self._cache, keep = DynamicCache(config=self.model.config), 0
+        elif have > keep:
+            self._cache.crop(-(have - keep))  # transformers 5: a negative count of tokens to drop
+        self._cached_ids = ids[:keep]
+        return self._forward(ids[keep:])
+
+    def _forward(self, new_ids: list[int]) -> torch.Tensor:
+        """Feed new ids through the model with the cache; logits (1, V) of the last new position."""
+        x = torch.tensor([new_ids], dtype=torch.long, device=self.device)  # (1, T)
+        out = self.model(input_ids=x, cache=self._cache, use_cache=True, logits_to_keep=1)
+        self._cache = out.cache
+        self._cached_ids = self._cached_ids + list(new_ids)
+        return out.logits[0]  # (1, V): only the last position is ever read

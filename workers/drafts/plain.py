@@ -1,0 +1,17 @@
+"""The `plain` draft: proposes nothing, so the verifier decodes one token per forward pass."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from workers.drafts.base import Draft
+
+
+class PlainDraft(Draft):
+    """No draft at all: the reference every speedup is measured against."""
+
+    name = "plain"
+
+    def propose(self, context: Sequence[int], k: int) -> list[int]:
+        """Nothing to propose."""
+        return []

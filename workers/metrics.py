@@ -1,0 +1,126 @@
+"""Per-generation figures (acceptance, MAL, speed, quality, energy) and the redundancy of generated texts.
+
+Example:
+    >>> rouge_l([1, 2, 3, 4], [1, 3, 4, 5])        # LCS 1 3 4: P = R = 3/4
+    0.75
+    >>> mal(accepted=12, steps=5), mean_accepted_tokens(n_tokens=17, steps=5)
+    (2.4, 3.4)
+"""
+
+from __future__ import annotations
+
+import gzip
+import math
+import statistics
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+def _ratio(num: float, den: float) -> float:
+    """num / den, NaN when den is 0 (undefined, stored as NULL)."""
+    return num / den if den else math.nan
+
+
+def acceptance_rate(accepted: int, drafted: int) -> float:
+    """Accepted draft tokens over drafted ones (NaN when nothing was drafted, e.g. plain)."""
+    return _ratio(accepted, drafted)
+
+
+def mal(accepted: int, steps: int) -> float:
+    """Mean accepted length: accepted draft tokens per verifier step."""
+    return _ratio(accepted, steps)
+
+
+def mean_accepted_tokens(n_tokens: int, steps: int) -> float:
+    """Spec-Bench's mean accepted tokens: new tokens per verifier step, the verifier's own token included."""
+    return _ratio(n_tokens, steps)
+
+
+def tokens_per_s(n_tokens: int, wall_s: float) -> float:
+    """New tokens per wall-clock second."""
+    return _ratio(n_tokens, wall_s)
+
+
+def lcs_length(a: Sequence, b: Sequence) -> int:
+    """Length of the longest common subsequence (O(len(a) * len(b)) time, O(len(b)) memory)."""
+    prev = [0] * (len(b) + 1)
+    for x in a:
+        cur = [0]
+        for j, y in enumerate(b):
+            cur.append(prev[j] + 1 if x == y else max(prev[j + 1], cur[j]))
+        prev = cur
+    return prev[-1]
+
+
+def rouge_l(candidate: Sequence, reference: Sequence) -> float:
+    """ROUGE-L F-measure (beta = 1) over token sequences: 1.0 if both are empty, 0.0 if one is."""
+    if not candidate and not reference:
+        return 1.0
+    lcs = lcs_length(candidate, reference)
+    if lcs == 0:
+        return 0.0
+    precision, recall = lcs / len(candidate), lcs / len(reference)
+    return 2 * precision * recall / (precision + recall)
+
+
+def exact_match(candidate: Sequence, reference: Sequence) -> bool:
+    """True when the two token sequences are identical."""
+    return list(candidate) == list(reference)
+
+
+@dataclass(frozen=True)
+class DraftLatency:
+    """Seconds per single-token proposal over `n` queries."""
+
+    mean_s: float
+    median_s: float
+    n: int
+
+
+def draft_latency(draft, context: Sequence[int], n: int = 50) -> DraftLatency:
+    """Time n single-token proposals of `draft` for `context` (the paper's 50-query measurement)."""
+    draft.reset()
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        draft.propose(context, 1)
+        times.append(time.perf_counter() - t0)
+    return DraftLatency(mean_s=statistics.fmean(times), median_s=statistics.median(times), n=n)
+
+
+def word_ngrams(text: str, n: int = 4) -> list[tuple[str, ...]]:
+    """Lower-cased whitespace-word n-grams of a text, in order."""
+    words = text.lower().split()
+    return [tuple(words[i:i + n]) for i in range(len(words) - n + 1)]
+
+
+def within_text_repetition(text: str, n: int = 4) -> float:
+    """Share of a text's word n-grams that repeat an earlier one (0.0 for a text without n-grams)."""
+    grams = word_ngrams(text, n)
+    return 1.0 - len(set(grams)) / len(grams) if grams else 0.0
+
+
+def cross_document_overlap(texts: Sequence[str], n: int = 4) -> float:
+    """Mean over texts of the share of a text's distinct n-grams found in some other text of the set."""
+    sets = [set(word_ngrams(t, n)) for t in texts]
+    doc_freq = Counter(g for s in sets for g in s)
+    shares = [sum(doc_freq[g] > 1 for g in s) / len(s) for s in sets if s]
+    return statistics.fmean(shares) if shares else 0.0
+
+
+def gzip_ratio(text: str) -> float:
+    """Compressed over raw UTF-8 bytes (lower = more redundant; NaN for an empty text)."""
+    raw = text.encode("utf-8")
+    return _ratio(len(gzip.compress(raw, mtime=0)), len(raw))
+
+
+def energy_per_100_tokens(energy_j: float, n_tokens: int) -> float:
+    """Joules per 100 new tokens."""
+    return _ratio(energy_j * 100.0, n_tokens)
+
+
+def tokens_per_joule(energy_j: float, n_tokens: int) -> float:
+    """New tokens per joule."""
+    return _ratio(n_tokens, energy_j)

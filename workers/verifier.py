@@ -1,0 +1,122 @@
+"""The verifier: any transformers causal LM on cuda, mps or cpu, with and without a KV cache.
+
+Uncached regime: `logits(ids)` runs a full forward over the whole context every step. Cached regime:
+`prefill(ids)` once, `extend(new_ids)` per step, `crop(n_tokens)` back to the accepted prefix.
+
+Example:
+    >>> v = load_verifier("mistralai/Mistral-7B-v0.1", dtype="bfloat16", device="auto")
+    >>> v.prefill([1, 415, 2936]).shape           # (T, V)
+    torch.Size([3, 32000])
+    >>> v.extend([9060]).shape; v.cached_len
+    (torch.Size([1, 32000]), 4)
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import torch
+
+from workers.errors import ModelError
+
+logger = logging.getLogger(__name__)
+
+DEVICES = ("auto", "cuda", "mps", "cpu")
+
+
+def first_line(err: BaseException) -> str:
+    """The first line of an exception's message (its type name when the message is empty)."""
+    return (str(err).strip().splitlines() or [type(err).__name__])[0]
+
+
+def resolve_device(name: str = "auto") -> torch.device:
+    """A torch device from "auto" (cuda > mps > cpu), "cuda", "mps" or "cpu"; unavailable ones raise ModelError."""
+    if name not in DEVICES and not str(name).startswith("cuda:"):
+        raise ModelError(f"device {name!r} is not accepted; give one of {', '.join(DEVICES)}")
+    has_mps = getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available()
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "mps" if has_mps else "cpu")
+    if str(name).startswith("cuda") and not torch.cuda.is_available():
+        raise ModelError(f"device {name!r} is not available here; use 'auto' or 'cpu'")
+    if name == "mps" and not has_mps:
+        raise ModelError("device 'mps' is not available here; use 'auto' or 'cpu'")
+    return torch.device(name)
+
+
+def sync_device(device: torch.device) -> None:
+    """Wait for queued kernels on `device`, so a clock read after it measures finished work."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
+
+
+class Verifier:
+    """A causal LM that scores drafted tokens: a full forward, or prefill/extend/crop over a KV cache."""
+
+    def __init__(self, model, device: str | torch.device | None = None):
+        if device is not None:
+            model = model.to(resolve_device(device) if isinstance(device, str) else device)
+        self.model = model.eval()
+        self.device = next(model.parameters()).device
+        self.vocab_size = int(model.config.vocab_size)
+        self.cache = None
+
+    def sync(self) -> None:
+        """Synchronize the verifier's device (call before every clock read)."""
+        sync_device(self.device)
+
+    @property
+    def cached_len(self) -> int:
+        """Tokens whose keys/values the cache holds (0 before prefill)."""
+        return 0 if self.cache is None else int(self.cache.get_seq_length())
+
+    @torch.inference_mode()
+    def logits(self, ids: Sequence[int], keep: int = 0) -> torch.Tensor:
+        """Uncached full forward over `ids`; logits (T, V), or of the last `keep` positions when keep > 0."""
+        out = self.model(input_ids=self._tensor(ids), use_cache=False, logits_to_keep=keep)
+        return out.logits[0]
+
+    @torch.inference_mode()
+    def prefill(self, ids: Sequence[int], keep: int = 0) -> torch.Tensor:
+        """Start a fresh KV cache with `ids`; logits (T, V) (last `keep` positions when keep > 0)."""
+        from transformers import DynamicCache
+
+        self.cache = DynamicCache(config=self.model.config)
+        return self.extend(ids, keep)
+
+    @torch.inference_mode()
+    def extend(self, new_ids: Sequence[int], keep: int = 0) -> torch.Tensor:
+        """Feed `new_ids` after the cached tokens; logits (T_new, V) (last `keep` positions when keep > 0)."""
+        if self.cache is None:
+            raise RuntimeError("Verifier.extend before prefill")
+        out = self.model(input_ids=self._tensor(new_ids), cache=self.cache, use_cache=True, logits_to_keep=keep)
+        self.cache = out.cache
+        return out.logits[0]
+
+    def crop(self, n_tokens: int) -> None:
+        """Cut the cache back to its first `n_tokens` tokens (a rejected draft's keys/values go)."""
+        have = self.cached_len
+        if n_tokens < have:
+            self.cache.crop(-(have - n_tokens))  # transformers 5: a negative count of tokens to drop
+
+    def _tensor(self, ids: Sequence[int]) -> torch.Tensor:
+        """ids as a (1, T) long tensor on the verifier's device."""
+        return torch.tensor([list(ids)], dtype=torch.long, device=self.device)
+
+
+def load_verifier(model_id_or_path: str, dtype: str = "auto", device: str = "auto", revision: str | None = None) -> Verifier:
+    """Load a causal LM by hub id (at `revision`) or local path onto `device`; failures raise ModelError in one line."""
+    from transformers import AutoModelForCausalLM
+
+    target = resolve_device(device)
+    torch_dtype = dtype if dtype == "auto" else getattr(torch, dtype, None)
+    if not isinstance(torch_dtype, (str, torch.dtype)):
+        raise ModelError(f"dtype {dtype!r} is not accepted; give 'auto', 'float32', 'float16' or 'bfloat16'")
+    try:
+        model = AutoModelForCausalLM.from_pretrained(model_id_or_path, dtype=torch_dtype, revision=revision)
+    except (OSError, ValueError) as err:
+        raise ModelError(f"verifier {model_id_or_path!r} cannot be loaded: {first_line(err)}") from err
+    logger.info("verifier %s loaded on %s (%s)", model_id_or_path, target, model.dtype)
+    return Verifier(model, device=target)
