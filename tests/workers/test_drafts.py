@@ -249,3 +249,24 @@ def test_neural_rejects_a_non_model():
         make_draft("neural", model=None)
     with pytest.raises(DraftError, match="model=int"):
         make_draft("neural", model=42)
+
+
+def test_olifant_loads_either_backend_from_a_trained_path(tmp_path):
+    """A trainer-written TiMBL *.ibase and a native *.igtree draft the same tokens (regression: .ibase paths)."""
+    from pydoc_data.topics import topics
+
+    from workers.corpora import TextSource
+    from workers.tokenizer import load_tokenizer
+    from workers.trainer import train_instance_base
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("\n\n".join(topics[k] for k in sorted(topics)[:6]))
+    src = TextSource(name="c", path=str(corpus))
+    native = train_instance_base(src, "mistral", tmp_path, backend="native")
+    timbl = train_instance_base(src, "mistral", tmp_path, backend="timbl")
+    assert timbl.path.endswith(".ibase") and native.path.endswith(".igtree")
+    a, b = make_draft("olifant", ibase=native.path), make_draft("olifant", ibase=timbl.path)
+    tok = load_tokenizer("mistral")
+    ids = tok(topics[sorted(topics)[2]][:400]).input_ids
+    for end in range(1, len(ids), 7):
+        assert a.propose(ids[:end], 4) == b.propose(ids[:end], 4)

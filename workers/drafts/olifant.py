@@ -17,9 +17,10 @@ from workers.errors import DraftError
 def load_ibase(ibase):
     """An IGTree-like object as is, or an instance base loaded from a path with `IGTree.load`."""
     if isinstance(ibase, (str, os.PathLike)):
-        from workers.igtree import IGTree
+        from workers.igtree import IGTree, TimblIGTree
 
-        return IGTree.load(ibase)
+        # the trainer names TiMBL instance bases *.ibase and native ones *.igtree
+        return TimblIGTree.load(ibase) if str(ibase).endswith(".ibase") else IGTree.load(ibase)
     if not (hasattr(ibase, "predict") and hasattr(ibase, "window")):
         raise DraftError(f"olifant: ibase={type(ibase).__name__} is not accepted; give an IGTree, a TimblIGTree or a path")
     return ibase
