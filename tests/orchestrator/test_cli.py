@@ -62,3 +62,14 @@ def test_doctor_reports_versions_and_power():
     assert out.returncode == 0, out.stderr
     for word in ("torch", "transformers", "ray", "TiMBL", "accelerator", "cpu", "estimate"):
         assert word in out.stdout
+
+
+def test_power_survey_marks_the_estimate():
+    out = greenspec("power", "--seconds", "0.5")
+    assert out.returncode == 0, out.stderr
+    assert "estimate" in out.stdout and "ESTIMATED" in out.stdout
+
+
+def test_power_absent_source_is_one_line():
+    out = greenspec("power", "--seconds", "0.2", "--source", "rapl")  # no powercap tree on these machines
+    assert out.returncode != 0 and len(out.stderr.strip().splitlines()) == 1 and "rapl" in out.stderr.lower()

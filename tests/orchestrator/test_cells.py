@@ -1,0 +1,87 @@
+"""Grid expansion and content keys: stable, sensitive to what determines a result, blind to the rest."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from orchestrator.cells import TaskPrompts, expand
+from orchestrator.spec import parse_spec
+
+SPEC = """
+[experiment]
+name = "{name}"
+[verifier]
+model = "org/model"
+[[corpora]]
+name = "c"
+path = "/data/c.txt"
+[[tasks]]
+name = "t"
+path = "/data/t.txt"
+prompts = 2
+[[strategies]]
+name = "plain"
+draft = "plain"
+[[strategies]]
+name = "oli"
+draft = "olifant"
+corpus = "c"
+[[strategies]]
+name = "ng"
+draft = "ngram"
+n = {n}
+[sweep]
+k = {k}
+"""
+PROMPTS = [TaskPrompts("t", ("first prompt text", "second prompt text"))]
+
+
+def cells(name="a", n=4, k=(3, 5), prompts=PROMPTS, **sub):
+    text = SPEC.format(name=name, n=n, k=list(k))
+    for old, new in sub.items():
+        text = text.replace(old, new)
+    return expand(parse_spec(text), prompts)
+
+
+def keys(cs):
+    return {c.key for c in cs}
+
+
+def test_grid_shape():
+    cs = cells()
+    kinds = Counter(c.kind for c in cs)
+    assert kinds == {"train": 1, "reference": 2, "sweep": 2 * 2 * (1 + 2 * 2)}
+    plain = [c for c in cs if c.draft == "plain"]
+    assert {c.k for c in plain} == {0} and len(plain) == 4
+    assert len(keys(cs)) == len(cs)  # every cell distinct
+
+
+def test_keys_are_stable_and_ignore_the_experiment_name():
+    assert keys(cells()) == keys(cells()) == keys(cells(name="other"))
+
+
+def test_adding_k_adds_only_new_cells():
+    old, new = keys(cells(k=(3, 5))), keys(cells(k=(3, 5, 12)))
+    assert old < new
+    added = [c for c in cells(k=(3, 5, 12)) if c.key in new - old]
+    assert {c.k for c in added} == {12} and len(added) == 2 * 2 * 2
+
+
+def test_option_changes_touch_only_their_cells():
+    a, b = cells(n=4), cells(n=3)
+    changed = {c.strategy for c in a if c.key not in keys(b)}
+    assert changed == {"ng"}
+
+
+def test_corpus_change_rekeys_train_and_its_olifant_cells():
+    a, b = cells(), cells(**{'"/data/c.txt"': '"/data/c2.txt"'})
+    changed = Counter((c.kind, c.strategy) for c in a if c.key not in keys(b))
+    assert changed == {("train", None): 1, ("sweep", "oli"): 8}
+
+
+def test_verifier_and_prompt_changes_rekey_generations():
+    other_model = cells(**{'"org/model"': '"org/bigger"'})
+    assert not (keys(cells()) - {c.key for c in cells() if c.kind == "train"}) & keys(other_model)
+    other_prompt = [TaskPrompts("t", ("first prompt text", "a different second prompt"))]
+    moved = [c for c in cells(prompts=other_prompt) if c.key not in keys(cells())]
+    assert {c.prompt_index for c in moved} == {1}
