@@ -7,14 +7,17 @@ import copy
 import numpy as np
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, PreTrainedTokenizerFast
+from transformers import LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM
 
 from workers.decoding import GenerationResult, accept_length, greedy_reference, speculative_generate, warmup
 from workers.drafts import make_draft
 from workers.drafts.base import Draft
 from workers.igtree import IGTree
-from workers.tokenizer import load_tokenizer
+from tests.workers.conftest import bpe_tokenizer
 from workers.verifier import Verifier
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 
 VOCAB = 32000  # the real Mistral vocabulary, so the word-level n-gram and the text bridge run on real text
 N_NEW = 20
@@ -55,33 +58,6 @@ def noisy_copy(model, noise: float = 0.004, seed: int = 7):
         for p in draft.parameters():
             p.add_(noise * torch.randn_like(p))
     return draft
-
-
-def bpe_tokenizer(texts: list[str], vocab: int = 300) -> PreTrainedTokenizerFast:
-    """A byte-level BPE trained here: a tokenizer unlike Mistral's, for the text bridge."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    tok = Tokenizer(models.BPE(unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab, special_tokens=["<unk>", "<s>", "</s>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tok.train_from_iterator(texts, trainer)
-    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny models run fastest on one thread, and the cores are shared (2 threads under load: 10-50x slower)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
-def mistral_tok():
-    return load_tokenizer("mistral")
 
 
 @pytest.fixture(scope="module")

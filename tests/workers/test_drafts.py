@@ -5,14 +5,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+from transformers import LlamaConfig, LlamaForCausalLM
 
 from workers.drafts import DRAFTS, Draft, make_draft
 from workers.drafts.base import common_prefix_len, continuation_ids
 from workers.drafts.ngram import NgramTable
 from workers.errors import DraftError
 from workers.igtree import IGTree
-from workers.tokenizer import load_tokenizer
+from tests.workers.conftest import bpe_tokenizer
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 
 TEXT = (
     "Now is the winter of our discontent made glorious summer by this sun of York; and all the clouds "
@@ -20,32 +23,10 @@ TEXT = (
 )
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny models run fastest on one thread, and the cores are shared."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
-def mistral_tok():
-    return load_tokenizer("mistral")
-
-
 @pytest.fixture(scope="module")
 def bpe_tok():
     """A byte-level BPE trained here: a vocabulary unlike Mistral's."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    tok = Tokenizer(models.BPE(unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<unk>", "<s>", "</s>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tok.train_from_iterator([TEXT], trainer)
-    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>")
+    return bpe_tokenizer([TEXT])
 
 
 def tiny_llama(vocab: int, seed: int = 0):
