@@ -175,21 +175,24 @@ def break_even_frame(summary: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
-def segment_steps(tokens: Sequence[int], accepted_per_step: Sequence[int]) -> list[tuple[list[int], list[int]]]:
-    """Split generated tokens into steps: (accepted draft tokens, verifier tokens) per verifier call.
+def segment_steps(tokens: Sequence[int], accepted_per_step: Sequence[int],
+                  tokens_per_step: Sequence[int] | None = None) -> list[tuple[list[int], list[int]]]:
+    """Split generated tokens into steps: (accepted draft tokens, verifier tokens) per round.
 
-    Each step accepts `a` draft tokens then appends one verifier token; the last step may be cut short by the
-    token budget. Tokens beyond the recorded steps (or a plain run with no steps) become one-token steps.
+    With `tokens_per_step` (stored since schema 0002), round i holds that many tokens, the first
+    `accepted_per_step[i]` from the draft: a cached round that accepts its drafts adds no verifier token.
+    Without it, each round is taken as `a` draft tokens then one verifier token. The last round may be cut
+    short by the token budget; tokens beyond the recorded rounds (or a plain run) become one-token steps.
     """
     steps: list[tuple[list[int], list[int]]] = []
     pos = 0
-    for accepted in accepted_per_step:
+    sizes = tokens_per_step if tokens_per_step else [a + 1 for a in accepted_per_step]
+    for accepted, size in zip(accepted_per_step, sizes):
         if pos >= len(tokens):
             break
         draft = list(tokens[pos:pos + accepted])
-        pos += len(draft)
-        verifier = list(tokens[pos:pos + 1])
-        pos += len(verifier)
+        verifier = list(tokens[pos + len(draft):pos + size])
+        pos += len(draft) + len(verifier)
         steps.append((draft, verifier))
     steps.extend(([], [t]) for t in tokens[pos:])
     return steps

@@ -123,6 +123,7 @@ def store_generation(session: Session, cell: Cell, p: dict[str, Any]) -> None:
         n_tokens=n, steps=p["steps"], drafted=drafted, accepted=p["accepted"],
         acceptance=p["accepted"] / drafted if drafted else None, mal=p["accepted"] / steps,
         accept_hist=p["accept_hist"], accepted_per_step=p["accepted_per_step"],
+        tokens_per_step=p.get("tokens_per_step"),
         fastpath_rejects=p["fastpath_rejects"], wall_s=p["wall_s"], draft_s=p["draft_s"], verify_s=p["verify_s"],
         tokens_per_s=n / p["wall_s"] if p["wall_s"] > 0 else 0.0, started_at=p["started_at"], ended_at=p["ended_at"],
         energy_j=p.get("energy_j"), mean_power_w=p.get("mean_power_w"), j_per_100_tokens=p.get("j_per_100_tokens"),

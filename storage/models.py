@@ -144,6 +144,7 @@ class Generation(Base):
     mal: Mapped[float] = mapped_column(Float)
     accept_hist: Mapped[list[int]] = mapped_column(JSON)
     accepted_per_step: Mapped[list[int]] = mapped_column(JSON)
+    tokens_per_step: Mapped[list[int] | None] = mapped_column(JSON)  # new tokens per round (draft ones first)
     fastpath_rejects: Mapped[int] = mapped_column(Integer, default=0)
     wall_s: Mapped[float] = mapped_column(Float)
     draft_s: Mapped[float] = mapped_column(Float)

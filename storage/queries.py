@@ -79,7 +79,7 @@ def failures_frame(session: Session, exp_id: int | None = None) -> pd.DataFrame:
 
 def generations_frame(session: Session, exp_id: int | None = None) -> pd.DataFrame:
     """Every stored generation (metrics only, no text/tokens) as a DataFrame."""
-    cols = [c for c in Generation.__table__.columns if c.name not in ("tokens", "text", "accepted_per_step")]
+    cols = [c for c in Generation.__table__.columns if c.name not in ("tokens", "text", "accepted_per_step", "tokens_per_step")]
     stmt = select(*cols)
     if exp_id is not None:
         stmt = stmt.where(Generation.experiment_id == exp_id)

@@ -157,6 +157,7 @@ class SweepRunner:
             "text": self.tokenizer.decode(list(res.tokens), skip_special_tokens=True),
             "steps": res.steps, "drafted": res.drafted, "accepted": res.accepted,
             "accept_hist": list(res.accept_hist), "accepted_per_step": list(res.accepted_per_step),
+            "tokens_per_step": list(res.tokens_per_step),
             "fastpath_rejects": res.fastpath_rejects, "wall_s": res.wall_s, "draft_s": res.draft_s,
             "verify_s": res.verify_s, "started_at": res.started_at, "ended_at": res.ended_at,
             "bridged": bool(res.bridged), "stopped": res.stopped, "device": str(self.verifier.device),

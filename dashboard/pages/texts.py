@@ -82,7 +82,7 @@ def drill_down(f: ui.Filters) -> None:
 
 def _segments(f: ui.Filters, gen: dict) -> list[tuple[str, bool]]:
     """Decoded step segments, or token ids when the spec's tokenizer cannot be loaded here."""
-    steps = tables.segment_steps(gen["tokens"] or [], gen["accepted_per_step"] or [])
+    steps = tables.segment_steps(gen["tokens"] or [], gen["accepted_per_step"] or [], gen.get("tokens_per_step"))
     name = spec_tokenizer(queries.spec(f.url, f.exp_id))
     tok = tokenizer(name) if name else None
     if tok is None:

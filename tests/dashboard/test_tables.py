@@ -130,3 +130,9 @@ def test_redundancy_counts_each_prompt_once():
     assert ref["repetition"] == pytest.approx(1 / 5) and math.isnan(ref["overlap"])
     table = tables.redundancy_table(frame, tables.PAPER_TABLES["table5"].metrics)
     assert list(table.index) == ["reference", "a"]
+
+
+def test_segment_steps_uses_tokens_per_step_for_cached_rounds():
+    # cached: round 1 accepted 2 drafts with no verifier token, round 2 was a fast-path reject (1 verifier token)
+    steps = tables.segment_steps([1, 2, 3, 4, 5], [2, 0, 1], [2, 1, 2])
+    assert steps == [([1, 2], []), ([], [3]), ([4], [5])]
