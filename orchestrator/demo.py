@@ -72,7 +72,8 @@ def run_demo(opts, spec_path: str | None = None, retrain: bool = False, echo: Ca
     if not path.is_file():
         raise GreenspecError(f"demo spec not found at {path}; pass --spec examples/demo.toml")
     spec = load_spec(path)
-    echo("greenspec demo: preparing corpora and small demo models (trained on first use, then cached)...")
+    echo("greenspec demo: preparing corpora and small demo models (trained on first use, a few minutes; then cached)...")
+    logging.getLogger("workers.demo_models").setLevel(logging.INFO)  # training steps are the demo's first progress
     spec = materialize(spec, retrain=retrain)
     echo(spec.summary())
     with BarProgress() as bar:
