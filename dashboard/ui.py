@@ -99,11 +99,11 @@ def metric_table_block(table: pd.DataFrame, title: str, metrics, key: str) -> pd
     return table
 
 
-def frame_block(df: pd.DataFrame, title: str, key: str, **dataframe_args) -> None:
-    """Render a plain DataFrame (interactive) with CSV and LaTeX downloads."""
+def frame_block(df: pd.DataFrame, title: str, key: str, empty: str = "Nothing here yet.", **dataframe_args) -> None:
+    """Render a plain DataFrame (interactive) with CSV and LaTeX downloads; `empty` is shown when it has no rows."""
     st.subheader(title)
     if df.empty:
-        st.info("Nothing here yet.")
+        st.info(empty)
         return
     st.dataframe(df, hide_index=True, **dataframe_args)
     latex = df.to_latex(index=False, float_format="%.3f", escape=True, caption=title, label=f"tab:{key}")

@@ -60,7 +60,7 @@ st.fragment(run_every=REFRESH_S if is_live else None)(queue)(f, is_live)
 
 ui.frame_block(f.apply(queries.summary(f.url, f.experiment))[RESULT_COLUMNS], "Results so far", "summary",
                column_config=RESULT_FORMATS)
-ui.frame_block(queries.failures(f.url, f.exp_id), "Failures", "failures")
+ui.frame_block(queries.failures(f.url, f.exp_id), "Failures", "failures", empty="No failed cells.")
 bases = queries.instance_bases(f.url, f.exp_id)
 if not bases.empty:
     bases = bases.assign(size_mb=bases["bytes"] / 1e6)[list(IBASE_COLUMNS)].rename(columns=IBASE_COLUMNS)
