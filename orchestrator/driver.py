@@ -233,10 +233,14 @@ class _Loop:
             self._close_actor()
 
     def _stop(self) -> None:
+        """Ctrl-C: stop training tasks and the worker at once; their cells go back to pending."""
         import ray
 
-        for ref in list(self.trains) + list(self.batches):
+        for ref in self.trains:
             ray.cancel(ref, force=True)
+        if self.actor is not None:
+            ray.kill(self.actor, no_restart=True)  # its batch in flight is lost, its cells are re-run on resume
+            self.actor = None
         with self.Session() as s:
             store.reset_running(s, self.exp_id)
             s.commit()

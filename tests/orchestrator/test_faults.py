@@ -92,3 +92,24 @@ def test_two_node_cluster(tmp_path, write_spec):
     with Session() as s:
         gens = s.scalars(select(Generation)).all()
         assert len(gens) == 3 * 2 * 2 and all(g.exact_match for g in gens)
+
+
+def test_ctrl_c_stops_cleanly_and_resume_finishes(tmp_path, write_spec, ray_local):
+    url = f"sqlite:///{tmp_path / 'g.db'}"
+    env = {**os.environ, "GREENSPEC_FAULT_SLOW": "0.15", "RAY_AUTH_MODE": "disabled"}
+    proc = subprocess.Popen([*GREENSPEC, "--db", url, "run", str(write_spec(k=[2, 3]))], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        _wait_for_generations(url, 2, timeout_s=120, proc=proc)
+        proc.send_signal(signal.SIGINT)  # what Ctrl-C delivers to the driver
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130
+    assert "interrupted" in err and "greenspec resume" in err and "Traceback" not in err
+    _, Session = open_db(url, migrate=False)
+    with Session() as s:
+        assert s.scalar(select(func.count()).select_from(Cell).where(Cell.state == "running")) == 0
+    report = resume(RunOptions(db_url=url))
+    assert report.counts["done"] == sum(report.counts.values())
