@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, MistralForCausalLM
@@ -12,6 +13,7 @@ from workers.demo_data import chunk_text, pydoc_texts, shakespeare_texts
 from workers.demo_models import (
     DEMO_DRAFT,
     DEMO_VERIFIER,
+    CandidateSampler,
     TinyLMSpec,
     cache_key,
     ensure_demo_models,
@@ -26,7 +28,8 @@ TINY_VERIFIER = TinyLMSpec(
     hidden_size=32, n_layers=2, n_heads=2, n_kv_heads=1, intermediate_size=64, steps=60, batch_size=2, seq_len=32, lr=1e-2, warmup_steps=5,
     negatives=256, full_softmax_steps=10,
 )
-TINY_DRAFT = dataclasses.replace(TINY_VERIFIER, hidden_size=24, n_layers=1, intermediate_size=48, tie_embeddings=True)
+# the draft trains with the sampled softmax (frequent tokens + the batch's + random others, log-q corrected)
+TINY_DRAFT = dataclasses.replace(TINY_VERIFIER, hidden_size=24, n_layers=1, intermediate_size=48, tie_embeddings=True, frequent=300)
 
 
 @pytest.fixture(scope="module")
@@ -149,3 +152,20 @@ def test_loss_over_the_whole_vocab_equals_the_models_own_loss():
     assert torch.allclose(lm_loss(model, batch, torch.arange(32000)), full, atol=1e-5)
     seen = torch.unique(batch)
     assert lm_loss(model, batch, seen) < full  # fewer competitors for the same targets
+
+
+def test_sampled_candidates_hold_the_batch_and_correct_only_the_rarely_scored_tokens():
+    streams = [np.array([1, 5, 5, 5, 7, 7, 9] * 20), np.array([1, 11, 11, 12] * 20)]
+    spec = dataclasses.replace(TINY_VERIFIER, batch_size=2, seq_len=4, frequent=3, negatives=4)
+    sampler = CandidateSampler(streams, 100, spec)
+    batch = torch.tensor([[1, 5, 9, 7], [1, 11, 12, 11]])
+    vocab, log_q = sampler(batch)
+    assert torch.equal(vocab, torch.sort(vocab).values) and len(torch.unique(vocab)) == len(vocab)
+    assert set(batch.flatten().tolist()) <= set(vocab.tolist()) and len(vocab) <= 3 + 4 + batch.numel()
+    frequent = {1, 5, 11}  # the 3 commonest tokens of the domain-balanced mix
+    for token, lq in zip(vocab.tolist(), log_q.tolist()):
+        assert (lq == 0.0) == (token in frequent)  # always scored: no correction; others: log q < 0
+    unseen = [lq for token, lq in zip(vocab.tolist(), log_q.tolist()) if token > 12]
+    assert all(lq == pytest.approx(np.log(4 / 97)) for lq in unseen)  # 4 negatives drawn from 100 - 3 frequent ids
+    plain_vocab, plain_log_q = CandidateSampler(streams, 100, dataclasses.replace(spec, frequent=0))(batch)
+    assert plain_log_q is None and {1, 5, 7, 9, 11, 12} <= set(plain_vocab.tolist())
