@@ -20,8 +20,9 @@ def _pivot(df: pd.DataFrame, value: str, fmt: str) -> str:
     out = []
     for regime, part in df.groupby("regime"):
         table = part.pivot_table(index="strategy", columns=["task", "k"], values=value, aggfunc="first")
-        table.columns = [f"{t} k={k}" if k else f"{t}" for t, k in table.columns]
-        out.append(f"{value} ({regime})\n" + table.to_markdown(floatfmt=fmt))
+        table.columns = [f"{t} k={k}" if k else f"{t} (plain)" for t, k in table.columns]
+        table = table.astype(object).where(table.notna(), None)  # blank, not "nan", where a strategy has no k
+        out.append(f"{value} ({regime})\n" + table.to_markdown(floatfmt=fmt, missingval=""))
     return "\n\n".join(out)
 
 
@@ -29,8 +30,9 @@ def summary_text(df: pd.DataFrame, texts: pd.DataFrame | None = None) -> str:
     """The demo's printed summary: throughput, acceptance, energy, and redundancy of the texts."""
     measured = df["power_measured"].dropna()
     label = "measured" if len(measured) and measured.all() else "ESTIMATED (no energy counter here)"
-    parts = [_pivot(df, "tokens_per_s", ".1f"), _pivot(df, "speedup", ".2f"),
-             _pivot(df[df["draft"] != "plain"], "acceptance", ".2f"), _pivot(df[df["draft"] != "plain"], "mal", ".2f"),
+    drafted = df[df["draft"] != "plain"]
+    parts = [_pivot(df, "tokens_per_s", ".1f"), "speedup over plain\n" + _pivot(drafted, "speedup", ".2f"),
+             _pivot(drafted, "acceptance", ".2f"), _pivot(drafted, "mal", ".2f"),
              f"energy: {label}\n" + _pivot(df, "j_per_100_tokens", ".2f"),
              "agreement with plain greedy (exact match share)\n" + _pivot(df, "exact_match", ".2f")]
     if texts is not None and not texts.empty:
