@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 
-from orchestrator.spec import BUILTIN, BUILTIN_DATA, Spec
+from orchestrator.spec import BUILTIN, BUILTIN_DATA, Spec, check_paths
 from workers.errors import SpecError
 from workers.tokenizer import cache_dir
 
@@ -49,6 +49,7 @@ def materialize(spec: Spec, retrain: bool = False) -> Spec:
     """Replace every `demo:` name by a real path, building corpora and models the first time."""
     if not uses_builtin(spec):
         return spec
+    check_paths(spec)  # unknown demo: names are refused before anything is built
     data = _data_paths()
     wants_models = any(v and v.startswith(BUILTIN) for v in (spec.verifier.model, *(s.model for s in spec.strategies)))
     models = _model_dirs(retrain) if wants_models else {}
