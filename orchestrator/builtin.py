@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import logging
 
-from orchestrator.spec import BUILTIN, BUILTIN_DATA, Spec, check_paths
-from workers.errors import SpecError
+from orchestrator.spec import BUILTIN, Spec, check_paths
 from workers.tokenizer import cache_dir
 
 logger = logging.getLogger(__name__)
 
-DATA_NAMES = BUILTIN_DATA
 
 
 def _data_paths() -> dict[str, str]:
@@ -54,26 +52,12 @@ def materialize(spec: Spec, retrain: bool = False) -> Spec:
     wants_models = any(v and v.startswith(BUILTIN) for v in (spec.verifier.model, *(s.model for s in spec.strategies)))
     models = _model_dirs(retrain) if wants_models else {}
 
-    def path(v: str | None, where: str) -> str | None:
-        if not v or not v.startswith(BUILTIN):
-            return v
-        name = v.removeprefix(BUILTIN)
-        if name not in data:
-            raise SpecError(f"{where}: unknown built-in source {v!r} (known: {', '.join(BUILTIN + n for n in DATA_NAMES)})")
-        return data[name]
-
-    def model(v: str | None, where: str) -> str | None:
-        if not v or not v.startswith(BUILTIN):
-            return v
-        name = v.removeprefix(BUILTIN)
-        if name not in models:
-            raise SpecError(f"{where}: unknown built-in model {v!r} (known: demo:verifier, demo:draft)")
-        return models[name]
+    def swap(v: str | None, table: dict[str, str]) -> str | None:
+        return table[v.removeprefix(BUILTIN)] if v and v.startswith(BUILTIN) else v
 
     return spec.model_copy(update={
-        "verifier": spec.verifier.model_copy(update={"model": model(spec.verifier.model, "verifier.model")}),
-        "corpora": [c.model_copy(update={"path": path(c.path, f"corpora.{c.name}.path")}) for c in spec.corpora],
-        "tasks": [t.model_copy(update={"path": path(t.path, f"tasks.{t.name}.path")}) for t in spec.tasks],
-        "strategies": [s.model_copy(update={"model": model(s.model, f"strategies.{s.name}.model")})
-                       for s in spec.strategies],
+        "verifier": spec.verifier.model_copy(update={"model": swap(spec.verifier.model, models)}),
+        "corpora": [c.model_copy(update={"path": swap(c.path, data)}) for c in spec.corpora],
+        "tasks": [t.model_copy(update={"path": swap(t.path, data)}) for t in spec.tasks],
+        "strategies": [s.model_copy(update={"model": swap(s.model, models)}) for s in spec.strategies],
     })
