@@ -11,6 +11,7 @@ Example:
 from __future__ import annotations
 
 import html
+import os
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -222,7 +223,7 @@ def decode_segments(steps: Sequence[tuple[list[int], list[int]]], decode) -> lis
             ids.extend(part)
             text = decode(ids)
             # a prefix decode can rewrite its tail (partial UTF-8); show whatever is new from the common prefix
-            common = len(shown) if text.startswith(shown) else _common_prefix(text, shown)
+            common = len(os.path.commonprefix([text, shown]))
             segments.append((text[common:], accepted))
             shown = text
     return segments
@@ -234,22 +235,13 @@ def ids_segments(steps: Sequence[tuple[list[int], list[int]]]) -> list[tuple[str
             for part, accepted in ((draft, True), (verifier, False)) if part]
 
 
-def _common_prefix(a: str, b: str) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
 def redundancy_frame(texts: pd.DataFrame, references: pd.DataFrame, n: int = 4) -> pd.DataFrame:
     """Table 5's measures per text source (strategy or "reference") x task, one text per prompt.
 
     Texts repeat across k and regime (greedy outputs are equal), so each prompt counts once per source, else
     duplicates would inflate the cross-document overlap.
     """
-    from workers.metrics import cross_document_overlap, gzip_ratio, within_text_repetition
+    from workers.metrics import redundancy
 
     sources = [texts[["strategy", "task", "prompt_index", "text"]]]
     if not references.empty:
@@ -257,11 +249,7 @@ def redundancy_frame(texts: pd.DataFrame, references: pd.DataFrame, n: int = 4) 
     df = pd.concat(sources).drop_duplicates(["strategy", "task", "prompt_index"])
     rows = []
     for (source, task), group in df.groupby(["strategy", "task"]):
-        docs = [t for t in group["text"] if t]
-        rows.append({"strategy": source, "task": task, "texts": len(docs),
-                     "repetition": _mean(within_text_repetition(t, n=n) for t in docs),
-                     "overlap": cross_document_overlap(docs, n=n) if len(docs) > 1 else float("nan"),
-                     "gzip_ratio": _mean(gzip_ratio(t) for t in docs)})
+        rows.append({"strategy": source, "task": task, **redundancy(list(group["text"]), n=n)})
     return pd.DataFrame(rows, columns=["strategy", "task", "texts", "repetition", "overlap", "gzip_ratio"])
 
 
@@ -278,8 +266,3 @@ def redundancy_table(frame: pd.DataFrame, metrics: Sequence[Metric]) -> pd.DataF
     table = table.reindex(pd.Index(order, name="text source"))
     table.columns.names = ["task", None]
     return table
-
-
-def _mean(values: Iterable[float]) -> float:
-    values = list(values)
-    return sum(values) / len(values) if values else float("nan")

@@ -61,8 +61,8 @@ def verifier_identity(spec: Spec) -> dict[str, Any]:
 
 
 def train_cell(spec: Spec, corpus: CorpusSection) -> CellSpec:
-    """The cell that trains `corpus`'s instance base with the verifier's tokenizer."""
-    ident = corpus.model_dump(exclude={"name"})
+    """The cell that trains `corpus`'s instance base with the verifier's tokenizer (shards do not change it)."""
+    ident = corpus.model_dump(exclude={"name", "shards"})
     tokenizer = spec.verifier.tokenizer or spec.verifier.model
     key = content_key({"kind": "train", "corpus": ident, "tokenizer": tokenizer})
     params = {"corpus": corpus.model_dump(), "tokenizer": tokenizer}
@@ -80,7 +80,7 @@ def reference_cells(spec: Spec, prompts: TaskPrompts) -> list[CellSpec]:
     return out
 
 
-def _draft_identity(spec: Spec, s: StrategySection, train_keys: dict[str, str]) -> dict[str, Any]:
+def _draft_identity(s: StrategySection, train_keys: dict[str, str]) -> dict[str, Any]:
     if s.draft == "olifant":
         return {"draft": "olifant", "ibase": train_keys[s.corpus]}
     if s.draft == "ngram":
@@ -94,7 +94,7 @@ def sweep_cells(spec: Spec, prompts: TaskPrompts, train_keys: dict[str, str]) ->
     """Strategy x prompt x k x regime for one task; plain once per prompt and regime (k = 0)."""
     out = []
     for s in spec.strategies:
-        draft = _draft_identity(spec, s, train_keys)
+        draft = _draft_identity(s, train_keys)
         ks = [0] if s.draft == "plain" else spec.sweep.k
         for i, text in enumerate(prompts.texts):
             for k in ks:

@@ -46,18 +46,14 @@ def redundancy_table(session, experiment: str) -> pd.DataFrame:
 
     from storage.models import Generation
     from storage.queries import experiment_id
-    from workers.metrics import cross_document_overlap, gzip_ratio, within_text_repetition
+    from workers.metrics import redundancy
 
     exp_id = experiment_id(session, experiment)
     rows = session.execute(select(Generation.task, Generation.text).where(
         Generation.experiment_id == exp_id, Generation.draft == "plain", Generation.regime == "uncached")).all()
     out = []
     for task in sorted({t for t, _ in rows}):
-        texts = [x for t, x in rows if t == task]
-        out.append({"task": task, "texts": len(texts),
-                    "within_4gram_repetition": sum(within_text_repetition(x) for x in texts) / len(texts),
-                    "cross_doc_4gram_overlap": cross_document_overlap(texts),
-                    "gzip_ratio": sum(gzip_ratio(x) for x in texts) / len(texts)})
+        out.append({"task": task, **redundancy([x for t, x in rows if t == task])})
     return pd.DataFrame(out)
 
 

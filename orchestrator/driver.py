@@ -25,6 +25,7 @@ from orchestrator.cells import CellSpec, TaskPrompts, expand
 from orchestrator.spec import Spec, check_paths, load_spec, parse_spec, resolve_paths, spec_hash
 from storage.db import open_db
 from storage.models import Cell, Experiment
+from storage.queries import state_counts, status_counts
 from workers.errors import GreenspecError, ModelError
 from workers.runner import RunnerConfig
 
@@ -173,8 +174,6 @@ def run(spec: Spec, spec_text: str, spec_path: str | None, opts: RunOptions,
 
             ray.shutdown()
     with Session() as s:
-        from storage.queries import status_counts
-
         counts = status_counts(s, spec.experiment.name)["cells"]
     return RunReport(spec.experiment.name, added, counts, time.perf_counter() - t0)
 
@@ -208,8 +207,8 @@ class _Loop:
 
     # -- bookkeeping
     def _counts(self, s: Session) -> tuple[int, int, int]:
-        rows = s.execute(select(Cell.state).where(Cell.experiment_id == self.exp_id)).scalars().all()
-        return len(rows), rows.count("done"), rows.count("failed")
+        counts = state_counts(s, self.exp_id)  # one grouped query: this runs after every result
+        return sum(counts.values()), counts["done"], counts["failed"]
 
     def _report(self) -> None:
         with self.Session() as s:
@@ -247,8 +246,6 @@ class _Loop:
 
     # -- training
     def _submit_trains(self, s: Session) -> None:
-        from workers.trainer import train_task as train_remote
-
         cells = s.scalars(select(Cell).where(Cell.experiment_id == self.exp_id, Cell.kind == "train",
                                              Cell.state == "pending")).all()
         if not cells:
@@ -256,11 +253,13 @@ class _Loop:
         store.mark_running(s, [c.id for c in cells], worker="ray-cpu")
         s.commit()
         for c in cells:
-            self.trains[self._train_call(train_remote, c)] = c.id
+            self.trains[self._train_call(c)] = c.id
 
-    def _train_call(self, train_remote, c: Cell):
+    def _train_call(self, c: Cell):
+        from workers.trainer import train_task
+
         corpus = self.spec.corpus(c.corpus)
-        return train_remote.remote(corpus.source(), c.params["tokenizer"], self.spec.experiment.artifacts,
+        return train_task.remote(corpus.source(), c.params["tokenizer"], self.spec.experiment.artifacts,
                                    window=corpus.window, backend=corpus.backend, order=corpus.order,
                                    max_tokens=corpus.max_tokens, shards=corpus.shards,
                                    power_sources=tuple(self.spec.power.sources), power_hz=self.spec.power.hz)
@@ -278,12 +277,10 @@ class _Loop:
                 self._fail_dependents(s, cell)
             else:
                 store.mark_running(s, [cell.id], worker="ray-cpu")
-                from workers.trainer import train_task as train_remote
-
-                self.trains[self._train_call(train_remote, cell)] = cell.id
+                self.trains[self._train_call(cell)] = cell.id
             return
         store.store_ibase(s, cell, info)
-        store.mark_finished(s, cell, "ray-cpu")
+        store.mark_finished(cell, "ray-cpu")
 
     def _fail_dependents(self, s: Session, train: Cell) -> None:
         """Olifant cells whose instance base could not be built fail with the reason."""
@@ -319,9 +316,8 @@ class _Loop:
         info = ray.get(self.actor.info.remote())  # waits for the verifier to load; fails fast on a bad model
         store.set_device(s, self.exp_id, info["device"], info.get("idle_power_w"))
 
-    def _next_batch(self, s: Session) -> list[Cell]:
-        """Up to batch_size queued cells of one strategy whose inputs (instance base) are ready."""
-        paths = store.ibase_paths(s, self.exp_id)
+    def _next_batch(self, s: Session, paths: dict[str, str]) -> list[Cell]:
+        """Up to batch_size queued cells of one strategy whose inputs (instance base: `paths`) are ready."""
         batch, skipped = [], deque()
         while self.queue and len(batch) < self.spec.experiment.batch_size:
             cell = s.get(Cell, self.queue.popleft())
@@ -335,22 +331,20 @@ class _Loop:
                 break
             batch.append(cell)
         self.queue.extendleft(reversed(skipped))
-        for c in batch:
-            if c.draft == "olifant":
-                c.params = {**c.params, "ibase_path": paths[c.corpus]}
         return batch
 
     def _dispatch(self) -> None:
         if not self._sweep_ready():
             return
         with self.Session() as s:
+            paths = store.ibase_paths(s, self.exp_id)
             while len(self.batches) < IN_FLIGHT and self.queue:
-                batch = self._next_batch(s)
+                batch = self._next_batch(s, paths)
                 if not batch:
                     break
                 self._ensure_actor(s)
                 store.mark_running(s, [c.id for c in batch], worker="accelerator")
-                payload = [_cell_dict(c) for c in batch]
+                payload = [_cell_dict(c, paths) for c in batch]
                 s.commit()
                 self.batches[self.actor.run_batch.remote(payload)] = ([c.id for c in batch], self.actor)
                 self.label = batch[0].strategy or batch[0].kind
@@ -382,7 +376,7 @@ class _Loop:
                 store.store_reference(s, cell, r.payload)
             else:
                 store.store_generation(s, cell, r.payload)
-            store.mark_finished(s, cell, r.worker)
+            store.mark_finished(cell, r.worker)
         store.store_samples(s, self.exp_id, out["samples"])
 
     def _collect(self) -> None:
@@ -413,6 +407,8 @@ class _Loop:
         self.actor = None
 
 
-def _cell_dict(c: Cell) -> dict[str, Any]:
+def _cell_dict(c: Cell, ibase_paths: dict[str, str]) -> dict[str, Any]:
+    """What the worker gets for a cell; an olifant cell also gets its instance base's path (not stored)."""
+    params = {**c.params, "ibase_path": ibase_paths[c.corpus]} if c.draft == "olifant" else c.params
     return {"key": c.key, "kind": c.kind, "strategy": c.strategy, "draft": c.draft, "task": c.task,
-            "corpus": c.corpus, "prompt_index": c.prompt_index, "k": c.k, "regime": c.regime, "params": c.params}
+            "corpus": c.corpus, "prompt_index": c.prompt_index, "k": c.k, "regime": c.regime, "params": params}

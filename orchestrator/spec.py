@@ -193,7 +193,8 @@ def _loc(loc: tuple) -> str:
     return out
 
 
-def _one_line(path: str, err: ValidationError, raw: dict) -> str:
+def _one_line(path: str, err: ValidationError) -> str:
+    """The first validation error as one line: file, key, what is wrong, the value given."""
     first = err.errors(include_url=False)[0]
     loc = _loc(tuple(first["loc"]))
     msg = first["msg"].removeprefix("Value error, ")
@@ -215,7 +216,7 @@ def parse_spec(text: str, path: str = "<spec>") -> Spec:
     try:
         return Spec.model_validate(raw)
     except ValidationError as err:
-        raise SpecError(_one_line(path, err, raw)) from err
+        raise SpecError(_one_line(path, err)) from err
 
 
 def load_spec(path: str | Path) -> Spec:

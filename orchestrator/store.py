@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from orchestrator.cells import CellSpec
 from storage.models import Cell, Experiment, Generation, InstanceBase, PowerSample, Reference, utcnow
-from workers.metrics import rouge_l
+from workers.metrics import acceptance_rate, mal, rouge_l, tokens_per_s
 
 
 def upsert_experiment(session: Session, name: str, spec_text: str, spec_hash: str, spec_path: str | None) -> Experiment:
@@ -65,7 +65,8 @@ def mark_running(session: Session, cell_ids: list[int], worker: str | None = Non
                     .values(state="running", attempts=Cell.attempts + 1, started_at=utcnow(), worker=worker))
 
 
-def mark_finished(session: Session, cell: Cell, worker: str | None) -> None:
+def mark_finished(cell: Cell, worker: str | None) -> None:
+    """A cell whose result row was stored."""
     cell.state, cell.error, cell.finished_at, cell.worker = "done", None, utcnow(), worker
 
 
@@ -116,16 +117,16 @@ def _reference_tokens(session: Session, cell: Cell) -> list[int] | None:
 def store_generation(session: Session, cell: Cell, p: dict[str, Any]) -> None:
     """One sweep generation with its metrics, energy and (when its reference exists) ROUGE-L."""
     ref = _reference_tokens(session, cell)
-    n, steps, drafted = len(p["tokens"]), max(p["steps"], 1), p["drafted"]
+    n, drafted = len(p["tokens"]), p["drafted"]
     session.add(Generation(
         cell_id=cell.id, experiment_id=cell.experiment_id, strategy=cell.strategy, draft=cell.draft, task=cell.task,
         prompt_index=cell.prompt_index, k=cell.k, regime=cell.regime, n_prompt_tokens=p["n_prompt_tokens"],
         n_tokens=n, steps=p["steps"], drafted=drafted, accepted=p["accepted"],
-        acceptance=p["accepted"] / drafted if drafted else None, mal=p["accepted"] / steps,
+        acceptance=acceptance_rate(p["accepted"], drafted) if drafted else None, mal=mal(p["accepted"], p["steps"]),
         accept_hist=p["accept_hist"], accepted_per_step=p["accepted_per_step"],
         tokens_per_step=p.get("tokens_per_step"),
         fastpath_rejects=p["fastpath_rejects"], wall_s=p["wall_s"], draft_s=p["draft_s"], verify_s=p["verify_s"],
-        tokens_per_s=n / p["wall_s"] if p["wall_s"] > 0 else 0.0, started_at=p["started_at"], ended_at=p["ended_at"],
+        tokens_per_s=tokens_per_s(n, p["wall_s"]), started_at=p["started_at"], ended_at=p["ended_at"],
         energy_j=p.get("energy_j"), mean_power_w=p.get("mean_power_w"), j_per_100_tokens=p.get("j_per_100_tokens"),
         tokens_per_j=p.get("tokens_per_j"), power_source=p.get("power_source"), power_measured=p.get("power_measured"),
         rouge_l=rouge_l(p["tokens"], ref) if ref is not None else None,

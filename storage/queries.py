@@ -38,7 +38,8 @@ def experiments_frame(session: Session) -> pd.DataFrame:
     return df
 
 
-def _state_counts(session: Session, exp_id: int | None, kind: str | None = None) -> dict[str, int]:
+def state_counts(session: Session, exp_id: int | None, kind: str | None = None) -> dict[str, int]:
+    """Cells by state (every state present, zeros included), for one experiment and kind or all."""
     stmt = select(Cell.state, func.count()).group_by(Cell.state)
     if exp_id is not None:
         stmt = stmt.where(Cell.experiment_id == exp_id)
@@ -56,10 +57,10 @@ def status_counts(session: Session, experiment: str | None = None) -> dict:
     gens = select(func.count()).select_from(Generation)
     if exp_id is not None:
         gens = gens.where(Generation.experiment_id == exp_id)
-    by_kind = {kind: _state_counts(session, exp_id, kind) for kind in ("train", "reference", "sweep")}
+    by_kind = {kind: state_counts(session, exp_id, kind) for kind in ("train", "reference", "sweep")}
     return {
         "experiment": experiment,
-        "cells": _state_counts(session, exp_id),
+        "cells": state_counts(session, exp_id),
         "sweep": by_kind["sweep"],
         "train": by_kind["train"],
         "reference": by_kind["reference"],

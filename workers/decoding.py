@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from workers.drafts.base import Draft
+from workers.drafts.base import Draft, common_prefix_len
 from workers.verifier import Verifier
 
 logger = logging.getLogger(__name__)
@@ -105,12 +105,7 @@ def greedy_tokens(logits: torch.Tensor) -> list[int]:
 
 def accept_length(drafts: Sequence[int], targets: Sequence[int]) -> int:
     """Length of the longest prefix of `drafts` equal to the verifier's `targets`."""
-    n = 0
-    for d, t in zip(drafts, targets):
-        if d != t:
-            break
-        n += 1
-    return n
+    return common_prefix_len(drafts, targets)
 
 
 def propose(draft: Draft, context: Sequence[int], k: int, verifier: Verifier, tally: Tally) -> list[int]:

@@ -1,4 +1,6 @@
-"""Per-generation figures (acceptance, MAL, speed, quality, energy) and the redundancy of generated texts.
+"""Per-generation figures (acceptance, MAL, speed, quality) and the redundancy of generated texts.
+
+Energy figures (J/100 tokens, tokens/J) live with the power sources, in `workers.power`.
 
 Example:
     >>> rouge_l([1, 2, 3, 4], [1, 3, 4, 5])        # LCS 1 3 4: P = R = 3/4
@@ -116,11 +118,15 @@ def gzip_ratio(text: str) -> float:
     return _ratio(len(gzip.compress(raw, mtime=0)), len(raw))
 
 
-def energy_per_100_tokens(energy_j: float, n_tokens: int) -> float:
-    """Joules per 100 new tokens."""
-    return _ratio(energy_j * 100.0, n_tokens)
+def redundancy(texts: Sequence[str], n: int = 4) -> dict[str, float]:
+    """Table 5 over a set of texts: mean within-text n-gram repetition, cross-document overlap, mean gzip ratio.
 
-
-def tokens_per_joule(energy_j: float, n_tokens: int) -> float:
-    """New tokens per joule."""
-    return _ratio(n_tokens, energy_j)
+    Overlap needs two texts (NaN for fewer); empty texts are left out.
+    """
+    docs = [t for t in texts if t]
+    if not docs:
+        return {"texts": 0, "repetition": math.nan, "overlap": math.nan, "gzip_ratio": math.nan}
+    return {"texts": len(docs),
+            "repetition": statistics.fmean(within_text_repetition(t, n) for t in docs),
+            "overlap": cross_document_overlap(docs, n) if len(docs) > 1 else math.nan,
+            "gzip_ratio": statistics.fmean(gzip_ratio(t) for t in docs)}

@@ -141,14 +141,14 @@ class SweepRunner:
         return draft
 
     def _sweep(self, cell: dict) -> dict[str, Any]:
-        from workers.decoding import speculative_generate
+        from workers.decoding import speculative_generate, warmup
 
         draft = self._draft_for(cell)
         prompt_ids = self._prompt_ids(cell["params"]["prompt"])
-        k, cached = max(cell["k"], 1), cell["regime"] == "cached"
+        k, cached = cell["k"], cell["regime"] == "cached"  # plain cells carry k = 0: nothing drafted
         warm_key = (cell["strategy"], k, cached)
         if self.cfg.warmup and warm_key not in self._warm:  # first call pays allocation/JIT costs: not timed
-            speculative_generate(self.verifier, draft, prompt_ids, min(8, self.cfg.max_new_tokens), k, cached, eos_id=None)
+            warmup(self.verifier, draft, prompt_ids, k, cached, min(8, self.cfg.max_new_tokens))
             self._warm.add(warm_key)
         res = speculative_generate(self.verifier, draft, prompt_ids, self.cfg.max_new_tokens, k, cached,
                                    eos_id=self.eos_id)

@@ -85,3 +85,9 @@ def test_verifier_and_prompt_changes_rekey_generations():
     other_prompt = [TaskPrompts("t", ("first prompt text", "a different second prompt"))]
     moved = [c for c in cells(prompts=other_prompt) if c.key not in keys(cells())]
     assert {c.prompt_index for c in moved} == {1}
+
+
+def test_sharding_a_corpus_does_not_rekey_anything():
+    # sharded counting builds the identical instance base, so nothing needs to run again
+    sharded = cells(**{'path = "/data/c.txt"': 'path = "/data/c.txt"\nshards = 4'})
+    assert keys(sharded) == keys(cells())

@@ -11,14 +11,13 @@ from workers.metrics import (
     acceptance_rate,
     cross_document_overlap,
     draft_latency,
-    energy_per_100_tokens,
     exact_match,
     gzip_ratio,
     lcs_length,
     mal,
     mean_accepted_tokens,
+    redundancy,
     rouge_l,
-    tokens_per_joule,
     tokens_per_s,
     within_text_repetition,
 )
@@ -54,10 +53,15 @@ def test_acceptance_mal_and_speed():
     assert math.isnan(tokens_per_s(0, 0.0))
 
 
-def test_energy_figures():
-    assert energy_per_100_tokens(50.0, 200) == pytest.approx(25.0)
-    assert tokens_per_joule(50.0, 200) == pytest.approx(4.0)
-    assert math.isnan(energy_per_100_tokens(1.0, 0))
+def test_redundancy_summarises_table_5():
+    looping = "the cat sat on the mat the cat sat on the mat"
+    fresh = "a quick brown fox jumps over one lazy dog today"
+    r = redundancy([looping, fresh, ""])
+    assert r["texts"] == 2
+    assert r["repetition"] == pytest.approx((within_text_repetition(looping) + 0.0) / 2) and r["repetition"] > 0
+    assert r["overlap"] == 0.0  # the two texts share no 4-gram
+    assert r["gzip_ratio"] == pytest.approx((gzip_ratio(looping) + gzip_ratio(fresh)) / 2)
+    assert math.isnan(redundancy([fresh])["overlap"]) and redundancy([])["texts"] == 0
 
 
 def test_draft_latency_counts_n_single_token_queries():
