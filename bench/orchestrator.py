@@ -9,11 +9,12 @@ from pathlib import Path
 import ray
 
 from orchestrator import driver
-from orchestrator.driver import RunOptions, prepare
+from orchestrator.driver import RunOptions
+from orchestrator.prepare import prepare
 from orchestrator.spec import load_spec
-from orchestrator import store
+from storage import store
 from storage.db import open_db
-from workers.runner import CellResult
+from workers.contracts import BatchOutcome, GenerationRecord, JobOutcome, ReferenceRecord, SweepJob
 
 WORDS = "the quick brown fox jumps over the lazy dog while a small cat sleeps on the warm mat near an open door"
 
@@ -28,18 +29,17 @@ class NoopWorker:
     def info(self) -> dict:
         return {"device": "noop", "worker": "noop", "power_sources": []}
 
-    def run_batch(self, cells: list[dict]) -> dict:
+    def run_batch(self, jobs: list[SweepJob]) -> BatchOutcome:
         now = time.time()
-        out = []
-        for c in cells:
-            p = {"prompt_text": "", "prompt_tokens": [1], "tokens": list(range(10)), "text": "x", "wall_s": 0.01} \
-                if c["kind"] == "reference" else {
-                "n_prompt_tokens": 5, "tokens": list(range(10)), "text": "x", "steps": 4, "drafted": 9, "accepted": 6,
-                "accept_hist": [1, 1, 2, 0], "accepted_per_step": [3, 2, 1, 0], "fastpath_rejects": 0, "wall_s": 0.01,
-                "draft_s": 0.001, "verify_s": 0.009, "started_at": now, "ended_at": now + 0.01, "bridged": False,
-                "stopped": "max_new_tokens", "device": "noop"}
-            out.append(CellResult(key=c["key"], ok=True, payload=p, worker="noop"))
-        return {"results": out, "samples": []}
+        ref = ReferenceRecord(prompt_text="", prompt_tokens=(1,), tokens=tuple(range(10)), text="x", wall_s=0.01)
+        gen = GenerationRecord(
+            n_prompt_tokens=5, tokens=tuple(range(10)), text="x", steps=4, drafted=9, accepted=6, accept_hist=(1, 1, 2, 0),
+            accepted_per_step=(3, 2, 1, 0), tokens_per_step=(4, 3, 2, 1), fastpath_rejects=0, wall_s=0.01,
+            draft_s=0.001, verify_s=0.009, started_at=now, ended_at=now + 0.01, bridged=False,
+            stopped="max_new_tokens", device="noop")
+        return BatchOutcome(outcomes=tuple(
+            JobOutcome(key=j.key, worker="noop", reference=ref) if j.kind == "reference"
+            else JobOutcome(key=j.key, worker="noop", generation=gen) for j in jobs))
 
     def close(self) -> None:
         pass

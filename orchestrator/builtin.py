@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 
-from orchestrator.spec import BUILTIN, Spec, check_paths
+from orchestrator.spec import BUILTIN, Spec, check_paths, model_options, with_paths
 from workers.tokenizer import cache_dir
 
 logger = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ def _model_dirs(retrain: bool) -> dict[str, str]:
 def uses_builtin(spec: Spec) -> bool:
     """Whether any value of the spec is a `demo:` name."""
     values = [spec.verifier.model, spec.verifier.tokenizer, *(c.path for c in spec.corpora),
-              *(t.path for t in spec.tasks), *(s.model for s in spec.strategies)]
+              *(t.path for t in spec.tasks), *(v for s in spec.strategies for _, v in model_options(s))]
     return any(v and v.startswith(BUILTIN) for v in values)
 
 
@@ -49,7 +49,8 @@ def materialize(spec: Spec, retrain: bool = False) -> Spec:
         return spec
     check_paths(spec)  # unknown demo: names are refused before anything is built
     data = _data_paths()
-    wants_models = any(v and v.startswith(BUILTIN) for v in (spec.verifier.model, *(s.model for s in spec.strategies)))
+    wants_models = any(v and v.startswith(BUILTIN)
+                       for v in (spec.verifier.model, *(v for s in spec.strategies for _, v in model_options(s))))
     models = _model_dirs(retrain) if wants_models else {}
 
     def swap(v: str | None, table: dict[str, str]) -> str | None:
@@ -59,5 +60,5 @@ def materialize(spec: Spec, retrain: bool = False) -> Spec:
         "verifier": spec.verifier.model_copy(update={"model": swap(spec.verifier.model, models)}),
         "corpora": [c.model_copy(update={"path": swap(c.path, data)}) for c in spec.corpora],
         "tasks": [t.model_copy(update={"path": swap(t.path, data)}) for t in spec.tasks],
-        "strategies": [s.model_copy(update={"model": swap(s.model, models)}) for s in spec.strategies],
+        "strategies": [with_paths(s, lambda v: swap(v, models)) for s in spec.strategies],
     })

@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from orchestrator.spec import CorpusSection, Spec, StrategySection
+from orchestrator.spec import CorpusSection, Spec
+from workers.drafts.registry import Requirement
+from workers.errors import SpecError
 
 try:
     GREENSPEC_VERSION = version("greenspec")
@@ -80,38 +82,39 @@ def reference_cells(spec: Spec, prompts: TaskPrompts) -> list[CellSpec]:
     return out
 
 
-def _draft_identity(s: StrategySection, train_keys: dict[str, str]) -> dict[str, Any]:
-    if s.draft == "olifant":
-        return {"draft": "olifant", "ibase": train_keys[s.corpus]}
-    if s.draft == "ngram":
-        return {"draft": "ngram", "n": s.n, "unit": s.unit}
-    if s.draft == "neural":
-        return {"draft": "neural", "model": s.model, "tokenizer": s.tokenizer}
-    return {"draft": "plain"}
+def artifact_cells(spec: Spec) -> dict[Requirement, CellSpec]:
+    """The cell that builds each artifact the strategies require (an instance base: a train cell)."""
+    builders = {"ibase": train_cell}
+    out = {}
+    for req in spec.requirements():
+        if req.artifact not in builders:
+            raise SpecError(f"no builder for artifact {req.artifact!r} (known: {', '.join(builders)})")
+        out[req] = builders[req.artifact](spec, spec.corpus(req.corpus))
+    return out
 
 
-def sweep_cells(spec: Spec, prompts: TaskPrompts, train_keys: dict[str, str]) -> list[CellSpec]:
-    """Strategy x prompt x k x regime for one task; plain once per prompt and regime (k = 0)."""
+def sweep_cells(spec: Spec, prompts: TaskPrompts, artifacts: dict[Requirement, CellSpec]) -> list[CellSpec]:
+    """Strategy x prompt x k x regime for one task; a draft that proposes nothing once per prompt and regime (k = 0)."""
     out = []
     for s in spec.strategies:
-        draft = _draft_identity(s, train_keys)
-        ks = [0] if s.draft == "plain" else spec.sweep.k
+        needs = {role: artifacts[req].key for role, req in s.options.requires().items()}
+        corpus = next((r.corpus for r in s.options.requires().values()), None)
+        draft = {"draft": s.draft, **s.options.identity(), **needs}
         for i, text in enumerate(prompts.texts):
-            for k in ks:
+            for k in s.ks(spec.sweep.k):
                 for regime in spec.sweep.regimes:
                     ident = {"kind": "sweep", "verifier": verifier_identity(spec), "prompt": text, "k": k,
                              "regime": regime, "max_new_tokens": spec.sweep.max_new_tokens, **draft}
-                    params = {"prompt": text, "options": s.model_dump(exclude={"name", "draft"})}
+                    params = {"prompt": text, "options": s.options.model_dump(), "needs": needs}
                     out.append(CellSpec(key=content_key(ident), kind="sweep", strategy=s.name, draft=s.draft,
-                                        task=prompts.task, corpus=s.corpus, prompt_index=i, k=k, regime=regime,
+                                        task=prompts.task, corpus=corpus, prompt_index=i, k=k, regime=regime,
                                         params=params))
     return out
 
 
 def expand(spec: Spec, prompts: list[TaskPrompts]) -> list[CellSpec]:
     """Every cell of the grid: train cells first, then references, then sweep cells."""
-    trains = [train_cell(spec, c) for c in spec.used_corpora()]
-    train_keys = {c.corpus: c.key for c in trains}
+    artifacts = artifact_cells(spec)
     refs = [c for p in prompts for c in reference_cells(spec, p)]
-    sweeps = [c for p in prompts for c in sweep_cells(spec, p, train_keys)]
-    return trains + refs + sweeps
+    sweeps = [c for p in prompts for c in sweep_cells(spec, p, artifacts)]
+    return list(artifacts.values()) + refs + sweeps

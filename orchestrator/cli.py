@@ -9,8 +9,6 @@ import json
 import logging
 import os
 import sys
-import time
-from pathlib import Path
 
 import click
 
@@ -155,15 +153,9 @@ def retry(obj: Context, failed: bool, experiment: str | None) -> None:
 
 def _reader(db: str):
     """A read-only session factory; None when the database has no greenspec schema yet."""
-    from sqlalchemy.orm import sessionmaker
+    from storage.db import open_reader
 
-    from storage.db import has_schema, make_engine, sqlite_path
-
-    path = sqlite_path(db)
-    if path is not None and not path.exists():
-        return None
-    engine = make_engine(db)
-    return sessionmaker(engine) if has_schema(engine) else None
+    return open_reader(db)
 
 
 @main.command()

@@ -42,15 +42,10 @@ def summary_text(df: pd.DataFrame, texts: pd.DataFrame | None = None) -> str:
 
 def redundancy_table(session, experiment: str) -> pd.DataFrame:
     """Table 5 over the plain generations of each task: within-text repetition, cross-document overlap, gzip."""
-    from sqlalchemy import select
-
-    from storage.models import Generation
-    from storage.queries import experiment_id
+    from storage.queries import experiment_id, plain_texts
     from workers.metrics import redundancy
 
-    exp_id = experiment_id(session, experiment)
-    rows = session.execute(select(Generation.task, Generation.text).where(
-        Generation.experiment_id == exp_id, Generation.draft == "plain", Generation.regime == "uncached")).all()
+    rows = plain_texts(session, experiment_id(session, experiment))
     out = []
     for task in sorted({t for t, _ in rows}):
         out.append({"task": task, **redundancy([x for t, x in rows if t == task])})

@@ -12,22 +12,19 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session, sessionmaker
-
-from orchestrator import store
-from orchestrator.cells import CellSpec, TaskPrompts, expand
-from orchestrator.spec import Spec, check_paths, load_spec, parse_spec, resolve_paths, spec_hash
+from orchestrator.prepare import prepare, runner_config
+from orchestrator.scheduler import Scheduler
+from orchestrator.spec import Spec, load_spec, parse_spec, resolve_paths, spec_hash
+from storage import store
 from storage.db import open_db
-from storage.models import Cell, Experiment
 from storage.queries import state_counts, status_counts
-from workers.errors import GreenspecError, ModelError
-from workers.runner import RunnerConfig
+from storage.store import QueuedCell
+from workers.contracts import BatchOutcome, SweepJob
+from workers.errors import GreenspecError
 
 logger = logging.getLogger(__name__)
 
@@ -72,54 +69,6 @@ class RunReport:
     elapsed_s: float
 
 
-# ----------------------------------------------------------------------------- preparation (no writes)
-
-def load_prompts(spec: Spec) -> list[TaskPrompts]:
-    """Every task's prompts, read before anything is stored so a missing source changes nothing."""
-    from workers.tasks import load_prompts as load
-
-    out = []
-    for t in spec.tasks:
-        ps = load(t.source(), t.prompts, t.prompt_words)
-        out.append(TaskPrompts(task=t.name, texts=tuple(p.text for p in ps.prompts), skipped_short=ps.skipped_short))
-        if len(ps.prompts) < t.prompts:
-            logger.warning("task %s: only %d usable prompts of %d asked", t.name, len(ps.prompts), t.prompts)
-    return out
-
-
-def preflight_models(spec: Spec) -> None:
-    """Refuse a local model path that holds no loadable model config (one line, before any write)."""
-    from transformers import AutoConfig
-
-    paths = [("verifier.model", spec.verifier.model)]
-    paths += [(f"strategies.{s.name}.model", s.model) for s in spec.strategies if s.draft == "neural"]
-    for key, value in paths:
-        if value and os.path.isabs(value):
-            try:
-                AutoConfig.from_pretrained(value)
-            except (OSError, ValueError) as err:
-                raise ModelError(f"{key}: {value} is not a loadable model ({str(err).splitlines()[0][:120]})") from err
-
-
-def prepare(spec: Spec) -> tuple[Spec, list[TaskPrompts], list[CellSpec]]:
-    """Resolve built-in sources, check paths and models, load prompts, expand the grid."""
-    from orchestrator.builtin import materialize
-
-    spec = materialize(spec)
-    check_paths(spec)
-    preflight_models(spec)
-    prompts = load_prompts(spec)
-    return spec, prompts, expand(spec, prompts)
-
-
-def runner_config(spec: Spec, threads: int | None) -> RunnerConfig:
-    v = spec.verifier
-    return RunnerConfig(model=v.model, tokenizer=v.tokenizer, revision=v.revision, dtype=v.dtype, device=v.device,
-                        max_new_tokens=spec.sweep.max_new_tokens, warmup=spec.sweep.warmup,
-                        power_sources=tuple(spec.power.sources), power_hz=spec.power.hz,
-                        idle_baseline_s=spec.power.idle_baseline_s, threads=threads)
-
-
 # ----------------------------------------------------------------------------- the run
 
 def run_spec_file(path: str | Path, opts: RunOptions, progress: Progress | None = None) -> RunReport:
@@ -135,8 +84,7 @@ def resume(opts: RunOptions, experiment: str | None = None, progress: Progress |
     """Continue an experiment from its stored spec (`greenspec resume`, `greenspec retry --failed`)."""
     _, Session = open_db(opts.db_url)
     with Session() as s:
-        stmt = select(Experiment).order_by(Experiment.id.desc())
-        exp = s.scalars(stmt.where(Experiment.name == experiment) if experiment else stmt).first()
+        exp = store.find_experiment(s, experiment)
         if exp is None:
             raise GreenspecError(f"no experiment {experiment!r} in {opts.db_url}" if experiment
                                  else f"no experiment in {opts.db_url}; start one with `greenspec run SPEC`")
@@ -194,19 +142,23 @@ def _ray_up(opts: RunOptions) -> bool:
 
 
 class _Loop:
-    """One pass of the scheduler over an experiment's pending cells."""
+    """One pass over an experiment's pending cells: Ray calls and database writes around the `Scheduler`."""
 
-    def __init__(self, spec: Spec, exp_id: int, Session: sessionmaker, opts: RunOptions, progress: Progress):
+    def __init__(self, spec: Spec, exp_id: int, Session: Any, opts: RunOptions, progress: Progress):
         self.spec, self.exp_id, self.Session, self.opts, self.progress = spec, exp_id, Session, opts, progress
-        self.max_attempts = spec.experiment.max_attempts
-        self.trains: dict[Any, int] = {}         # ObjectRef -> train cell id
-        self.batches: dict[Any, tuple[list[int], Any]] = {}  # ObjectRef -> (cell ids, the actor running them)
-        self.queue: deque[int] = deque()         # pending sweep/reference cell ids, in run order
+        with Session() as s:
+            cells = store.pending_cells(s, exp_id, ("train", "reference", "sweep"))
+            self.paths = store.artifact_paths(s, exp_id)   # artifact cell key -> file
+        e = spec.experiment
+        self.sched = Scheduler(cells, e.batch_size, e.max_attempts, overlap=e.overlap, in_flight=IN_FLIGHT,
+                               built=self.paths)
+        self.trains: dict[Any, QueuedCell] = {}                        # ObjectRef -> train cell
+        self.batches: dict[Any, tuple[list[QueuedCell], Any]] = {}     # ObjectRef -> (cells, the actor running them)
         self.actor = None
         self.label = ""
 
     # -- bookkeeping
-    def _counts(self, s: Session) -> tuple[int, int, int]:
+    def _counts(self, s) -> tuple[int, int, int]:
         counts = state_counts(s, self.exp_id)  # one grouped query: this runs after every result
         return sum(counts.values()), counts["done"], counts["failed"]
 
@@ -218,11 +170,10 @@ class _Loop:
     def run(self) -> None:
         with self.Session() as s:
             total, done, failed = self._counts(s)
-            self.progress.start(total, done, failed)
-            self._submit_trains(s)
-            self._fill_queue(s)
+        self.progress.start(total, done, failed)
         try:
-            while self.trains or self.batches or self._sweep_ready():
+            while self.sched.busy() or self.trains or self.batches:
+                self._submit_artifacts()
                 self._dispatch()
                 self._collect()
         except KeyboardInterrupt:
@@ -244,66 +195,55 @@ class _Loop:
             store.reset_running(s, self.exp_id)
             s.commit()
 
-    # -- training
-    def _submit_trains(self, s: Session) -> None:
-        cells = s.scalars(select(Cell).where(Cell.experiment_id == self.exp_id, Cell.kind == "train",
-                                             Cell.state == "pending")).all()
+    # -- artifacts (instance bases) on CPU workers
+    def _submit_artifacts(self) -> None:
+        cells = self.sched.start_artifacts()
         if not cells:
             return
-        store.mark_running(s, [c.id for c in cells], worker="ray-cpu")
-        s.commit()
+        with self.Session() as s:
+            store.mark_running(s, [c.id for c in cells], worker="ray-cpu")
+            s.commit()
         for c in cells:
-            self.trains[self._train_call(c)] = c.id
+            self.trains[self._train_call(c)] = c
 
-    def _train_call(self, c: Cell):
+    def _train_call(self, c: QueuedCell):
         from workers.trainer import train_task
 
         corpus = self.spec.corpus(c.corpus)
         return train_task.remote(corpus.source(), c.params["tokenizer"], self.spec.experiment.artifacts,
-                                   window=corpus.window, backend=corpus.backend, order=corpus.order,
-                                   max_tokens=corpus.max_tokens, shards=corpus.shards,
-                                   power_sources=tuple(self.spec.power.sources), power_hz=self.spec.power.hz)
+                                 window=corpus.window, backend=corpus.backend, order=corpus.order,
+                                 max_tokens=corpus.max_tokens, shards=corpus.shards,
+                                 power_sources=tuple(self.spec.power.sources), power_hz=self.spec.power.hz)
 
-    def _train_done(self, ref, s: Session) -> None:
+    def _train_done(self, ref, s) -> None:
         import ray
 
-        cell = s.get(Cell, self.trains.pop(ref))
+        cell = self.trains.pop(ref)
         try:
             info = ray.get(ref)
         except (ray.exceptions.RayTaskError, ray.exceptions.WorkerCrashedError) as err:
             cause = getattr(err, "cause", None) or err
-            final = store.mark_failure(s, cell, f"{type(cause).__name__}: {cause}", self.max_attempts)
-            if final:
-                self._fail_dependents(s, cell)
-            else:
-                store.mark_running(s, [cell.id], worker="ray-cpu")
-                self.trains[self._train_call(cell)] = cell.id
+            error = f"{type(cause).__name__}: {cause}"
+            final = self.sched.is_final(cell)
+            store.mark_failure(s, cell.id, error, final)
+            if not final:
+                self.sched.retry(cell)
+                return
+            dependents = self.sched.artifact_failed(cell)
+            store.fail_dependents(s, self.exp_id, [c.id for c in dependents],
+                                  f"instance base for corpus {cell.corpus!r} failed: {error}")
             return
-        store.store_ibase(s, cell, info)
-        store.mark_finished(cell, "ray-cpu")
-
-    def _fail_dependents(self, s: Session, train: Cell) -> None:
-        """Olifant cells whose instance base could not be built fail with the reason."""
-        for c in s.scalars(select(Cell).where(Cell.experiment_id == self.exp_id, Cell.kind == "sweep",
-                                              Cell.draft == "olifant", Cell.corpus == train.corpus,
-                                              Cell.state == "pending")):
-            c.state, c.error = "failed", f"instance base for corpus {train.corpus!r} failed: {train.error}"
+        store.store_ibase(s, cell.id, info)
+        store.mark_finished(s, cell.id, "ray-cpu")
+        self.paths[cell.key] = str(info.path)
+        self.sched.artifact_built(cell)
 
     # -- the accelerator
-    def _fill_queue(self, s: Session) -> None:
-        kind_order = {"reference": 0, "sweep": 1}
-        cells = s.execute(select(Cell.id, Cell.kind, Cell.strategy, Cell.task, Cell.regime, Cell.prompt_index, Cell.k)
-                          .where(Cell.experiment_id == self.exp_id, Cell.kind != "train", Cell.state == "pending")).all()
-        cells = sorted(cells, key=lambda c: (kind_order[c.kind], c.strategy or "", c.task, c.regime or "",
-                                             c.k or 0, c.prompt_index))
-        self.queue = deque(c.id for c in cells)
-
-    def _sweep_ready(self) -> bool:
-        return bool(self.queue) and (self.spec.experiment.overlap or not self.trains)
-
-    def _ensure_actor(self, s: Session) -> None:
+    def _ensure_actor(self) -> None:
         if self.actor is not None:
             return
+        import ray
+
         from workers.accelerator import AcceleratorWorker
 
         cls = self.opts.worker_cls or AcceleratorWorker
@@ -311,73 +251,61 @@ class _Loop:
         threads = max(1, cpus - 1) if self.spec.experiment.overlap else cpus
         options = {"runtime_env": {"env_vars": self.opts.worker_env}} if self.opts.worker_env else {}
         self.actor = cls.options(**options).remote(runner_config(self.spec, threads))
-        import ray
-
         info = ray.get(self.actor.info.remote())  # waits for the verifier to load; fails fast on a bad model
-        store.set_device(s, self.exp_id, info["device"], info.get("idle_power_w"))
+        with self.Session() as s:
+            store.set_device(s, self.exp_id, info["device"], info.get("idle_power_w"))
+            s.commit()
 
-    def _next_batch(self, s: Session, paths: dict[str, str]) -> list[Cell]:
-        """Up to batch_size queued cells of one strategy whose inputs (instance base: `paths`) are ready."""
-        batch, skipped = [], deque()
-        while self.queue and len(batch) < self.spec.experiment.batch_size:
-            cell = s.get(Cell, self.queue.popleft())
-            if cell.state != "pending":
-                continue
-            if cell.draft == "olifant" and cell.corpus not in paths:
-                skipped.append(cell.id)
-                continue
-            if batch and (cell.strategy, cell.kind) != (batch[0].strategy, batch[0].kind):
-                self.queue.appendleft(cell.id)
-                break
-            batch.append(cell)
-        self.queue.extendleft(reversed(skipped))
-        return batch
+    def _job(self, c: QueuedCell) -> SweepJob:
+        """What the worker gets for a cell: its prompt, draft options and the paths of the artifacts it needs."""
+        p = c.params
+        return SweepJob(key=c.key, kind=c.kind, prompt=p["prompt"], strategy=c.strategy, draft=c.draft,
+                        options=p.get("options", {}), artifacts={role: self.paths[key] for role, key in c.needs},
+                        k=c.k or 0, regime=c.regime)
 
     def _dispatch(self) -> None:
-        if not self._sweep_ready():
-            return
-        with self.Session() as s:
-            paths = store.ibase_paths(s, self.exp_id)
-            while len(self.batches) < IN_FLIGHT and self.queue:
-                batch = self._next_batch(s, paths)
-                if not batch:
-                    break
-                self._ensure_actor(s)
+        while batch := self.sched.next_batch():
+            self._ensure_actor()
+            with self.Session() as s:
                 store.mark_running(s, [c.id for c in batch], worker="accelerator")
-                payload = [_cell_dict(c, paths) for c in batch]
                 s.commit()
-                self.batches[self.actor.run_batch.remote(payload)] = ([c.id for c in batch], self.actor)
-                self.label = batch[0].strategy or batch[0].kind
+            ref = self.actor.run_batch.remote([self._job(c) for c in batch])
+            self.batches[ref] = (batch, self.actor)
+            self.label = batch[0].strategy or batch[0].kind
 
-    def _batch_done(self, ref, s: Session) -> None:
+    def _batch_done(self, ref, s) -> None:
         import ray
 
-        ids, actor = self.batches.pop(ref)
+        cells, actor = self.batches.pop(ref)
+        self.sched.batch_finished()
         try:
-            out = ray.get(ref)
+            out: BatchOutcome = ray.get(ref)
         except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError, ray.exceptions.WorkerCrashedError) as err:
-            logger.warning("accelerator worker died during a batch of %d cells; retrying them", len(ids))
+            logger.warning("accelerator worker died during a batch of %d cells; retrying them", len(cells))
             if actor is self.actor:  # a fresh worker (verifier reloaded) takes the retried cells
                 ray.kill(actor, no_restart=True)
                 self.actor = None
-            for cid in ids:
-                cell = s.get(Cell, cid)
-                if not store.mark_failure(s, cell, f"worker died: {type(err).__name__}", self.max_attempts):
-                    self.queue.appendleft(cid)
+            for c in reversed(cells):
+                final = self.sched.is_final(c)
+                store.mark_failure(s, c.id, f"worker died: {type(err).__name__}", final)
+                if not final:
+                    self.sched.retry(c, front=True)
             return
-        by_key = {c.key: c for c in (s.get(Cell, cid) for cid in ids)}
-        for r in out["results"]:
-            cell = by_key[r.key]
-            if not r.ok:
-                if not store.mark_failure(s, cell, r.error, self.max_attempts):
-                    self.queue.append(cell.id)
+        by_key = {c.key: c for c in cells}
+        for o in out.outcomes:
+            c = by_key[o.key]
+            if not o.ok:
+                final = self.sched.is_final(c)
+                store.mark_failure(s, c.id, o.error, final)
+                if not final:
+                    self.sched.retry(c)
                 continue
-            if cell.kind == "reference":
-                store.store_reference(s, cell, r.payload)
+            if o.reference is not None:
+                store.store_reference(s, c.id, o.reference)
             else:
-                store.store_generation(s, cell, r.payload)
-            store.mark_finished(cell, r.worker)
-        store.store_samples(s, self.exp_id, out["samples"])
+                store.store_generation(s, c.id, o.generation)
+            store.mark_finished(s, c.id, o.worker)
+        store.store_samples(s, self.exp_id, out.samples)
 
     def _collect(self) -> None:
         import ray
@@ -405,10 +333,3 @@ class _Loop:
             logger.debug("accelerator worker close failed", exc_info=True)
         ray.kill(self.actor)
         self.actor = None
-
-
-def _cell_dict(c: Cell, ibase_paths: dict[str, str]) -> dict[str, Any]:
-    """What the worker gets for a cell; an olifant cell also gets its instance base's path (not stored)."""
-    params = {**c.params, "ibase_path": ibase_paths[c.corpus]} if c.draft == "olifant" else c.params
-    return {"key": c.key, "kind": c.kind, "strategy": c.strategy, "draft": c.draft, "task": c.task,
-            "corpus": c.corpus, "prompt_index": c.prompt_index, "k": c.k, "regime": c.regime, "params": params}

@@ -13,14 +13,14 @@ from __future__ import annotations
 import hashlib
 import tomllib
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, field_validator, model_validator
 
 from workers.corpora import TextSource
-from workers.errors import SpecError
+from workers.drafts.registry import DraftEntry, DraftOptions, Requirement, lookup
+from workers.errors import DraftError, SpecError
 
-DRAFTS = ("plain", "ngram", "olifant", "neural")
 REGIMES = ("uncached", "cached")
 Name = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")]
 PositiveInt = Annotated[int, Field(gt=0)]
@@ -82,25 +82,45 @@ class TaskSection(_Source):
 
 
 class StrategySection(_Model):
-    name: Name
-    draft: Literal["plain", "ngram", "olifant", "neural"]
-    corpus: str | None = None           # olifant: a [[corpora]] name
-    model: str | None = None            # neural: hub id or local path
-    tokenizer: str | None = None        # neural: the draft's tokenizer when it differs from the verifier's
-    n: PositiveInt = 4                  # ngram order
-    unit: Literal["token", "word"] = "token"
+    """A `[[strategies]]` entry: `name`, `draft` (a registered draft), optional `k`, and the draft's own options."""
 
-    @model_validator(mode="after")
-    def _options_fit_draft(self):
-        if self.draft == "olifant" and not self.corpus:
-            raise ValueError("an olifant strategy needs corpus = <a [[corpora]] name>")
-        if self.draft == "neural" and not self.model:
-            raise ValueError("a neural strategy needs model = <hub id or path>")
-        if self.corpus and self.draft != "olifant":
-            raise ValueError(f"corpus applies only to draft = \"olifant\", not {self.draft!r}")
-        if self.model and self.draft != "neural":
-            raise ValueError(f"model applies only to draft = \"neural\", not {self.draft!r}")
-        return self
+    name: Name
+    draft: str
+    k: Annotated[list[PositiveInt], Field(min_length=1)] | None = None  # this strategy's k values (default: [sweep] k)
+    options: SerializeAsAny[DraftOptions]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _draft_options(cls, data: Any) -> Any:
+        """Split the draft's own keys off and validate them with the draft's options model (the registry's)."""
+        if not isinstance(data, dict) or not isinstance(data.get("draft"), str) or "options" in data:
+            return data
+        own = {key: data[key] for key in ("name", "draft", "k") if key in data}
+        try:
+            entry = lookup(data["draft"])
+        except DraftError as err:
+            raise ValueError(f".draft: {err}") from None  # `.key: ` extends the location in the one-line error
+        try:
+            options = entry.parse({key: v for key, v in data.items() if key not in own})
+        except DraftError as err:
+            raise ValueError(str(err)) from None
+        return {**own, "options": options}
+
+    @field_validator("k")
+    @classmethod
+    def _unique_k(cls, v):
+        if v is not None and len(set(v)) != len(v):
+            raise ValueError(f"repeated values in {v}")
+        return v
+
+    @property
+    def entry(self) -> DraftEntry:
+        """The registry entry of this strategy's draft."""
+        return lookup(self.draft)
+
+    def ks(self, default: list[int]) -> list[int]:
+        """The k values this strategy runs at: [0] for a draft that proposes nothing."""
+        return (self.k or default) if self.entry.drafts else [0]
 
 
 class SweepSection(_Model):
@@ -141,28 +161,33 @@ class Spec(_Model):
                 raise ValueError(f"{field}: duplicate name {dup[0]!r}")
         corpora = {c.name for c in self.corpora}
         for i, s in enumerate(self.strategies):
-            if s.draft == "olifant" and s.corpus not in corpora:
+            for name in sorted(s.options.corpora() - corpora):
                 known = ", ".join(sorted(corpora)) or "none defined"
-                raise ValueError(f"strategies[{i}] ({s.name}): corpus {s.corpus!r} is not a [[corpora]] name ({known})")
+                raise ValueError(f"strategies[{i}] ({s.name}): corpus {name!r} is not a [[corpora]] name ({known})")
         return self
 
     def corpus(self, name: str) -> CorpusSection:
         """The [[corpora]] entry called `name`."""
         return next(c for c in self.corpora if c.name == name)
 
+    def requirements(self) -> list[Requirement]:
+        """The artifacts the strategies need built (each once), in spec order."""
+        out: dict[Requirement, None] = {}
+        for s in self.strategies:
+            out.update(dict.fromkeys(s.options.requires().values()))
+        return list(out)
+
     def used_corpora(self) -> list[CorpusSection]:
-        """Corpora that some olifant strategy drafts from (only these are trained)."""
-        used = {s.corpus for s in self.strategies if s.draft == "olifant"}
+        """Corpora that some strategy needs an artifact from (only these are built)."""
+        used = {r.corpus for r in self.requirements()}
         return [c for c in self.corpora if c.name in used]
 
     def cell_counts(self) -> dict[str, int]:
         """How many cells of each kind the grid expands into."""
         prompts = sum(t.prompts for t in self.tasks)
         regimes = len(self.sweep.regimes)
-        per_k = sum(1 for s in self.strategies if s.draft != "plain")
-        plain = sum(1 for s in self.strategies if s.draft == "plain")
-        sweep = prompts * regimes * (per_k * len(self.sweep.k) + plain)
-        return {"train": len(self.used_corpora()), "reference": prompts, "sweep": sweep}
+        per_prompt = sum(len(s.ks(self.sweep.k)) for s in self.strategies)
+        return {"train": len(self.requirements()), "reference": prompts, "sweep": prompts * regimes * per_prompt}
 
     def summary(self) -> str:
         """One paragraph describing the grid."""
@@ -198,6 +223,9 @@ def _one_line(path: str, err: ValidationError) -> str:
     first = err.errors(include_url=False)[0]
     loc = _loc(tuple(first["loc"]))
     msg = first["msg"].removeprefix("Value error, ")
+    if msg.startswith(".") and ": " in msg:  # a validator naming the key below its location
+        sub, msg = msg.split(": ", 1)
+        loc += sub
     if first["type"] == "extra_forbidden":
         return f"{path}: unknown key {loc!r}"
     if first["type"] == "missing":
@@ -259,9 +287,25 @@ def resolve_paths(spec: Spec, base: Path) -> Spec:
                                                      "tokenizer": local(spec.verifier.tokenizer)}),
         "corpora": [c.model_copy(update={"path": data(c.path)}) for c in spec.corpora],
         "tasks": [t.model_copy(update={"path": data(t.path)}) for t in spec.tasks],
-        "strategies": [s.model_copy(update={"model": local(s.model), "tokenizer": local(s.tokenizer)})
-                       for s in spec.strategies],
+        "strategies": [with_paths(s, local) for s in spec.strategies],
     })
+
+
+def with_paths(s: StrategySection, fn) -> StrategySection:
+    """`s` with `fn` applied to each of its draft's path options."""
+    opts = s.options
+    update = {f: fn(getattr(opts, f)) for f in opts.path_fields}
+    return s.model_copy(update={"options": opts.model_copy(update=update)}) if update else s
+
+
+def path_options(s: StrategySection) -> list[tuple[str, str]]:
+    """(key, value) of the strategy's set path options, keys as `strategies.NAME.OPTION`."""
+    return [(f"strategies.{s.name}.{f}", v) for f in s.options.path_fields if (v := getattr(s.options, f))]
+
+
+def model_options(s: StrategySection) -> list[tuple[str, str]]:
+    """(key, value) of the strategy's set model options (checked loadable before any write)."""
+    return [(f"strategies.{s.name}.{f}", v) for f in s.options.model_fields_ if (v := getattr(s.options, f))]
 
 
 def spec_hash(text: str) -> str:
@@ -290,11 +334,11 @@ def check_paths(spec: Spec) -> None:
     for key in ("model", "tokenizer"):
         if missing(getattr(spec.verifier, key)):
             raise SpecError(f"verifier.{key}: no such file or directory: {getattr(spec.verifier, key)}")
-    for i, s in enumerate(spec.strategies):
-        for key in ("model", "tokenizer"):
-            if missing(getattr(s, key)):
-                raise SpecError(f"strategies[{i}].{key}: no such file or directory: {getattr(s, key)}")
-    for key, value in (("verifier.model", spec.verifier.model), *((f"strategies.{s.name}.model", s.model) for s in spec.strategies)):
+    for s in spec.strategies:
+        for key, value in path_options(s):
+            if missing(value):
+                raise SpecError(f"{key}: no such file or directory: {value}")
+    for key, value in (("verifier.model", spec.verifier.model), *(kv for s in spec.strategies for kv in model_options(s))):
         if value and value.startswith(BUILTIN) and value.removeprefix(BUILTIN) not in BUILTIN_MODELS:
             raise SpecError(f"{key}: unknown built-in model {value!r} (known: {', '.join(BUILTIN + m for m in BUILTIN_MODELS)})")
 

@@ -80,3 +80,12 @@ def has_schema(engine: Engine) -> bool:
     from sqlalchemy import inspect
 
     return inspect(engine).has_table("cells")
+
+
+def open_reader(url: str = DEFAULT_URL) -> sessionmaker | None:
+    """A session factory for reading; None when the database does not exist or has no greenspec schema yet."""
+    path = sqlite_path(url)
+    if path is not None and not path.exists():
+        return None
+    engine = make_engine(url)
+    return sessionmaker(engine) if has_schema(engine) else None

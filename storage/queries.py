@@ -147,3 +147,9 @@ def summary_frame(session: Session, experiment: str | None = None) -> pd.DataFra
     names = dict(session.execute(select(Experiment.id, Experiment.name)).all())
     df["experiment"] = df["experiment"].map(names)
     return df
+
+
+def plain_texts(session: Session, exp_id: int | None) -> list[tuple[str, str]]:
+    """(task, text) of the experiment's plain uncached generations: the texts Table 5 describes."""
+    return [tuple(r) for r in session.execute(select(Generation.task, Generation.text).where(
+        Generation.experiment_id == exp_id, Generation.draft == "plain", Generation.regime == "uncached")).all()]

@@ -1,4 +1,4 @@
-"""Draft models behind one protocol, made by name.
+"""Draft models behind one protocol, made by name through the registry (`workers.drafts.registry`).
 
 Example:
     >>> make_draft("plain").propose([1, 2, 3], k=3)
@@ -12,23 +12,13 @@ from __future__ import annotations
 import inspect
 
 from workers.drafts.base import Draft
+from workers.drafts.registry import BuildContext, DraftEntry, DraftOptions, Requirement, lookup, names
 from workers.errors import DraftError
-
-DRAFTS = ("plain", "ngram", "olifant", "neural")
 
 
 def make_draft(name: str, **options) -> Draft:
-    """Build the draft called `name` with its options (see each module); unknown names raise DraftError."""
-    if name == "plain":
-        from workers.drafts.plain import PlainDraft as cls
-    elif name == "ngram":
-        from workers.drafts.ngram import NgramDraft as cls
-    elif name == "olifant":
-        from workers.drafts.olifant import OlifantDraft as cls
-    elif name == "neural":
-        from workers.drafts.neural import NeuralDraft as cls
-    else:
-        raise DraftError(f"draft {name!r} is unknown; accepted: {', '.join(DRAFTS)}")
+    """Build the draft called `name` from Python objects (see each module); unknown names raise DraftError."""
+    cls = lookup(name).cls
     try:
         inspect.signature(cls).bind(**options)
     except TypeError as err:
@@ -37,4 +27,11 @@ def make_draft(name: str, **options) -> Draft:
     return cls(**options)
 
 
-__all__ = ["DRAFTS", "Draft", "DraftError", "make_draft"]
+def build_draft(name: str, options: dict, ctx: BuildContext) -> Draft:
+    """Build a strategy's draft on the worker from its stored options and the artifacts it required."""
+    entry = lookup(name)
+    return entry.build(entry.parse(options), ctx)
+
+
+__all__ = ["BuildContext", "Draft", "DraftEntry", "DraftError", "DraftOptions", "Requirement", "build_draft",
+           "lookup", "make_draft", "names"]

@@ -15,12 +15,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Annotated
 
-import torch
+from pydantic import Field
 
 from workers.drafts.base import Draft, common_prefix_len, continuation_ids
+from workers.drafts.registry import BuildContext, DraftEntry, DraftOptions
 from workers.errors import DraftError, ModelError
 from workers.verifier import first_line
+
+if TYPE_CHECKING:
+    import torch
 
 logger = logging.getLogger(__name__)
 
@@ -92,19 +97,21 @@ class NeuralDraft(Draft):
             return full[len(head):]
         return self.tokenizer.decode(guesses, skip_special_tokens=True)
 
-    @torch.inference_mode()
     def _greedy(self, ids: list[int], k: int) -> list[int]:
         """k greedy tokens after `ids`, reusing the cached prefix; the cache ends holding ids + guesses[:-1]."""
-        logits = self._feed(ids)
-        out: list[int] = []
-        for i in range(k):
-            token = int(logits[-1].argmax())
-            out.append(token)
-            if i < k - 1:
-                logits = self._forward([token])
+        import torch
+
+        with torch.inference_mode():
+            logits = self._feed(ids)
+            out: list[int] = []
+            for i in range(k):
+                token = int(logits[-1].argmax())
+                out.append(token)
+                if i < k - 1:
+                    logits = self._forward([token])
         return out
 
-    def _feed(self, ids: list[int]) -> torch.Tensor:
+    def _feed(self, ids: list[int]) -> "torch.Tensor":
         """Crop the cache to the prefix it shares with `ids` (keeping >= 1 token to feed) and feed the rest."""
         from transformers import DynamicCache
 
@@ -117,10 +124,28 @@ class NeuralDraft(Draft):
         self._cached_ids = ids[:keep]
         return self._forward(ids[keep:])
 
-    def _forward(self, new_ids: list[int]) -> torch.Tensor:
+    def _forward(self, new_ids: list[int]) -> "torch.Tensor":
         """Feed new ids through the model with the cache; logits (1, V) of the last new position."""
+        import torch
+
         x = torch.tensor([new_ids], dtype=torch.long, device=self.device)  # (1, T)
         out = self.model(input_ids=x, cache=self._cache, use_cache=True, logits_to_keep=1)
         self._cache = out.cache
         self._cached_ids = self._cached_ids + list(new_ids)
         return out.logits[0]  # (1, V): only the last position is ever read
+
+
+class NeuralOptions(DraftOptions):
+    """`model`: hub id or local path of a small causal LM; `tokenizer`: its own, when it differs from the verifier's."""
+
+    path_fields = ("model", "tokenizer")
+    model_fields_ = ("model",)
+    model: Annotated[str, Field(min_length=1)]
+    tokenizer: str | None = None
+
+
+def build(opts: NeuralOptions, ctx: BuildContext) -> NeuralDraft:
+    return NeuralDraft(model=opts.model, device=ctx.device, tokenizer=opts.tokenizer, verifier_tokenizer=ctx.tokenizer)
+
+
+ENTRY = DraftEntry("neural", NeuralDraft, NeuralOptions, build, summary="a small causal LM drafting greedily")

@@ -13,8 +13,12 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
+from typing import Annotated, Literal
+
+from pydantic import Field
 
 from workers.drafts.base import Draft, continuation_ids
+from workers.drafts.registry import BuildContext, DraftEntry, DraftOptions
 from workers.errors import DraftError
 
 UNITS = ("token", "word")
@@ -109,3 +113,17 @@ class NgramDraft(Draft):
             return []
         sep = "" if text[-1:].isspace() or not text else " "
         return continuation_ids(self.tokenizer, text, sep + " ".join(guesses))[:k]
+
+
+class NgramOptions(DraftOptions):
+    """`n`: the order (contexts of up to n-1 units); `unit`: "token" or the paper's weaker "word"."""
+
+    n: Annotated[int, Field(ge=2)] = 4
+    unit: Literal["token", "word"] = "token"
+
+
+def build(opts: NgramOptions, ctx: BuildContext) -> NgramDraft:
+    return NgramDraft(n=opts.n, unit=opts.unit, tokenizer=ctx.tokenizer)
+
+
+ENTRY = DraftEntry("ngram", NgramDraft, NgramOptions, build, summary="in-session n-gram over the running text")

@@ -12,6 +12,7 @@ import os
 from collections.abc import Sequence
 
 from workers.drafts.base import Draft
+from workers.drafts.registry import BuildContext, DraftEntry, DraftOptions, Requirement
 from workers.errors import DraftError
 
 def load_ibase(ibase):
@@ -47,3 +48,20 @@ class OlifantDraft(Draft):
             out.append(token)
             tail = (tail + [token])[-w:]
         return out
+
+
+class OlifantOptions(DraftOptions):
+    """`corpus`: the [[corpora]] entry whose instance base drafts (trained with the verifier's tokenizer)."""
+
+    corpus_fields = ("corpus",)
+    corpus: str
+
+    def requires(self) -> dict[str, Requirement]:
+        return {"ibase": Requirement("ibase", self.corpus)}
+
+
+def build(opts: OlifantOptions, ctx: BuildContext) -> OlifantDraft:
+    return OlifantDraft(ibase=ctx.artifacts["ibase"])
+
+
+ENTRY = DraftEntry("olifant", OlifantDraft, OlifantOptions, build, summary="IGTree instance base trained on a corpus")

@@ -1,0 +1,110 @@
+"""The scheduling policy as plain data: what runs next, what is retried, what fails with its artifact.
+
+No Ray, no SQL: the driver (`orchestrator.driver`) feeds it the pending cells and the outcomes, and does
+what it says. Artifact cells (instance bases) build on CPU workers, all at once; reference and sweep
+cells go to the one accelerator worker in batches of one strategy and kind, references first, each batch
+only when the artifacts its cells need are built; at most `in_flight` batches are queued at the worker.
+
+Example:
+    >>> s = Scheduler(cells, batch_size=8, max_attempts=3)
+    >>> s.start_artifacts()          # every pending artifact cell, to submit now
+    >>> s.next_batch()               # up to 8 ready cells of one strategy, or [] while inputs are missing
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import replace
+
+from storage.store import ARTIFACT_KINDS, QueuedCell
+
+KIND_ORDER = {"reference": 0, "sweep": 1}
+
+
+def run_order(c: QueuedCell) -> tuple:
+    """References first, then grouped by strategy, task, regime and k, prompts in order."""
+    return (KIND_ORDER.get(c.kind, 2), c.strategy or "", c.task or "", c.regime or "", c.k or 0, c.prompt_index or 0)
+
+
+class Scheduler:
+    """Queue, batching, retries and artifact dependencies of one experiment's run."""
+
+    def __init__(self, cells: Iterable[QueuedCell], batch_size: int, max_attempts: int, *,
+                 overlap: bool = False, in_flight: int = 2, built: Iterable[str] = ()):
+        cells = list(cells)
+        self.batch_size, self.max_attempts, self.overlap, self.in_flight = batch_size, max_attempts, overlap, in_flight
+        self.artifacts = [c for c in cells if c.kind in ARTIFACT_KINDS]
+        self.queue: deque[QueuedCell] = deque(sorted((c for c in cells if c.kind not in ARTIFACT_KINDS), key=run_order))
+        self.building: set[str] = set()      # artifact keys being built now
+        self.built: set[str] = set(built)    # artifact keys whose file exists
+        self.running_batches = 0
+
+    # -- artifacts
+    def start_artifacts(self) -> list[QueuedCell]:
+        """Every pending artifact cell, marked as building (the driver submits them all at once)."""
+        out, self.artifacts = [replace(c, attempts=c.attempts + 1) for c in self.artifacts], []
+        self.building.update(c.key for c in out)
+        return out
+
+    def artifact_built(self, cell: QueuedCell) -> None:
+        self.building.discard(cell.key)
+        self.built.add(cell.key)
+
+    def artifact_failed(self, cell: QueuedCell) -> list[QueuedCell]:
+        """The artifact could not be built: its dependents leave the queue (returned, to be failed)."""
+        self.building.discard(cell.key)
+        dependents = [c for c in self.queue if cell.key in dict(c.needs).values()]
+        if dependents:
+            ids = {c.id for c in dependents}
+            self.queue = deque(c for c in self.queue if c.id not in ids)
+        return dependents
+
+    # -- the accelerator queue
+    def sweep_ready(self) -> bool:
+        """Whether timed cells may run now (not beside training unless `overlap`)."""
+        return bool(self.queue) and (self.overlap or not self.building)
+
+    def busy(self) -> bool:
+        """Whether anything is still to do or in flight."""
+        return bool(self.building or self.running_batches or self.artifacts or self.sweep_ready())
+
+    def _inputs_ready(self, c: QueuedCell) -> bool:
+        return all(key in self.built for _, key in c.needs)
+
+    def next_batch(self) -> list[QueuedCell]:
+        """Up to batch_size queued cells of one strategy and kind whose artifacts are built; [] if none or full."""
+        if self.running_batches >= self.in_flight or not self.sweep_ready():
+            return []
+        batch: list[QueuedCell] = []
+        waiting: list[QueuedCell] = []
+        while self.queue and len(batch) < self.batch_size:
+            c = self.queue.popleft()
+            if not self._inputs_ready(c):
+                waiting.append(c)
+                continue
+            if batch and (c.strategy, c.kind) != (batch[0].strategy, batch[0].kind):
+                self.queue.appendleft(c)
+                break
+            batch.append(c)
+        self.queue.extendleft(reversed(waiting))
+        if batch:
+            self.running_batches += 1
+        return [replace(c, attempts=c.attempts + 1) for c in batch]
+
+    def batch_finished(self) -> None:
+        self.running_batches -= 1
+
+    # -- failures
+    def is_final(self, c: QueuedCell) -> bool:
+        """Whether this failed attempt was the last one allowed."""
+        return c.attempts >= self.max_attempts
+
+    def retry(self, c: QueuedCell, front: bool = False) -> None:
+        """Queue a failed cell again (at the front after a worker crash, so it runs on the fresh worker first)."""
+        if c.kind in ARTIFACT_KINDS:
+            self.artifacts.append(c)
+        elif front:
+            self.queue.appendleft(c)
+        else:
+            self.queue.append(c)

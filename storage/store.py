@@ -1,0 +1,234 @@
+"""The driver's writes and state changes: experiments, cells, results. Only the driver calls the writers.
+
+Every function takes a session opened by the caller and commits nothing itself, so one result batch is one
+transaction: a kill at any moment leaves each cell either finished with its row, or not.
+
+A cell's life: pending -> running (`mark_running`, one more attempt) -> done (`mark_finished`, with its result
+row) or back to pending / failed (`mark_failure`); `reset_running` puts a dead driver's running cells back;
+`fail_dependents` fails the pending cells that needed an artifact which could not be built.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from storage.models import Cell, Experiment, Generation, InstanceBase, PowerSample, Reference, utcnow
+from workers.contracts import GenerationRecord, ReferenceRecord
+from workers.metrics import acceptance_rate, mal, rouge_l, tokens_per_s
+
+if TYPE_CHECKING:
+    from orchestrator.cells import CellSpec
+    from workers.power.base import PowerSample as Sample
+
+ARTIFACT_KINDS = ("train",)  # cell kinds that build an artifact other cells need (on CPU workers)
+
+
+@dataclass(frozen=True)
+class QueuedCell:
+    """A pending cell as the scheduler sees it (plain data, no ORM)."""
+
+    id: int
+    key: str
+    kind: str
+    strategy: str | None = None
+    draft: str | None = None
+    task: str | None = None
+    corpus: str | None = None
+    prompt_index: int | None = None
+    k: int | None = None
+    regime: str | None = None
+    needs: tuple[tuple[str, str], ...] = ()  # (role, artifact cell key)
+    attempts: int = 0
+    params: dict[str, Any] = field(default_factory=dict, compare=False)
+
+
+# ----------------------------------------------------------------------------- experiments and cells
+
+def find_experiment(session: Session, name: str | None) -> Experiment | None:
+    """Experiment `name`, or the newest one when `name` is None."""
+    stmt = select(Experiment).order_by(Experiment.id.desc())
+    return session.scalars(stmt.where(Experiment.name == name) if name else stmt).first()
+
+
+def upsert_experiment(session: Session, name: str, spec_text: str, spec_hash: str, spec_path: str | None) -> Experiment:
+    """The experiment called `name`, created or updated to the newest spec text."""
+    exp = session.scalars(select(Experiment).where(Experiment.name == name)).first()
+    if exp is None:
+        exp = Experiment(name=name, spec_toml=spec_text, spec_hash=spec_hash, spec_path=spec_path)
+        session.add(exp)
+        session.flush()
+    else:
+        exp.spec_toml, exp.spec_hash, exp.spec_path = spec_text, spec_hash, spec_path
+    return exp
+
+
+def add_cells(session: Session, exp_id: int, cells: Iterable[CellSpec]) -> int:
+    """Insert the cells whose key is new; refresh the params of unfinished known ones. Returns how many were added."""
+    have = dict(session.execute(select(Cell.key, Cell.id).where(Cell.experiment_id == exp_id,
+                                                               Cell.state != "done")).all())
+    done = set(session.scalars(select(Cell.key).where(Cell.experiment_id == exp_id, Cell.state == "done")))
+    now = utcnow()
+    rows, refresh = [], []
+    for c in cells:
+        if c.key in have:
+            refresh.append({"id": have[c.key], "params": c.params})  # params are derived from the spec: keep current
+        elif c.key not in done:
+            rows.append({"experiment_id": exp_id, "key": c.key, "kind": c.kind, "state": "pending",
+                         "strategy": c.strategy, "draft": c.draft, "task": c.task, "corpus": c.corpus,
+                         "prompt_index": c.prompt_index, "k": c.k, "regime": c.regime, "params": c.params,
+                         "attempts": 0, "created_at": now})
+    if rows:
+        session.execute(Cell.__table__.insert(), rows)
+    if refresh:
+        session.execute(update(Cell), refresh)
+    return len(rows)
+
+
+def pending_cells(session: Session, exp_id: int, kinds: Iterable[str]) -> list[QueuedCell]:
+    """The experiment's pending cells of these kinds, as plain data."""
+    rows = session.execute(select(Cell.id, Cell.key, Cell.kind, Cell.strategy, Cell.draft, Cell.task, Cell.corpus,
+                                  Cell.prompt_index, Cell.k, Cell.regime, Cell.params, Cell.attempts)
+                           .where(Cell.experiment_id == exp_id, Cell.kind.in_(list(kinds)),
+                                  Cell.state == "pending")).all()
+    return [QueuedCell(id=r.id, key=r.key, kind=r.kind, strategy=r.strategy, draft=r.draft, task=r.task,
+                       corpus=r.corpus, prompt_index=r.prompt_index, k=r.k, regime=r.regime,
+                       needs=tuple(sorted((r.params or {}).get("needs", {}).items())), attempts=r.attempts,
+                       params=r.params or {})
+            for r in rows]
+
+
+def cell_states(session: Session, ids: Iterable[int]) -> dict[int, str]:
+    """id -> state of these cells."""
+    ids = list(ids)
+    return dict(session.execute(select(Cell.id, Cell.state).where(Cell.id.in_(ids))).all()) if ids else {}
+
+
+def cell_params(session: Session, cell_id: int) -> dict[str, Any]:
+    """The stored params of one cell."""
+    return session.get(Cell, cell_id).params or {}
+
+
+def reset_running(session: Session, exp_id: int) -> int:
+    """Cells left `running` by a killed or interrupted driver go back to pending; returns how many."""
+    res = session.execute(update(Cell).where(Cell.experiment_id == exp_id, Cell.state == "running")
+                          .values(state="pending", worker=None))
+    return res.rowcount or 0
+
+
+def retry_failed(session: Session, exp_id: int) -> int:
+    """Failed cells go back to pending with a fresh attempt count; returns how many."""
+    res = session.execute(update(Cell).where(Cell.experiment_id == exp_id, Cell.state == "failed")
+                          .values(state="pending", attempts=0, error=None))
+    return res.rowcount or 0
+
+
+def mark_running(session: Session, cell_ids: list[int], worker: str | None = None) -> None:
+    """Dispatched cells: state running, one more attempt."""
+    session.execute(update(Cell).where(Cell.id.in_(cell_ids))
+                    .values(state="running", attempts=Cell.attempts + 1, started_at=utcnow(), worker=worker))
+
+
+def mark_finished(session: Session, cell_id: int, worker: str | None) -> None:
+    """A cell whose result row was stored."""
+    session.execute(update(Cell).where(Cell.id == cell_id)
+                    .values(state="done", error=None, finished_at=utcnow(), worker=worker))
+
+
+def mark_failure(session: Session, cell_id: int, error: str, final: bool) -> None:
+    """Record a failed attempt: the cell fails for good when `final`, else goes back to pending."""
+    session.execute(update(Cell).where(Cell.id == cell_id).values(
+        state="failed" if final else "pending", error=error, finished_at=utcnow() if final else None))
+
+
+def cell_error(session: Session, cell_id: int) -> str | None:
+    return session.get(Cell, cell_id).error
+
+
+def fail_dependents(session: Session, exp_id: int, cell_ids: Iterable[int], reason: str) -> int:
+    """Pending cells that needed an artifact which could not be built fail with `reason`; returns how many."""
+    ids = list(cell_ids)
+    if not ids:
+        return 0
+    res = session.execute(update(Cell).where(Cell.experiment_id == exp_id, Cell.id.in_(ids), Cell.state == "pending")
+                          .values(state="failed", error=reason, finished_at=utcnow()))
+    return res.rowcount or 0
+
+
+# ----------------------------------------------------------------------------- results
+
+def store_ibase(session: Session, cell_id: int, info: Any) -> None:
+    """The instance base a train cell built (`info`: workers.trainer.IBaseInfo)."""
+    cell = session.get(Cell, cell_id)
+    session.add(InstanceBase(
+        cell_id=cell.id, experiment_id=cell.experiment_id, corpus=cell.corpus, path=str(info.path), sha256=info.sha256,
+        backend=info.backend, window=info.window, order=info.order, tokenizer_id=info.tokenizer_id, tokens=info.tokens,
+        instances=info.instances, nodes_before_prune=info.nodes_before_prune, nodes_after_prune=info.nodes_after_prune,
+        bytes=info.bytes, train_s=info.train_s, energy_j=info.energy_j, power_source=info.power_source,
+        power_measured=getattr(info, "power_measured", None)))
+
+
+def artifact_paths(session: Session, exp_id: int) -> dict[str, str]:
+    """artifact cell key -> file path, for the experiment's finished artifact cells."""
+    rows = session.execute(select(Cell.key, InstanceBase.path).join(InstanceBase, InstanceBase.cell_id == Cell.id)
+                           .where(Cell.experiment_id == exp_id, Cell.state == "done")).all()
+    return dict(rows)
+
+
+def store_reference(session: Session, cell_id: int, r: ReferenceRecord) -> None:
+    """A greedy reference, and the ROUGE-L/exact match of generations already stored for its prompt."""
+    cell = session.get(Cell, cell_id)
+    session.add(Reference(cell_id=cell.id, experiment_id=cell.experiment_id, task=cell.task,
+                          prompt_index=cell.prompt_index, prompt_text=r.prompt_text,
+                          prompt_tokens=list(r.prompt_tokens), tokens=list(r.tokens), text=r.text, wall_s=r.wall_s))
+    gens = session.scalars(select(Generation).where(Generation.experiment_id == cell.experiment_id,
+                                                    Generation.task == cell.task,
+                                                    Generation.prompt_index == cell.prompt_index))
+    for g in gens:
+        g.rouge_l, g.exact_match = rouge_l(g.tokens, list(r.tokens)), list(g.tokens) == list(r.tokens)
+
+
+def _reference_tokens(session: Session, cell: Cell) -> list[int] | None:
+    return session.scalars(select(Reference.tokens).where(Reference.experiment_id == cell.experiment_id,
+                                                          Reference.task == cell.task,
+                                                          Reference.prompt_index == cell.prompt_index)).first()
+
+
+def store_generation(session: Session, cell_id: int, g: GenerationRecord) -> None:
+    """One sweep generation with its metrics, energy and (when its reference exists) ROUGE-L."""
+    cell = session.get(Cell, cell_id)
+    ref = _reference_tokens(session, cell)
+    tokens, n, e = list(g.tokens), len(g.tokens), g.energy
+    session.add(Generation(
+        cell_id=cell.id, experiment_id=cell.experiment_id, strategy=cell.strategy, draft=cell.draft, task=cell.task,
+        prompt_index=cell.prompt_index, k=cell.k, regime=cell.regime, n_prompt_tokens=g.n_prompt_tokens,
+        n_tokens=n, steps=g.steps, drafted=g.drafted, accepted=g.accepted,
+        acceptance=acceptance_rate(g.accepted, g.drafted) if g.drafted else None, mal=mal(g.accepted, g.steps),
+        accept_hist=list(g.accept_hist), accepted_per_step=list(g.accepted_per_step),
+        tokens_per_step=list(g.tokens_per_step), fastpath_rejects=g.fastpath_rejects, wall_s=g.wall_s,
+        draft_s=g.draft_s, verify_s=g.verify_s, tokens_per_s=tokens_per_s(n, g.wall_s), started_at=g.started_at,
+        ended_at=g.ended_at, energy_j=e and e.energy_j, mean_power_w=e and e.mean_power_w,
+        j_per_100_tokens=e and e.j_per_100_tokens, tokens_per_j=e and e.tokens_per_j,
+        power_source=e and e.power_source, power_measured=e and e.power_measured,
+        rouge_l=rouge_l(tokens, ref) if ref is not None else None,
+        exact_match=(tokens == list(ref)) if ref is not None else None,
+        bridged=g.bridged, stopped=g.stopped, device=g.device, tokens=tokens, text=g.text))
+
+
+def store_samples(session: Session, exp_id: int, samples: Iterable[Sample]) -> None:
+    """Raw power samples (t_s, source, power_w, energy_j, measured)."""
+    rows = [{"experiment_id": exp_id, "t_s": s.t_s, "source": s.source, "power_w": s.power_w,
+             "energy_j": s.energy_j, "measured": bool(s.measured)} for s in samples]
+    if rows:
+        session.execute(PowerSample.__table__.insert(), rows)
+
+
+def set_device(session: Session, exp_id: int, device: str, idle_power_w: float | None = None) -> None:
+    """The accelerator worker's device and idle power, on the experiment row."""
+    session.execute(update(Experiment).where(Experiment.id == exp_id)
+                    .values(device=device, idle_power_w=idle_power_w, updated_at=dt.datetime.now(dt.timezone.utc)))

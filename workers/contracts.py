@@ -1,0 +1,113 @@
+"""What crosses the Ray boundary, typed: jobs sent to the workers and what comes back.
+
+The driver builds a `SweepJob` per reference or sweep cell and sends a batch to the accelerator worker, which
+answers with a `BatchOutcome`: one `JobOutcome` per job (a `GenerationRecord` or a `ReferenceRecord`, or an
+error) and the power samples taken meanwhile. `storage.store` writes them as they are; nothing is a dict.
+
+Example:
+    >>> job = SweepJob(key="ab12", kind="sweep", prompt="The cat", strategy="ngram", draft="ngram",
+    ...                options={"n": 4, "unit": "token"}, k=3, regime="cached")
+    >>> outcome = JobOutcome(key=job.key, worker="host:1:cpu", error="RuntimeError: boom")
+    >>> outcome.ok
+    False
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from workers.power.base import PowerSample
+
+KINDS = ("reference", "sweep")
+
+
+@dataclass(frozen=True)
+class SweepJob:
+    """One reference or sweep cell as the accelerator worker runs it."""
+
+    key: str
+    kind: str                                   # "reference" | "sweep"
+    prompt: str
+    strategy: str | None = None
+    draft: str | None = None                    # a registered draft name (workers.drafts.registry)
+    options: Mapping[str, Any] = field(default_factory=dict)    # the draft's validated options, as stored
+    artifacts: Mapping[str, str] = field(default_factory=dict)  # role -> path of each artifact the draft needs
+    k: int = 0
+    regime: str | None = None                   # "uncached" | "cached" | ...
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"SweepJob.kind={self.kind!r}; expected one of {KINDS}")
+
+
+@dataclass(frozen=True)
+class EnergyRecord:
+    """A generation's energy: the power trace integrated over its [started_at, ended_at] window."""
+
+    energy_j: float | None
+    mean_power_w: float | None
+    power_source: str | None
+    power_measured: bool | None
+    j_per_100_tokens: float | None
+    tokens_per_j: float | None
+
+
+@dataclass(frozen=True)
+class GenerationRecord:
+    """One timed speculative generation as measured on the worker."""
+
+    n_prompt_tokens: int
+    tokens: tuple[int, ...]
+    text: str
+    steps: int
+    drafted: int
+    accepted: int
+    accept_hist: tuple[int, ...]
+    accepted_per_step: tuple[int, ...]
+    tokens_per_step: tuple[int, ...]
+    fastpath_rejects: int
+    wall_s: float
+    draft_s: float
+    verify_s: float
+    started_at: float                           # epoch s
+    ended_at: float
+    bridged: bool
+    stopped: str
+    device: str
+    energy: EnergyRecord | None = None
+
+
+@dataclass(frozen=True)
+class ReferenceRecord:
+    """An independent plain-greedy reference for one prompt."""
+
+    prompt_text: str
+    prompt_tokens: tuple[int, ...]
+    tokens: tuple[int, ...]
+    text: str
+    wall_s: float
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    """What one job gave: a record when it worked, else the error."""
+
+    key: str
+    worker: str
+    generation: GenerationRecord | None = None
+    reference: ReferenceRecord | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass(frozen=True)
+class BatchOutcome:
+    """A batch's outcomes in job order, and the raw power samples taken since the previous batch."""
+
+    outcomes: tuple[JobOutcome, ...]
+    samples: tuple[PowerSample, ...] = ()
