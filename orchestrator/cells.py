@@ -62,13 +62,24 @@ def verifier_identity(spec: Spec) -> dict[str, Any]:
     return {"model": v.model, "revision": v.revision, "tokenizer": v.tokenizer or v.model, "dtype": v.dtype}
 
 
-def train_cell(spec: Spec, corpus: CorpusSection) -> CellSpec:
-    """The cell that trains `corpus`'s instance base with the verifier's tokenizer (shards do not change it)."""
-    ident = corpus.model_dump(exclude={"name", "shards"})
+# A requirement's artifact -> the kind of cell that builds it from a corpus (on a CPU worker).
+ARTIFACT_CELL_KINDS = {"ibase": "train"}
+# Corpus keys that change how an artifact is built, not what it holds: kept out of the key.
+NOT_IN_KEY = {"name", "shards", "memory_gb"}
+
+
+def corpus_cell(spec: Spec, corpus: CorpusSection, kind: str = "train") -> CellSpec:
+    """The cell that builds a `kind` artifact (an instance base: "train") from `corpus` with the verifier's tokenizer."""
+    ident = corpus.model_dump(exclude=NOT_IN_KEY)
     tokenizer = spec.verifier.tokenizer or spec.verifier.model
-    key = content_key({"kind": "train", "corpus": ident, "tokenizer": tokenizer})
+    key = content_key({"kind": kind, "corpus": ident, "tokenizer": tokenizer})
     params = {"corpus": corpus.model_dump(), "tokenizer": tokenizer}
-    return CellSpec(key=key, kind="train", corpus=corpus.name, params=params)
+    return CellSpec(key=key, kind=kind, corpus=corpus.name, params=params)
+
+
+def train_cell(spec: Spec, corpus: CorpusSection) -> CellSpec:
+    """The cell that trains `corpus`'s instance base."""
+    return corpus_cell(spec, corpus, "train")
 
 
 def reference_cells(spec: Spec, prompts: TaskPrompts) -> list[CellSpec]:
@@ -84,12 +95,11 @@ def reference_cells(spec: Spec, prompts: TaskPrompts) -> list[CellSpec]:
 
 def artifact_cells(spec: Spec) -> dict[Requirement, CellSpec]:
     """The cell that builds each artifact the strategies require (an instance base: a train cell)."""
-    builders = {"ibase": train_cell}
     out = {}
     for req in spec.requirements():
-        if req.artifact not in builders:
-            raise SpecError(f"no builder for artifact {req.artifact!r} (known: {', '.join(builders)})")
-        out[req] = builders[req.artifact](spec, spec.corpus(req.corpus))
+        if req.artifact not in ARTIFACT_CELL_KINDS:
+            raise SpecError(f"no builder for artifact {req.artifact!r} (known: {', '.join(ARTIFACT_CELL_KINDS)})")
+        out[req] = corpus_cell(spec, spec.corpus(req.corpus), ARTIFACT_CELL_KINDS[req.artifact])
     return out
 
 

@@ -23,7 +23,7 @@ from storage import store
 from storage.db import open_db
 from storage.queries import state_counts, status_counts
 from storage.store import QueuedCell
-from workers.contracts import BatchOutcome, SweepJob
+from workers.contracts import ArtifactJob, BatchOutcome, SweepJob
 from workers.errors import GreenspecError
 
 logger = logging.getLogger(__name__)
@@ -152,7 +152,7 @@ class _Loop:
         e = spec.experiment
         self.sched = Scheduler(cells, e.batch_size, e.max_attempts, overlap=e.overlap, in_flight=IN_FLIGHT,
                                built=self.paths)
-        self.trains: dict[Any, QueuedCell] = {}                        # ObjectRef -> train cell
+        self.builds: dict[Any, QueuedCell] = {}                        # ObjectRef -> artifact cell
         self.batches: dict[Any, tuple[list[QueuedCell], Any]] = {}     # ObjectRef -> (cells, the actor running them)
         self.actor = None
         self.label = ""
@@ -172,7 +172,7 @@ class _Loop:
             total, done, failed = self._counts(s)
         self.progress.start(total, done, failed)
         try:
-            while self.sched.busy() or self.trains or self.batches:
+            while self.sched.busy() or self.builds or self.batches:
                 self._submit_artifacts()
                 self._dispatch()
                 self._collect()
@@ -186,7 +186,7 @@ class _Loop:
         """Ctrl-C: stop training tasks and the worker at once; their cells go back to pending."""
         import ray
 
-        for ref in self.trains:
+        for ref in self.builds:
             ray.cancel(ref, force=True)
         if self.actor is not None:
             ray.kill(self.actor, no_restart=True)  # its batch in flight is lost, its cells are re-run on resume
@@ -204,21 +204,27 @@ class _Loop:
             store.mark_running(s, [c.id for c in cells], worker="ray-cpu")
             s.commit()
         for c in cells:
-            self.trains[self._train_call(c)] = c
+            self.builds[self._artifact_call(c)] = c
 
-    def _train_call(self, c: QueuedCell):
-        from workers.trainer import train_task
+    def _artifact_call(self, c: QueuedCell):
+        """Submit the CPU task that builds this artifact cell: an instance base, or another artifact by kind."""
+        from workers.trainer import build_task, train_task
 
         corpus = self.spec.corpus(c.corpus)
+        if c.kind != "train":
+            return build_task.remote(ArtifactJob(
+                kind=c.kind, corpus=corpus.source(), tokenizer=c.params["tokenizer"],
+                out_dir=self.spec.experiment.artifacts, options=corpus.model_dump(exclude={"name"}),
+                power_sources=tuple(self.spec.power.sources), power_hz=self.spec.power.hz))
         return train_task.remote(corpus.source(), c.params["tokenizer"], self.spec.experiment.artifacts,
                                  window=corpus.window, backend=corpus.backend, order=corpus.order,
                                  max_tokens=corpus.max_tokens, shards=corpus.shards,
                                  power_sources=tuple(self.spec.power.sources), power_hz=self.spec.power.hz)
 
-    def _train_done(self, ref, s) -> None:
+    def _build_done(self, ref, s) -> None:
         import ray
 
-        cell = self.trains.pop(ref)
+        cell = self.builds.pop(ref)
         try:
             info = ray.get(ref)
         except (ray.exceptions.RayTaskError, ray.exceptions.WorkerCrashedError) as err:
@@ -231,9 +237,9 @@ class _Loop:
                 return
             dependents = self.sched.artifact_failed(cell)
             store.fail_dependents(s, self.exp_id, [c.id for c in dependents],
-                                  f"instance base for corpus {cell.corpus!r} failed: {error}")
+                                  f"{cell.kind} cell for corpus {cell.corpus!r} failed: {error}")
             return
-        store.store_ibase(s, cell.id, info)
+        store.store_artifact(s, cell.id, info)
         store.mark_finished(s, cell.id, "ray-cpu")
         self.paths[cell.key] = str(info.path)
         self.sched.artifact_built(cell)
@@ -310,7 +316,7 @@ class _Loop:
     def _collect(self) -> None:
         import ray
 
-        pending = list(self.trains) + list(self.batches)
+        pending = list(self.builds) + list(self.batches)
         if not pending:
             return
         ready, _ = ray.wait(pending, num_returns=1, timeout=WAIT_S)
@@ -318,7 +324,7 @@ class _Loop:
             return
         with self.Session() as s:
             for ref in ready:
-                (self._train_done if ref in self.trains else self._batch_done)(ref, s)
+                (self._build_done if ref in self.builds else self._batch_done)(ref, s)
             s.commit()
         self._report()
 

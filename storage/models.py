@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-CELL_KINDS = ("train", "reference", "sweep")
+CELL_KINDS = ("train", "datastore", "label", "reference", "sweep")
 CELL_STATES = ("pending", "running", "done", "failed")
 
 
@@ -99,6 +99,27 @@ class InstanceBase(Base):
     energy_j: Mapped[float | None] = mapped_column(Float)
     power_source: Mapped[str | None] = mapped_column(String(100))
     power_measured: Mapped[bool | None] = mapped_column(Boolean)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Artifact(Base):
+    """Any other built artifact a draft needs (a REST datastore, verifier labels...): the result of its cell."""
+
+    __tablename__ = "artifacts"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    cell_id: Mapped[int] = mapped_column(ForeignKey("cells.id"), unique=True)
+    experiment_id: Mapped[int] = mapped_column(ForeignKey("experiments.id"), index=True)
+    kind: Mapped[str] = mapped_column(String(32))
+    corpus: Mapped[str | None] = mapped_column(String(100))
+    path: Mapped[str] = mapped_column(Text)
+    sha256: Mapped[str] = mapped_column(String(64))
+    bytes: Mapped[int] = mapped_column(Integer)
+    build_s: Mapped[float] = mapped_column(Float)
+    energy_j: Mapped[float | None] = mapped_column(Float)
+    power_source: Mapped[str | None] = mapped_column(String(100))
+    power_measured: Mapped[bool | None] = mapped_column(Boolean)
+    meta: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 

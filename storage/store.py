@@ -18,15 +18,15 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from storage.models import Cell, Experiment, Generation, InstanceBase, PowerSample, Reference, utcnow
-from workers.contracts import GenerationRecord, ReferenceRecord
+from storage.models import Artifact, Cell, Experiment, Generation, InstanceBase, PowerSample, Reference, utcnow
+from workers.contracts import ArtifactInfo, GenerationRecord, ReferenceRecord
 from workers.metrics import acceptance_rate, mal, rouge_l, tokens_per_s
 
 if TYPE_CHECKING:
     from orchestrator.cells import CellSpec
     from workers.power.base import PowerSample as Sample
 
-ARTIFACT_KINDS = ("train",)  # cell kinds that build an artifact other cells need (on CPU workers)
+ARTIFACT_KINDS = ("train", "datastore")  # cell kinds that build an artifact other cells need (on CPU workers)
 
 
 @dataclass(frozen=True)
@@ -173,11 +173,25 @@ def store_ibase(session: Session, cell_id: int, info: Any) -> None:
         power_measured=getattr(info, "power_measured", None)))
 
 
+def store_artifact(session: Session, cell_id: int, info: Any) -> None:
+    """What an artifact cell built: an instance base (`IBaseInfo`) or any other artifact (`ArtifactInfo`)."""
+    if not isinstance(info, ArtifactInfo):
+        store_ibase(session, cell_id, info)
+        return
+    cell = session.get(Cell, cell_id)
+    session.add(Artifact(cell_id=cell.id, experiment_id=cell.experiment_id, kind=info.kind, corpus=cell.corpus,
+                         path=str(info.path), sha256=info.sha256, bytes=info.bytes, build_s=info.build_s,
+                         energy_j=info.energy_j, power_source=info.power_source, power_measured=info.power_measured,
+                         meta=dict(info.meta)))
+
+
 def artifact_paths(session: Session, exp_id: int) -> dict[str, str]:
     """artifact cell key -> file path, for the experiment's finished artifact cells."""
-    rows = session.execute(select(Cell.key, InstanceBase.path).join(InstanceBase, InstanceBase.cell_id == Cell.id)
-                           .where(Cell.experiment_id == exp_id, Cell.state == "done")).all()
-    return dict(rows)
+    out = {}
+    for table in (InstanceBase, Artifact):
+        out.update(session.execute(select(Cell.key, table.path).join(table, table.cell_id == Cell.id)
+                                   .where(Cell.experiment_id == exp_id, Cell.state == "done")).all())
+    return out
 
 
 def store_reference(session: Session, cell_id: int, r: ReferenceRecord) -> None:

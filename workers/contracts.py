@@ -111,3 +111,34 @@ class BatchOutcome:
 
     outcomes: tuple[JobOutcome, ...]
     samples: tuple[PowerSample, ...] = ()
+
+
+@dataclass(frozen=True)
+class ArtifactJob:
+    """Build one artifact (other than an instance base) from a corpus on a CPU worker.
+
+    `kind` is the cell kind (e.g. "datastore"); `workers.builders` maps it to its pure builder.
+    """
+
+    kind: str
+    corpus: Any                                 # workers.corpora.TextSource
+    tokenizer: str                              # the verifier's tokenizer name or path
+    out_dir: str
+    options: Mapping[str, Any] = field(default_factory=dict)   # the [[corpora]] entry's build options
+    power_sources: tuple[str, ...] = ("auto",)
+    power_hz: float = 10.0
+
+
+@dataclass(frozen=True)
+class ArtifactInfo:
+    """What an artifact build produced: the file, its identity and size, and what it cost."""
+
+    kind: str
+    path: str
+    sha256: str
+    bytes: int
+    build_s: float
+    energy_j: float | None = None
+    power_source: str | None = None
+    power_measured: bool | None = None
+    meta: Mapping[str, Any] = field(default_factory=dict)

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import ray
 
+from workers.contracts import ArtifactInfo, ArtifactJob
 from workers.corpora import TextSource
 from workers.errors import IBaseError
 from workers.igtree import FORMAT_VERSION, ORDERS, IGTree, InstanceCounts, TimblIGTree, count_instances, merge_counts
@@ -193,5 +194,17 @@ def train_task(source: TextSource, tokenizer_name: str, out_dir: str, *, power_s
     with _sampler(power_sources, power_hz) as sampler:
         with sampler.measure() as span:
             info = train_instance_base(source, tokenizer_name, out_dir, count_map=count_map, **options)
+    w = span.window
+    return dataclasses.replace(info, energy_j=w.energy_j, power_source=w.source_label, power_measured=w.measured)
+
+
+@ray.remote(num_cpus=1)
+def build_task(job: ArtifactJob) -> ArtifactInfo:
+    """Build one non-IGTree artifact (a datastore...) on a Ray CPU worker, power-logged."""
+    from workers.builders import build
+
+    with _sampler(job.power_sources, job.power_hz) as sampler:
+        with sampler.measure() as span:
+            info = build(job)
     w = span.window
     return dataclasses.replace(info, energy_j=w.energy_j, power_source=w.source_label, power_measured=w.measured)

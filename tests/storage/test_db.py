@@ -19,7 +19,8 @@ def test_migrations_create_the_models_schema(tmp_path):
     for table in Base.metadata.tables.values():
         assert {c["name"] for c in insp.get_columns(table.name)} == {c.name for c in table.columns}, table.name
     with engine.connect() as conn:
-        assert conn.execute(text("select version_num from alembic_version")).scalar() == "0002"
+        head = conn.execute(text("select version_num from alembic_version")).scalar()
+    assert head == sorted(p.name[:4] for p in (MIGRATIONS / "versions").glob("0*.py"))[-1]
 
 
 def test_upgrade_from_first_revision_keeps_rows(tmp_path):
