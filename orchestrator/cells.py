@@ -106,7 +106,7 @@ def artifact_cells(spec: Spec) -> dict[Requirement, CellSpec]:
 def sweep_cells(spec: Spec, prompts: TaskPrompts, artifacts: dict[Requirement, CellSpec]) -> list[CellSpec]:
     """Strategy x prompt x k x regime for one task; a draft that proposes nothing once per prompt and regime (k = 0)."""
     out = []
-    for s in spec.strategies:
+    for s in (s for s in spec.strategies if s.runs_on(prompts.task)):
         needs = {role: artifacts[req].key for role, req in s.options.requires().items()}
         corpus = next((r.corpus for r in s.options.requires().values()), None)
         draft = {"draft": s.draft, **s.options.identity(), **needs}

@@ -87,6 +87,7 @@ class StrategySection(_Model):
     name: Name
     draft: str
     k: Annotated[list[PositiveInt], Field(min_length=1)] | None = None  # this strategy's k values (default: [sweep] k)
+    tasks: Annotated[list[str], Field(min_length=1)] | None = None      # only these [[tasks]] (default: all)
     options: SerializeAsAny[DraftOptions]
 
     @model_validator(mode="before")
@@ -95,7 +96,7 @@ class StrategySection(_Model):
         """Split the draft's own keys off and validate them with the draft's options model (the registry's)."""
         if not isinstance(data, dict) or not isinstance(data.get("draft"), str) or "options" in data:
             return data
-        own = {key: data[key] for key in ("name", "draft", "k") if key in data}
+        own = {key: data[key] for key in ("name", "draft", "k", "tasks") if key in data}
         try:
             entry = lookup(data["draft"])
         except DraftError as err:
@@ -117,6 +118,10 @@ class StrategySection(_Model):
     def entry(self) -> DraftEntry:
         """The registry entry of this strategy's draft."""
         return lookup(self.draft)
+
+    def runs_on(self, task: str) -> bool:
+        """Whether this strategy runs on `task`."""
+        return self.tasks is None or task in self.tasks
 
     def ks(self, default: list[int]) -> list[int]:
         """The k values this strategy runs at: [0] for a draft that proposes nothing."""
@@ -159,8 +164,10 @@ class Spec(_Model):
             dup = sorted({n for n in names if names.count(n) > 1})
             if dup:
                 raise ValueError(f"{field}: duplicate name {dup[0]!r}")
-        corpora = {c.name for c in self.corpora}
+        corpora, tasks = {c.name for c in self.corpora}, {t.name for t in self.tasks}
         for i, s in enumerate(self.strategies):
+            for name in sorted(set(s.tasks or ()) - tasks):
+                raise ValueError(f"strategies[{i}] ({s.name}): task {name!r} is not a [[tasks]] name ({', '.join(sorted(tasks))})")
             for name in sorted(s.options.corpora() - corpora):
                 known = ", ".join(sorted(corpora)) or "none defined"
                 raise ValueError(f"strategies[{i}] ({s.name}): corpus {name!r} is not a [[corpora]] name ({known})")
@@ -186,8 +193,9 @@ class Spec(_Model):
         """How many cells of each kind the grid expands into."""
         prompts = sum(t.prompts for t in self.tasks)
         regimes = len(self.sweep.regimes)
-        per_prompt = sum(len(s.ks(self.sweep.k)) for s in self.strategies)
-        return {"train": len(self.requirements()), "reference": prompts, "sweep": prompts * regimes * per_prompt}
+        sweep = sum(t.prompts * regimes * len(s.ks(self.sweep.k)) for t in self.tasks for s in self.strategies
+                    if s.runs_on(t.name))
+        return {"train": len(self.requirements()), "reference": prompts, "sweep": sweep}
 
     def summary(self) -> str:
         """One paragraph describing the grid."""

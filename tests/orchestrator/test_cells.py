@@ -91,3 +91,41 @@ def test_sharding_a_corpus_does_not_rekey_anything():
     # sharded counting builds the identical instance base, so nothing needs to run again
     sharded = cells(**{'path = "/data/c.txt"': 'path = "/data/c.txt"\nshards = 4'})
     assert keys(sharded) == keys(cells())
+
+
+def test_per_strategy_k_and_tasks_limit_the_grid(tmp_path):
+    """A strategy's own `k` and `tasks` replace the sweep's for it alone; cell_counts agrees with expand."""
+    from orchestrator.cells import expand
+    from orchestrator.spec import parse_spec
+
+    spec = parse_spec("""
+[experiment]
+name = "x"
+[verifier]
+model = "m"
+[[tasks]]
+name = "a"
+path = "/a.txt"
+prompts = 2
+[[tasks]]
+name = "b"
+path = "/b.txt"
+prompts = 3
+[[strategies]]
+name = "plain"
+draft = "plain"
+[[strategies]]
+name = "ng"
+draft = "ngram"
+k = [12, 16]
+tasks = ["b"]
+[sweep]
+k = [3]
+regimes = ["uncached"]
+""")
+    prompts = [TaskPrompts("a", ("p a0", "p a1")), TaskPrompts("b", ("p b0", "p b1", "p b2"))]
+    sweeps = [c for c in expand(spec, prompts) if c.kind == "sweep"]
+    ng = [(c.task, c.k) for c in sweeps if c.strategy == "ng"]
+    assert sorted(set(ng)) == [("b", 12), ("b", 16)] and len(ng) == 6      # 3 prompts x 2 k, task b only
+    assert len([c for c in sweeps if c.strategy == "plain"]) == 5           # 5 prompts x k 0
+    assert spec.cell_counts()["sweep"] == len(sweeps) == 11
