@@ -44,7 +44,7 @@ def preflight_models(spec: Spec) -> None:
 
 def prepare(spec: Spec) -> tuple[Spec, list[TaskPrompts], list[CellSpec]]:
     """Resolve built-in sources, check paths and models, load prompts, expand the grid."""
-    from orchestrator.builtin import materialize
+    from orchestrator.demo.builtin import materialize
 
     spec = materialize(spec)
     check_paths(spec)

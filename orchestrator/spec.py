@@ -272,7 +272,7 @@ def _resolve(value: str | None, base: Path) -> str | None:
     return str(p if p.is_absolute() else (base / p).resolve())
 
 
-BUILTIN = "demo:"  # built-in offline sources and models, made on demand (see orchestrator.builtin)
+BUILTIN = "demo:"  # built-in offline sources and models, made on demand (see orchestrator.demo.builtin)
 
 
 def _is_local(value: str, base: Path) -> bool:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.builtin import materialize, uses_builtin
+from orchestrator.demo.builtin import materialize, uses_builtin
 from orchestrator.demo import DEMO_SPEC, redundancy_table, summary_text
 from orchestrator.spec import load_spec, parse_spec
 from storage.db import open_db
