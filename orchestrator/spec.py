@@ -133,8 +133,16 @@ class SweepSection(_Model):
     regimes: Annotated[list[Literal["uncached", "cached"]], Field(min_length=1)] = ["uncached", "cached"]
     max_new_tokens: PositiveInt = 100
     warmup: bool = True
+    temperatures: Annotated[list[Annotated[float, Field(ge=0, le=10)]], Field(min_length=1)] = [0.0]  # 0 = greedy
+    top_k: Annotated[int, Field(ge=0)] = 0                  # sampling: keep the k likeliest tokens (0 = all)
+    top_p: Annotated[float, Field(gt=0, le=1)] = 1.0        # sampling: nucleus mass
 
-    @field_validator("k", "regimes")
+    @field_validator("temperatures", mode="before")
+    @classmethod
+    def _floats(cls, v):
+        return [float(x) if isinstance(x, int) and not isinstance(x, bool) else x for x in v] if isinstance(v, list) else v
+
+    @field_validator("k", "regimes", "temperatures")
     @classmethod
     def _unique(cls, v):
         if len(set(v)) != len(v):
@@ -194,7 +202,7 @@ class Spec(_Model):
         prompts = sum(t.prompts for t in self.tasks)
         regimes = len(self.sweep.regimes)
         sweep = sum(t.prompts * regimes * len(s.ks(self.sweep.k)) for t in self.tasks for s in self.strategies
-                    if s.runs_on(t.name))
+                    if s.runs_on(t.name)) * len(self.sweep.temperatures)
         return {"train": len(self.requirements()), "reference": prompts, "sweep": sweep}
 
     def summary(self) -> str:
