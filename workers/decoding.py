@@ -176,8 +176,7 @@ class SamplingJudge:
 
     def known(self, row: Row) -> int | None:
         """The token when the distribution is a point mass (e.g. top_k=1), else None."""
-        support = torch.nonzero(row > 0)
-        return int(support[0]) if len(support) == 1 else None
+        return int(row.argmax()) if int(torch.count_nonzero(row)) == 1 else None
 
     def check(self, row: Row, token: int, q) -> bool:
         """Accept the drafted token by the rule (a random draw)."""

@@ -86,8 +86,13 @@ def make_generator(seed: int | None) -> tuple[torch.Generator, int]:
 
 
 def sample(p: torch.Tensor, generator: torch.Generator) -> int:
-    """One token drawn from the distribution p (V,)."""
-    return int(torch.multinomial(p, 1, generator=generator))
+    """One token drawn from the distribution p (V,) by inversion: the first id whose cumulative mass exceeds u."""
+    cumulative = p.cumsum(0)
+    u = torch.rand((), generator=generator, dtype=torch.float64) * cumulative[-1]
+    token = int(torch.searchsorted(cumulative, u, right=True))  # never an id of zero mass: its cumsum equals the last
+    if token >= len(p):  # u rounded up to the total: the last id with mass
+        token = int(torch.nonzero(p > 0)[-1])
+    return token
 
 
 def uniform(generator: torch.Generator) -> float:
