@@ -25,6 +25,7 @@ Example:
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 
 import torch
@@ -39,11 +40,11 @@ class Warp:
     top_p: float = 1.0  # 1.0: no nucleus filter
 
     def __post_init__(self):
-        if not (isinstance(self.temperature, (int, float)) and math.isfinite(self.temperature) and self.temperature >= 0):
+        if not (isinstance(self.temperature, numbers.Real) and math.isfinite(self.temperature) and self.temperature >= 0):
             raise ValueError(f"temperature={self.temperature!r} is not accepted; give a number >= 0 (0: greedy)")
-        if not isinstance(self.top_k, int) or isinstance(self.top_k, bool) or self.top_k < 0:
+        if not isinstance(self.top_k, numbers.Integral) or isinstance(self.top_k, bool) or self.top_k < 0:
             raise ValueError(f"top_k={self.top_k!r} is not accepted; give an integer >= 0 (0: no top-k filter)")
-        if not (isinstance(self.top_p, (int, float)) and 0 < self.top_p <= 1):
+        if not (isinstance(self.top_p, numbers.Real) and 0 < self.top_p <= 1):
             raise ValueError(f"top_p={self.top_p!r} is not accepted; give a number in (0, 1] (1: no nucleus filter)")
 
     @property
@@ -58,7 +59,7 @@ def warp_scores(logits: torch.Tensor, warp: Warp) -> torch.Tensor:
     if warp.temperature != 1.0:
         scores = scores / float(warp.temperature)
     if warp.top_k != 0:
-        top_k = min(warp.top_k, scores.size(-1))
+        top_k = min(int(warp.top_k), scores.size(-1))
         # ties with the k-th value are kept, as in TopKLogitsWarper
         scores = scores.masked_fill(scores < torch.topk(scores, top_k)[0][..., -1, None], -math.inf)
     if warp.top_p < 1.0:
@@ -130,14 +131,6 @@ class ExactRule:
         else:
             rest = (p - q).clamp_min(0.0)
         return normalised(rest, p)
-
-
-class ArgmaxShortcutRule(ExactRule):
-    """A deliberately WRONG rule for tests: a draft equal to p's argmax is always accepted (biases toward it)."""
-
-    def accept(self, p: torch.Tensor, token: int, q: torch.Tensor | None, generator: torch.Generator) -> bool:
-        """Accept the argmax outright; otherwise the exact rule."""
-        return token == int(p.argmax()) or super().accept(p, token, q, generator)
 
 
 EXACT = ExactRule()
