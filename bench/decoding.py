@@ -16,8 +16,10 @@ sampling, seeded per prompt), with plain at T = 0.8 as its baseline, next to the
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -113,43 +115,63 @@ def ideal_seconds(res: GenerationResult, regime: str, costs: dict) -> float:
     return sum(costs[size] for size in pass_sizes(res, regime))
 
 
-def run_config(verifier, draft, prompts, n_new, k, regime, repeats, temperature=0.0) -> list[GenerationResult]:
+@dataclass(frozen=True)
+class Timed:
+    """One generation and the CPU seconds this process spent on it (steadier than wall time on shared cores)."""
+
+    res: GenerationResult
+    cpu_s: float
+
+
+def timed_generate(*args, **kwargs) -> Timed:
+    """speculative_generate with its process CPU time."""
+    t0 = time.process_time()
+    res = speculative_generate(*args, **kwargs)
+    return Timed(res, time.process_time() - t0)
+
+
+def run_config(verifier, draft, prompts, n_new, k, regime, repeats, temperature=0.0) -> list[Timed]:
     """Warm up, then per prompt the fastest of `repeats` timed generations (the least disturbed on shared cores).
 
     Sampled runs are seeded by the prompt's index, so every repeat does the same work.
     """
     cached, fastpath = REGIMES[regime]
-    opts = dict(fastpath=fastpath, temperature=temperature)
+    opts = {"fastpath": fastpath, "temperature": temperature}
     warmup(verifier, draft, prompts[0], k, cached, seed=0, **opts)
-    runs = [[speculative_generate(verifier, draft, p, n_new, k, cached, seed=i, **opts) for i, p in enumerate(prompts)]
+    runs = [[timed_generate(verifier, draft, p, n_new, k, cached, seed=i, **opts) for i, p in enumerate(prompts)]
             for _ in range(repeats)]
-    return [min(per_prompt, key=lambda r: r.wall_s) for per_prompt in zip(*runs)]
+    return [min(per_prompt, key=lambda t: t.res.wall_s) for per_prompt in zip(*runs)]
 
 
-def summary(results: list[GenerationResult], plain: list[GenerationResult]) -> dict:
-    """Acceptance, first-token acceptance and measured speedup over plain of one configuration."""
+def summary(timed: list[Timed], plain: list[Timed]) -> dict:
+    """Acceptance, first-token acceptance and speedups over plain (wall and CPU time) of one configuration."""
+    results = [t.res for t in timed]
     accepted, drafted = sum(r.accepted for r in results), sum(r.drafted for r in results)
     first = acceptance_rate(sum(r.first_accepted for r in results), sum(r.first_checked for r in results))
-    speedup = sum(r.wall_s for r in plain) / sum(r.wall_s for r in results)
-    return {"accept": acceptance_rate(accepted, drafted), "first": first, "speedup": speedup}
+    speedup = sum(t.res.wall_s for t in plain) / sum(r.wall_s for r in results)
+    cpu_speedup = sum(t.cpu_s for t in plain) / sum(t.cpu_s for t in timed)
+    return {"accept": acceptance_rate(accepted, drafted), "first": first, "speedup": speedup, "cpu": cpu_speedup}
 
 
-def row(name, k, regime, results, plain, costs) -> list:
+def row(name, k, regime, timed: list[Timed], plain: list[Timed], costs) -> list:
     """One table row: acceptance, MAL, speedups measured and ideal, overhead share."""
+    results = [t.res for t in timed]
     wall = sum(r.wall_s for r in results)
     accepted, drafted = sum(r.accepted for r in results), sum(r.drafted for r in results)
     steps, n_tok = sum(r.steps for r in results), sum(r.n_tokens for r in results)
-    measured = summary(results, plain)["speedup"]
-    ideal = sum(ideal_seconds(r, regime, costs) for r in plain) / sum(ideal_seconds(r, regime, costs) for r in results)
+    s = summary(timed, plain)
+    ideal = (sum(ideal_seconds(t.res, regime, costs) for t in plain)
+             / sum(ideal_seconds(r, regime, costs) for r in results))
     overhead = statistics.fmean((r.wall_s - r.verify_s) / r.wall_s for r in results)
     draft_share = statistics.fmean(r.draft_s / r.wall_s for r in results)
     return [name, k, regime, f"{acceptance_rate(accepted, drafted):.2f}",
             f"{mal(accepted, steps):.2f}", f"{mean_accepted_tokens(n_tok, steps):.2f}", f"{wall / n_tok * 1e3:.2f}",
-            f"{measured:.2f}x", f"{ideal:.2f}x", f"{measured / ideal:.0%}", f"{overhead:.1%}", f"{draft_share:.1%}"]
+            f"{s['speedup']:.2f}x", f"{s['cpu']:.2f}x", f"{ideal:.2f}x", f"{s['speedup'] / ideal:.0%}",
+            f"{overhead:.1%}", f"{draft_share:.1%}"]
 
 
 def run(quick: bool = False) -> str:
-    """Measure every draft x k x regime against plain, side by side; return a Markdown section."""
+    """Measure every draft x k x regime against plain, side by side, greedy and at T = 0.8; return Markdown."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the tiny verifier is fastest, and steadiest on shared cores, on one thread
     try:
@@ -179,7 +201,7 @@ def _run(quick: bool) -> str:
         for name, draft in drafts.items():
             for k in ks + ([k_sampled] if k_sampled not in ks else []):
                 results = run_config(verifier, draft, prompts, n_new, k, regime, repeats)
-                mismatches += sum(list(r.tokens) != ref for r, ref in zip(results, refs))
+                mismatches += sum(list(t.res.tokens) != ref for t, ref in zip(results, refs))
                 greedy[(name, k)] = summary(results, plain)
                 if k in ks:
                     rows.append(row(name, k, regime, results, plain, costs))
@@ -195,31 +217,43 @@ def sampled_section(verifier, drafts, prompts, n_new, k, regime, repeats, greedy
         results = run_config(verifier, draft, prompts, n_new, k, regime, repeats, TEMPERATURE)
         s, g = summary(results, plain), greedy[(name, k)]
         rows.append([name, k, regime, f"{g['accept']:.2f}", f"{g['first']:.2f}", f"{g['speedup']:.2f}x",
-                     f"{s['accept']:.2f}", f"{s['first']:.2f}", f"{s['speedup']:.2f}x"])
+                     f"{g['cpu']:.2f}x", f"{s['accept']:.2f}", f"{s['first']:.2f}", f"{s['speedup']:.2f}x",
+                     f"{s['cpu']:.2f}x"])
     return rows
+
+
+def load() -> str:
+    """The machine's load averages, e.g. "1.02/0.97/0.88" (unknown where the OS has none)."""
+    try:
+        return "/".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "unknown"
 
 
 def render(rows, sampled_rows, costs, ks, n_new, n_prompts, mismatches, repeats) -> str:
     """The Markdown section: setup, the pass-cost table, the greedy results and the sampled ones."""
     from tabulate import tabulate
 
-    head = ["draft", "k", "regime", "accept", "MAL", "tok/step", "ms/token", "speedup", "ideal", "measured/ideal",
-            "draft+bookkeeping", "draft"]
-    sampled_head = ["draft", "k", "regime", "accept T=0", "first-token T=0", "speedup T=0",
-                    f"accept T={TEMPERATURE}", f"first-token T={TEMPERATURE}", f"speedup T={TEMPERATURE}"]
+    head = ["draft", "k", "regime", "accept", "MAL", "tok/step", "ms/token", "speedup", "speedup (CPU s)", "ideal",
+            "measured/ideal", "draft+bookkeeping", "draft"]
+    t = TEMPERATURE
+    sampled_head = ["draft", "k", "regime", "accept T=0", "first-token T=0", "speedup T=0", "(CPU s)",
+                    f"accept T={t}", f"first-token T={t}", f"speedup T={t}", "(CPU s)"]
     n_max = max(n for _, n in costs)
     cost_rows = [[n, f"{costs[(False, n)] * 1e3:.2f}", f"{costs[(True, n)] * 1e3:.2f}"] for n in range(1, n_max + 1)]
     return "\n".join([
         "## Speculative decoding engine (`bench/decoding.py`)",
         "",
-        f"Random-weights Mistral verifier (~20M parameters, vocab 32000, fp32, CPU, 1 thread; output head x{HEAD_SCALE:g}, "
-        f"which leaves greedy outputs unchanged), {n_prompts} prompts x {n_new} new tokens per configuration, fastest "
-        f"of {repeats} runs per prompt, warm-up excluded; plain measured first in each regime. "
+        "Random-weights Mistral verifier (~20M parameters, vocab 32000, fp32, CPU, 1 thread; output head "
+        f"x{HEAD_SCALE:g}, which leaves greedy outputs unchanged), {n_prompts} prompts x {n_new} new tokens per "
+        f"configuration, fastest of {repeats} runs per prompt, warm-up excluded; plain measured first in each regime. "
         f"Outputs differing from transformers' greedy `generate`: {mismatches}.",
         "`ideal` = plain's verifier-only time over this run's verifier-only time, from the measured pass costs "
         "below and the size of every pass the run made (rejections: 1 position; verified drafts: their count, "
         "+1 uncached and cached-standard; cached-standard's first pass costed as the prompt's prefill). "
-        "Goals: draft+bookkeeping <= 2% of wall time, measured/ideal >= 90%.",
+        "Goals: draft+bookkeeping <= 2% of wall time, measured/ideal >= 90%. `speedup (CPU s)`: the same ratio "
+        "from this process's CPU seconds, steadier than wall time when other jobs share the cores "
+        f"(load average over the last 1/5/15 min at the end of this run: {load()}).",
         "",
         "Verifier pass cost at the mean context length (ms):",
         "",
@@ -229,9 +263,9 @@ def render(rows, sampled_rows, costs, ks, n_new, n_prompts, mismatches, repeats)
         "",
         f"### Speculative sampling at T = {TEMPERATURE} (no top-k, no top-p)",
         "",
-        f"Same verifier, prompts and drafts; each generation seeded by its prompt's index. Speedups at T = {TEMPERATURE} "
-        f"are over plain decoding at T = {TEMPERATURE} in the same regime (its sampling cost included); first-token = "
-        "rounds whose first draft token was accepted / rounds that drafted. The olifant trees were fitted on the "
+        "Same verifier, prompts and drafts; each generation seeded by its prompt's index. "
+        f"Speedups at T = {TEMPERATURE} are over plain decoding at T = {TEMPERATURE} in the same regime (its sampling "
+        "cost included); first-token = rounds whose first draft token was accepted / rounds that drafted. The olifant trees were fitted on the "
         "greedy outputs, so sampling, which leaves the greedy path, takes fewer of their drafts.",
         "",
         tabulate(sampled_rows, headers=sampled_head, tablefmt="github"),

@@ -19,6 +19,11 @@ distributed exactly as sampling from the verifier's warped distribution.
   pending (not yet fed); each round feeds it plus the k drafts in one pass (the first round: the whole prompt
   plus the drafts) and keeps the accepted drafts plus the next token: up to k+1 new tokens per pass.
 
+A draft that can report the distribution it samples from implements, beside `propose`,
+`propose_with_probs(context, k, warp, generator, vocab_size=None) -> (tokens, q)` with q (len(tokens), V) its
+warped probabilities (float64, no mass on ids >= vocab_size), or None to be judged as point masses; it is
+used at temperature > 0 only (the neural draft has it).
+
 `steps` counts verifier forward passes (the cached prefill included); `accept_hist`, `drafted_per_step`,
 `accepted_per_step` and `tokens_per_step` are per round: in round i the first `accepted_per_step[i]` of its
 `tokens_per_step[i]` tokens came from the draft, the rest from the verifier.
@@ -128,8 +133,6 @@ QRows = list  # per drafted token: the distribution q (V,) it was sampled from, 
 class GreedyJudge:
     """Temperature 0: a position's row is the verifier's logits; a draft token passes iff it is the argmax."""
 
-    sampling = False
-
     def dist(self, logits: torch.Tensor) -> Row:
         """The row of one position from its logits (V,)."""
         return logits
@@ -168,7 +171,6 @@ class SamplingJudge:
     warp: Warp
     generator: torch.Generator
     rule: ExactRule = EXACT
-    sampling = True
 
     def dist(self, logits: torch.Tensor) -> Row:
         """The verifier's warped distribution (float64, CPU) at one position."""
@@ -211,7 +213,10 @@ class SamplingJudge:
 
 
 def fit_vocab(q: torch.Tensor, vocab_size: int) -> torch.Tensor:
-    """A draft's distribution (V_draft,) over the verifier's V ids: cut, or padded with zeros (float64, CPU)."""
+    """A draft's distribution (V_draft,) over the verifier's V ids: cut, or padded with zeros (float64, CPU).
+
+    Cutting is exact only when q has no mass on ids >= V, which is why `propose_with_probs` gets vocab_size.
+    """
     q = q.detach().to("cpu", torch.float64)[:vocab_size]
     return torch.nn.functional.pad(q, (0, vocab_size - len(q))) if len(q) < vocab_size else q
 

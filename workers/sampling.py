@@ -40,7 +40,8 @@ class Warp:
     top_p: float = 1.0  # 1.0: no nucleus filter
 
     def __post_init__(self):
-        if not (isinstance(self.temperature, numbers.Real) and math.isfinite(self.temperature) and self.temperature >= 0):
+        t = self.temperature
+        if not (isinstance(t, numbers.Real) and math.isfinite(t) and t >= 0):
             raise ValueError(f"temperature={self.temperature!r} is not accepted; give a number >= 0 (0: greedy)")
         if not isinstance(self.top_k, numbers.Integral) or isinstance(self.top_k, bool) or self.top_k < 0:
             raise ValueError(f"top_k={self.top_k!r} is not accepted; give an integer >= 0 (0: no top-k filter)")
@@ -124,7 +125,7 @@ class ExactRule:
         return a >= 1.0 or uniform(generator) < a
 
     def residual(self, p: torch.Tensor, token: int, q: torch.Tensor | None) -> torch.Tensor:
-        """The position's distribution once `token` is rejected: max(0, p - q) normalised (p without x for a point mass)."""
+        """The position's distribution once `token` is rejected: max(0, p - q) normalised (point mass: p without x)."""
         if q is None:
             rest = p.clone()
             rest[token] = 0.0

@@ -139,7 +139,8 @@ def test_the_drafts_are_partly_accepted_here(setup, regime):
     verifier, prompts, refs, drafts = setup
     cached, fastpath = REGIMES[regime]
     for name in ("ngram", "ngram_word", "olifant", "neural"):
-        results = [speculative_generate(verifier, drafts[name], p, N_NEW, 5, cached, fastpath=fastpath) for p in prompts]
+        results = [speculative_generate(verifier, drafts[name], p, N_NEW, 5, cached, fastpath=fastpath)
+                   for p in prompts]
         assert sum(r.accepted for r in results) >= 5, name
         assert sum(r.steps for r in results) < 2 * N_NEW, name
         assert any(0 < n for r in results for n in r.accepted_per_step), name
@@ -314,9 +315,10 @@ def test_top_k_one_samples_the_argmax_so_equals_greedy(setup, name, regime):
 def test_sampling_is_reproducible_per_seed_and_counts_add_up(setup, name, regime):
     verifier, prompts, refs, drafts = setup
     cached, fastpath = REGIMES[regime]
-    opts = dict(fastpath=fastpath, temperature=0.8, top_k=50, top_p=0.95)
+    opts = {"fastpath": fastpath, "temperature": 0.8, "top_k": 50, "top_p": 0.95}
     n_new = 10
-    runs = [speculative_generate(verifier, drafts[name], prompts[1], n_new, 3, cached, seed=s, **opts) for s in (1, 1, 2)]
+    runs = [speculative_generate(verifier, drafts[name], prompts[1], n_new, 3, cached, seed=s, **opts)
+            for s in (1, 1, 2)]
     assert runs[0].tokens == runs[1].tokens and runs[0].seed == 1 and runs[2].seed == 2
     assert runs[0].tokens != runs[2].tokens  # 10 tokens from a 32000-token vocabulary
     for res in runs:
