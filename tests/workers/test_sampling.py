@@ -381,6 +381,21 @@ def test_first_two_tokens_follow_the_verifiers_warped_distribution(stat_setup, d
 
 
 @pytest.mark.slow
+def test_the_real_neural_draft_keeps_the_distribution(stat_setup):
+    """End to end with NeuralDraft itself (its own KV cache and propose_with_probs), in the cached regime.
+
+    Fewer generations than above (each runs the draft model for real); the matrix above covers every regime
+    with a memoised distribution draft that follows the same protocol.
+    """
+    verifier, drafts, joints = stat_setup
+    neural = make_draft("neural", model=noisy(verifier.model, 0.15))
+    warp_name, n = "T0.7-top_k5-top_p0.9", 500
+    counts, drafted, accepted = run_many(verifier, neural, "cached", WARPS[warp_name], n)
+    assert 0 < accepted < drafted
+    assert chi_square_p(counts, joints[warp_name], n) > ALPHA
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("regime", list(REGIMES))
 def test_a_wrong_rule_is_rejected(stat_setup, regime):
     """Accepting a draft whenever it is the argmax (the greedy habit) biases the output: the test must see it."""
