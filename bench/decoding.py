@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from workers.decoding import GenerationResult, greedy_reference, speculative_generate, warmup
+from workers.decoding import REGIMES, GenerationResult, greedy_reference, speculative_generate, warmup
 from workers.drafts import make_draft
 from workers.igtree import IGTree
 from workers.metrics import acceptance_rate, mal, mean_accepted_tokens
@@ -33,7 +33,6 @@ from workers.verifier import Verifier
 
 HEAD_SCALE = 16.0  # x the random head: T = 0.8 sampling about as peaked as a trained LM's; argmax unchanged
 TEMPERATURE = 0.8
-REGIMES = {"uncached": (False, True), "cached": (True, True), "cached-standard": (True, False)}  # (cached, fastpath)
 SAMPLED_COLUMNS = (("accept", ""), ("first", ""), ("speedup", "x"), ("cpu", "x"), ("ideal", "x"))
 
 PROMPTS = (

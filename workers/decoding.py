@@ -52,6 +52,15 @@ logger = logging.getLogger(__name__)
 
 STOP_EOS = "eos"
 STOP_MAX = "max_new_tokens"
+# spec regime name -> (cached, fastpath) arguments of speculative_generate
+REGIMES = {"uncached": (False, True), "cached": (True, True), "cached-standard": (True, False)}
+
+
+def regime_flags(regime: str) -> tuple[bool, bool]:
+    """(cached, fastpath) for a spec regime name; an unknown name raises ValueError naming the accepted ones."""
+    if regime not in REGIMES:
+        raise ValueError(f"regime {regime!r} is not accepted; give one of {', '.join(REGIMES)}")
+    return REGIMES[regime]
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,15 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM
 
-from workers.decoding import GenerationResult, accept_length, greedy_reference, speculative_generate, warmup
+from workers.decoding import (
+    REGIMES,
+    GenerationResult,
+    accept_length,
+    greedy_reference,
+    regime_flags,
+    speculative_generate,
+    warmup,
+)
 from workers.drafts import make_draft
 from workers.drafts.base import Draft
 from workers.igtree import IGTree
@@ -27,7 +35,6 @@ VOCAB = 32000  # the real Mistral vocabulary, so the word-level n-gram and the t
 N_NEW = 20
 SEEDS = {"llama": 0, "mistral": 5}  # different weights per family (same seed gives the same numbers)
 KS = (1, 3, 5, 8)
-REGIMES = {"uncached": (False, True), "cached": (True, True), "cached-standard": (True, False)}  # (cached, fastpath)
 PROMPTS = (
     "To be, or not to be, that is the question: whether 'tis nobler in the mind",
     "The quick brown fox jumps over the lazy dog, and the dog",
@@ -278,6 +285,14 @@ def test_empty_prompt_and_negative_k_are_refused(setup):
         speculative_generate(verifier, drafts["plain"], [], 5, 3, cached=False)
     with pytest.raises(ValueError, match="k=-1"):
         speculative_generate(verifier, drafts["plain"], prompts[0], 5, -1, cached=False)
+
+
+def test_regime_names():
+    assert regime_flags("uncached") == (False, True)
+    assert regime_flags("cached") == (True, True)
+    assert regime_flags("cached-standard") == (True, False)
+    with pytest.raises(ValueError, match="regime 'paged' is not accepted; give one of uncached, cached, cached-standard"):
+        regime_flags("paged")
 
 
 def test_accept_length():

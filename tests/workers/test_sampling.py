@@ -22,7 +22,7 @@ from transformers.generation.logits_process import (
     TopPLogitsWarper,
 )
 
-from workers.decoding import speculative_generate
+from workers.decoding import REGIMES, speculative_generate
 from workers.drafts import make_draft
 from workers.drafts.base import Draft
 from workers.igtree import IGTree
@@ -46,7 +46,6 @@ N_GEN = 1200  # seeded generations per draft x regime x warp (6 x 1200 per draft
 K = 2
 SCALE = 10.0  # output-head scale of the statistical verifier: peaked distributions, drafts often accepted
 WARPS = {"T1": Warp(1.0), "T0.7-top_k5-top_p0.9": Warp(0.7, top_k=5, top_p=0.9)}
-REGIMES = {"uncached": (False, True), "cached": (True, True), "cached-standard": (True, False)}
 
 
 # ---------------------------------------------------------------- helpers
