@@ -21,7 +21,7 @@ from workers.corpora import TextSource
 from workers.drafts.registry import DraftEntry, DraftOptions, Requirement, lookup
 from workers.errors import DraftError, SpecError
 
-REGIMES = ("uncached", "cached")
+REGIMES = ("uncached", "cached", "cached-standard")  # workers.decoding.REGIMES
 Name = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")]
 PositiveInt = Annotated[int, Field(gt=0)]
 
@@ -130,7 +130,7 @@ class StrategySection(_Model):
 
 class SweepSection(_Model):
     k: Annotated[list[PositiveInt], Field(min_length=1)] = [3, 5, 8]
-    regimes: Annotated[list[Literal["uncached", "cached"]], Field(min_length=1)] = ["uncached", "cached"]
+    regimes: Annotated[list[Literal["uncached", "cached", "cached-standard"]], Field(min_length=1)] = ["uncached", "cached"]
     max_new_tokens: PositiveInt = 100
     warmup: bool = True
     temperatures: Annotated[list[Annotated[float, Field(ge=0, le=10)]], Field(min_length=1)] = [0.0]  # 0 = greedy

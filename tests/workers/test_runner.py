@@ -49,7 +49,9 @@ def test_reference_and_every_draft_give_the_reference_tokens(runner, ibase_path)
             SweepJob(key="n", kind="sweep", prompt=PROMPT, strategy="ng", draft="ngram",
                      options={"n": 3, "unit": "token"}, k=3, regime="cached"),
             SweepJob(key="o", kind="sweep", prompt=PROMPT, strategy="ol", draft="olifant", options={"corpus": "c"},
-                     artifacts={"ibase": ibase_path}, k=3, regime="uncached")]
+                     artifacts={"ibase": ibase_path}, k=3, regime="uncached"),
+            SweepJob(key="s", kind="sweep", prompt=PROMPT, strategy="ol", draft="olifant", options={"corpus": "c"},
+                     artifacts={"ibase": ibase_path}, k=3, regime="cached-standard")]
     outs = runner.attach_energy([runner.run(j) for j in jobs])
     for o in outs:
         g = o.generation
@@ -73,3 +75,11 @@ def test_unknown_draft_or_option_is_a_draft_error(runner):
     with pytest.raises(DraftError, match="unknown key 'm'"):
         runner.run(SweepJob(key="y", kind="sweep", prompt=PROMPT, strategy="n2", draft="ngram", options={"m": 1}, k=2,
                             regime="cached"))
+
+
+def test_sampled_jobs_are_reproducible_by_seed_and_record_first_token_counts(runner, ibase_path):
+    job = SweepJob(key="t", kind="sweep", prompt=PROMPT, strategy="ol", draft="olifant", options={"corpus": "c"},
+                   artifacts={"ibase": ibase_path}, k=3, regime="cached", temperature=0.8, top_p=0.95, seed=11)
+    a, b = runner.run(job).generation, runner.run(job).generation
+    assert a.tokens == b.tokens and len(a.tokens) == 12
+    assert 0 <= a.first_accepted <= a.first_checked and a.first_checked > 0

@@ -89,7 +89,6 @@ class NeuralDraft(Draft):
         guesses = self._greedy(ids, k)
         return continuation_ids(self.verifier_tokenizer, text, self._continuation_text(ids, guesses))[:k]
 
-    @torch.inference_mode()
     def propose_with_probs(self, context: Sequence[int], k: int, warp, generator, vocab_size: int | None = None):
         """Up to k tokens sampled from the draft's warped distribution q, with q's rows (n, V) float64 on CPU.
 
@@ -97,11 +96,20 @@ class NeuralDraft(Draft):
         torch.Generator; ids >= `vocab_size` (the verifier's) get no mass. A bridged draft has no q over the
         verifier's ids: it returns its greedy guesses and None (judged as point masses).
         """
-        from workers.sampling import sample, warped_probs
+        import torch
 
         if self.bridged or k <= 0 or not context:
             return self.propose(context, k), None
-        logits = self._feed([int(t) for t in context])
+        with torch.inference_mode():
+            return self._sample_k([int(t) for t in context], k, warp, generator, vocab_size)
+
+    def _sample_k(self, ids: list[int], k: int, warp, generator, vocab_size: int | None):
+        """k tokens sampled from the warped draft distribution after `ids`, and the rows q (k, V)."""
+        import torch
+
+        from workers.sampling import sample, warped_probs
+
+        logits = self._feed(ids)
         tokens, rows = [], []
         for i in range(k):
             scores = logits[-1]
