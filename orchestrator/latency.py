@@ -164,3 +164,16 @@ def format_table(rows: Sequence[LatencyRow]) -> str:
     """A Markdown table of the rows (microseconds, 1 decimal)."""
     df = rows_frame(rows).drop(columns=["min_us"])
     return df.to_markdown(index=False, floatfmt=".1f")
+
+
+def store_rows(db_url: str, experiment: str, rows: Sequence[LatencyRow], prompts: int, repeats: int) -> None:
+    """Store the rows under the experiment's name (replacing earlier ones), migrating the database if needed."""
+    import socket
+
+    from storage.db import open_db
+    from storage.latency import store_latency
+
+    _, Session = open_db(db_url)
+    with Session() as s:
+        store_latency(s, experiment, rows, prompts=prompts, repeats=repeats, host=socket.gethostname())
+        s.commit()
