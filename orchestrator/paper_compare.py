@@ -18,37 +18,13 @@ SHOWN = ["source", "metric", "strategy", "task", "k", "regime", "paper", "paper_
          "in_range"]
 
 
-def redundancy_frame(refs: pd.DataFrame, n: int = 4) -> pd.DataFrame:
-    """Table 5 per task from reference continuations (columns task, tokens, text): the paper's definitions."""
-    from workers.metrics import paper_redundancy
-
-    rows = []
-    for task, group in refs.groupby("task", sort=True):
-        r = paper_redundancy([list(t or []) for t in group["tokens"]], [t or "" for t in group["text"]], n=n)
-        rows.append({"task": task, "texts": r.texts, "within_text": r.within_text, "cross_doc": r.cross_doc,
-                     "gzip_ratio": r.gzip_ratio})
-    return pd.DataFrame(rows, columns=["task", "texts", "within_text", "cross_doc", "gzip_ratio"])
-
-
-def run_frame(summary: pd.DataFrame, latency: pd.DataFrame, redundancy: pd.DataFrame) -> pd.DataFrame:
-    """One frame compare() joins: summary rows, latency rows (latency_ms) and per-task redundancy rows."""
-    from workers.paper import latency_for_compare
-
-    parts = [summary]
-    if not latency.empty:
-        parts.append(latency_for_compare(latency)[["strategy", "latency_ms"]])
-    if not redundancy.empty:
-        parts.append(redundancy)
-    return pd.concat([p for p in parts if not p.empty], ignore_index=True)
-
-
 def comparison_frame(session: Session, experiment: str | None) -> pd.DataFrame:
     """The comparison table of one experiment (newest when None)."""
     from orchestrator.export import export_frame
     from storage.latency import latency_frame
     from storage.paper import reference_tokens_frame
     from storage.queries import experiment_id
-    from workers.paper import compare
+    from workers.paper import compare, redundancy_frame, run_frame
 
     summary = export_frame(session, experiment)
     name = str(summary["experiment"].iloc[0])

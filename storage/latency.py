@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, is_dataclass
 
 import pandas as pd
-from sqlalchemy import DateTime, Float, Integer, String, delete, select
+from sqlalchemy import DateTime, Float, Integer, String, delete, inspect, select
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from storage.models import Base, utcnow
@@ -56,7 +56,9 @@ def store_latency(session: Session, experiment: str, rows: Iterable, *, prompts:
 
 
 def latency_frame(session: Session, experiment: str) -> pd.DataFrame:
-    """The experiment's latency rows (empty frame when none was measured)."""
+    """The experiment's latency rows (empty when none was measured, or the database predates the table)."""
+    if not inspect(session.get_bind()).has_table(DraftLatency.__tablename__):
+        return pd.DataFrame(columns=LATENCY_COLUMNS)  # readers never migrate
     cols = [getattr(DraftLatency, c) for c in LATENCY_COLUMNS]
     rows = session.execute(select(*cols).where(DraftLatency.experiment == experiment).order_by(DraftLatency.id)).all()
     return pd.DataFrame(rows, columns=LATENCY_COLUMNS)

@@ -26,3 +26,21 @@ def test_store_and_read_back_replacing_earlier_rows(tmp_path):
     assert df[["strategy", "mean_us", "prompts", "repeats", "host"]].values.tolist() == [["ngram", 7.0, 10, 5, "h"]]
     with Session() as s:
         assert latency_frame(s, "missing").empty and len(latency_frame(s, "other")) == 1
+
+
+def test_reading_a_database_without_the_table_gives_no_rows(tmp_path):
+    from alembic import command
+    from alembic.config import Config
+
+    from storage.db import MIGRATIONS, make_engine
+
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    engine = make_engine(url)
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0002")  # a database made before draft_latency existed, read without migrating
+    _, Session = open_db(url, migrate=False)
+    with Session() as s:
+        assert latency_frame(s, "demo").empty

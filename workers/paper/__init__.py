@@ -27,7 +27,6 @@ STRATEGY_NAMES = {"4-gram": "ngram", "TinyLlama": "neural"}
 TASK_NAMES = {"general": "wikitext", "medical": "pubmed", "legal": "eurlex"}
 UNIT_SCALE = {"%": 0.01}     # to greenspec's units: acceptance and redundancy are fractions
 KEYS = ("strategy", "task", "k", "regime")
-HIGHER_IS_BETTER = {"tokens_per_s", "speedup", "acceptance", "mal", "energy_ratio", "tokens_per_j", "rouge_l"}
 
 COMPARE_COLUMNS = ["source", "section", "metric", "strategy", "task", "k", "regime", "paper", "paper_max", "ours",
                    "diff", "rel_diff", "in_range", "unit", "quote", "note"]
@@ -62,6 +61,13 @@ def _matches(paper_cell: str, value) -> bool:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return False
     return str(int(value) if isinstance(value, float) and value.is_integer() else value) in paper_cell.split("|")
+
+
+def _key_value(value):
+    """A run's key value as shown: k as an int (the frames it comes from may hold it as a float)."""
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else ("" if math.isnan(value) else value)
+    return value
 
 
 def _difference(ours: float, lo: float, hi: float) -> tuple[float, float, bool | None]:
@@ -100,7 +106,7 @@ def compare(run_summary: pd.DataFrame, paper: pd.DataFrame | None = None,
         for r in rows.itertuples(index=False):
             ours = float(getattr(r, p.metric))
             d, rel, inside = _difference(ours, p.value, p.value_max)
-            cell = {k: getattr(r, k) if k in keys else getattr(p, k) for k in KEYS}
+            cell = {k: _key_value(getattr(r, k)) if k in keys else getattr(p, k) for k in KEYS}
             out.append({**base, **cell, "ours": ours, "diff": d, "rel_diff": rel, "in_range": inside})
         if rows.empty and keep_unmatched:
             out.append({**base, **{k: getattr(p, k) for k in KEYS}, "ours": math.nan, "diff": math.nan,
@@ -115,5 +121,28 @@ def latency_for_compare(latency: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-__all__ = ["COMPARE_COLUMNS", "HIGHER_IS_BETTER", "STRATEGY_NAMES", "TASK_NAMES", "compare",
-           "latency_for_compare", "load_results"]
+def redundancy_frame(refs: pd.DataFrame, n: int = 4) -> pd.DataFrame:
+    """Table 5 per task from reference continuations (columns task, tokens, text): the paper's definitions."""
+    from workers.metrics import paper_redundancy
+
+    rows = []
+    for task, group in refs.groupby("task", sort=True):
+        r = paper_redundancy([list(t or []) for t in group["tokens"]], [t or "" for t in group["text"]], n=n)
+        rows.append({"task": task, "texts": r.texts, "within_text": r.within_text, "cross_doc": r.cross_doc,
+                     "gzip_ratio": r.gzip_ratio})
+    return pd.DataFrame(rows, columns=["task", "texts", "within_text", "cross_doc", "gzip_ratio"])
+
+
+def run_frame(summary: pd.DataFrame, latency: pd.DataFrame, redundancy: pd.DataFrame) -> pd.DataFrame:
+    """One frame compare() joins: summary rows, latency rows (latency_ms) and per-task redundancy rows."""
+    parts = [summary]
+    if not latency.empty:
+        parts.append(latency_for_compare(latency)[["strategy", "latency_ms"]])
+    if not redundancy.empty:
+        parts.append(redundancy)
+    return pd.concat([p for p in parts if not p.empty], ignore_index=True)
+
+
+__all__ = ["COMPARE_COLUMNS", "STRATEGY_NAMES", "TASK_NAMES", "compare",
+           "latency_for_compare", "load_results", "redundancy_frame",
+           "run_frame"]
