@@ -103,3 +103,12 @@ def test_compare_without_key_columns_matches_tasks_only(paper):
     assert set(table["metric"]) == {"within_text", "cross_doc", "gzip_ratio"}
     gz = table[table.metric == "gzip_ratio"].iloc[0]
     assert (gz.task, gz.paper, gz.ours) == ("eurlex", 0.18, 0.2)
+
+
+def test_compare_maps_task_names(paper):
+    demo = pd.DataFrame({"strategy": ["olifant-shakespeare"], "task": ["shakespeare"], "k": [8],
+                         "regime": ["uncached"], "speedup": [1.9]})
+    table = compare(demo, paper, names={"olifant-shakespeare": "olifant-eurlex"}, tasks={"shakespeare": "eurlex"},
+                    keep_unmatched=False)
+    assert table[["strategy", "task", "k", "paper", "ours"]].values.tolist() == [
+        ["olifant-eurlex", "eurlex", 8, 2.43, 1.9]]

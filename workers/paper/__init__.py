@@ -81,20 +81,23 @@ def _difference(ours: float, lo: float, hi: float) -> tuple[float, float, bool |
 
 
 def compare(run_summary: pd.DataFrame, paper: pd.DataFrame | None = None,
-            names: Mapping[str, str] | None = None, keep_unmatched: bool = True) -> pd.DataFrame:
+            names: Mapping[str, str] | None = None, keep_unmatched: bool = True,
+            tasks: Mapping[str, str] | None = None) -> pd.DataFrame:
     """The run's numbers beside the paper's, cell by cell, with differences.
 
     `run_summary` has some of the key columns strategy, task, k, regime and metric columns named as the
     paper's (tokens_per_s, speedup, acceptance, mal, j_per_100_tokens, energy_ratio as plain / strategy,
     tokens_per_j, mean_power_w, rouge_l, latency_ms, within_text, cross_doc, gzip_ratio). Each paper number
     is joined with every run row it covers (a key column the run lacks matches anything); `names` renames the
-    run's strategies to the paper's (e.g. {"olifant-legal": "olifant-eurlex"}). A paper number no run row
+    run's strategies to the paper's (e.g. {"olifant-legal": "olifant-eurlex"}) and `tasks` its tasks (e.g.
+    {"shakespeare": "wikitext"}), in greenspec's names for the paper's. A paper number no run row
     covers is kept with `ours` NaN when `keep_unmatched`. `in_range` is set for ranges only.
     """
     paper = load_results() if paper is None else paper
     run = run_summary.copy()
-    if names and "strategy" in run:
-        run["strategy"] = run["strategy"].map(lambda s: names.get(s, s))
+    for column, mapping in (("strategy", names), ("task", tasks)):
+        if mapping and column in run:
+            run[column] = run[column].map(lambda s, m=mapping: m.get(s, s))
     keys = [k for k in KEYS if k in run]
     out = []
     for p in paper.itertuples(index=False):
