@@ -75,12 +75,21 @@ def summarize_times(strategy: str, draft: str, engine: str, times_s: Sequence[fl
                       median_us=float(np.median(us)), p95_us=float(np.percentile(us, 95)), min_us=float(us.min()))
 
 
-def prompt_contexts(spec: Spec, tokenizer, n: int) -> list[list[int]]:
-    """The first `n` prompts taken round-robin over the spec's tasks, as verifier token ids."""
+def task_prompts(task, want: int) -> tuple:
+    """Up to `want` prompts of a spec task: more than its sweep uses when the source has them."""
+    from workers.errors import CorpusError
     from workers.tasks import load_prompts
 
+    try:
+        return load_prompts(task.source(), want, task.prompt_words).prompts
+    except CorpusError:
+        return load_prompts(task.source(), min(want, task.prompts), task.prompt_words).prompts
+
+
+def prompt_contexts(spec: Spec, tokenizer, n: int) -> list[list[int]]:
+    """The first `n` prompts taken round-robin over the spec's tasks, as verifier token ids."""
     per_task = -(-n // len(spec.tasks))  # ceil: enough from each task
-    sets = [load_prompts(t.source(), min(per_task, t.prompts), t.prompt_words).prompts for t in spec.tasks]
+    sets = [task_prompts(t, per_task) for t in spec.tasks]
     texts = [ps[i].text for i in range(per_task) for ps in sets if i < len(ps)][:n]
     return [list(tokenizer(text).input_ids) for text in texts]
 

@@ -106,3 +106,15 @@ def test_bad_counts_are_one_line(spec_path, tmp_path):
     res = CliRunner().invoke(main, ["--db", f"sqlite:///{tmp_path / 'x.db'}", "latency", str(spec_path),
                                     "--prompts", "0"])
     assert res.exit_code == 2 and "must be >= 1" in res.output
+
+
+def test_contexts_may_outnumber_the_sweeps_prompts(spec_path):
+    from orchestrator.latency import prompt_contexts
+    from orchestrator.spec import load_spec
+    from workers.tokenizer import load_tokenizer
+
+    spec = load_spec(spec_path)  # its task sweeps 2 prompts; its file holds more usable documents
+    tok = load_tokenizer("mistral")
+    contexts = prompt_contexts(spec, tok, 5)
+    assert len(contexts) == 5 and all(c[0] == tok.bos_token_id for c in contexts)
+    assert len(prompt_contexts(spec, tok, 500)) < 500  # a source with fewer documents gives what it has
