@@ -9,11 +9,10 @@ import pytest
 from click.testing import CliRunner
 
 from orchestrator.cli import main
-from workers.paper import redundancy_frame
 from storage.db import open_db
 from storage.latency import store_latency
 from tests.dashboard.populate import populate
-from workers.paper import COMPARE_COLUMNS
+from workers.paper import COMPARE_COLUMNS, redundancy_frame
 
 
 @pytest.fixture(scope="module")

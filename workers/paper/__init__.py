@@ -9,7 +9,8 @@ Values are stored in the paper's units (% for acceptance and redundancy) and con
 
 Example:
     >>> paper = load_results()
-    >>> paper.query("strategy == 'olifant-eurlex' and metric == 'energy_ratio' and k == '8'")["value"].item()
+    >>> paper.query("strategy == 'olifant-eurlex' and metric == 'energy_ratio' and k == '8' and regime == 'uncached'")
+    ...     ["value"].item()
     2.51
     >>> table = compare(summary)      # summary: one row per strategy x task x k x regime
 """
@@ -63,6 +64,11 @@ def _matches(paper_cell: str, value) -> bool:
     return str(int(value) if isinstance(value, float) and value.is_integer() else value) in paper_cell.split("|")
 
 
+def _covered(rows: pd.DataFrame, key: str, paper_cell: str) -> pd.DataFrame:
+    """The rows whose `key` value falls in a paper cell."""
+    return rows[rows[key].map(lambda v: _matches(paper_cell, v)).astype(bool)]
+
+
 def _key_value(value):
     """A run's key value as shown: k as an int (the frames it comes from may hold it as a float)."""
     if isinstance(value, float):
@@ -75,7 +81,7 @@ def _difference(ours: float, lo: float, hi: float) -> tuple[float, float, bool |
     if math.isnan(hi):
         d = ours - lo
         return d, d / lo if lo else math.nan, None
-    ref = lo if ours < lo else hi if ours > hi else ours
+    ref = lo if ours < lo else min(ours, hi)
     d = ours - ref
     return d, d / ref if ref else math.nan, lo <= ours <= hi
 
@@ -103,7 +109,7 @@ def compare(run_summary: pd.DataFrame, paper: pd.DataFrame | None = None,
     for p in paper.itertuples(index=False):
         rows = run[run[p.metric].notna()] if p.metric in run else run.iloc[0:0]
         for key in keys:
-            rows = rows[rows[key].map(lambda v, cell=getattr(p, key): _matches(cell, v)).astype(bool)]
+            rows = _covered(rows, key, getattr(p, key))
         base = {c: getattr(p, c) for c in ("source", "section", "metric", "unit", "quote", "note")}
         base.update(paper=p.value, paper_max=p.value_max)
         for r in rows.itertuples(index=False):
