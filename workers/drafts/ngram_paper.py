@@ -21,7 +21,8 @@ computed once against a fixed anchor and cached for the session; a test checks i
 context on the real Mistral tokenizer.
 
 Example:
-    >>> draft = PaperNgramDraft(tokenizer=load_tokenizer("mistral"))
+    >>> tok = load_tokenizer("mistral")
+    >>> draft = PaperNgramDraft(tokenizer=tok)
     >>> ids = tok.encode("the cat sat on the mat . the cat sat on the", add_special_tokens=False)
     >>> tok.convert_ids_to_tokens(draft.propose(ids, k=3))   # words: mat . the
     ['▁mat', '▁.', '▁the']
