@@ -79,6 +79,7 @@ class TaskSection(_Source):
     split: str = "test"
     prompts: PositiveInt = 100
     prompt_words: PositiveInt = 50
+    articles: bool | None = None        # group WikiText rows into articles (None: when the source is WikiText)
 
 
 class StrategySection(_Model):

@@ -45,14 +45,18 @@ def summary_text(df: pd.DataFrame, texts: pd.DataFrame | None = None) -> str:
 
 
 def redundancy_table(session, experiment: str) -> pd.DataFrame:
-    """Table 5 over the plain generations of each task: within-text repetition, cross-document overlap, gzip."""
+    """Table 5 over the plain generations of each task, on the paper's definitions (verifier token 4-grams, gzip)."""
+    import dataclasses
+
     from storage.queries import experiment_id, plain_texts
-    from workers.metrics import redundancy
+    from workers.metrics import paper_redundancy
 
     rows = plain_texts(session, experiment_id(session, experiment))
     out = []
-    for task in sorted({t for t, _ in rows}):
-        out.append({"task": task, **redundancy([x for t, x in rows if t == task])})
+    for task in sorted({t for t, _, _ in rows}):
+        mine = [(tokens, text) for t, tokens, text in rows if t == task]
+        red = paper_redundancy([tk for tk, _ in mine], [tx for _, tx in mine])
+        out.append({"task": task, **dataclasses.asdict(red)})
     return pd.DataFrame(out)
 
 

@@ -68,4 +68,4 @@ def test_summary_and_redundancy_tables(tmp_path):
     assert "nan" not in text
     assert set(red["task"]) == {"wikitext", "pubmed"}
     assert (red["texts"] > 1).all()
-    assert red[["repetition", "overlap", "gzip_ratio"]].stack().between(0, 1.5).all()
+    assert red[["within_text", "cross_doc", "gzip_ratio"]].stack().between(0, 1.5).all()
