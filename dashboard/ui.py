@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import queries, tables
+from storage.browse import PICK_ORDER, GridPoint, Selection
 
 FILTERS_KEY = "gs_filters"
 START_POLL_S = 5  # the start page checks this often whether a run has begun
@@ -16,19 +17,27 @@ START_POLL_S = 5  # the start page checks this often whether a run has begun
 
 @dataclass(frozen=True)
 class Filters:
-    """The sidebar's selection; empty tuples mean "all"."""
+    """The sidebar's choices: the experiment, its data version, the selection and the aggregation."""
 
     url: str
     experiment: str
     exp_id: int
-    tasks: tuple[str, ...] = ()
-    strategies: tuple[str, ...] = ()
-    regimes: tuple[str, ...] = ()
-    ks: tuple[int, ...] = field(default=())
+    version: tuple[int, int] = (0, 0)
+    selection: Selection = field(default_factory=Selection)
+    pooled: bool = False
+
+    @property
+    def tasks(self) -> tuple[str, ...]:
+        return self.selection.tasks
 
     def apply(self, df: pd.DataFrame) -> pd.DataFrame:
         """Rows of `df` within the selection (plain rows kept for any k: they are the reference)."""
-        return tables.filter_frame(df, self.tasks, self.strategies, self.regimes, self.ks)
+        sel = self.selection
+        return tables.filter_frame(df, sel.tasks, sel.strategies, sel.regimes, sel.ks)
+
+    def summary(self) -> pd.DataFrame:
+        """The experiment's summary (cached by data version) within the selection."""
+        return self.apply(queries.summary(self.url, self.exp_id, self.version, self.pooled))
 
 
 def sidebar_filters(url: str) -> Filters:
@@ -38,32 +47,27 @@ def sidebar_filters(url: str) -> Filters:
         st.header("Filters")
         name = st.selectbox("Experiment", list(exps["name"]), key="f_experiment")
         exp_id = int(exps.loc[exps["name"] == name, "id"].iloc[0])
-        gens = queries.generations(url, exp_id)
-        tasks = st.multiselect("Task", _options(gens, "task"), key="f_task", placeholder="all tasks")
-        strategies = st.multiselect("Strategy", _options(gens, "strategy"), key="f_strategy",
-                                    placeholder="all strategies")
-        regimes = st.multiselect("Regime", _options(gens, "regime"), key="f_regime", placeholder="both regimes")
-        ks = st.multiselect("k", [k for k in _options(gens, "k") if k > 0], key="f_k", placeholder="every k")
-        st.caption(f"Database: `{url}`")
-    found = Filters(url, name, exp_id, tuple(tasks), tuple(strategies), tuple(regimes), tuple(int(k) for k in ks))
+        data = queries.version(url, exp_id)
+        opts = queries.options(url, exp_id, data)
+        tasks = st.multiselect("Task", opts["task"], key="f_task", placeholder="all tasks")
+        strategies = st.multiselect("Strategy", opts["strategy"], key="f_strategy", placeholder="all strategies")
+        regimes = st.multiselect("Regime", opts["regime"], key="f_regime", placeholder="every regime")
+        ks = st.multiselect("k", [k for k in opts["k"] if k > 0], key="f_k", placeholder="every k")
+        pooled = st.toggle("Pooled (sum / sum)", key="f_pooled", help=AGGREGATION_HELP)
+        st.caption(f"Database: `{url}` · {data[1]:,} generations")
+    selection = Selection(tuple(tasks), tuple(strategies), tuple(regimes), tuple(int(k) for k in ks))
+    found = Filters(url, name, exp_id, data, selection, bool(pooled))
     st.session_state[FILTERS_KEY] = found
     return found
 
 
-def current_filters() -> Filters:
-    """The filters the entrypoint drew in this run.
+AGGREGATION_HELP = ("Off (the paper's way): each rate is computed per generation, then averaged over the prompts. "
+                    "On: ratios of sums over the cell (total tokens / total seconds, ...).")
 
-    Where a `pages/` folder sits beside the entry, Streamlit runs a requested page on its own until the first
-    `st.navigation` call of the process (a page opened by URL on a fresh server; every AppTest run). Then no
-    filters exist yet in this run: run the entrypoint, which renders this page properly, and stop this run.
-    """
-    found = st.session_state.get(FILTERS_KEY)
-    if found is not None:
-        return found
-    from dashboard.app import main
 
-    main()
-    st.stop()
+def remembered_filters() -> Filters | None:
+    """The filters the entrypoint drew in this run, if it ran."""
+    return st.session_state.get(FILTERS_KEY)
 
 
 def forget_filters() -> None:
@@ -71,8 +75,19 @@ def forget_filters() -> None:
     st.session_state.pop(FILTERS_KEY, None)
 
 
-def _options(df: pd.DataFrame, column: str) -> list:
-    return sorted(df[column].dropna().unique().tolist()) if column in df else []
+PICK_LABELS = {"strategy": "Strategy", "task": "Task", "k": "k", "regime": "Regime", "prompt_index": "Prompt"}
+
+
+def generation_picker(f: Filters, key: str) -> int | None:
+    """Cascading pickers strategy -> task -> k -> regime -> prompt (DISTINCT options); the chosen generation's id."""
+    fixed: dict[str, object] = {}
+    for col, column in zip(st.columns(len(PICK_ORDER)), PICK_ORDER):
+        opts = queries.distinct(f.url, f.exp_id, f.version, column, tuple(fixed.items()), f.selection)
+        if not opts:
+            return None
+        first = next((i for i, v in enumerate(opts) if v != tables.PLAIN), 0) if column == "strategy" else 0
+        fixed[column] = col.selectbox(PICK_LABELS[column], opts, index=first, key=f"{key}_{column}")
+    return queries.generation_id(f.url, f.exp_id, f.version, GridPoint(**fixed))
 
 
 def slug(text: str) -> str:
@@ -151,3 +166,8 @@ def _wait_for_results(url: str) -> None:
     """Switch to the result pages as soon as the first experiment lands."""
     if queries.db_state(url) == "ready":
         st.rerun()
+
+
+def aggregation_label(f: Filters) -> str:
+    """How the page's numbers are aggregated, in words."""
+    return "pooled: ratios of sums over each cell" if f.pooled else "per-prompt means, as the paper"

@@ -205,8 +205,9 @@ def status(obj: Context, as_json: bool, experiment: str | None) -> None:
 @click.option("--format", "fmt", type=click.Choice(["csv", "parquet", "markdown", "latex"]), default="csv", show_default=True)
 @click.option("--out", "out", type=click.Path(dir_okay=False), default="-", help="Output file (default: stdout).")
 @click.option("--experiment", "-e", default=None, help="Experiment name (default: the newest).")
+@click.option("--pooled", is_flag=True, help="Ratios of sums over each cell instead of the paper's per-prompt means.")
 @click.pass_obj
-def export(obj: Context, fmt: str, out: str, experiment: str | None) -> None:
+def export(obj: Context, fmt: str, out: str, experiment: str | None, pooled: bool) -> None:
     """One row per strategy x task x k x regime with speed, acceptance, quality and energy.
 
     \b
@@ -219,7 +220,7 @@ def export(obj: Context, fmt: str, out: str, experiment: str | None) -> None:
     if Session is None:
         raise GreenspecError(f"{obj.db}: no results yet; start with `greenspec demo` or `greenspec run SPEC`")
     with Session() as s:
-        write_summary(s, experiment, fmt, out)
+        write_summary(s, experiment, fmt, out, pooled)
 
 
 @main.command()

@@ -50,6 +50,7 @@ class Cell(Base):
     __table_args__ = (
         UniqueConstraint("experiment_id", "key", name="uq_cells_experiment_key"),
         Index("ix_cells_experiment_state", "experiment_id", "state"),
+        Index("ix_cells_experiment_kind_state", "experiment_id", "kind", "state"),  # the queue's counts, index-only
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -124,7 +125,10 @@ class Generation(Base):
     """One timed, power-logged speculative generation (the result of a sweep cell)."""
 
     __tablename__ = "generations"
-    __table_args__ = (Index("ix_generations_group", "experiment_id", "strategy", "task", "k", "regime"),)
+    __table_args__ = (
+        Index("ix_generations_group", "experiment_id", "strategy", "task", "k", "regime"),
+        Index("ix_generations_experiment_id", "experiment_id", "id"),  # the data version: max(id) in one probe
+    )
 
     id: Mapped[int] = mapped_column(primary_key=True)
     cell_id: Mapped[int] = mapped_column(ForeignKey("cells.id"), unique=True)

@@ -1,15 +1,19 @@
-"""Acceptance: Tables 6 and 7 (acceptance % and MAL), the break-even acceptance k/(k+1), accepted lengths."""
+"""Acceptance: Tables 6 and 7 (acceptance, first-token acceptance, MAL), the break-even k/(k+1), accepted lengths."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from dashboard import charts, queries, tables, ui
+from dashboard.app import page_filters
 
-f = ui.current_filters()
+f = page_filters()
 st.title("Acceptance")
-summary = f.apply(queries.summary(f.url, f.experiment))
-st.caption("Acceptance = accepted / drafted tokens; MAL = accepted draft tokens per verifier step.")
+summary = f.summary()
+st.caption("Acceptance = accepted / drafted tokens; first-token acceptance = rounds whose first draft token was "
+           "accepted / rounds with a draft (cached: 1 - fast-path rejects / rounds with a draft); MAL = accepted draft "
+           f"tokens per verification round (a fast-path reject is a round, the cached prefill is not). "
+           f"{ui.aggregation_label(f).capitalize()}.")
 ui.paper_table_block(summary, "table6")
 ui.paper_table_block(summary, "table7")
 
@@ -20,8 +24,10 @@ else:
     st.plotly_chart(charts.acceptance_vs_k(summary))
     ui.frame_block(even, "Break-even acceptance k/(k+1)", "break_even", column_config={
         "acceptance": st.column_config.NumberColumn(format="percent"),
+        "first_token_acceptance": st.column_config.NumberColumn("first-token acceptance", format="percent"),
         "break_even": st.column_config.NumberColumn("break-even", format="percent"),
         "margin": st.column_config.NumberColumn(format="percent"),
         "speedup": st.column_config.NumberColumn(format="%.2fx")})
-    gens = f.apply(queries.generations(f.url, f.exp_id))
-    st.plotly_chart(charts.accepted_length_hist(gens))
+    max_k = int(even["k"].max())
+    counts = queries.accepted_lengths(f.url, f.exp_id, f.version, max_k, f.selection)
+    st.plotly_chart(charts.accepted_length_hist(counts))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -89,13 +90,26 @@ def test_energy_tables_figures_and_trace_are_labelled(app):
     assert {m.label for m in at.metric} >= {"energy (J)", "mean power (W)"}
 
 
-def test_texts_redundancy_and_drill_down(app):
+def _html(at: AppTest) -> str:
+    return "".join(h.proto.body for h in at.get("html"))
+
+
+def test_texts_redundancy_and_cascading_drill_down(app):
     at = _open(app, "texts")
     assert list(at.table[0].value["text source"])[0] == "reference"
-    assert at.selectbox(key="texts_gen").value is not None
-    highlighted = [h.proto.body for h in at.get("html") if "gs-accepted" in h.proto.body]
-    assert highlighted, "the drafted generation shows accepted tokens highlighted"
-    assert "Norman lords" in "".join(h.proto.body for h in at.get("html"))  # decoded text, not ids
+    assert at.selectbox(key="texts_strategy").value == "ngram"  # opens on a drafted strategy
+    assert at.selectbox(key="texts_strategy").options == ["ngram", "olifant-wikitext", "plain"]
+    assert at.selectbox(key="texts_k").options == ["3", "5"]
+    deadline = time.monotonic() + TIMEOUT_S  # the tokenizer loads in the background, off the page's critical path
+    while "gs-accepted" not in _html(at) and time.monotonic() < deadline:
+        time.sleep(0.5)
+        at.run()
+    assert "gs-accepted" in _html(at), "the drafted generation shows accepted tokens highlighted"
+    generated = next(h.proto.body for h in at.get("html") if "gs-accepted" in h.proto.body)
+    assert "study drug" in generated  # decoded text (pubmed, prompt 0), not ids
+    at.selectbox(key="texts_strategy").set_value("plain").run()
+    assert at.selectbox(key="texts_k").options == ["0"]  # the cascade offers only what exists
+    assert not at.exception
 
 
 def test_filters_narrow_every_table(app):

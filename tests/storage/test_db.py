@@ -19,7 +19,7 @@ def test_migrations_create_the_models_schema(tmp_path):
     for table in Base.metadata.tables.values():
         assert {c["name"] for c in insp.get_columns(table.name)} == {c.name for c in table.columns}, table.name
     with engine.connect() as conn:
-        assert conn.execute(text("select version_num from alembic_version")).scalar() == "0002"
+        assert conn.execute(text("select version_num from alembic_version")).scalar() == "0003"
 
 
 def test_upgrade_from_first_revision_keeps_rows(tmp_path):
