@@ -5,6 +5,7 @@ from __future__ import annotations
 from sqlalchemy import text
 
 from dashboard import queries
+from storage.browse import GridPoint, Selection
 from storage.db import make_engine, open_db
 
 
@@ -29,13 +30,32 @@ def test_db_url_reads_the_environment(monkeypatch):
     assert queries.db_url() == "sqlite:///greenspec.db"
 
 
-def test_texts_references_generation_and_spec(fixture_db):
-    texts = queries.texts(fixture_db, 1)
-    assert len(texts) == 60 and texts["text"].str.len().gt(50).all()
-    refs = queries.references(fixture_db, 1)
-    assert len(refs) == 6 and set(refs["task"]) == {"wikitext", "pubmed"}
-    gen = queries.generation(fixture_db, int(texts["id"].iloc[3]))
+def test_cached_reads_pickers_generation_reference_and_spec(fixture_db):
+    data = queries.version(fixture_db, 1)
+    assert data == (60, 60)
+    assert queries.options(fixture_db, 1, data)["strategy"] == ["ngram", "olifant-wikitext", "plain"]
+    fixed = (("strategy", "ngram"), ("task", "wikitext"))
+    assert queries.distinct(fixture_db, 1, data, "k", fixed, Selection()) == [3, 5]
+    gen_id = queries.generation_id(fixture_db, 1, data, GridPoint("ngram", "wikitext", 3, "cached", 0))
+    gen = queries.generation(fixture_db, gen_id)
+    assert (gen["strategy"], gen["k"], gen["regime"], gen["prompt_index"]) == ("ngram", 3, "cached", 0)
     assert len(gen["tokens"]) == gen["n_tokens"]
     assert sum(gen["accepted_per_step"]) + gen["steps"] == gen["n_tokens"]
     assert queries.generation(fixture_db, 10_000) is None
+    assert queries.reference(fixture_db, 1, "wikitext", 0)["prompt_text"].startswith("The castle")
     assert queries.spec(fixture_db, 1)["verifier"]["tokenizer"] == "mistral"
+
+
+def test_table5_is_computed_once_per_data_version(fixture_db, monkeypatch):
+    from dashboard import tables
+
+    calls = []
+    real = tables.redundancy_frame
+    monkeypatch.setattr(tables, "redundancy_frame", lambda *a: calls.append(1) or real(*a))
+    queries.redundancy.clear()
+    first = queries.redundancy(fixture_db, 1, (60, 60))
+    again = queries.redundancy(fixture_db, 1, (60, 60))
+    assert len(calls) == 1 and first.equals(again)
+    assert set(first["strategy"]) == {"reference", "plain", "ngram", "olifant-wikitext"}
+    queries.redundancy(fixture_db, 1, (61, 61))  # new results: recomputed
+    assert len(calls) == 2
