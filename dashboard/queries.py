@@ -140,9 +140,8 @@ def accepted_lengths(url: str, exp_id: int, data: Version, max_k: int, selection
         return browse.accepted_length_counts(s, exp_id, max_k, selection)
 
 
-@st.cache_data(max_entries=2, show_spinner="Computing Table 5…")
-def redundancy(url: str, exp_id: int, data: Version) -> pd.DataFrame:
-    """Table 5's measures per text source x task, once per data version (one text per prompt and source)."""
+def redundancy(url: str, exp_id: int) -> pd.DataFrame:
+    """Table 5's measures per text source x task (one text per prompt and source); uncached: see `pages/texts.py`."""
     with _session(url) as s:
         texts = browse.redundancy_texts(s, exp_id)
         refs = browse.references_frame(s, exp_id)

@@ -6,7 +6,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import streamlit as st
 
-from dashboard import queries, tables, tokens, ui
+from dashboard import background, queries, tables, tokens, ui
 from dashboard.app import page_filters
 
 POLL_S = 1  # how often the drill-down checks whether the tokenizer has finished loading
@@ -18,17 +18,27 @@ def _tokenizer_future(name: str) -> Future:
     return ThreadPoolExecutor(max_workers=1, thread_name_prefix="tokenizer").submit(tokens.load_offline, name)
 
 
-def redundancy(f: ui.Filters) -> None:
-    """Table 5, computed once per data version for the whole experiment; the selection picks its rows."""
-    frame = queries.redundancy(f.url, f.exp_id, f.version)
-    sel = f.selection
-    if sel.tasks:
-        frame = frame[frame["task"].isin(sel.tasks)]
-    if sel.strategies:
-        frame = frame[frame["strategy"].isin((*sel.strategies, "reference"))]
+def redundancy(f: ui.Filters, was_busy: bool = False) -> None:
+    """Table 5 for the whole experiment, computed once per data version in the background; the selection picks rows."""
+    key = ("table5", f.url, f.exp_id)
+    frame, busy = background.latest(key, f.version, lambda: queries.redundancy(f.url, f.exp_id))
+    if was_busy and not busy:
+        st.rerun()  # the new table is ready: redraw once, which also stops the timer
     spec = tables.PAPER_TABLES["table5"]
-    ui.metric_table_block(tables.redundancy_table(frame, spec.metrics), spec.title, spec.metrics, "table5")
-    st.caption("Within-text 4-gram repetition, cross-document 4-gram overlap and gzip ratio, one text per prompt.")
+    if frame is None:
+        st.subheader(spec.title)
+        failed = background.error(key)
+        st.info(f"Table 5 could not be computed: {failed}" if failed else
+                "Computing Table 5 over every generated text in the background; it appears here when ready.")
+    else:
+        sel = f.selection
+        if sel.tasks:
+            frame = frame[frame["task"].isin(sel.tasks)]
+        if sel.strategies:
+            frame = frame[frame["strategy"].isin((*sel.strategies, "reference"))]
+        ui.metric_table_block(tables.redundancy_table(frame, spec.metrics), spec.title, spec.metrics, "table5")
+    st.caption("Within-text 4-gram repetition, cross-document 4-gram overlap and gzip ratio, one text per prompt."
+               + (" Updating with new results…" if busy and frame is not None else ""))
 
 
 def drill_down(f: ui.Filters) -> None:
@@ -79,5 +89,6 @@ def generated(gen: dict, future: Future | None, name: str | None, was_loading: b
 
 f = page_filters()
 st.title("Texts")
-redundancy(f)
+_, table5_busy = background.latest(("table5", f.url, f.exp_id), f.version, lambda: queries.redundancy(f.url, f.exp_id))
+st.fragment(run_every=POLL_S if table5_busy else None)(redundancy)(f, table5_busy)
 drill_down(f)

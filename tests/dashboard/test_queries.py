@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from sqlalchemy import text
 
 from dashboard import queries
@@ -46,16 +48,41 @@ def test_cached_reads_pickers_generation_reference_and_spec(fixture_db):
     assert queries.spec(fixture_db, 1)["verifier"]["tokenizer"] == "mistral"
 
 
-def test_table5_is_computed_once_per_data_version(fixture_db, monkeypatch):
-    from dashboard import tables
+def test_table5_runs_in_the_background_once_per_data_version(fixture_db):
+    from dashboard import background
 
     calls = []
-    real = tables.redundancy_frame
-    monkeypatch.setattr(tables, "redundancy_frame", lambda *a: calls.append(1) or real(*a))
-    queries.redundancy.clear()
-    first = queries.redundancy(fixture_db, 1, (60, 60))
-    again = queries.redundancy(fixture_db, 1, (60, 60))
-    assert len(calls) == 1 and first.equals(again)
-    assert set(first["strategy"]) == {"reference", "plain", "ngram", "olifant-wikitext"}
-    queries.redundancy(fixture_db, 1, (61, 61))  # new results: recomputed
+
+    def compute():
+        calls.append(1)
+        return queries.redundancy(fixture_db, 1)
+
+    key = ("table5-test", fixture_db, 1)
+    value, busy = background.latest(key, (60, 60), compute)
+    deadline = time.monotonic() + 60
+    while busy and time.monotonic() < deadline:
+        time.sleep(0.1)
+        value, busy = background.latest(key, (60, 60), compute)
+    assert not busy and set(value["strategy"]) == {"reference", "plain", "ngram", "olifant-wikitext"}
+    assert background.latest(key, (60, 60), compute) == (value, False) and len(calls) == 1  # cached, not recomputed
+    stale, busy = background.latest(key, (61, 61), compute)  # new results: the old table meanwhile, a new run going
+    assert stale is value and busy
+    while busy and time.monotonic() < deadline:
+        time.sleep(0.1)
+        _, busy = background.latest(key, (61, 61), compute)
     assert len(calls) == 2
+
+
+def test_background_failure_is_reported_not_retried_in_a_loop():
+    from dashboard import background
+
+    def broken():
+        raise ValueError("no texts")
+
+    key = ("broken-test",)
+    background.latest(key, 1, broken)
+    deadline = time.monotonic() + 10
+    while background.latest(key, 1, broken)[1] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert background.latest(key, 1, broken) == (None, False)
+    assert background.error(key) == "ValueError: no texts"
