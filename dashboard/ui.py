@@ -6,9 +6,10 @@ import re
 from dataclasses import dataclass, field
 
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
-from dashboard import queries, tables
+from dashboard import charts, queries, tables
 from storage.browse import PICK_ORDER, GridPoint, Selection
 
 FILTERS_KEY = "gs_filters"
@@ -110,7 +111,8 @@ def metric_table_block(table: pd.DataFrame, title: str, metrics, key: str) -> pd
         st.info("No rows for this selection yet.")
         return table
     st.table(tables.styled(table, metrics), hide_index=True)
-    downloads(key, tables.to_csv(table), tables.to_latex(table, metrics, caption=title, label=f"tab:{key}"))
+    downloads(key, lambda: tables.to_csv(table),
+              lambda: tables.to_latex(table, metrics, caption=title, label=f"tab:{key}"))
     return table
 
 
@@ -121,12 +123,12 @@ def frame_block(df: pd.DataFrame, title: str, key: str, empty: str = "Nothing he
         st.info(empty)
         return
     st.dataframe(df, hide_index=True, **dataframe_args)
-    latex = df.to_latex(index=False, float_format="%.3f", escape=True, caption=title, label=f"tab:{key}")
-    downloads(key, df.to_csv(index=False), latex)
+    downloads(key, lambda: df.to_csv(index=False),
+              lambda: df.to_latex(index=False, float_format="%.3f", escape=True, caption=title, label=f"tab:{key}"))
 
 
-def downloads(key: str, csv: str, latex: str) -> None:
-    """CSV and LaTeX download buttons side by side."""
+def downloads(key: str, csv, latex) -> None:
+    """CSV and LaTeX download buttons side by side; `csv` and `latex` are text or callables run only on a click."""
     left, right, _ = st.columns([1, 1, 10])
     left.download_button("CSV", csv, file_name=f"{slug(key)}.csv", mime="text/csv", key=f"dl_csv_{key}")
     right.download_button("LaTeX", latex, file_name=f"{slug(key)}.tex", mime="text/x-tex", key=f"dl_tex_{key}")
@@ -166,6 +168,18 @@ def _wait_for_results(url: str) -> None:
     """Switch to the result pages as soon as the first experiment lands."""
     if queries.db_state(url) == "ready":
         st.rerun()
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def summary_chart(name: str, f: Filters, *args) -> go.Figure:
+    """`charts.<name>(summary, *args)` over the filters' summary, built once per data version and selection."""
+    return getattr(charts, name)(f.summary(), *args)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def accepted_length_chart(f: Filters, max_k: int) -> go.Figure:
+    """The accepted-length histogram over the filters' selection, built once per data version and selection."""
+    return charts.accepted_length_hist(queries.accepted_lengths(f.url, f.exp_id, f.version, max_k, f.selection))
 
 
 def aggregation_label(f: Filters) -> str:

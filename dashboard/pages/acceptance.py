@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import charts, queries, tables, ui
+from dashboard import tables, ui
 from dashboard.app import page_filters
 
 f = page_filters()
@@ -21,13 +21,11 @@ even = tables.break_even_frame(summary)
 if even.empty:
     st.info("No drafted strategy in this selection.")
 else:
-    st.plotly_chart(charts.acceptance_vs_k(summary))
+    st.plotly_chart(ui.summary_chart("acceptance_vs_k", f))
     ui.frame_block(even, "Break-even acceptance k/(k+1)", "break_even", column_config={
         "acceptance": st.column_config.NumberColumn(format="percent"),
         "first_token_acceptance": st.column_config.NumberColumn("first-token acceptance", format="percent"),
         "break_even": st.column_config.NumberColumn("break-even", format="percent"),
         "margin": st.column_config.NumberColumn(format="percent"),
         "speedup": st.column_config.NumberColumn(format="%.2fx")})
-    max_k = int(even["k"].max())
-    counts = queries.accepted_lengths(f.url, f.exp_id, f.version, max_k, f.selection)
-    st.plotly_chart(charts.accepted_length_hist(counts))
+    st.plotly_chart(ui.accepted_length_chart(f, int(even["k"].max())))

@@ -50,8 +50,8 @@ st.caption(f"Energy is the power trace integrated over each generation's window.
 ui.paper_table_block(summary, "table3")
 ui.paper_table_block(summary, "table4")
 if summary["tokens_per_j"].notna().any():
-    st.plotly_chart(charts.tokens_per_joule_ladder(summary, label))
-    st.plotly_chart(charts.power_vs_k(summary, label))
+    st.plotly_chart(ui.summary_chart("tokens_per_joule_ladder", f, label))
+    st.plotly_chart(ui.summary_chart("power_vs_k", f, label))
 else:
     st.info("No energy figures for this selection: no power source covered these generations.")
 trace(f)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import charts, ui
+from dashboard import ui
 from dashboard.app import page_filters
 
 f = page_filters()
@@ -15,6 +15,6 @@ st.caption("Speedup is tokens/s over plain's tokens/s at the same task and regim
 ui.paper_table_block(summary, "table1")
 ui.paper_table_block(summary, "table2")
 if summary[summary["draft"] != "plain"]["speedup"].notna().any():
-    st.plotly_chart(charts.speedup_vs_k(summary))
+    st.plotly_chart(ui.summary_chart("speedup_vs_k", f))
 else:
     st.info("Figure 1 needs a drafted strategy and plain at the same task and regime.")
