@@ -96,12 +96,19 @@ def slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")[:60] or "table"
 
 
-def paper_table_block(summary: pd.DataFrame, key: str) -> pd.DataFrame:
+@st.cache_data(max_entries=64, show_spinner=False)
+def paper_table(f: Filters, key: str) -> pd.DataFrame:
+    """One of the paper's tables over the filters' summary, pivoted once per data version and selection."""
+    spec = tables.PAPER_TABLES[key]
+    summary = f.summary()
+    rows = summary if spec.plain else summary[summary["draft"] != tables.PLAIN]
+    return tables.paper_table(rows, spec.metrics, spec.regime)
+
+
+def paper_table_block(f: Filters, key: str) -> pd.DataFrame:
     """Render one of the paper's tables (bold best per task) with CSV and LaTeX downloads; returns it."""
     spec = tables.PAPER_TABLES[key]
-    rows = summary if spec.plain else summary[summary["draft"] != tables.PLAIN]
-    table = tables.paper_table(rows, spec.metrics, spec.regime)
-    return metric_table_block(table, spec.title, spec.metrics, key)
+    return metric_table_block(paper_table(f, key), spec.title, spec.metrics, key)
 
 
 def metric_table_block(table: pd.DataFrame, title: str, metrics, key: str) -> pd.DataFrame:
@@ -170,16 +177,22 @@ def _wait_for_results(url: str) -> None:
         st.rerun()
 
 
+def show_chart(figure: dict) -> None:
+    """Draw a figure cached as a dict (validated when it was built; rebuilding it validated costs ~0.2 s)."""
+    st.plotly_chart(go.Figure(figure, _validate=False))
+
+
 @st.cache_data(max_entries=64, show_spinner=False)
-def summary_chart(name: str, f: Filters, *args) -> go.Figure:
+def summary_chart(name: str, f: Filters, *args) -> dict:
     """`charts.<name>(summary, *args)` over the filters' summary, built once per data version and selection."""
-    return getattr(charts, name)(f.summary(), *args)
+    return getattr(charts, name)(f.summary(), *args).to_dict()
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
-def accepted_length_chart(f: Filters, max_k: int) -> go.Figure:
+def accepted_length_chart(f: Filters, max_k: int) -> dict:
     """The accepted-length histogram over the filters' selection, built once per data version and selection."""
-    return charts.accepted_length_hist(queries.accepted_lengths(f.url, f.exp_id, f.version, max_k, f.selection))
+    counts = queries.accepted_lengths(f.url, f.exp_id, f.version, max_k, f.selection)
+    return charts.accepted_length_hist(counts).to_dict()
 
 
 def aggregation_label(f: Filters) -> str:

@@ -14,18 +14,18 @@ st.caption("Acceptance = accepted / drafted tokens; first-token acceptance = rou
            "accepted / rounds with a draft (cached: 1 - fast-path rejects / rounds with a draft); MAL = accepted draft "
            f"tokens per verification round (a fast-path reject is a round, the cached prefill is not). "
            f"{ui.aggregation_label(f).capitalize()}.")
-ui.paper_table_block(summary, "table6")
-ui.paper_table_block(summary, "table7")
+ui.paper_table_block(f, "table6")
+ui.paper_table_block(f, "table7")
 
 even = tables.break_even_frame(summary)
 if even.empty:
     st.info("No drafted strategy in this selection.")
 else:
-    st.plotly_chart(ui.summary_chart("acceptance_vs_k", f))
+    ui.show_chart(ui.summary_chart("acceptance_vs_k", f))
     ui.frame_block(even, "Break-even acceptance k/(k+1)", "break_even", column_config={
         "acceptance": st.column_config.NumberColumn(format="percent"),
         "first_token_acceptance": st.column_config.NumberColumn("first-token acceptance", format="percent"),
         "break_even": st.column_config.NumberColumn("break-even", format="percent"),
         "margin": st.column_config.NumberColumn(format="percent"),
         "speedup": st.column_config.NumberColumn(format="%.2fx")})
-    st.plotly_chart(ui.accepted_length_chart(f, int(even["k"].max())))
+    ui.show_chart(ui.accepted_length_chart(f, int(even["k"].max())))

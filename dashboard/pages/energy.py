@@ -47,11 +47,11 @@ label = ui.power_label(summary)
 st.caption(f"Energy is the power trace integrated over each generation's window. Source: **{label}**. "
            f"Energy ratio = plain's J/100 tokens ÷ the strategy's (higher is better; the paper's Table 3). "
            f"{ui.aggregation_label(f).capitalize()}.")
-ui.paper_table_block(summary, "table3")
-ui.paper_table_block(summary, "table4")
+ui.paper_table_block(f, "table3")
+ui.paper_table_block(f, "table4")
 if summary["tokens_per_j"].notna().any():
-    st.plotly_chart(ui.summary_chart("tokens_per_joule_ladder", f, label))
-    st.plotly_chart(ui.summary_chart("power_vs_k", f, label))
+    ui.show_chart(ui.summary_chart("tokens_per_joule_ladder", f, label))
+    ui.show_chart(ui.summary_chart("power_vs_k", f, label))
 else:
     st.info("No energy figures for this selection: no power source covered these generations.")
 trace(f)

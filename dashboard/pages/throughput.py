@@ -12,9 +12,9 @@ st.title("Throughput")
 summary = f.summary()
 st.caption("Speedup is tokens/s over plain's tokens/s at the same task and regime "
            f"({ui.aggregation_label(f)}); the best per task is bold.")
-ui.paper_table_block(summary, "table1")
-ui.paper_table_block(summary, "table2")
+ui.paper_table_block(f, "table1")
+ui.paper_table_block(f, "table2")
 if summary[summary["draft"] != "plain"]["speedup"].notna().any():
-    st.plotly_chart(ui.summary_chart("speedup_vs_k", f))
+    ui.show_chart(ui.summary_chart("speedup_vs_k", f))
 else:
     st.info("Figure 1 needs a drafted strategy and plain at the same task and regime.")
