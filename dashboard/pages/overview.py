@@ -41,19 +41,19 @@ def queue(f: ui.Filters, was_live: bool) -> None:
     counts = queries.status(f.url, f.experiment)
     if was_live and not live(counts):
         st.rerun()  # the run just ended: redraw the whole page once, which also stops the timer
+    data = queries.version(f.url, f.exp_id) if was_live else f.version  # the generation count, exact
     sweep = counts["sweep"]
     total = sum(sweep.values())
     done = sweep["done"] + sweep["failed"]
     cols = st.columns(5)
     for col, (label, value) in zip(cols, [("sweep cells", total), ("done", sweep["done"]),
                                           ("running", sweep["running"]), ("failed", sweep["failed"]),
-                                          ("generations", counts["generations"])]):
+                                          ("generations", data[1])]):
         col.metric(label, value)
     st.progress(done / total if total else 0.0, text=f"sweep {done}/{total} finished")
     st.plotly_chart(charts.queue_progress(counts))
     if live(counts):
         st.caption(f"Run in progress: refreshing every {REFRESH_S} s.")
-    data = queries.version(f.url, f.exp_id) if was_live else f.version
     results = f.apply(queries.summary(f.url, f.exp_id, data, f.pooled))
     ui.frame_block(results[RESULT_COLUMNS], "Results so far", "summary", column_config=RESULT_FORMATS)
 

@@ -154,3 +154,34 @@ def test_empty_database_shows_how_to_start(monkeypatch, tmp_path, state):
     assert "greenspec demo" in _text(at) and "greenspec run examples/demo.toml" in _text(at)
     assert not at.table and not _charts(at)
     assert path.exists() == (state != "missing")  # the dashboard never creates a database
+
+
+def test_new_results_show_on_the_next_render(monkeypatch, tmp_path):
+    """The cache is keyed on the data version: a generation stored during a run appears on the next render."""
+    from sqlalchemy import insert, select
+
+    from storage.models import Cell, Generation
+
+    url = f"sqlite:///{tmp_path / 'growing.db'}"
+    populate(url, live=True)
+    at = _app(monkeypatch, url)
+
+    def ngram_prompts(at: AppTest) -> int:
+        results = at.dataframe[1].value
+        row = results[(results["strategy"] == "ngram") & (results["task"] == "pubmed") & (results["k"] == 3)
+                      & (results["regime"] == "uncached")]
+        return int(row["prompts"].iloc[0])
+
+    assert ngram_prompts(at) == 3
+    engine, _ = open_db(url, migrate=False)
+    with engine.begin() as conn:
+        cols = [c for c in Generation.__table__.columns if c.name not in ("id", "cell_id", "prompt_index")]
+        row = conn.execute(select(*cols).where(Generation.strategy == "ngram", Generation.task == "pubmed",
+                                               Generation.k == 3, Generation.regime == "uncached")).mappings().first()
+        cell_id = conn.execute(insert(Cell).values(experiment_id=1, key="new", kind="sweep", state="done",
+                                                   strategy="ngram", task="pubmed", k=3, regime="uncached",
+                                                   prompt_index=3, params={})).inserted_primary_key[0]
+        conn.execute(insert(Generation).values(**row, cell_id=cell_id, prompt_index=3))
+    at.run()
+    assert ngram_prompts(at) == 4
+    assert {m.label: m.value for m in at.metric}["generations"] == "61"
