@@ -1,4 +1,7 @@
-"""Streamlit entry: `streamlit run dashboard/app.py` (or `greenspec dashboard`), reading `$GREENSPEC_DB`."""
+"""Streamlit entry: `streamlit run dashboard/app.py` (or `greenspec dashboard`), reading `$GREENSPEC_DB`.
+
+Pages import `page_filters` from here; this module imports `ui`, never the other way round.
+"""
 
 from __future__ import annotations
 
@@ -13,29 +16,47 @@ import streamlit as st  # noqa: E402
 
 from dashboard import queries, ui  # noqa: E402
 
-PAGES = Path(__file__).parent / "pages"
+PAGES_DIR = Path(__file__).parent / "pages"
+
+# (file in pages/, title, icon): one line adds a page; the first is the default.
+PAGES = [
+    ("overview.py", "Overview", ":material/dashboard:"),
+    ("throughput.py", "Throughput", ":material/speed:"),
+    ("acceptance.py", "Acceptance", ":material/check_circle:"),
+    ("energy.py", "Energy", ":material/bolt:"),
+    ("texts.py", "Texts", ":material/article:"),
+    ("paper.py", "Paper", ":material/compare:"),
+]
 
 
 def main() -> None:
-    """Pick the pages: the start page while the database holds nothing, the five result pages otherwise."""
+    """Pick the pages: the start page while the database holds nothing, the result pages otherwise."""
     st.set_page_config(page_title="greenspec", page_icon=":seedling:", layout="wide")
     url = queries.db_url()
     if queries.db_state(url) != "ready":
         st.navigation([st.Page(ui.start_page, title="Start", icon=":material/play_arrow:")]).run()
         return
-    page = st.navigation([
-        st.Page(PAGES / "overview.py", title="Overview", icon=":material/dashboard:", default=True),
-        st.Page(PAGES / "throughput.py", title="Throughput", icon=":material/speed:"),
-        st.Page(PAGES / "acceptance.py", title="Acceptance", icon=":material/check_circle:"),
-        st.Page(PAGES / "energy.py", title="Energy", icon=":material/bolt:"),
-        st.Page(PAGES / "texts.py", title="Texts", icon=":material/article:"),
-        st.Page(PAGES / "paper.py", title="Paper", icon=":material/compare:"),
-    ])
+    page = st.navigation([st.Page(PAGES_DIR / name, title=title, icon=icon, default=i == 0)
+                          for i, (name, title, icon) in enumerate(PAGES)])
     ui.sidebar_filters(url)
     try:
         page.run()
     finally:
         ui.forget_filters()  # a page that finds none knows the entrypoint did not run this time
+
+
+def page_filters() -> ui.Filters:
+    """The filters the entrypoint drew in this run.
+
+    Where a `pages/` folder sits beside the entry, Streamlit runs a requested page on its own until the first
+    `st.navigation` call of the process (a page opened by URL on a fresh server; every AppTest run). Then no
+    filters exist yet in this run: run the entrypoint, which renders this page properly, and stop this run.
+    """
+    found = ui.remembered_filters()
+    if found is not None:
+        return found
+    main()
+    st.stop()
 
 
 if __name__ == "__main__":  # streamlit runs the entry as __main__; a page run alone calls main() itself

@@ -37,47 +37,53 @@ def speedup_vs_k(summary: pd.DataFrame) -> go.Figure:
 
 
 def acceptance_vs_k(summary: pd.DataFrame) -> go.Figure:
-    """Acceptance vs k per strategy and regime, with the break-even acceptance curve k/(k+1)."""
-    df = _over_tasks(summary[summary["draft"] != PLAIN], "acceptance")
+    """Acceptance (solid) and first-token acceptance (dotted) vs k per strategy and regime, with the break-even k/(k+1)."""
+    drafted = summary[summary["draft"] != PLAIN]
+    df = drafted.groupby(["strategy", "k", "regime"], as_index=False)[["acceptance", "first_token_acceptance"]].mean()
     fig = px.line(df.sort_values("k"), x="k", y="acceptance", color="strategy", facet_col="regime", markers=True,
                   category_orders={"regime": REGIME_ORDER})
+    colors = {t.name: t.line.color for t in fig.data}
+    regimes = [r for r in REGIME_ORDER if r in set(df["regime"])] + sorted(set(df["regime"]) - set(REGIME_ORDER))
+    for col, regime in enumerate(regimes, start=1):
+        for strategy, group in df[df["regime"] == regime].sort_values("k").groupby("strategy"):
+            fig.add_trace(go.Scatter(x=group["k"], y=group["first_token_acceptance"], mode="lines+markers",
+                                     name=f"{strategy} first-token", legendgroup=strategy, showlegend=col == 1,
+                                     line=dict(dash="dot", color=colors.get(strategy))), row=1, col=col)
     ks = np.arange(1, max(int(df["k"].max()) if not df.empty else 8, 2) + 1)
-    for col in range(1, df["regime"].nunique() + 1):
+    for col in range(1, len(regimes) + 1):
         fig.add_trace(go.Scatter(x=ks, y=ks / (ks + 1), mode="lines", name="break-even k/(k+1)",
                                  line=dict(dash="dash", color="gray"), showlegend=col == 1), row=1, col=col)
     fig.update_yaxes(tickformat=".0%", range=[0, 1.05])
-    return _finish(fig, "Acceptance vs k and the break-even acceptance k/(k+1)")
+    return _finish(fig, "Acceptance (solid), first-token acceptance (dotted) and the break-even k/(k+1)")
 
 
-def accepted_length_hist(gens: pd.DataFrame) -> go.Figure:
-    """Share of verifier steps that accepted 0..k draft tokens, per strategy, one panel per k."""
-    rows = []
-    drafted = gens[(gens["draft"] != PLAIN) & (gens["k"] > 0)]
-    for (strategy, k), group in drafted.groupby(["strategy", "k"]):
-        counts = np.zeros(int(k) + 1)
-        for hist in group["accept_hist"]:
-            h = np.asarray(hist or [], dtype=float)[: int(k) + 1]
-            counts[: len(h)] += h
-        total = counts.sum() or 1.0
-        rows += [{"strategy": strategy, "k": int(k), "accepted": j, "share": c / total} for j, c in enumerate(counts)]
-    df = pd.DataFrame(rows, columns=["strategy", "k", "accepted", "share"])
+def accepted_length_hist(counts: pd.DataFrame) -> go.Figure:
+    """Share of verifier rounds that accepted 0..k draft tokens, per strategy, one panel per k.
+
+    `counts`: strategy, k, accepted, rounds (as `storage.browse.accepted_length_counts` sums them in SQL).
+    """
+    total = counts.groupby(["strategy", "k"])["rounds"].transform("sum")
+    df = counts.assign(share=counts["rounds"] / total.where(total > 0, 1))
     fig = px.bar(df, x="accepted", y="share", color="strategy", barmode="group", facet_col="k")
     fig.update_xaxes(matches=None)  # each panel spans its own 0..k
-    fig.update_yaxes(tickformat=".0%", title_text="share of steps", col=1)
+    fig.update_yaxes(tickformat=".0%", title_text="share of rounds", col=1)
     fig.update_xaxes(title_text="accepted draft tokens", dtick=1)
-    return _finish(fig, "Accepted length per verifier step")
+    return _finish(fig, "Accepted length per verification round")
 
 
 def tokens_per_joule_ladder(summary: pd.DataFrame, label: str) -> go.Figure:
-    """Figure 2: tokens per joule, best k per strategy, ranked, one panel per regime."""
+    """Figure 2: tokens per joule, best k per strategy and regime, both regimes ranked in one ladder."""
     df = _over_tasks(summary.dropna(subset=["tokens_per_j"]), "tokens_per_j")
     best = df.loc[df.groupby(["strategy", "regime"])["tokens_per_j"].idxmax()] if not df.empty else df
-    best = best.assign(name=[s if s == PLAIN else f"{s} (k={k})" for s, k in zip(best["strategy"], best["k"])])
-    fig = px.bar(best.sort_values("tokens_per_j"), x="tokens_per_j", y="name", color="strategy", orientation="h",
-                 facet_col="regime", category_orders={"regime": REGIME_ORDER}, text_auto=".2f")
-    fig.update_yaxes(matches=None, showticklabels=True, title_text="")
+    names = [f"{s}, {r}" if s == PLAIN else f"{s} (k={k}), {r}"
+             for s, k, r in zip(best["strategy"], best["k"], best["regime"])]
+    best = best.assign(name=names).sort_values("tokens_per_j")
+    fig = px.bar(best, x="tokens_per_j", y="name", color="regime", orientation="h", text_auto=".2f",
+                 category_orders={"regime": REGIME_ORDER})
+    fig.update_yaxes(title_text="", categoryorder="array", categoryarray=list(best["name"]))
     fig.update_xaxes(title_text="tokens per joule")
-    return _finish(fig, f"Figure 2: tokens per joule, best k per strategy ({label})")
+    fig.update_layout(height=max(300, 28 * len(best) + 120))
+    return _finish(fig, f"Figure 2: tokens per joule, best k per strategy, both regimes ranked ({label})")
 
 
 def power_vs_k(summary: pd.DataFrame, label: str) -> go.Figure:

@@ -1,5 +1,8 @@
-"""All of the dashboard's SQL: storage's engine and query functions, cached with a short TTL, read-only.
+"""The dashboard's reads: Streamlit caching around `storage`'s query functions (no SQL here), read-only.
 
+Results are cached by the experiment's *data version* (its last generation id and count, one indexed query per
+render): a repeat render is a cache hit, and a running sweep's new results show on the next render. The queue and
+the experiments list, which change without new result rows, are read live with a short time-to-live.
 Every cached function takes the database URL first, so two dashboards on two databases never share a cache.
 """
 
@@ -11,22 +14,20 @@ import tomllib
 
 import pandas as pd
 import streamlit as st
-from sqlalchemy import select
-from sqlalchemy.engine import Engine
-from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.orm import Session, sessionmaker
 
+from dashboard import tables
 from dashboard.launch import DB_ENV
+from storage import browse, summary as ssum
 from storage import queries as sq
-from storage.db import DEFAULT_URL, has_schema, open_db, sqlite_path
-from storage.models import Experiment, Generation, Reference
+from storage.browse import GridPoint, Selection
+from storage.db import DEFAULT_URL, open_db
 
 logger = logging.getLogger(__name__)
 
-TTL_S = 5  # results arrive every few seconds during a sweep; older data would look stale
-LIVE_TTL_S = 2
+LIVE_TTL_S = 2  # queue counts: cheap index-only counts, read fresh while a run is going
+ENTRIES = 8  # cached versions kept per function (a running sweep makes a new one every few seconds)
 
-TEXT_COLUMNS = ["id", "strategy", "draft", "task", "k", "regime", "prompt_index", "text"]
+Version = tuple[int, int]
 
 
 def db_url() -> str:
@@ -35,115 +36,132 @@ def db_url() -> str:
 
 
 @st.cache_resource
-def _factory(url: str) -> tuple[Engine, sessionmaker]:
-    """One engine per URL for the server's lifetime (never migrates: the dashboard only reads)."""
-    return open_db(url, migrate=False)
+def _sessions(url: str):
+    """One engine and session factory per URL for the server's lifetime (never migrates: the dashboard only reads)."""
+    return open_db(url, migrate=False)[1]
 
 
-def _session(url: str) -> Session:
-    return _factory(url)[1]()
+def _session(url: str):
+    return _sessions(url)()
 
 
 def db_state(url: str) -> str:
     """"missing" (no file), "no_schema", "empty" (no experiment yet), or "ready"."""
-    path = sqlite_path(url)
-    if path is not None and not path.is_file():
-        return "missing"  # don't let SQLite create an empty file on connect
-    try:
-        if not has_schema(_factory(url)[0]):
-            return "no_schema"
-        with _session(url) as s:
-            return "ready" if sq.experiment_id(s, None) is not None else "empty"
-    except SQLAlchemyError as err:
-        logger.warning("database %s unreadable: %s", url, err)
-        return "no_schema"
+    return browse.database_state(url, lambda: _sessions(url))
 
 
-@st.cache_data(ttl=TTL_S)
+def version(url: str, exp_id: int) -> Version:
+    """The experiment's data version (uncached: one indexed query)."""
+    with _session(url) as s:
+        return browse.data_version(s, exp_id)
+
+
+@st.cache_data(ttl=LIVE_TTL_S, show_spinner=False)
 def experiments(url: str) -> pd.DataFrame:
     """Every experiment with its cell counts by state, newest first."""
     with _session(url) as s:
         return sq.experiments_frame(s).sort_values("id", ascending=False).reset_index(drop=True)
 
 
-@st.cache_data(ttl=LIVE_TTL_S)
+@st.cache_data(ttl=LIVE_TTL_S, show_spinner=False)
 def status(url: str, experiment: str) -> dict:
     """Cell counts by kind and state for one experiment (the queue progress)."""
     with _session(url) as s:
         return sq.status_counts(s, experiment)
 
 
-@st.cache_data(ttl=TTL_S)
+@st.cache_data(ttl=LIVE_TTL_S, show_spinner=False)
 def failures(url: str, exp_id: int) -> pd.DataFrame:
     """Failed cells of one experiment with their errors."""
     with _session(url) as s:
         return sq.failures_frame(s, exp_id)
 
 
-@st.cache_data(ttl=TTL_S)
+@st.cache_data(ttl=LIVE_TTL_S, show_spinner=False)
 def instance_bases(url: str, exp_id: int) -> pd.DataFrame:
     """Instance bases of one experiment."""
     with _session(url) as s:
         return sq.instance_bases_frame(s, exp_id)
 
 
-@st.cache_data(ttl=TTL_S)
-def generations(url: str, exp_id: int) -> pd.DataFrame:
-    """Per-generation metrics (no texts) of one experiment."""
+@st.cache_data(max_entries=ENTRIES, show_spinner=False)
+def _sums(url: str, exp_id: int, data: Version) -> pd.DataFrame:
+    """The experiment's per-cell sums and means (one SQL GROUP BY) at data version `data`."""
     with _session(url) as s:
-        return sq.generations_frame(s, exp_id)
+        return ssum.group_sums(s, exp_id)
 
 
-@st.cache_data(ttl=TTL_S)
-def summary(url: str, experiment: str) -> pd.DataFrame:
+@st.cache_data(max_entries=2 * ENTRIES, show_spinner=False)
+def summary(url: str, exp_id: int, data: Version, pooled: bool = False) -> pd.DataFrame:
     """One row per strategy x task x k x regime with speedup and energy ratio vs plain."""
+    return ssum.summarize(_sums(url, exp_id, data), pooled=pooled)
+
+
+@st.cache_data(max_entries=ENTRIES, show_spinner=False)
+def options(url: str, exp_id: int, data: Version) -> dict[str, list]:
+    """The sidebar's filter options: DISTINCT tasks, strategies, regimes and k."""
     with _session(url) as s:
-        return sq.summary_frame(s, experiment)
+        return {c: browse.distinct_values(s, exp_id, c) for c in ("task", "strategy", "regime", "k")}
 
 
-@st.cache_data(ttl=TTL_S)
+@st.cache_data(max_entries=16 * ENTRIES, show_spinner=False)
+def distinct(url: str, exp_id: int, data: Version, column: str, fixed: tuple[tuple[str, object], ...],
+             selection: Selection) -> list:
+    """DISTINCT values of `column` given the picker's earlier choices `fixed` and the sidebar's selection."""
+    with _session(url) as s:
+        return browse.distinct_values(s, exp_id, column, dict(fixed), selection)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def generation_id(url: str, exp_id: int, data: Version, point: GridPoint) -> int | None:
+    """The id of the generation at a grid point."""
+    with _session(url) as s:
+        return browse.generation_id(s, exp_id, point)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def generation(url: str, gen_id: int) -> dict | None:
+    """One generation in full (a stored generation never changes)."""
+    with _session(url) as s:
+        return browse.generation_detail(s, gen_id)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def reference(url: str, exp_id: int, task: str, prompt_index: int) -> dict | None:
+    """The greedy reference of one prompt."""
+    with _session(url) as s:
+        return browse.reference(s, exp_id, task, prompt_index)
+
+
+@st.cache_data(max_entries=4 * ENTRIES, show_spinner=False)
+def accepted_lengths(url: str, exp_id: int, data: Version, max_k: int, selection: Selection) -> pd.DataFrame:
+    """Rounds by accepted draft tokens per strategy x k over the selection (summed in SQL)."""
+    with _session(url) as s:
+        return browse.accepted_length_counts(s, exp_id, max_k, selection)
+
+
+def redundancy(url: str, exp_id: int) -> pd.DataFrame:
+    """Table 5's measures per text source x task (one text per prompt and source); uncached: see `pages/texts.py`."""
+    with _session(url) as s:
+        texts = browse.redundancy_texts(s, exp_id)
+        refs = browse.references_frame(s, exp_id)
+    return tables.redundancy_frame(texts, refs)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
 def power(url: str, exp_id: int, t0: float | None = None, t1: float | None = None) -> pd.DataFrame:
     """Raw power samples of one experiment within [t0, t1] (epoch seconds)."""
     with _session(url) as s:
         return sq.power_frame(s, exp_id, t0, t1)
 
 
-@st.cache_data(ttl=TTL_S)
-def texts(url: str, exp_id: int) -> pd.DataFrame:
-    """Generated texts of one experiment with their grid coordinates."""
-    cols = [getattr(Generation, c) for c in TEXT_COLUMNS]
-    with _session(url) as s:
-        rows = s.execute(select(*cols).where(Generation.experiment_id == exp_id).order_by(Generation.id)).all()
-    return pd.DataFrame(rows, columns=TEXT_COLUMNS)
-
-
-@st.cache_data(ttl=TTL_S)
-def references(url: str, exp_id: int) -> pd.DataFrame:
-    """Plain-greedy reference continuations of one experiment, per task and prompt."""
-    cols = ["task", "prompt_index", "prompt_text", "text"]
-    with _session(url) as s:
-        rows = s.execute(select(*(getattr(Reference, c) for c in cols))
-                         .where(Reference.experiment_id == exp_id)).all()
-    return pd.DataFrame(rows, columns=cols)
-
-
-@st.cache_data(ttl=TTL_S)
-def generation(url: str, gen_id: int) -> dict | None:
-    """One generation in full (tokens, steps, text, window) as a plain dict."""
-    with _session(url) as s:
-        gen = s.get(Generation, gen_id)
-        if gen is None:
-            return None
-        return {c.name: getattr(gen, c.name) for c in Generation.__table__.columns}
-
-
-@st.cache_data(ttl=60)
+@st.cache_data(ttl=60, show_spinner=False)
 def spec(url: str, exp_id: int) -> dict:
     """The experiment's spec as parsed TOML ({} when it does not parse)."""
     with _session(url) as s:
-        text = s.scalar(select(Experiment.spec_toml).where(Experiment.id == exp_id))
+        text = browse.spec_toml(s, exp_id)
     try:
-        return tomllib.loads(text or "")
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError:
         logger.warning("experiment %s: spec_toml does not parse", exp_id)
         return {}

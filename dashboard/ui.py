@@ -6,9 +6,11 @@ import re
 from dataclasses import dataclass, field
 
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
-from dashboard import queries, tables
+from dashboard import charts, queries, tables
+from storage.browse import PICK_ORDER, GridPoint, Selection
 
 FILTERS_KEY = "gs_filters"
 START_POLL_S = 5  # the start page checks this often whether a run has begun
@@ -16,19 +18,27 @@ START_POLL_S = 5  # the start page checks this often whether a run has begun
 
 @dataclass(frozen=True)
 class Filters:
-    """The sidebar's selection; empty tuples mean "all"."""
+    """The sidebar's choices: the experiment, its data version, the selection and the aggregation."""
 
     url: str
     experiment: str
     exp_id: int
-    tasks: tuple[str, ...] = ()
-    strategies: tuple[str, ...] = ()
-    regimes: tuple[str, ...] = ()
-    ks: tuple[int, ...] = field(default=())
+    version: tuple[int, int] = (0, 0)
+    selection: Selection = field(default_factory=Selection)
+    pooled: bool = False
+
+    @property
+    def tasks(self) -> tuple[str, ...]:
+        return self.selection.tasks
 
     def apply(self, df: pd.DataFrame) -> pd.DataFrame:
         """Rows of `df` within the selection (plain rows kept for any k: they are the reference)."""
-        return tables.filter_frame(df, self.tasks, self.strategies, self.regimes, self.ks)
+        sel = self.selection
+        return tables.filter_frame(df, sel.tasks, sel.strategies, sel.regimes, sel.ks)
+
+    def summary(self) -> pd.DataFrame:
+        """The experiment's summary (cached by data version) within the selection."""
+        return self.apply(queries.summary(self.url, self.exp_id, self.version, self.pooled))
 
 
 def sidebar_filters(url: str) -> Filters:
@@ -38,32 +48,27 @@ def sidebar_filters(url: str) -> Filters:
         st.header("Filters")
         name = st.selectbox("Experiment", list(exps["name"]), key="f_experiment")
         exp_id = int(exps.loc[exps["name"] == name, "id"].iloc[0])
-        gens = queries.generations(url, exp_id)
-        tasks = st.multiselect("Task", _options(gens, "task"), key="f_task", placeholder="all tasks")
-        strategies = st.multiselect("Strategy", _options(gens, "strategy"), key="f_strategy",
-                                    placeholder="all strategies")
-        regimes = st.multiselect("Regime", _options(gens, "regime"), key="f_regime", placeholder="both regimes")
-        ks = st.multiselect("k", [k for k in _options(gens, "k") if k > 0], key="f_k", placeholder="every k")
-        st.caption(f"Database: `{url}`")
-    found = Filters(url, name, exp_id, tuple(tasks), tuple(strategies), tuple(regimes), tuple(int(k) for k in ks))
+        data = queries.version(url, exp_id)
+        opts = queries.options(url, exp_id, data)
+        tasks = st.multiselect("Task", opts["task"], key="f_task", placeholder="all tasks")
+        strategies = st.multiselect("Strategy", opts["strategy"], key="f_strategy", placeholder="all strategies")
+        regimes = st.multiselect("Regime", opts["regime"], key="f_regime", placeholder="every regime")
+        ks = st.multiselect("k", [k for k in opts["k"] if k > 0], key="f_k", placeholder="every k")
+        pooled = st.toggle("Pooled (sum / sum)", key="f_pooled", help=AGGREGATION_HELP)
+        st.caption(f"Database: `{url}` · {data[1]:,} generations")
+    selection = Selection(tuple(tasks), tuple(strategies), tuple(regimes), tuple(int(k) for k in ks))
+    found = Filters(url, name, exp_id, data, selection, bool(pooled))
     st.session_state[FILTERS_KEY] = found
     return found
 
 
-def current_filters() -> Filters:
-    """The filters the entrypoint drew in this run.
+AGGREGATION_HELP = ("Off (the paper's way): each rate is computed per generation, then averaged over the prompts. "
+                    "On: ratios of sums over the cell (total tokens / total seconds, ...).")
 
-    Where a `pages/` folder sits beside the entry, Streamlit runs a requested page on its own until the first
-    `st.navigation` call of the process (a page opened by URL on a fresh server; every AppTest run). Then no
-    filters exist yet in this run: run the entrypoint, which renders this page properly, and stop this run.
-    """
-    found = st.session_state.get(FILTERS_KEY)
-    if found is not None:
-        return found
-    from dashboard.app import main
 
-    main()
-    st.stop()
+def remembered_filters() -> Filters | None:
+    """The filters the entrypoint drew in this run, if it ran."""
+    return st.session_state.get(FILTERS_KEY)
 
 
 def forget_filters() -> None:
@@ -71,8 +76,19 @@ def forget_filters() -> None:
     st.session_state.pop(FILTERS_KEY, None)
 
 
-def _options(df: pd.DataFrame, column: str) -> list:
-    return sorted(df[column].dropna().unique().tolist()) if column in df else []
+PICK_LABELS = {"strategy": "Strategy", "task": "Task", "k": "k", "regime": "Regime", "prompt_index": "Prompt"}
+
+
+def generation_picker(f: Filters, key: str) -> int | None:
+    """Cascading pickers strategy -> task -> k -> regime -> prompt (DISTINCT options); the chosen generation's id."""
+    fixed: dict[str, object] = {}
+    for col, column in zip(st.columns(len(PICK_ORDER)), PICK_ORDER):
+        opts = queries.distinct(f.url, f.exp_id, f.version, column, tuple(fixed.items()), f.selection)
+        if not opts:
+            return None
+        first = next((i for i, v in enumerate(opts) if v != tables.PLAIN), 0) if column == "strategy" else 0
+        fixed[column] = col.selectbox(PICK_LABELS[column], opts, index=first, key=f"{key}_{column}")
+    return queries.generation_id(f.url, f.exp_id, f.version, GridPoint(**fixed))
 
 
 def slug(text: str) -> str:
@@ -80,12 +96,19 @@ def slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")[:60] or "table"
 
 
-def paper_table_block(summary: pd.DataFrame, key: str) -> pd.DataFrame:
+@st.cache_data(max_entries=64, show_spinner=False)
+def paper_table(f: Filters, key: str) -> pd.DataFrame:
+    """One of the paper's tables over the filters' summary, pivoted once per data version and selection."""
+    spec = tables.PAPER_TABLES[key]
+    summary = f.summary()
+    rows = summary if spec.plain else summary[summary["draft"] != tables.PLAIN]
+    return tables.paper_table(rows, spec.metrics, spec.regime)
+
+
+def paper_table_block(f: Filters, key: str) -> pd.DataFrame:
     """Render one of the paper's tables (bold best per task) with CSV and LaTeX downloads; returns it."""
     spec = tables.PAPER_TABLES[key]
-    rows = summary if spec.plain else summary[summary["draft"] != tables.PLAIN]
-    table = tables.paper_table(rows, spec.metrics, spec.regime)
-    return metric_table_block(table, spec.title, spec.metrics, key)
+    return metric_table_block(paper_table(f, key), spec.title, spec.metrics, key)
 
 
 def metric_table_block(table: pd.DataFrame, title: str, metrics, key: str) -> pd.DataFrame:
@@ -95,7 +118,8 @@ def metric_table_block(table: pd.DataFrame, title: str, metrics, key: str) -> pd
         st.info("No rows for this selection yet.")
         return table
     st.table(tables.styled(table, metrics), hide_index=True)
-    downloads(key, tables.to_csv(table), tables.to_latex(table, metrics, caption=title, label=f"tab:{key}"))
+    downloads(key, lambda: tables.to_csv(table),
+              lambda: tables.to_latex(table, metrics, caption=title, label=f"tab:{key}"))
     return table
 
 
@@ -106,12 +130,12 @@ def frame_block(df: pd.DataFrame, title: str, key: str, empty: str = "Nothing he
         st.info(empty)
         return
     st.dataframe(df, hide_index=True, **dataframe_args)
-    latex = df.to_latex(index=False, float_format="%.3f", escape=True, caption=title, label=f"tab:{key}")
-    downloads(key, df.to_csv(index=False), latex)
+    downloads(key, lambda: df.to_csv(index=False),
+              lambda: df.to_latex(index=False, float_format="%.3f", escape=True, caption=title, label=f"tab:{key}"))
 
 
-def downloads(key: str, csv: str, latex: str) -> None:
-    """CSV and LaTeX download buttons side by side."""
+def downloads(key: str, csv, latex) -> None:
+    """CSV and LaTeX download buttons side by side; `csv` and `latex` are text or callables run only on a click."""
     left, right, _ = st.columns([1, 1, 10])
     left.download_button("CSV", csv, file_name=f"{slug(key)}.csv", mime="text/csv", key=f"dl_csv_{key}")
     right.download_button("LaTeX", latex, file_name=f"{slug(key)}.tex", mime="text/x-tex", key=f"dl_tex_{key}")
@@ -151,3 +175,26 @@ def _wait_for_results(url: str) -> None:
     """Switch to the result pages as soon as the first experiment lands."""
     if queries.db_state(url) == "ready":
         st.rerun()
+
+
+def show_chart(figure: dict) -> None:
+    """Draw a figure cached as a dict (validated when it was built; rebuilding it validated costs ~0.2 s)."""
+    st.plotly_chart(go.Figure(figure, _validate=False))
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def summary_chart(name: str, f: Filters, *args) -> dict:
+    """`charts.<name>(summary, *args)` over the filters' summary, built once per data version and selection."""
+    return getattr(charts, name)(f.summary(), *args).to_dict()
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def accepted_length_chart(f: Filters, max_k: int) -> dict:
+    """The accepted-length histogram over the filters' selection, built once per data version and selection."""
+    counts = queries.accepted_lengths(f.url, f.exp_id, f.version, max_k, f.selection)
+    return charts.accepted_length_hist(counts).to_dict()
+
+
+def aggregation_label(f: Filters) -> str:
+    """How the page's numbers are aggregated, in words."""
+    return "pooled: ratios of sums over each cell" if f.pooled else "per-prompt means, as the paper"

@@ -199,8 +199,9 @@ def status(obj: Context, as_json: bool, experiment: str | None) -> None:
 @click.option("--experiment", "-e", default=None, help="Experiment name (default: the newest).")
 @click.option("--compare", "compare_with", type=click.Choice(["paper"]), default=None,
               help="Instead: the run's numbers beside the seed paper's, cell by cell, with differences.")
+@click.option("--pooled", is_flag=True, help="Ratios of sums over each cell instead of the paper's per-prompt means.")
 @click.pass_obj
-def export(obj: Context, fmt: str, out: str, experiment: str | None, compare_with: str | None) -> None:
+def export(obj: Context, fmt: str, out: str, experiment: str | None, compare_with: str | None, pooled: bool) -> None:
     """One row per strategy x task x k x regime with speed, acceptance, quality and energy.
 
     \b
@@ -219,7 +220,7 @@ def export(obj: Context, fmt: str, out: str, experiment: str | None, compare_wit
 
             write_comparison(s, experiment, fmt, out)
             return
-        write_summary(s, experiment, fmt, out)
+        write_summary(s, experiment, fmt, out, pooled)
 
 
 @main.command()

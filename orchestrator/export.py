@@ -1,22 +1,26 @@
-"""`greenspec export`: the summary table as CSV, Parquet, Markdown or LaTeX."""
+"""`greenspec export`: the summary table as CSV, Parquet, Markdown or LaTeX.
+
+Numbers are the paper's per-prompt means by default (`--pooled`: ratios of sums); `storage.summary` defines them.
+"""
 
 from __future__ import annotations
 
 import sys
 
 import pandas as pd
-from sqlalchemy.orm import Session
 
+from storage.db import Session
 from storage.queries import summary_frame
 from workers.errors import GreenspecError
 
-EXPORT_COLUMNS = ["strategy", "task", "k", "regime", "prompts", "tokens_per_s", "speedup", "acceptance", "mal",
-                  "rouge_l", "exact_match", "j_per_100_tokens", "mean_power_w", "power_source"]
+EXPORT_COLUMNS = ["strategy", "task", "k", "regime", "prompts", "tokens_per_s", "speedup", "acceptance",
+                  "first_token_acceptance", "mal", "rouge_l", "exact_match", "j_per_100_tokens", "energy_ratio",
+                  "mean_power_w", "power_source"]
 
 
-def export_frame(session: Session, experiment: str | None) -> pd.DataFrame:
-    """The summary with the export's leading columns first, then the rest."""
-    df = summary_frame(session, experiment)
+def export_frame(session: Session, experiment: str | None, pooled: bool = False) -> pd.DataFrame:
+    """The summary (per-prompt means as the paper, or pooled sums) with the export's leading columns first."""
+    df = summary_frame(session, experiment, pooled=pooled)
     if df.empty:
         raise GreenspecError(f"no generations stored for experiment {experiment or '(newest)'}; run a sweep first")
     rest = [c for c in df.columns if c not in EXPORT_COLUMNS]
@@ -40,9 +44,9 @@ def render(df: pd.DataFrame, fmt: str) -> str | bytes:
     raise GreenspecError(f"--format {fmt!r}: use csv, parquet, markdown or latex")
 
 
-def write_summary(session: Session, experiment: str | None, fmt: str, out: str) -> None:
+def write_summary(session: Session, experiment: str | None, fmt: str, out: str, pooled: bool = False) -> None:
     """Write the rendered table to `out` ("-" is stdout; parquet needs a file)."""
-    data = render(export_frame(session, experiment), fmt)
+    data = render(export_frame(session, experiment, pooled), fmt)
     if out == "-":
         if isinstance(data, bytes):
             raise GreenspecError("--format parquet needs --out FILE")

@@ -10,8 +10,8 @@ from __future__ import annotations
 import sys
 
 import pandas as pd
-from sqlalchemy.orm import Session
 
+from storage.db import Session
 from workers.errors import GreenspecError
 
 SHOWN = ["source", "metric", "strategy", "task", "k", "regime", "paper", "paper_max", "ours", "diff", "rel_diff",

@@ -50,6 +50,7 @@ class Cell(Base):
     __table_args__ = (
         UniqueConstraint("experiment_id", "key", name="uq_cells_experiment_key"),
         Index("ix_cells_experiment_state", "experiment_id", "state"),
+        Index("ix_cells_experiment_kind_state", "experiment_id", "kind", "state"),  # the queue's counts, index-only
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -142,11 +143,41 @@ class Reference(Base):
     wall_s: Mapped[float] = mapped_column(Float)
 
 
+def _rounds(context) -> int:
+    """Verification rounds of a generation being inserted (its per-round record's length)."""
+    return len(context.get_current_parameters().get("accepted_per_step") or [])
+
+
+def _first_accepted(context) -> int:
+    """Rounds whose first draft token was accepted: every round but the accept_hist[0] that accepted none."""
+    params = context.get_current_parameters()
+    hist = params.get("accept_hist") or [0]
+    return len(params.get("accepted_per_step") or []) - int(hist[0])
+
+
+# Everything the summary aggregates, grouping keys first (plus accept_hist, see the table): the GROUP BY reads the
+# index alone, several times faster than scanning rows that carry the tokens and texts (measured at 10^5 on SQLite).
+SUMMARY_INDEX_COLUMNS = (
+    "experiment_id", "strategy", "draft", "task", "k", "regime", "prompt_index", "n_tokens", "wall_s", "draft_s",
+    "drafted", "accepted", "rounds", "first_accepted", "fastpath_rejects", "tokens_per_s", "energy_j",
+    "j_per_100_tokens", "mean_power_w", "rouge_l", "exact_match", "power_source", "power_measured",
+    "temperature", "first_checked",
+)
+
+
 class Generation(Base):
     """One timed, power-logged speculative generation (the result of a sweep cell)."""
 
     __tablename__ = "generations"
-    __table_args__ = (Index("ix_generations_group", "experiment_id", "strategy", "task", "k", "regime"),)
+    __table_args__ = (
+        Index("ix_generations_group", "experiment_id", "strategy", "task", "k", "regime"),
+        Index("ix_generations_experiment_id", "experiment_id", "id"),  # the data version: max(id) in one probe
+        # the summary's GROUP BY and the histogram read an index, never the wide rows; PostgreSQL cannot put a json
+        # column in a btree key, so there it rides along as an INCLUDE column
+        Index("ix_generations_summary", *SUMMARY_INDEX_COLUMNS, "accept_hist").ddl_if(dialect="sqlite"),
+        Index("ix_generations_summary_inc", *SUMMARY_INDEX_COLUMNS, postgresql_include=["accept_hist"]).ddl_if(
+            callable_=lambda ddl, target, bind, dialect=None, **kw: dialect is not None and dialect.name != "sqlite"),
+    )
 
     id: Mapped[int] = mapped_column(primary_key=True)
     cell_id: Mapped[int] = mapped_column(ForeignKey("cells.id"), unique=True)
@@ -161,7 +192,6 @@ class Generation(Base):
     top_k: Mapped[int] = mapped_column(Integer, default=0)
     top_p: Mapped[float] = mapped_column(Float, default=1.0)
     first_checked: Mapped[int | None] = mapped_column(Integer)       # rounds whose first draft token was checked
-    first_accepted: Mapped[int | None] = mapped_column(Integer)      # ... and accepted
     n_prompt_tokens: Mapped[int] = mapped_column(Integer)
     n_tokens: Mapped[int] = mapped_column(Integer)
     steps: Mapped[int] = mapped_column(Integer)
@@ -173,6 +203,8 @@ class Generation(Base):
     accepted_per_step: Mapped[list[int]] = mapped_column(JSON)
     tokens_per_step: Mapped[list[int] | None] = mapped_column(JSON)  # new tokens per round (draft ones first)
     fastpath_rejects: Mapped[int] = mapped_column(Integer, default=0)
+    rounds: Mapped[int | None] = mapped_column(Integer, default=_rounds)  # len(accepted_per_step)
+    first_accepted: Mapped[int | None] = mapped_column(Integer, default=_first_accepted)  # rounds - accept_hist[0]
     wall_s: Mapped[float] = mapped_column(Float)
     draft_s: Mapped[float] = mapped_column(Float)
     verify_s: Mapped[float] = mapped_column(Float)

@@ -3,7 +3,7 @@
 Example:
     >>> with Session() as s:
     ...     counts = status_counts(s)           # {"cells": {...}, "sweep": {...}, "generations": n}
-    ...     table = summary_frame(s, "demo")    # one row per strategy x task x k x regime
+    ...     table = summary_frame(s, "demo")    # one row per strategy x task x k x regime (SQL GROUP BY)
 """
 
 from __future__ import annotations
@@ -12,13 +12,8 @@ import pandas as pd
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from storage.models import CELL_STATES, Cell, Experiment, Generation, InstanceBase, PowerSample
-
-SUMMARY_COLUMNS = [
-    "experiment", "strategy", "draft", "task", "k", "regime", "prompts", "n_tokens", "tokens_per_s", "speedup",
-    "acceptance", "mal", "mean_accepted_tokens", "rouge_l", "exact_match", "energy_j", "j_per_100_tokens",
-    "tokens_per_j", "energy_ratio", "mean_power_w", "power_source", "power_measured", "wall_s", "draft_share",
-]
+from storage.models import CELL_KINDS, CELL_STATES, Cell, Experiment, Generation, InstanceBase, PowerSample
+from storage.summary import SUMMARY_COLUMNS, group_sums, summarize  # noqa: F401 (SUMMARY_COLUMNS: re-exported)
 
 
 def experiment_id(session: Session, name: str | None) -> int | None:
@@ -50,17 +45,22 @@ def state_counts(session: Session, exp_id: int | None, kind: str | None = None) 
 
 
 def status_counts(session: Session, experiment: str | None = None) -> dict:
-    """`greenspec status --json`: cell counts by state, overall and for sweep cells, and stored generations."""
+    """`greenspec status --json`: cell counts by state, overall and per kind, and stored generations (two queries)."""
     exp_id = experiment_id(session, experiment) if experiment else None
     if experiment and exp_id is None:
         exp_id = -1  # an experiment not (yet) stored has no cells, rather than everyone's
+    stmt = select(Cell.kind, Cell.state, func.count()).group_by(Cell.kind, Cell.state)
     gens = select(func.count()).select_from(Generation)
     if exp_id is not None:
+        stmt = stmt.where(Cell.experiment_id == exp_id)
         gens = gens.where(Generation.experiment_id == exp_id)
-    by_kind = {kind: state_counts(session, exp_id, kind) for kind in ("train", "reference", "sweep")}
+    by_kind = {kind: dict.fromkeys(CELL_STATES, 0) for kind in CELL_KINDS}
+    for kind, state, n in session.execute(stmt).all():
+        by_kind.setdefault(kind, dict.fromkeys(CELL_STATES, 0))[state] = int(n)
+    cells = {state: sum(counts.get(state, 0) for counts in by_kind.values()) for state in CELL_STATES}
     return {
         "experiment": experiment,
-        "cells": state_counts(session, exp_id),
+        "cells": cells,
         "sweep": by_kind["sweep"],
         "train": by_kind["train"],
         "reference": by_kind["reference"],
@@ -107,46 +107,13 @@ def power_frame(session: Session, exp_id: int, t0: float | None = None, t1: floa
     return pd.DataFrame(session.execute(stmt).all(), columns=["t_s", "source", "power_w", "energy_j", "measured"])
 
 
-def summarize(gens: pd.DataFrame) -> pd.DataFrame:
-    """Aggregate generations to one row per experiment x strategy x task x k x regime, with ratios vs plain.
-
-    Plain runs once per task x prompt x regime (k is meaningless for it); its row is shown with k = 0 and is
-    the reference for every k of the other strategies at the same task and regime. Rates are ratios of sums
-    (total tokens / total seconds), not means of per-generation ratios.
-    """
-    if gens.empty:
-        return pd.DataFrame(columns=SUMMARY_COLUMNS)
-    keys = ["experiment_id", "strategy", "draft", "task", "k", "regime"]
-    out = gens.groupby(keys, dropna=False).agg(n_gen=("n_tokens", "size"), prompts=("prompt_index", "nunique"), n_tokens=("n_tokens", "sum"), wall_s=("wall_s", "sum"),
-                draft_s=("draft_s", "sum"), steps=("steps", "sum"), drafted=("drafted", "sum"),
-                accepted=("accepted", "sum"), rouge_l=("rouge_l", "mean"), exact_match=("exact_match", "mean"),
-                energy_j=("energy_j", "sum"), energy_n=("energy_j", "count"), mean_power_w=("mean_power_w", "mean"),
-                power_source=("power_source", "first"), power_measured=("power_measured", "min")).reset_index()
-    out["tokens_per_s"] = out["n_tokens"] / out["wall_s"]
-    out["acceptance"] = (out["accepted"] / out["drafted"]).where(out["drafted"] > 0)
-    out["mal"] = out["accepted"] / out["steps"]
-    out["mean_accepted_tokens"] = out["n_tokens"] / out["steps"]
-    out["draft_share"] = out["draft_s"] / out["wall_s"]
-    out["energy_j"] = out["energy_j"].where(out["energy_n"] == out["n_gen"])  # partial energy would mislead
-    out["j_per_100_tokens"] = out["energy_j"] / out["n_tokens"] * 100
-    out["tokens_per_j"] = out["n_tokens"] / out["energy_j"]
-    plain = out[out["draft"] == "plain"].set_index(["experiment_id", "task", "regime"])
-    idx = pd.MultiIndex.from_frame(out[["experiment_id", "task", "regime"]])
-    out["speedup"] = out["tokens_per_s"].values / plain["tokens_per_s"].reindex(idx).values
-    out["energy_ratio"] = out["j_per_100_tokens"].values / plain["j_per_100_tokens"].reindex(idx).values
-    out["experiment"] = out["experiment_id"]
-    return out[SUMMARY_COLUMNS].sort_values(["experiment", "task", "regime", "strategy", "k"]).reset_index(drop=True)
-
-
-def summary_frame(session: Session, experiment: str | None = None) -> pd.DataFrame:
-    """The export table: `summarize` over the generations of one experiment (newest when None)."""
+def summary_frame(session: Session, experiment: str | None = None, pooled: bool = False) -> pd.DataFrame:
+    """The export table of one experiment (newest when None): per-prompt means, or pooled; see `storage.summary`."""
     exp_id = experiment_id(session, experiment)
     if exp_id is None:
         return pd.DataFrame(columns=SUMMARY_COLUMNS)
-    df = summarize(generations_frame(session, exp_id))
-    names = dict(session.execute(select(Experiment.id, Experiment.name)).all())
-    df["experiment"] = df["experiment"].map(names)
-    return df
+    name = session.scalar(select(Experiment.name).where(Experiment.id == exp_id))
+    return summarize(group_sums(session, exp_id), pooled=pooled, experiment=name)
 
 
 def plain_texts(session: Session, exp_id: int | None) -> list[tuple[str, list[int], str]]:

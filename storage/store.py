@@ -204,7 +204,8 @@ def store_reference(session: Session, cell_id: int, r: ReferenceRecord) -> None:
                           prompt_tokens=list(r.prompt_tokens), tokens=list(r.tokens), text=r.text, wall_s=r.wall_s))
     gens = session.scalars(select(Generation).where(Generation.experiment_id == cell.experiment_id,
                                                     Generation.task == cell.task,
-                                                    Generation.prompt_index == cell.prompt_index))
+                                                    Generation.prompt_index == cell.prompt_index,
+                                                    Generation.temperature == 0))
     for g in gens:
         g.rouge_l, g.exact_match = rouge_l(g.tokens, list(r.tokens)), list(g.tokens) == list(r.tokens)
 
@@ -220,11 +221,12 @@ def store_generation(session: Session, cell_id: int, g: GenerationRecord) -> Non
     cell = session.get(Cell, cell_id)
     ref = _reference_tokens(session, cell)
     tokens, n, e = list(g.tokens), len(g.tokens), g.energy
+    greedy = not cell.temperature  # a sampled text is not meant to equal the greedy reference: no quality figures
     session.add(Generation(
         cell_id=cell.id, experiment_id=cell.experiment_id, strategy=cell.strategy, draft=cell.draft, task=cell.task,
         prompt_index=cell.prompt_index, k=cell.k, regime=cell.regime, n_prompt_tokens=g.n_prompt_tokens,
         temperature=cell.temperature or 0.0, top_k=(cell.params or {}).get("top_k", 0),
-        top_p=(cell.params or {}).get("top_p", 1.0), first_checked=g.first_checked, first_accepted=g.first_accepted,
+        top_p=(cell.params or {}).get("top_p", 1.0), first_checked=g.first_checked,
         n_tokens=n, steps=g.steps, drafted=g.drafted, accepted=g.accepted,
         acceptance=acceptance_rate(g.accepted, g.drafted) if g.drafted else None, mal=mal(g.accepted, g.steps),
         accept_hist=list(g.accept_hist), accepted_per_step=list(g.accepted_per_step),
@@ -233,9 +235,10 @@ def store_generation(session: Session, cell_id: int, g: GenerationRecord) -> Non
         ended_at=g.ended_at, energy_j=e and e.energy_j, mean_power_w=e and e.mean_power_w,
         j_per_100_tokens=e and e.j_per_100_tokens, tokens_per_j=e and e.tokens_per_j,
         power_source=e and e.power_source, power_measured=e and e.power_measured,
-        rouge_l=rouge_l(tokens, ref) if ref is not None else None,
-        exact_match=(tokens == list(ref)) if ref is not None else None,
-        bridged=g.bridged, stopped=g.stopped, device=g.device, tokens=tokens, text=g.text))
+        rouge_l=rouge_l(tokens, ref) if ref is not None and greedy else None,
+        exact_match=(tokens == list(ref)) if ref is not None and greedy else None,
+        bridged=g.bridged, stopped=g.stopped, device=g.device, tokens=tokens, text=g.text,
+        **({"first_accepted": g.first_accepted} if g.first_accepted is not None else {})))
 
 
 def store_samples(session: Session, exp_id: int, samples: Iterable[Sample]) -> None:

@@ -1,27 +1,31 @@
-"""Acceptance: Tables 6 and 7 (acceptance % and MAL), the break-even acceptance k/(k+1), accepted lengths."""
+"""Acceptance: Tables 6 and 7 (acceptance, first-token acceptance, MAL), the break-even k/(k+1), accepted lengths."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import charts, queries, tables, ui
+from dashboard import tables, ui
+from dashboard.app import page_filters
 
-f = ui.current_filters()
+f = page_filters()
 st.title("Acceptance")
-summary = f.apply(queries.summary(f.url, f.experiment))
-st.caption("Acceptance = accepted / drafted tokens; MAL = accepted draft tokens per verifier step.")
-ui.paper_table_block(summary, "table6")
-ui.paper_table_block(summary, "table7")
+summary = f.summary()
+st.caption("Acceptance = accepted / drafted tokens; first-token acceptance = rounds whose first draft token was "
+           "accepted / rounds with a draft (cached: 1 - fast-path rejects / rounds with a draft); MAL = accepted draft "
+           f"tokens per verification round (a fast-path reject is a round, the cached prefill is not). "
+           f"{ui.aggregation_label(f).capitalize()}.")
+ui.paper_table_block(f, "table6")
+ui.paper_table_block(f, "table7")
 
 even = tables.break_even_frame(summary)
 if even.empty:
     st.info("No drafted strategy in this selection.")
 else:
-    st.plotly_chart(charts.acceptance_vs_k(summary))
+    ui.show_chart(ui.summary_chart("acceptance_vs_k", f))
     ui.frame_block(even, "Break-even acceptance k/(k+1)", "break_even", column_config={
         "acceptance": st.column_config.NumberColumn(format="percent"),
+        "first_token_acceptance": st.column_config.NumberColumn("first-token acceptance", format="percent"),
         "break_even": st.column_config.NumberColumn("break-even", format="percent"),
         "margin": st.column_config.NumberColumn(format="percent"),
         "speedup": st.column_config.NumberColumn(format="%.2fx")})
-    gens = f.apply(queries.generations(f.url, f.exp_id))
-    st.plotly_chart(charts.accepted_length_hist(gens))
+    ui.show_chart(ui.accepted_length_chart(f, int(even["k"].max())))

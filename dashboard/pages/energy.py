@@ -1,4 +1,4 @@
-"""Energy: Tables 3 and 4 (J/100 tokens, ratio vs plain), Figure 2 (tokens per joule), power vs k, a power trace."""
+"""Energy: Tables 3 and 4 (J/100 tokens, ratio plain ÷ strategy), Figure 2 (tokens per joule), power vs k, a trace."""
 
 from __future__ import annotations
 
@@ -8,28 +8,31 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import charts, queries, ui
+from dashboard.app import page_filters
 
 TRACE_MARGIN_S = 1.0  # show a little idle power on either side of the generation
 
 
+def _value(row: dict, key: str, fmt: str) -> str:
+    value = row.get(key)
+    return "–" if value is None or pd.isna(value) else fmt.format(value)
+
+
 def trace(f: ui.Filters) -> None:
-    """Pick one generation and plot the power samples within its [started_at, ended_at]."""
-    gens = f.apply(queries.generations(f.url, f.exp_id)).sort_values("id")
+    """Pick one generation (cascading pickers) and plot the power samples within its [started_at, ended_at]."""
     st.subheader("Power trace of one generation")
-    if gens.empty:
+    gen_id = ui.generation_picker(f, "energy")
+    gen = queries.generation(f.url, gen_id) if gen_id is not None else None
+    if gen is None:
         st.info("No generation in this selection.")
         return
-    labels = {int(r.id): f"#{r.id} {r.strategy} {r.task} k={r.k} {r.regime} prompt {r.prompt_index}"
-              for r in gens.itertuples()}
-    gen_id = st.selectbox("Generation", list(labels), format_func=labels.get, key="energy_gen")
-    row = gens[gens["id"] == gen_id].iloc[0]
-    t0, t1 = float(row["started_at"]), float(row["ended_at"])
+    t0, t1 = float(gen["started_at"]), float(gen["ended_at"])
     samples = queries.power(f.url, f.exp_id, t0 - TRACE_MARGIN_S, t1 + TRACE_MARGIN_S)
-    label = ui.power_label(gens[gens["id"] == gen_id])
+    label = ui.power_label(pd.DataFrame([{"power_measured": gen["power_measured"], "power_source": gen["power_source"]}]))
     cols = st.columns(4)
-    cols[0].metric("energy (J)", "–" if pd.isna(row["energy_j"]) else f"{row['energy_j']:.2f}")
-    cols[1].metric("mean power (W)", "–" if pd.isna(row["mean_power_w"]) else f"{row['mean_power_w']:.1f}")
-    cols[2].metric("wall (s)", f"{row['wall_s']:.3f}")
+    cols[0].metric("energy (J)", _value(gen, "energy_j", "{:.2f}"))
+    cols[1].metric("mean power (W)", _value(gen, "mean_power_w", "{:.1f}"))
+    cols[2].metric("wall (s)", f"{gen['wall_s']:.3f}")
     cols[3].metric("started", dt.datetime.fromtimestamp(t0).strftime("%H:%M:%S"))
     if samples.empty:
         st.info(f"No power samples within this generation's window ({label}).")
@@ -37,16 +40,18 @@ def trace(f: ui.Filters) -> None:
     st.plotly_chart(charts.power_trace(samples, t0, t1, label))
 
 
-f = ui.current_filters()
+f = page_filters()
 st.title("Energy")
-summary = f.apply(queries.summary(f.url, f.experiment))
+summary = f.summary()
 label = ui.power_label(summary)
-st.caption(f"Energy is the power trace integrated over each generation's window. Source: **{label}**.")
-ui.paper_table_block(summary, "table3")
-ui.paper_table_block(summary, "table4")
+st.caption(f"Energy is the power trace integrated over each generation's window. Source: **{label}**. "
+           f"Energy ratio = plain's J/100 tokens ÷ the strategy's (higher is better; the paper's Table 3). "
+           f"{ui.aggregation_label(f).capitalize()}.")
+ui.paper_table_block(f, "table3")
+ui.paper_table_block(f, "table4")
 if summary["tokens_per_j"].notna().any():
-    st.plotly_chart(charts.tokens_per_joule_ladder(summary, label))
-    st.plotly_chart(charts.power_vs_k(summary, label))
+    ui.show_chart(ui.summary_chart("tokens_per_joule_ladder", f, label))
+    ui.show_chart(ui.summary_chart("power_vs_k", f, label))
 else:
     st.info("No energy figures for this selection: no power source covered these generations.")
 trace(f)

@@ -5,18 +5,21 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard import charts, queries, ui
+from dashboard.app import page_filters
 
 REFRESH_S = 5  # how often the queue redraws while cells are pending or running
 
-RESULT_COLUMNS = ["strategy", "task", "k", "regime", "prompts", "tokens_per_s", "speedup", "acceptance", "mal",
-                  "rouge_l", "j_per_100_tokens", "power_source"]
+RESULT_COLUMNS = ["strategy", "task", "k", "regime", "prompts", "tokens_per_s", "speedup", "acceptance",
+                  "first_token_acceptance", "mal", "rouge_l", "j_per_100_tokens", "energy_ratio", "power_source"]
 RESULT_FORMATS = {
     "tokens_per_s": st.column_config.NumberColumn("tok/s", format="%.1f"),
     "speedup": st.column_config.NumberColumn("speedup", format="%.2fx"),
     "acceptance": st.column_config.NumberColumn("acceptance", format="percent"),
+    "first_token_acceptance": st.column_config.NumberColumn("1st-token", format="percent"),
     "mal": st.column_config.NumberColumn("MAL", format="%.2f"),
     "rouge_l": st.column_config.NumberColumn("ROUGE-L", format="%.3f"),
     "j_per_100_tokens": st.column_config.NumberColumn("J/100 tok", format="%.1f"),
+    "energy_ratio": st.column_config.NumberColumn("energy ratio", format="%.2fx"),
     "power_source": "power",
 }
 IBASE_COLUMNS = {"corpus": "corpus", "backend": "backend", "tokens": "tokens", "instances": "instances",
@@ -31,35 +34,39 @@ def live(status: dict) -> bool:
 
 
 def queue(f: ui.Filters, was_live: bool) -> None:
-    """Queue progress by state; a fragment that reruns itself every few seconds while the run is live."""
+    """Queue progress and results so far; a fragment that reruns itself every few seconds while the run is live.
+
+    Results are cached by data version, so a refresh re-aggregates only when new generations arrived.
+    """
     counts = queries.status(f.url, f.experiment)
     if was_live and not live(counts):
         st.rerun()  # the run just ended: redraw the whole page once, which also stops the timer
+    data = queries.version(f.url, f.exp_id) if was_live else f.version  # the generation count, exact
     sweep = counts["sweep"]
     total = sum(sweep.values())
     done = sweep["done"] + sweep["failed"]
     cols = st.columns(5)
     for col, (label, value) in zip(cols, [("sweep cells", total), ("done", sweep["done"]),
                                           ("running", sweep["running"]), ("failed", sweep["failed"]),
-                                          ("generations", counts["generations"])]):
+                                          ("generations", data[1])]):
         col.metric(label, value)
     st.progress(done / total if total else 0.0, text=f"sweep {done}/{total} finished")
     st.plotly_chart(charts.queue_progress(counts))
     if live(counts):
         st.caption(f"Run in progress: refreshing every {REFRESH_S} s.")
+    results = f.apply(queries.summary(f.url, f.exp_id, data, f.pooled))
+    ui.frame_block(results[RESULT_COLUMNS], "Results so far", "summary", column_config=RESULT_FORMATS)
 
 
-f = ui.current_filters()
+f = page_filters()
 st.title("Overview")
-st.caption(f"Experiment **{f.experiment}**")
+st.caption(f"Experiment **{f.experiment}** · {'pooled (sum / sum)' if f.pooled else 'per-prompt means (the paper)'}")
 ui.frame_block(queries.experiments(f.url), "Experiments", "experiments")
 
 st.subheader("Queue progress")
 is_live = live(queries.status(f.url, f.experiment))
 st.fragment(run_every=REFRESH_S if is_live else None)(queue)(f, is_live)
 
-ui.frame_block(f.apply(queries.summary(f.url, f.experiment))[RESULT_COLUMNS], "Results so far", "summary",
-               column_config=RESULT_FORMATS)
 ui.frame_block(queries.failures(f.url, f.exp_id), "Failures", "failures", empty="No failed cells.")
 bases = queries.instance_bases(f.url, f.exp_id)
 if not bases.empty:

@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import queries, ui
-from storage.db import open_db
+from dashboard.app import page_filters
 from storage.latency import latency_frame
 from storage.paper import reference_tokens_frame
 from workers.paper import TASK_NAMES, compare, load_results, redundancy_frame, run_frame
@@ -26,23 +26,17 @@ COLUMNS = ["source", "metric", "strategy", "task", "k", "regime", "paper", "pape
 NONE = "(none)"
 
 
-@st.cache_resource
-def _sessions(url: str):
-    """A read-only session factory for this page's two extra reads (never migrates)."""
-    return open_db(url, migrate=False)[1]
-
-
-@st.cache_data(ttl=queries.TTL_S)
+@st.cache_data(ttl=queries.LIVE_TTL_S, show_spinner=False)
 def latency(url: str, experiment: str) -> pd.DataFrame:
-    """Draft latencies stored by `greenspec latency` for this experiment."""
-    with _sessions(url)() as s:
+    """Draft latencies stored by `greenspec latency` for this experiment (written outside a run: re-read often)."""
+    with queries._session(url) as s:
         return latency_frame(s, experiment)
 
 
-@st.cache_data(ttl=queries.TTL_S)
-def redundancy(url: str, exp_id: int) -> pd.DataFrame:
-    """Table 5 per task over the greedy references (the texts every strategy produced)."""
-    with _sessions(url)() as s:
+@st.cache_data(max_entries=queries.ENTRIES, show_spinner=False)
+def redundancy(url: str, exp_id: int, data: tuple) -> pd.DataFrame:
+    """Table 5 per task over the greedy references (the texts every strategy produced), once per data version."""
+    with queries._session(url) as s:
         return redundancy_frame(reference_tokens_frame(s, exp_id))
 
 
@@ -73,7 +67,7 @@ def section(table: pd.DataFrame, title: str, metrics: tuple[str, ...], key: str,
                    column_config={"quote": st.column_config.TextColumn(width="large")})
 
 
-f = ui.current_filters()
+f = page_filters()
 st.title("Paper")
 st.caption(
     "The seed paper's published numbers beside this run's, cell by cell: `diff` = ours - paper (for a range, to its "
@@ -83,9 +77,9 @@ st.caption(
     "texts, this CPU) it shows the **shape** (which draft wins where, how speedup moves with k and regime), "
     "**not the values**. Energy ratio is plain / strategy, as the paper's Tables 3 and 4."
 )
-summary = queries.summary(f.url, f.experiment)
+summary = queries.summary(f.url, f.exp_id, f.version, f.pooled)
 names, tasks = name_maps(summary)
-run = run_frame(summary, latency(f.url, f.experiment), redundancy(f.url, f.exp_id))
+run = run_frame(summary, latency(f.url, f.experiment), redundancy(f.url, f.exp_id, f.version))
 table = f.apply(compare(run, names=names, tasks=tasks))
 only_ours = st.toggle("Only the cells this run has", value=False, key="paper_only_ours")
 st.metric("paper numbers matched by this run", f"{table.loc[table['ours'].notna(), 'paper'].size}")

@@ -2,96 +2,93 @@
 
 from __future__ import annotations
 
-import logging
-from pathlib import Path
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import streamlit as st
 
-from dashboard import queries, tables, ui
-from workers.errors import GreenspecError
+from dashboard import background, queries, tables, tokens, ui
+from dashboard.app import page_filters
 
-logger = logging.getLogger(__name__)
-
-
-def spec_tokenizer(spec: dict) -> str | None:
-    """The first string under a `tokenizer` key anywhere in the spec (schema-agnostic on purpose)."""
-    for key, value in spec.items():
-        if key == "tokenizer" and isinstance(value, str):
-            return value
-        if isinstance(value, dict) and (found := spec_tokenizer(value)):
-            return found
-    return None
+POLL_S = 1  # how often the drill-down checks whether the tokenizer has finished loading
 
 
-@st.cache_resource(show_spinner="Loading the tokenizer…")
-def tokenizer(name: str):
-    """The spec's tokenizer, only from offline sources (never the network from a page); None if unloadable."""
-    from workers.tokenizer import MISTRAL, load_tokenizer
-
-    if name != MISTRAL and not Path(name).is_dir():
-        return None
-    try:
-        return load_tokenizer(name)
-    except GreenspecError as err:
-        logger.warning("tokenizer %s not loadable: %s", name, err)
-        return None
+@st.cache_resource(show_spinner=False)
+def _tokenizer_future(name: str) -> Future:
+    """Load the tokenizer in a background thread, once per server: the page never waits for it."""
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="tokenizer").submit(tokens.load_offline, name)
 
 
-def redundancy(f: ui.Filters) -> None:
-    """Table 5 over the selected generations and their references."""
-    texts = f.apply(queries.texts(f.url, f.exp_id))
-    refs = queries.references(f.url, f.exp_id)
-    refs = refs[refs["task"].isin(f.tasks)] if f.tasks else refs
+def redundancy(f: ui.Filters, was_busy: bool = False) -> None:
+    """Table 5 for the whole experiment, computed once per data version in the background; the selection picks rows."""
+    key = ("table5", f.url, f.exp_id)
+    frame, busy = background.latest(key, f.version, lambda: queries.redundancy(f.url, f.exp_id))
+    if was_busy and not busy:
+        st.rerun()  # the new table is ready: redraw once, which also stops the timer
     spec = tables.PAPER_TABLES["table5"]
-    table = tables.redundancy_table(tables.redundancy_frame(texts, refs), spec.metrics)
-    ui.metric_table_block(table, spec.title, spec.metrics, "table5")
-    st.caption("Within-text 4-gram repetition, cross-document 4-gram overlap and gzip ratio, one text per prompt.")
+    if frame is None:
+        st.subheader(spec.title)
+        failed = background.error(key)
+        st.info(f"Table 5 could not be computed: {failed}" if failed else
+                "Computing Table 5 over every generated text in the background; it appears here when ready.")
+    else:
+        sel = f.selection
+        if sel.tasks:
+            frame = frame[frame["task"].isin(sel.tasks)]
+        if sel.strategies:
+            frame = frame[frame["strategy"].isin((*sel.strategies, "reference"))]
+        ui.metric_table_block(tables.redundancy_table(frame, spec.metrics), spec.title, spec.metrics, "table5")
+    st.caption("Within-text 4-gram repetition, cross-document 4-gram overlap and gzip ratio, one text per prompt."
+               + (" Updating with new results…" if busy and frame is not None else ""))
 
 
 def drill_down(f: ui.Filters) -> None:
-    """One generation beside its reference, accepted draft tokens highlighted."""
+    """One generation (cascading pickers) beside its reference, accepted draft tokens highlighted."""
     st.subheader("One generation")
-    texts = f.apply(queries.texts(f.url, f.exp_id))
-    if texts.empty:
+    gen_id = ui.generation_picker(f, "texts")
+    gen = queries.generation(f.url, gen_id) if gen_id is not None else None
+    if gen is None:
         st.info("No generation in this selection.")
         return
-    labels = {int(r.id): f"#{r.id} {r.strategy} {r.task} k={r.k} {r.regime} prompt {r.prompt_index}"
-              for r in texts.itertuples()}
-    drafted = texts.index[texts["draft"] != tables.PLAIN]
-    first = texts.index.get_loc(drafted[0]) if len(drafted) else 0  # open on a run with something to highlight
-    gen_id = st.selectbox("Generation", list(labels), index=first, format_func=labels.get, key="texts_gen")
-    gen = queries.generation(f.url, gen_id)
-    refs = queries.references(f.url, f.exp_id)
-    ref = refs[(refs["task"] == gen["task"]) & (refs["prompt_index"] == gen["prompt_index"])]
+    ref = queries.reference(f.url, f.exp_id, gen["task"], gen["prompt_index"])
     cols = st.columns(4)
     cols[0].metric("ROUGE-L", "–" if gen["rouge_l"] is None else f"{gen['rouge_l']:.3f}")
     cols[1].metric("exact match", {True: "yes", False: "no"}.get(gen["exact_match"], "–"))
     cols[2].metric("acceptance", "–" if gen["acceptance"] is None else f"{gen['acceptance']:.1%}")
-    cols[3].metric("verifier steps", gen["steps"])
-    if not ref.empty:
+    cols[3].metric("verification rounds", len(gen["accepted_per_step"] or []))
+    if ref is not None:
         with st.expander("Prompt"):
-            st.write(ref["prompt_text"].iloc[0])
+            st.write(ref["prompt_text"])
     left, right = st.columns(2)
-    with left:
-        st.markdown("**Generated** (accepted draft tokens highlighted)")
-        st.html(tables.highlight_html(_segments(f, gen)))
     with right:
         st.markdown("**Greedy reference**")
-        st.html(tables.highlight_html([(ref["text"].iloc[0] if not ref.empty else "(no reference)", False)]))
+        st.html(tables.highlight_html([(ref["text"] if ref is not None else "(no reference)", False)]))
+    with left:
+        st.markdown("**Generated** (accepted draft tokens highlighted)")
+        name = tokens.tokenizer_name(queries.spec(f.url, f.exp_id))
+        future = _tokenizer_future(name) if name else None
+        loading = future is not None and not future.done()
+        st.fragment(run_every=POLL_S if loading else None)(generated)(gen, future, name, loading)
 
 
-def _segments(f: ui.Filters, gen: dict) -> list[tuple[str, bool]]:
-    """Decoded step segments, or token ids when the spec's tokenizer cannot be loaded here."""
+def generated(gen: dict, future: Future | None, name: str | None, was_loading: bool) -> None:
+    """The generated text: decoded and highlighted once the tokenizer is ready; the stored text until then."""
+    if was_loading and future is not None and future.done():
+        st.rerun()  # loaded: redraw once without the timer
     steps = tables.segment_steps(gen["tokens"] or [], gen["accepted_per_step"] or [], gen.get("tokens_per_step"))
-    name = spec_tokenizer(queries.spec(f.url, f.exp_id))
-    tok = tokenizer(name) if name else None
+    if future is not None and not future.done():
+        st.caption(f"Loading the tokenizer `{name}` in the background; highlighting follows.")
+        st.html(tables.highlight_html([(gen["text"] or "", False)]))
+        return
+    tok = future.result() if future is not None else None
     if tok is None:
-        st.caption("Tokenizer not available here: showing token ids.")
-        return tables.ids_segments(steps)
-    return tables.decode_segments(steps, lambda ids: tok.decode(ids, skip_special_tokens=True))
+        st.caption("Tokenizer not available offline here: showing token ids.")
+        st.html(tables.highlight_html(tables.ids_segments(steps)))
+        return
+    st.html(tables.highlight_html(tables.decode_segments(steps, lambda ids: tok.decode(ids, skip_special_tokens=True))))
 
 
-f = ui.current_filters()
+f = page_filters()
 st.title("Texts")
-redundancy(f)
+_, table5_busy = background.latest(("table5", f.url, f.exp_id), f.version, lambda: queries.redundancy(f.url, f.exp_id))
+st.fragment(run_every=POLL_S if table5_busy else None)(redundancy)(f, table5_busy)
 drill_down(f)

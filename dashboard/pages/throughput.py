@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import charts, queries, ui
+from dashboard import ui
+from dashboard.app import page_filters
 
-f = ui.current_filters()
+f = page_filters()
 st.title("Throughput")
-summary = f.apply(queries.summary(f.url, f.experiment))
-st.caption("Speedup is tokens/s over plain greedy decoding at the same task and regime; the best per task is bold.")
-ui.paper_table_block(summary, "table1")
-ui.paper_table_block(summary, "table2")
+summary = f.summary()
+st.caption("Speedup is tokens/s over plain's tokens/s at the same task and regime "
+           f"({ui.aggregation_label(f)}); the best per task is bold.")
+ui.paper_table_block(f, "table1")
+ui.paper_table_block(f, "table2")
 if summary[summary["draft"] != "plain"]["speedup"].notna().any():
-    st.plotly_chart(charts.speedup_vs_k(summary))
+    ui.show_chart(ui.summary_chart("speedup_vs_k", f))
 else:
     st.info("Figure 1 needs a drafted strategy and plain at the same task and regime.")

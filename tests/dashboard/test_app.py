@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import time
 from pathlib import Path
 
 import pytest
@@ -89,13 +91,26 @@ def test_energy_tables_figures_and_trace_are_labelled(app):
     assert {m.label for m in at.metric} >= {"energy (J)", "mean power (W)"}
 
 
-def test_texts_redundancy_and_drill_down(app):
+def _html(at: AppTest) -> str:
+    return "".join(h.proto.body for h in at.get("html"))
+
+
+def test_texts_redundancy_and_cascading_drill_down(app):
     at = _open(app, "texts")
+    assert at.selectbox(key="texts_strategy").value == "ngram"  # opens on a drafted strategy
+    assert at.selectbox(key="texts_strategy").options == ["ngram", "olifant-wikitext", "plain"]
+    assert at.selectbox(key="texts_k").options == ["3", "5"]
+    deadline = time.monotonic() + TIMEOUT_S  # Table 5 and the tokenizer load in the background, off the critical path
+    while ("gs-accepted" not in _html(at) or not at.table) and time.monotonic() < deadline:
+        time.sleep(0.5)
+        at.run()
     assert list(at.table[0].value["text source"])[0] == "reference"
-    assert at.selectbox(key="texts_gen").value is not None
-    highlighted = [h.proto.body for h in at.get("html") if "gs-accepted" in h.proto.body]
-    assert highlighted, "the drafted generation shows accepted tokens highlighted"
-    assert "Norman lords" in "".join(h.proto.body for h in at.get("html"))  # decoded text, not ids
+    assert "gs-accepted" in _html(at), "the drafted generation shows accepted tokens highlighted"
+    generated = next(h.proto.body for h in at.get("html") if "gs-accepted" in h.proto.body)
+    assert "the study drug or placebo" in re.sub(r"<[^>]+>", "", generated)  # decoded text (pubmed, prompt 0), not ids
+    at.selectbox(key="texts_strategy").set_value("plain").run()
+    assert at.selectbox(key="texts_k").options == ["0"]  # the cascade offers only what exists
+    assert not at.exception
 
 
 def test_filters_narrow_every_table(app):
@@ -139,3 +154,34 @@ def test_empty_database_shows_how_to_start(monkeypatch, tmp_path, state):
     assert "greenspec demo" in _text(at) and "greenspec run examples/demo.toml" in _text(at)
     assert not at.table and not _charts(at)
     assert path.exists() == (state != "missing")  # the dashboard never creates a database
+
+
+def test_new_results_show_on_the_next_render(monkeypatch, tmp_path):
+    """The cache is keyed on the data version: a generation stored during a run appears on the next render."""
+    from sqlalchemy import insert, select
+
+    from storage.models import Cell, Generation
+
+    url = f"sqlite:///{tmp_path / 'growing.db'}"
+    populate(url, live=True)
+    at = _app(monkeypatch, url)
+
+    def ngram_prompts(at: AppTest) -> int:
+        results = at.dataframe[1].value
+        row = results[(results["strategy"] == "ngram") & (results["task"] == "pubmed") & (results["k"] == 3)
+                      & (results["regime"] == "uncached")]
+        return int(row["prompts"].iloc[0])
+
+    assert ngram_prompts(at) == 3
+    engine, _ = open_db(url, migrate=False)
+    with engine.begin() as conn:
+        cols = [c for c in Generation.__table__.columns if c.name not in ("id", "cell_id", "prompt_index")]
+        row = conn.execute(select(*cols).where(Generation.strategy == "ngram", Generation.task == "pubmed",
+                                               Generation.k == 3, Generation.regime == "uncached")).mappings().first()
+        cell_id = conn.execute(insert(Cell).values(experiment_id=1, key="new", kind="sweep", state="done",
+                                                   strategy="ngram", task="pubmed", k=3, regime="uncached",
+                                                   prompt_index=3, params={})).inserted_primary_key[0]
+        conn.execute(insert(Generation).values(**row, cell_id=cell_id, prompt_index=3))
+    at.run()
+    assert ngram_prompts(at) == 4
+    assert {m.label: m.value for m in at.metric}["generations"] == "61"

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import time
+
 from sqlalchemy import text
 
 from dashboard import queries
+from storage.browse import GridPoint, Selection
 from storage.db import make_engine, open_db
 
 
@@ -29,13 +32,57 @@ def test_db_url_reads_the_environment(monkeypatch):
     assert queries.db_url() == "sqlite:///greenspec.db"
 
 
-def test_texts_references_generation_and_spec(fixture_db):
-    texts = queries.texts(fixture_db, 1)
-    assert len(texts) == 60 and texts["text"].str.len().gt(50).all()
-    refs = queries.references(fixture_db, 1)
-    assert len(refs) == 6 and set(refs["task"]) == {"wikitext", "pubmed"}
-    gen = queries.generation(fixture_db, int(texts["id"].iloc[3]))
+def test_cached_reads_pickers_generation_reference_and_spec(fixture_db):
+    data = queries.version(fixture_db, 1)
+    assert data == (60, 60)
+    assert queries.options(fixture_db, 1, data)["strategy"] == ["ngram", "olifant-wikitext", "plain"]
+    fixed = (("strategy", "ngram"), ("task", "wikitext"))
+    assert queries.distinct(fixture_db, 1, data, "k", fixed, Selection()) == [3, 5]
+    gen_id = queries.generation_id(fixture_db, 1, data, GridPoint("ngram", "wikitext", 3, "cached", 0))
+    gen = queries.generation(fixture_db, gen_id)
+    assert (gen["strategy"], gen["k"], gen["regime"], gen["prompt_index"]) == ("ngram", 3, "cached", 0)
     assert len(gen["tokens"]) == gen["n_tokens"]
     assert sum(gen["accepted_per_step"]) + gen["steps"] == gen["n_tokens"]
     assert queries.generation(fixture_db, 10_000) is None
+    assert queries.reference(fixture_db, 1, "wikitext", 0)["prompt_text"].startswith("The castle")
     assert queries.spec(fixture_db, 1)["verifier"]["tokenizer"] == "mistral"
+
+
+def test_table5_runs_in_the_background_once_per_data_version(fixture_db):
+    from dashboard import background
+
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return queries.redundancy(fixture_db, 1)
+
+    key = ("table5-test", fixture_db, 1)
+    value, busy = background.latest(key, (60, 60), compute)
+    deadline = time.monotonic() + 60
+    while busy and time.monotonic() < deadline:
+        time.sleep(0.1)
+        value, busy = background.latest(key, (60, 60), compute)
+    assert not busy and set(value["strategy"]) == {"reference", "plain", "ngram", "olifant-wikitext"}
+    assert background.latest(key, (60, 60), compute) == (value, False) and len(calls) == 1  # cached, not recomputed
+    stale, busy = background.latest(key, (61, 61), compute)  # new results: the old table meanwhile, a new run going
+    assert stale is value and busy
+    while busy and time.monotonic() < deadline:
+        time.sleep(0.1)
+        _, busy = background.latest(key, (61, 61), compute)
+    assert len(calls) == 2
+
+
+def test_background_failure_is_reported_not_retried_in_a_loop():
+    from dashboard import background
+
+    def broken():
+        raise ValueError("no texts")
+
+    key = ("broken-test",)
+    background.latest(key, 1, broken)
+    deadline = time.monotonic() + 10
+    while background.latest(key, 1, broken)[1] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert background.latest(key, 1, broken) == (None, False)
+    assert background.error(key) == "ValueError: no texts"

@@ -136,3 +136,19 @@ def test_segment_steps_uses_tokens_per_step_for_cached_rounds():
     # cached: round 1 accepted 2 drafts with no verifier token, round 2 was a fast-path reject (1 verifier token)
     steps = tables.segment_steps([1, 2, 3, 4, 5], [2, 0, 1], [2, 1, 2])
     assert steps == [([1, 2], []), ([], [3]), ([4], [5])]
+
+
+def test_energy_ratio_bolds_the_maximum():
+    t3 = tables.PAPER_TABLES["table3"]
+    table = pd.DataFrame({("t", "J/100 tok"): [2000.0, 500.0, 800.0], ("t", "ratio vs plain"): [1.0, 4.0, 2.5]},
+                         index=pd.MultiIndex.from_tuples([("plain", 0), ("ngram", 2), ("ngram", 3)]))
+    best = tables.best_cells(table, t3.metrics)
+    assert best[("t", "ratio vs plain")].tolist() == [False, True, False]  # plain ÷ strategy: higher is better
+    assert best[("t", "J/100 tok")].tolist() == [False, True, False]
+
+
+def test_acceptance_tables_show_first_token_acceptance(summary):
+    spec = tables.PAPER_TABLES["table7"]
+    table = tables.paper_table(summary[summary["draft"] != "plain"], spec.metrics, spec.regime)
+    assert ("wikitext", "1st-token %") in table.columns
+    assert "first_token_acceptance" in tables.break_even_frame(summary).columns

@@ -73,3 +73,37 @@ def test_status_json_contract(db):
 def test_status_text_shows_failures(db):
     res = greenspec("--db", db, "status")
     assert res.returncode == 0 and "failed cells:" in res.stdout
+
+
+@pytest.fixture(scope="module")
+def known_db(tmp_path_factory) -> str:
+    from tests.storage.known import build
+
+    url = f"sqlite:///{tmp_path_factory.mktemp('known') / 'k.db'}"
+    build(url)
+    return url
+
+
+def _cell(df: pd.DataFrame, strategy: str, k: int, regime: str) -> pd.Series:
+    return df[(df["strategy"] == strategy) & (df["k"] == k) & (df["regime"] == regime)].iloc[0]
+
+
+def test_export_carries_the_papers_quantities(known_db, tmp_path):
+    out = tmp_path / "k.csv"
+    assert greenspec("--db", known_db, "export", "--out", str(out)).returncode == 0
+    df = pd.read_csv(out)
+    assert {"energy_ratio", "first_token_acceptance", "mal", "speedup"} <= set(df.columns)
+    ngram = _cell(df, "ngram", 2, "uncached")
+    assert ngram["speedup"] == pytest.approx(2.4)  # mean tok/s (20 + 10) / 2 over plain's (10 + 2.5) / 2
+    assert ngram["energy_ratio"] == pytest.approx(4.0)  # plain 2000 J/100 tok / ngram 500: plain ÷ strategy
+    assert ngram["first_token_acceptance"] == pytest.approx((3 / 5 + 3 / 7) / 2)
+    assert _cell(df, "ngram", 2, "cached")["first_token_acceptance"] == pytest.approx(2 / 3)  # 1 - 2 rejects / 6
+
+
+def test_export_pooled_flag(known_db, tmp_path):
+    out = tmp_path / "p.csv"
+    res = greenspec("--db", known_db, "export", "--pooled", "--out", str(out))
+    assert res.returncode == 0, res.stderr
+    ngram = _cell(pd.read_csv(out), "ngram", 2, "uncached")
+    assert ngram["speedup"] == pytest.approx(10 / 3)  # (20 tok / 1.5 s) / (20 tok / 5.0 s)
+    assert ngram["acceptance"] == pytest.approx(1 / 3)  # 8 accepted / 24 drafted

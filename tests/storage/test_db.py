@@ -61,3 +61,39 @@ def test_schema_check_and_paths(tmp_path):
     assert not has_schema(make_engine(f"sqlite:///{path}"))
     assert sqlite_path(f"sqlite:///{path}") == path
     assert sqlite_path("sqlite://") is None and sqlite_path("postgresql://u@h/db") is None
+
+
+def test_upgrade_to_0003_backfills_rounds_and_first_accepted(tmp_path):
+    url = f"sqlite:///{tmp_path / 'old2.db'}"
+    engine = make_engine(url)
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0002")
+    cols = ("experiment_id, cell_id, strategy, draft, task, prompt_index, k, regime, n_prompt_tokens, n_tokens, steps, "
+            "drafted, accepted, mal, accept_hist, accepted_per_step, fastpath_rejects, wall_s, draft_s, verify_s, "
+            "tokens_per_s, started_at, ended_at, bridged, stopped, device, tokens, text")
+    with engine.begin() as conn:
+        conn.execute(text("insert into experiments (name, spec_toml, spec_hash, created_at, updated_at) "
+                          "values ('old', '', '', '2026-01-01', '2026-01-01')"))
+        conn.execute(text("insert into cells (experiment_id, key, kind, state, params, attempts, created_at) "
+                          "values (1, 'a', 'sweep', 'done', '{}', 1, '2026-01-01')"))
+        conn.execute(text(f"insert into generations ({cols}) values (1, 1, 'ngram', 'ngram', 't', 0, 2, 'uncached', "
+                          "3, 10, 5, 10, 5, 1.0, '[2, 1, 2]', '[2, 0, 2, 1, 0]', 0, 1.0, 0.0, 1.0, 10.0, 0, 1, 0, "
+                          "'max_new_tokens', 'cpu', '[]', '')"))
+    open_db(url)  # migrates to head
+    with engine.connect() as conn:
+        assert conn.execute(text("select rounds, first_accepted from generations")).one() == (5, 3)  # 5 - hist[0] 2
+        indexes = {row[1] for row in conn.exec_driver_sql("PRAGMA index_list('generations')")}
+    assert {"ix_generations_summary", "ix_generations_experiment_id"} <= indexes
+
+
+def test_insert_fills_rounds_and_first_accepted(tmp_path):
+    from tests.storage.known import build
+
+    url = f"sqlite:///{tmp_path / 'k.db'}"
+    build(url)  # Core inserts that name neither column, as the driver's writes do
+    with make_engine(url).connect() as conn:
+        rows = conn.execute(text("select rounds, first_accepted from generations order by id")).all()
+    assert rows[2] == (5, 3) and rows[6] == (7, 4)  # [2,0,2,1,0]: 5 rounds, 2 empty; [2,0,0,2,1,0,2]: 7, 3 empty

@@ -1,14 +1,14 @@
 """draft_latency: standalone next-token latency per strategy and engine (`greenspec latency SPEC`)
 
-Revision ID: 0005
-Revises: 0004
+Revision ID: 0006
+Revises: 0005
 Create Date: 2026-11-30 14:00:00
 """
 from alembic import op
 import sqlalchemy as sa
 
-revision = '0005'
-down_revision = '0004'
+revision = '0006'
+down_revision = '0005'
 branch_labels = None
 depends_on = None
 

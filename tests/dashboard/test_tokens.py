@@ -1,0 +1,42 @@
+"""Which tokenizer the Texts page decodes with, loaded offline only: the spec's, else the verifier's."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from dashboard import tokens
+from tests.dashboard.populate import PROMPTS
+from workers.tokenizer import load_tokenizer, mistral_tokenizer_dir
+
+
+def test_tokenizer_name_prefers_the_spec_key_then_the_verifier_model():
+    assert tokens.tokenizer_name({"verifier": {"model": "m/x", "tokenizer": "mistral"}}) == "mistral"
+    assert tokens.tokenizer_name({"verifier": {"model": "/models/verifier"}}) == "/models/verifier"
+    assert tokens.tokenizer_name({"verifier": {"model": "demo:verifier"}, "grid": {"tokenizer": "t"}}) == "t"
+    assert tokens.tokenizer_name({"verifier": {"model": "demo:verifier"}}) is None
+    assert tokens.tokenizer_name({}) is None
+
+
+def test_mistral_decodes_like_transformers_without_torch():
+    decoder = tokens.load_offline("mistral")
+    tok = load_tokenizer("mistral")
+    text = PROMPTS["pubmed"][1][1]
+    ids = tok(text, add_special_tokens=False).input_ids
+    for n in (1, 2, 7, len(ids)):
+        assert decoder.decode(ids[:n]) == tok.decode(ids[:n], skip_special_tokens=True)
+    assert decoder.decode([1] + ids[:3] + [2]) == tok.decode(ids[:3], skip_special_tokens=True)  # BOS/EOS dropped
+
+
+@pytest.mark.slow
+def test_verifier_folder_without_tokenizer_key_is_used(tmp_path):
+    folder = tmp_path / "verifier"
+    shutil.copytree(mistral_tokenizer_dir(), folder)
+    name = tokens.tokenizer_name({"verifier": {"model": str(folder)}})
+    tok = tokens.load_offline(name)
+    assert tok is not None and tok.decode([1, 415, 13]).strip() != ""
+
+
+def test_unknown_hub_id_is_not_fetched():
+    assert tokens.load_offline("no-such-org/no-such-model-greenspec") is None  # offline only: no download
