@@ -47,8 +47,8 @@ def corpus_documents(corpus) -> Iterator[Sequence[int]]:
 
 
 def contiguous_ids(ids: Sequence[int]) -> np.ndarray:
-    """The 1-D contiguous int32 array arctic-inference's bindings require."""
-    return np.ascontiguousarray(np.asarray(ids, dtype=np.int32).reshape(-1))
+    """The 1-D contiguous, writable int32 array arctic-inference's bindings require (a copy: never a memmap view)."""
+    return np.array(ids, dtype=np.int32, copy=True).reshape(-1)
 
 
 def suffix_cache(max_tree_depth: int, keep: bool):
@@ -98,6 +98,8 @@ class SuffixDraft(Draft):
     def _stop(self) -> None:
         if self._rid is not None:
             self.cache.stop_request(self._rid)
+            if not self.remember_outputs and self._rid in self.cache.cached_requests:
+                self.cache.evict_cached_response(self._rid)  # the global tree keeps the corpus only
             self._rid, self._seen = None, []
 
     def _sync(self, context: Sequence[int]) -> None:
