@@ -1,4 +1,4 @@
-"""Benchmark: every draft side by side on the demo models, and `lookup` against transformers' prompt lookup.
+"""Benchmark: `lookup` against transformers' prompt lookup, and every draft side by side on the demo models.
 
 The verifier and the neural draft are the demo's small models (`workers.demo_models`, trained here on first use
 and cached); prompts are the first words of the demo tasks' test documents (both domains). Per domain, the
@@ -117,17 +117,18 @@ def row(name, domain, regime, k, res, plain_wall, index) -> list:
 @torch.inference_mode()
 def hf_lookup(model, prompt: list[int], n_new: int, k: int) -> tuple[list[int], float]:
     """transformers' own prompt lookup decoding: (new tokens, wall seconds)."""
+    from transformers import GenerationConfig
+
     ids = torch.tensor([prompt])
+    config = GenerationConfig(do_sample=False, max_new_tokens=n_new, prompt_lookup_num_tokens=k, eos_token_id=None,
+                              pad_token_id=0)  # no EOS: fixed-length outputs, as greenspec's runs
     t0 = time.perf_counter()
-    out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=n_new,
-                         min_new_tokens=n_new, prompt_lookup_num_tokens=k, eos_token_id=None, pad_token_id=0)
+    out = model.generate(ids, attention_mask=torch.ones_like(ids), generation_config=config)
     return out[0, len(prompt):].tolist(), time.perf_counter() - t0
 
 
-def lookup_vs_transformers(verifier, prompts: dict, refs: dict, ks, n_new: int, repeats: int) -> tuple[list, int]:
+def lookup_vs_transformers(verifier, all_prompts: list, all_refs: list, ks, n_new: int, repeats: int) -> tuple[list, int]:
     """greenspec's `lookup` in each cached regime against transformers' prompt lookup, same prompts; fastest runs."""
-    all_prompts = [p for d in DOMAINS for p in prompts[d]]
-    all_refs = [r for d in DOMAINS for r in refs[d]]
     draft, rows, mismatches = make_draft("lookup"), [], 0
     hf_lookup(verifier.model, all_prompts[0], 8, 3)  # warm-up
     for k in ks:
@@ -147,18 +148,47 @@ def lookup_vs_transformers(verifier, prompts: dict, refs: dict, ks, n_new: int, 
 
 
 def run(quick: bool = False) -> str:
-    """Measure every draft x regime x k on the demo models; return a Markdown section."""
+    """Both measurements, as Markdown: lookup vs transformers, then every draft on the demo models."""
+    return run_lookup(quick) + "\n\n" + run_drafts(quick)
+
+
+def one_thread(fn):
+    """Run fn() with torch on one thread (small models are fastest, and steadiest on shared cores, so)."""
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # the small models are fastest, and steadiest on shared cores, on one thread
+    torch.set_num_threads(1)
     try:
-        with tempfile.TemporaryDirectory(prefix="bench-drafts-") as tmp:
-            return _run(quick, Path(tmp))
+        return fn()
     finally:
         torch.set_num_threads(threads)
 
 
-def _run(quick: bool, work: Path) -> str:
-    """The measurement behind `run`."""
+def run_lookup(quick: bool = False) -> str:
+    """`lookup` vs transformers' prompt lookup on bench/decoding's random verifier, which loops (lookup's case)."""
+    from bench.decoding import PROMPTS, build_verifier
+    from workers.tokenizer import load_tokenizer
+
+    def measure_it() -> str:
+        tok, verifier = load_tokenizer("mistral"), build_verifier()
+        n_new, ks, repeats = (24, [3], 1) if quick else (64, [3, 8], 3)
+        prompts = [tok(p).input_ids for p in PROMPTS[: 2 if quick else 4]]
+        refs = [greedy_reference(verifier, p, n_new) for p in prompts]
+        rows, mismatches = lookup_vs_transformers(verifier, prompts, refs, ks, n_new, repeats)
+        return render_lookup(rows, len(prompts), n_new, repeats, mismatches)
+
+    return one_thread(measure_it)
+
+
+def run_drafts(quick: bool = False) -> str:
+    """Every draft x regime x k on the demo models (trained on first use, then cached)."""
+    def measure_it() -> str:
+        with tempfile.TemporaryDirectory(prefix="bench-drafts-") as tmp:
+            return _run_drafts(quick, Path(tmp))
+
+    return one_thread(measure_it)
+
+
+def _run_drafts(quick: bool, work: Path) -> str:
+    """The measurement behind `run_drafts`."""
     n_prompts, n_new, ks, repeats = (2, 32, [3], 1) if quick else (3, 48, [3, 8], 2)
     verifier, draft_model, tok, prompts, trains = demo_setup(work, n_prompts)
     refs = {d: [greedy_reference(verifier, p, n_new) for p in prompts[d]] for d in DOMAINS}
@@ -168,12 +198,30 @@ def _run(quick: bool, work: Path) -> str:
     more, built = corpus_drafts(trains, work)
     drafts.update(more)
     rows, mismatches = measure(verifier, drafts, prompts, refs, ks, n_new, repeats, built)
-    hf_rows, hf_mismatches = lookup_vs_transformers(verifier, prompts, refs, ks, n_new, repeats)
-    return render(rows, hf_rows, built, n_prompts, n_new, repeats, mismatches + hf_mismatches)
+    return render_drafts(rows, built, n_prompts, n_new, repeats, mismatches)
 
 
-def render(rows, hf_rows, built, n_prompts, n_new, repeats, mismatches) -> str:
-    """The Markdown section."""
+def render_lookup(rows, n_prompts, n_new, repeats, mismatches) -> str:
+    """The Markdown section of the lookup comparison."""
+    from tabulate import tabulate
+
+    return "\n".join([
+        "## `lookup` vs transformers' prompt lookup (`bench/drafts.py`)",
+        "",
+        "greenspec's `lookup` draft in each cached regime against transformers' own "
+        "`generate(prompt_lookup_num_tokens=k)`, side by side in one run: the random-weights Mistral of "
+        f"`bench/decoding.py` (~20M parameters, fp32, CPU, 1 thread; it loops, which prompt lookup copies), {n_prompts} "
+        f"prompts x {n_new} new tokens, fastest of {repeats} runs per prompt, warm-up excluded. Outputs differing "
+        f"from greedy `generate`: {mismatches}. ms per generation; `ratio` = transformers' time / greenspec's "
+        "(above 1: greenspec faster).",
+        "",
+        tabulate(rows, headers=["k", "greenspec regime", "greenspec ms", "transformers ms", "ratio"],
+                 tablefmt="github"),
+    ])
+
+
+def render_drafts(rows, built, n_prompts, n_new, repeats, mismatches) -> str:
+    """The Markdown section of the all-drafts table."""
     from tabulate import tabulate
 
     builds = [[name, f"{b / 2**20:.1f}", f"{s:.1f}", t] for name, (b, s, t) in built.items()]
@@ -189,10 +237,4 @@ def render(rows, hf_rows, built, n_prompts, n_new, repeats, mismatches) -> str:
         "",
         tabulate(rows, headers=["draft", "domain", "regime", "k", "accept", "MAL", "speedup", "draft ms/token",
                                 "index"], tablefmt="github"),
-        "",
-        "`lookup` against transformers' `generate(prompt_lookup_num_tokens=k)` (same model, all prompts; ms per "
-        "generation; `ratio` = transformers' time / greenspec's, above 1 means greenspec is faster):",
-        "",
-        tabulate(hf_rows, headers=["k", "greenspec regime", "greenspec ms", "transformers ms", "ratio"],
-                 tablefmt="github"),
     ])
