@@ -148,8 +148,8 @@ def lookup_vs_transformers(verifier, all_prompts: list, all_refs: list, ks, n_ne
 
 
 def run(quick: bool = False) -> str:
-    """Both measurements, as Markdown: lookup vs transformers, then every draft on the demo models."""
-    return run_lookup(quick) + "\n\n" + run_drafts(quick)
+    """The measurements, as Markdown: lookup vs transformers, draft cost alone, every draft on the demo models."""
+    return "\n\n".join([run_lookup(quick), run_latency(quick), run_drafts(quick)])
 
 
 def one_thread(fn):
@@ -238,3 +238,60 @@ def render_drafts(rows, built, n_prompts, n_new, repeats, mismatches) -> str:
         tabulate(rows, headers=["draft", "domain", "regime", "k", "accept", "MAL", "speedup", "draft ms/token",
                                 "index"], tablefmt="github"),
     ])
+
+
+def run_latency(quick: bool = False) -> str:
+    """Draft cost alone (no verifier): ms per propose(k=8) over real prompts+text, and each index's size and build."""
+    from workers.corpora import TextSource, iter_documents
+    from workers.datastore import build_datastore
+    from workers.demo_data import write_demo_corpora
+    from workers.tokenizer import load_tokenizer
+    from workers.trainer import train_instance_base
+
+    with tempfile.TemporaryDirectory(prefix="bench-latency-") as tmp:
+        work = Path(tmp)
+        corpora = write_demo_corpora(work / "data")
+        tok = load_tokenizer("mistral")
+        built, drafts = {}, {"ngram": make_draft("ngram", n=4), "lookup": make_draft("lookup"),
+                             "suffix": make_draft("suffix")}
+        for d in DOMAINS:
+            source = TextSource(name=d, path=str(corpora[d].train_path))
+            ds = build_datastore(source, "mistral", work / "artifacts")
+            built[f"rest-{d}"] = (ds.bytes, ds.build_s, ds.meta["tokens"])
+            drafts[f"rest-{d}"] = make_draft("rest", datastore=ds.path)
+        ib = train_instance_base(TextSource(name="pydoc", path=str(corpora["pydoc"].train_path)), "mistral",
+                                 work / "artifacts")
+        built["olifant-pydoc"] = (ib.bytes, ib.train_s, ib.tokens)
+        drafts["olifant-pydoc"] = make_draft("olifant", ibase=ib.path)
+        docs = [tok(doc).input_ids for d in DOMAINS
+                for doc, _ in zip(iter_documents(TextSource(name=d, path=str(corpora[d].test_path))), range(3))]
+        rows = [[name, *propose_ms(draft, docs, 8, 20 if quick else 60)] for name, draft in drafts.items()]
+    from tabulate import tabulate
+
+    builds = [[name, f"{b / 2**20:.1f}", f"{s:.1f}", t] for name, (b, s, t) in built.items()]
+    return "\n".join([
+        "## Draft cost alone (`bench/drafts.py`)",
+        "",
+        "Each draft's `propose(context, k=8)` timed alone over growing contexts of real demo test documents "
+        "(Mistral tokenizer; 3 documents per domain), as a generation calls it; ms per call (median, p90), and "
+        "each corpus index's size and build time (tokenising included) from the demo train files.",
+        "",
+        tabulate(builds, headers=["index", "MiB", "build s", "corpus tokens"], tablefmt="github"),
+        "",
+        tabulate(rows, headers=["draft", "median ms/call", "p90 ms/call"], tablefmt="github"),
+    ])
+
+
+def propose_ms(draft, docs: list[list[int]], k: int, calls: int) -> list[str]:
+    """Median and p90 ms of draft.propose over contexts growing through each document (a new session per doc)."""
+    import numpy as np
+
+    times = []
+    for doc in docs:
+        draft.reset()
+        for end in np.linspace(min(16, len(doc)), len(doc), num=calls // len(docs) + 1).astype(int):
+            t0 = time.perf_counter()
+            draft.propose(doc[:end], k)
+            times.append(time.perf_counter() - t0)
+    ms = np.array(times) * 1e3
+    return [f"{np.median(ms):.3f}", f"{np.percentile(ms, 90):.3f}"]
