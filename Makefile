@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 TORCH   := torch==2.13.0
 
-.PHONY: install demo test bench clean browser arctic
+.PHONY: install demo test bench clean browser gpu arctic
 
 install: $(STAMP)
 
@@ -48,6 +48,10 @@ test: install browser
 
 bench: install
 	RAY_AUTH_MODE=disabled $(BIN)/python -m bench
+
+# End-to-end check on a CUDA GPU (cached and uncached regimes, NVML energy); not part of `make test`.
+gpu: install
+	PY=$(BIN)/python bench/gpu.sh
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -1,28 +1,39 @@
-"""Benchmark: the speculative decoding engine on CPU, both regimes, against plain decoding in the same run.
+"""Benchmark: the speculative decoding engine on CPU, three regimes, greedy and sampled, against plain decoding.
 
-The verifier is a random-weights Mistral (~20M parameters, fp32, the real 32000-token vocabulary). Drafts:
+The verifier is a random-weights Mistral (~20M parameters, fp32, the real 32000-token vocabulary) whose output
+head is scaled by HEAD_SCALE: greedy outputs are unchanged, and sampling at T = 0.8 is about as peaked as a
+trained LM's (mean top-token probability ~0.5) rather than near-uniform. Drafts:
 `ngram` (in-session; the random verifier falls into loops, which it learns), `olifant`
 (an IGTree fitted on the verifier's own greedy outputs: acceptance near 100%) and `olifant-75` (the same with
 one training target in four replaced by a random token: partial acceptance). Per draft, k and regime:
 speedup over plain (plain measured first, same prompts), draft + bookkeeping time as a share of the wall time
 (goal <= 2%), and the measured speedup against the ideal one implied by the passes the run made (MAL) and the
 verifier's measured cost of a 1-position vs a k-position pass (goal >= 90%). Warm-up runs are excluded.
+Regimes: `uncached`, `cached` (the paper's, first-token fast path) and `cached-standard` (transformers' and
+vLLM's: pending token + k drafts per pass). A second table repeats every draft at T = 0.8 (speculative
+sampling, seeded per prompt), with plain at T = 0.8 as its baseline, next to the greedy figures.
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from workers.decoding import GenerationResult, greedy_reference, speculative_generate, warmup
+from workers.decoding import REGIMES, GenerationResult, greedy_reference, speculative_generate, warmup
 from workers.drafts import make_draft
 from workers.igtree import IGTree
 from workers.metrics import acceptance_rate, mal, mean_accepted_tokens
 from workers.tokenizer import load_tokenizer
 from workers.verifier import Verifier
+
+HEAD_SCALE = 16.0  # x the random head: T = 0.8 sampling about as peaked as a trained LM's; argmax unchanged
+TEMPERATURE = 0.8
+SAMPLED_COLUMNS = (("accept", ""), ("first", ""), ("speedup", "x"), ("cpu", "x"), ("ideal", "x"))
 
 PROMPTS = (
     "To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer the slings",
@@ -32,14 +43,17 @@ PROMPTS = (
 )
 
 
-def build_verifier(seed: int = 0) -> Verifier:
-    """A random-weights Mistral with the Mistral vocabulary (~20M parameters), fp32 on CPU."""
+def build_verifier(seed: int = 0, head_scale: float = HEAD_SCALE) -> Verifier:
+    """A random-weights Mistral with the Mistral vocabulary (~20M parameters), fp32 on CPU, head scaled."""
     from transformers import MistralConfig, MistralForCausalLM
 
     torch.manual_seed(seed)
     cfg = MistralConfig(vocab_size=32000, hidden_size=256, intermediate_size=768, num_hidden_layers=4,
                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024)
-    return Verifier(MistralForCausalLM(cfg).eval())
+    model = MistralForCausalLM(cfg).eval()
+    with torch.no_grad():
+        model.lm_head.weight.mul_(head_scale)
+    return Verifier(model)
 
 
 def fitted_tree(prompts: list[list[int]], refs: list[list[int]], corrupt_every: int = 0, seed: int = 0) -> IGTree:
@@ -86,42 +100,80 @@ def _timed_calls(fn, args: tuple, reps: int) -> list[float]:
     return out
 
 
-def pass_sizes(res: GenerationResult, cached: bool) -> list[int]:
-    """Positions fed by each verifier pass of a run (cached: the prefill as 0, then 1 or the drafts' count)."""
-    if not cached:
-        return [d + 1 for d in res.drafted_per_step]  # context + drafts, k+1 predictions kept
-    sizes = [0] + [d if a > 0 else 1 for d, a in zip(res.drafted_per_step, res.accepted_per_step)]
+def pass_sizes(res: GenerationResult, regime: str) -> list[tuple[bool, int]]:
+    """(cached, positions) of each verifier pass of a run; (True, 0): a prefill of the prompt."""
+    if regime == "uncached":
+        return [(False, d + 1) for d in res.drafted_per_step]  # context + drafts, k+1 predictions kept
+    if regime == "cached-standard":  # the prompt + drafts first (costed as the prompt's prefill), then 1 + drafts
+        return [(True, 0)] + [(True, d + 1) for d in res.drafted_per_step[1:]]
+    sizes = [(True, 0)] + [(True, d if a > 0 else 1) for d, a in zip(res.drafted_per_step, res.accepted_per_step)]
     return sizes[: res.steps]  # the last round of a generation may skip its pass
 
 
-def ideal_seconds(res: GenerationResult, cached: bool, costs: dict) -> float:
+def ideal_seconds(res: GenerationResult, regime: str, costs: dict) -> float:
     """Verifier-only seconds of this run's passes, from the measured cost of each pass size."""
-    return sum(costs[(cached, n)] for n in pass_sizes(res, cached))
+    return sum(costs[size] for size in pass_sizes(res, regime))
 
 
-def run_config(verifier, draft, prompts, n_new, k, cached, repeats) -> list[GenerationResult]:
-    """Warm up, then per prompt the fastest of `repeats` timed generations (the least disturbed on shared cores)."""
-    warmup(verifier, draft, prompts[0], k, cached)
-    runs = [[speculative_generate(verifier, draft, p, n_new, k, cached) for p in prompts] for _ in range(repeats)]
-    return [min(per_prompt, key=lambda r: r.wall_s) for per_prompt in zip(*runs)]
+@dataclass(frozen=True)
+class Timed:
+    """One generation and the CPU seconds this process spent on it (steadier than wall time on shared cores)."""
+
+    res: GenerationResult
+    cpu_s: float
 
 
-def row(name, k, cached, results, plain, costs) -> list:
+def timed_generate(*args, **kwargs) -> Timed:
+    """speculative_generate with its process CPU time."""
+    t0 = time.process_time()
+    res = speculative_generate(*args, **kwargs)
+    return Timed(res, time.process_time() - t0)
+
+
+def run_config(verifier, draft, prompts, n_new, k, regime, repeats, temperature=0.0) -> list[Timed]:
+    """Warm up, then per prompt the fastest of `repeats` timed generations (the least disturbed on shared cores).
+
+    Sampled runs are seeded by the prompt's index, so every repeat does the same work.
+    """
+    cached, fastpath = REGIMES[regime]
+    opts = {"fastpath": fastpath, "temperature": temperature}
+    warmup(verifier, draft, prompts[0], k, cached, seed=0, **opts)
+    runs = [[timed_generate(verifier, draft, p, n_new, k, cached, seed=i, **opts) for i, p in enumerate(prompts)]
+            for _ in range(repeats)]
+    return [min(per_prompt, key=lambda t: t.res.wall_s) for per_prompt in zip(*runs)]
+
+
+def summary(timed: list[Timed], plain: list[Timed], regime: str, costs: dict) -> dict:
+    """Acceptance, first-token acceptance and speedups over plain (wall, CPU time, ideal) of one configuration."""
+    results = [t.res for t in timed]
+    accepted, drafted = sum(r.accepted for r in results), sum(r.drafted for r in results)
+    first = acceptance_rate(sum(r.first_accepted for r in results), sum(r.first_checked for r in results))
+    speedup = sum(t.res.wall_s for t in plain) / sum(r.wall_s for r in results)
+    cpu_speedup = sum(t.cpu_s for t in plain) / sum(t.cpu_s for t in timed)
+    ideal = (sum(ideal_seconds(t.res, regime, costs) for t in plain)
+             / sum(ideal_seconds(r, regime, costs) for r in results))
+    return {"accept": acceptance_rate(accepted, drafted), "first": first, "speedup": speedup, "cpu": cpu_speedup,
+            "ideal": ideal}
+
+
+def row(name, k, regime, timed: list[Timed], plain: list[Timed], costs) -> list:
     """One table row: acceptance, MAL, speedups measured and ideal, overhead share."""
+    results = [t.res for t in timed]
     wall = sum(r.wall_s for r in results)
     accepted, drafted = sum(r.accepted for r in results), sum(r.drafted for r in results)
     steps, n_tok = sum(r.steps for r in results), sum(r.n_tokens for r in results)
-    measured = sum(r.wall_s for r in plain) / wall
-    ideal = sum(ideal_seconds(r, cached, costs) for r in plain) / sum(ideal_seconds(r, cached, costs) for r in results)
+    s = summary(timed, plain, regime, costs)
+    ideal = s["ideal"]
     overhead = statistics.fmean((r.wall_s - r.verify_s) / r.wall_s for r in results)
     draft_share = statistics.fmean(r.draft_s / r.wall_s for r in results)
-    return [name, k, "cached" if cached else "uncached", f"{acceptance_rate(accepted, drafted):.2f}",
+    return [name, k, regime, f"{acceptance_rate(accepted, drafted):.2f}",
             f"{mal(accepted, steps):.2f}", f"{mean_accepted_tokens(n_tok, steps):.2f}", f"{wall / n_tok * 1e3:.2f}",
-            f"{measured:.2f}x", f"{ideal:.2f}x", f"{measured / ideal:.0%}", f"{overhead:.1%}", f"{draft_share:.1%}"]
+            f"{s['speedup']:.2f}x", f"{s['cpu']:.2f}x", f"{ideal:.2f}x", f"{s['speedup'] / ideal:.0%}",
+            f"{overhead:.1%}", f"{draft_share:.1%}"]
 
 
 def run(quick: bool = False) -> str:
-    """Measure every draft x k x regime against plain, side by side; return a Markdown section."""
+    """Measure every draft x k x regime against plain, side by side, greedy and at T = 0.8; return Markdown."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the tiny verifier is fastest, and steadiest on shared cores, on one thread
     try:
@@ -135,47 +187,90 @@ def _run(quick: bool) -> str:
     tok = load_tokenizer("mistral")
     verifier = build_verifier()
     n_new, ks, repeats = (24, [3, 8], 2) if quick else (48, [3, 5, 8], 3)
+    k_sampled = 5
     prompts = [tok(p).input_ids for p in PROMPTS[: 2 if quick else 4]]
     refs = [greedy_reference(verifier, p, n_new) for p in prompts]
     drafts = {"ngram": make_draft("ngram", n=4), "olifant": make_draft("olifant", ibase=fitted_tree(prompts, refs)),
               "olifant-75": make_draft("olifant", ibase=fitted_tree(prompts, refs, corrupt_every=4))}
     mid = prompts[0] + refs[0][: n_new // 2]  # costs at the mean context length of a generation
-    costs = pass_costs(verifier, prompts[0], mid, ks, reps=5 if quick else 10)
+    costs = pass_costs(verifier, prompts[0], mid, sorted(set(ks) | {k_sampled}), reps=5 if quick else 10)
+    rows, sampled_rows, mismatches = [], [], 0
+    for regime in REGIMES:
+        plain, runs = measure_regime(verifier, drafts, prompts, n_new, sorted(set(ks) | {k_sampled}), regime, repeats)
+        mismatches += sum(list(t.res.tokens) != ref for results in runs.values() for t, ref in zip(results, refs))
+        rows.append(row("plain", 0, regime, plain, plain, costs))
+        rows += [row(name, k, regime, runs[(name, k)], plain, costs) for name in drafts for k in ks]
+        greedy = {key: summary(results, plain, regime, costs) for key, results in runs.items()}
+        sampled_rows += sampled_section(verifier, drafts, prompts, n_new, k_sampled, regime, repeats, greedy, costs)
+    return render(rows, sampled_rows, costs, ks, n_new, len(prompts), mismatches, repeats)
+
+
+def measure_regime(verifier, drafts, prompts, n_new, ks, regime, repeats, temperature=0.0) -> tuple[list, dict]:
+    """Plain (measured before and after the drafts, fastest kept: load drifts) and every draft x k of a regime."""
     plain_draft = make_draft("plain")
-    rows, mismatches = [], 0
-    for cached in (False, True):
-        plain = run_config(verifier, plain_draft, prompts, n_new, 1, cached, repeats)
-        rows.append(row("plain", 0, cached, plain, plain, costs))
-        for name, draft in drafts.items():
-            for k in ks:
-                results = run_config(verifier, draft, prompts, n_new, k, cached, repeats)
-                mismatches += sum(list(r.tokens) != ref for r, ref in zip(results, refs))
-                rows.append(row(name, k, cached, results, plain, costs))
-    return render(rows, costs, ks, n_new, len(prompts), mismatches, repeats)
+    before = run_config(verifier, plain_draft, prompts, n_new, 1, regime, repeats, temperature)
+    runs = {(name, k): run_config(verifier, draft, prompts, n_new, k, regime, repeats, temperature)
+            for name, draft in drafts.items() for k in ks}
+    after = run_config(verifier, plain_draft, prompts, n_new, 1, regime, repeats, temperature)
+    return [min(a, b, key=lambda t: t.res.wall_s) for a, b in zip(before, after)], runs
 
 
-def render(rows, costs, ks, n_new, n_prompts, mismatches, repeats) -> str:
-    """The Markdown section: setup, the pass-cost table and the results table."""
+def sampled_section(verifier, drafts, prompts, n_new, k, regime, repeats, greedy: dict, costs: dict) -> list[list]:
+    """Rows of every draft at T = TEMPERATURE next to its greedy figures; plain at the same T is the baseline."""
+    plain, runs = measure_regime(verifier, drafts, prompts, n_new, [k], regime, repeats, TEMPERATURE)
+    rows = []
+    for name in drafts:
+        s, g = summary(runs[(name, k)], plain, regime, costs), greedy[(name, k)]
+        rows.append([name, k, regime] + [f"{x[key]:.2f}{unit}" for x in (g, s) for key, unit in SAMPLED_COLUMNS])
+    return rows
+
+
+def load() -> str:
+    """The machine's load averages, e.g. "1.02/0.97/0.88" (unknown where the OS has none)."""
+    try:
+        return "/".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "unknown"
+
+
+def render(rows, sampled_rows, costs, ks, n_new, n_prompts, mismatches, repeats) -> str:
+    """The Markdown section: setup, the pass-cost table, the greedy results and the sampled ones."""
     from tabulate import tabulate
 
-    head = ["draft", "k", "regime", "accept", "MAL", "tok/step", "ms/token", "speedup", "ideal", "measured/ideal",
-            "draft+bookkeeping", "draft"]
-    cost_rows = [[n, f"{costs[(False, n)] * 1e3:.2f}", f"{costs[(True, n)] * 1e3:.2f}"] for n in range(1, max(ks) + 2)]
+    head = ["draft", "k", "regime", "accept", "MAL", "tok/step", "ms/token", "speedup", "speedup (CPU s)", "ideal",
+            "measured/ideal", "draft+bookkeeping", "draft"]
+    sampled_head = ["draft", "k", "regime"] + [f"{key} T={t}" for t in (0, TEMPERATURE) for key, _ in SAMPLED_COLUMNS]
+    n_max = max(n for _, n in costs)
+    cost_rows = [[n, f"{costs[(False, n)] * 1e3:.2f}", f"{costs[(True, n)] * 1e3:.2f}"] for n in range(1, n_max + 1)]
     return "\n".join([
         "## Speculative decoding engine (`bench/decoding.py`)",
         "",
-        f"Random-weights Mistral verifier (~20M parameters, vocab 32000, fp32, CPU, 1 thread), {n_prompts} prompts x "
-        f"{n_new} new tokens per configuration, fastest of {repeats} runs per prompt, warm-up excluded; "
-        "plain measured first in each regime. "
+        "Random-weights Mistral verifier (~20M parameters, vocab 32000, fp32, CPU, 1 thread; output head "
+        f"x{HEAD_SCALE:g}, which leaves greedy outputs unchanged), {n_prompts} prompts x {n_new} new tokens per "
+        f"configuration, fastest of {repeats} runs per prompt, warm-up excluded; plain measured before and after the "
+        "drafts of each regime, the faster kept. "
         f"Outputs differing from transformers' greedy `generate`: {mismatches}.",
         "`ideal` = plain's verifier-only time over this run's verifier-only time, from the measured pass costs "
         "below and the size of every pass the run made (rejections: 1 position; verified drafts: their count, "
-        "+1 uncached). "
-        "Goals: draft+bookkeeping <= 2% of wall time, measured/ideal >= 90%.",
+        "+1 uncached and cached-standard; cached-standard's first pass costed as the prompt's prefill). "
+        "Goals: draft+bookkeeping <= 2% of wall time, measured/ideal >= 90%. `speedup (CPU s)`: the same ratio "
+        "from this process's CPU seconds, steadier than wall time when other jobs share the cores "
+        f"(load average over the last 1/5/15 min at the end of this run: {load()}).",
         "",
         "Verifier pass cost at the mean context length (ms):",
         "",
         tabulate(cost_rows, headers=["positions", "uncached (full forward)", "cached (extend)"], tablefmt="github"),
         "",
         tabulate(rows, headers=head, tablefmt="github"),
+        "",
+        f"### Speculative sampling at T = {TEMPERATURE} (no top-k, no top-p)",
+        "",
+        "Same verifier, prompts and drafts; each generation seeded by its prompt's index. "
+        f"Speedups at T = {TEMPERATURE} are over plain decoding at T = {TEMPERATURE} in the same regime (its sampling "
+        "cost included); `first`: first-token acceptance, rounds whose first draft token was accepted / rounds that "
+        "drafted; `speedup`: wall time, `cpu`: CPU seconds, `ideal`: from the passes made, as above. "
+        "The olifant trees were fitted on the "
+        "greedy outputs, so sampling, which leaves the greedy path, takes fewer of their drafts.",
+        "",
+        tabulate(sampled_rows, headers=sampled_head, tablefmt="github"),
     ])

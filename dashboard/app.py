@@ -29,6 +29,7 @@ def main() -> None:
         st.Page(PAGES / "acceptance.py", title="Acceptance", icon=":material/check_circle:"),
         st.Page(PAGES / "energy.py", title="Energy", icon=":material/bolt:"),
         st.Page(PAGES / "texts.py", title="Texts", icon=":material/article:"),
+        st.Page(PAGES / "paper.py", title="Paper", icon=":material/compare:"),
     ])
     ui.sidebar_filters(url)
     try:

@@ -10,6 +10,7 @@ cells with k=12.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
@@ -38,6 +39,7 @@ class CellSpec:
     prompt_index: int | None = None
     k: int | None = None
     regime: str | None = None
+    temperature: float | None = None
     params: dict[str, Any] = field(default_factory=dict)
 
 
@@ -111,15 +113,27 @@ def sweep_cells(spec: Spec, prompts: TaskPrompts, artifacts: dict[Requirement, C
         corpus = next((r.corpus for r in s.options.requires().values()), None)
         draft = {"draft": s.draft, **s.options.identity(), **needs}
         for i, text in enumerate(prompts.texts):
-            for k in s.ks(spec.sweep.k):
-                for regime in spec.sweep.regimes:
-                    ident = {"kind": "sweep", "verifier": verifier_identity(spec), "prompt": text, "k": k,
-                             "regime": regime, "max_new_tokens": spec.sweep.max_new_tokens, **draft}
-                    params = {"prompt": text, "options": s.options.model_dump(), "needs": needs}
-                    out.append(CellSpec(key=content_key(ident), kind="sweep", strategy=s.name, draft=s.draft,
-                                        task=prompts.task, corpus=corpus, prompt_index=i, k=k, regime=regime,
-                                        params=params))
+            for k, regime, temperature in itertools.product(s.ks(spec.sweep.k), spec.sweep.regimes,
+                                                            spec.sweep.temperatures):
+                sampling = sampling_identity(spec, temperature)
+                ident = {"kind": "sweep", "verifier": verifier_identity(spec), "prompt": text, "k": k,
+                         "regime": regime, "max_new_tokens": spec.sweep.max_new_tokens, **draft, **sampling}
+                key = content_key(ident)
+                params = {"prompt": text, "options": s.options.model_dump(), "needs": needs, **sampling}
+                if sampling:
+                    params["seed"] = int(key[:8], 16) ^ spec.experiment.seed  # one reproducible stream per cell
+                out.append(CellSpec(key=key, kind="sweep", strategy=s.name, draft=s.draft, task=prompts.task,
+                                    corpus=corpus, prompt_index=i, k=k, regime=regime, temperature=temperature,
+                                    params=params))
     return out
+
+
+def sampling_identity(spec: Spec, temperature: float) -> dict[str, Any]:
+    """What sampling adds to a cell's key: nothing at temperature 0 (greedy keys stay as they were)."""
+    if temperature == 0:
+        return {}
+    sw = spec.sweep
+    return {"temperature": temperature, "top_k": sw.top_k, "top_p": sw.top_p, "seed": spec.experiment.seed}
 
 
 def expand(spec: Spec, prompts: list[TaskPrompts]) -> list[CellSpec]:

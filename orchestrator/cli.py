@@ -197,13 +197,16 @@ def status(obj: Context, as_json: bool, experiment: str | None) -> None:
 @click.option("--format", "fmt", type=click.Choice(["csv", "parquet", "markdown", "latex"]), default="csv", show_default=True)
 @click.option("--out", "out", type=click.Path(dir_okay=False), default="-", help="Output file (default: stdout).")
 @click.option("--experiment", "-e", default=None, help="Experiment name (default: the newest).")
+@click.option("--compare", "compare_with", type=click.Choice(["paper"]), default=None,
+              help="Instead: the run's numbers beside the seed paper's, cell by cell, with differences.")
 @click.pass_obj
-def export(obj: Context, fmt: str, out: str, experiment: str | None) -> None:
+def export(obj: Context, fmt: str, out: str, experiment: str | None, compare_with: str | None) -> None:
     """One row per strategy x task x k x regime with speed, acceptance, quality and energy.
 
     \b
     Example:
       greenspec export --format latex --out table.tex
+      greenspec export --compare paper --format markdown
     """
     from orchestrator.export import write_summary
 
@@ -211,6 +214,11 @@ def export(obj: Context, fmt: str, out: str, experiment: str | None) -> None:
     if Session is None:
         raise GreenspecError(f"{obj.db}: no results yet; start with `greenspec demo` or `greenspec run SPEC`")
     with Session() as s:
+        if compare_with == "paper":
+            from orchestrator.paper_compare import write_comparison
+
+            write_comparison(s, experiment, fmt, out)
+            return
         write_summary(s, experiment, fmt, out)
 
 
@@ -260,6 +268,29 @@ def power(seconds: float, sources: tuple[str, ...]) -> None:
     from workers.power import format_survey, survey
 
     click.echo(format_survey(survey(seconds=seconds, names=sources)))
+
+
+@main.command()
+@click.argument("spec", type=click.Path(dir_okay=False))
+@click.option("--prompts", default=10, show_default=True, type=int, help="Prompts (contexts), round-robin over tasks.")
+@click.option("--repeats", default=5, show_default=True, type=int, help="Timed single-token queries per prompt.")
+@click.option("--timbl/--no-timbl", default=True, show_default=True, help="Also time olifant with TiMBL.")
+@click.option("--out", default=None, type=click.Path(dir_okay=False), help="Also write the rows as CSV.")
+@click.pass_obj
+def latency(obj: Context, spec: str, prompts: int, repeats: int, timbl: bool, out: str | None) -> None:
+    """Standalone next-token latency of each strategy's draft, no verifier (the paper's §2.3); stored in --db.
+
+    \b
+    Example:
+      greenspec latency examples/demo.toml --prompts 10 --repeats 5
+    """
+    from orchestrator.latency import LatencyOptions, format_table, measure_spec_file, rows_frame, store_rows
+
+    name, rows = measure_spec_file(spec, LatencyOptions(prompts=prompts, repeats=repeats, timbl=timbl))
+    store_rows(obj.db, name, rows, prompts, repeats)
+    click.echo(format_table(rows))
+    if out:
+        rows_frame(rows).to_csv(out, index=False)
 
 
 @main.command()

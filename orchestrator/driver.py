@@ -267,7 +267,8 @@ class _Loop:
         p = c.params
         return SweepJob(key=c.key, kind=c.kind, prompt=p["prompt"], strategy=c.strategy, draft=c.draft,
                         options=p.get("options", {}), artifacts={role: self.paths[key] for role, key in c.needs},
-                        k=c.k or 0, regime=c.regime)
+                        k=c.k or 0, regime=c.regime, temperature=c.temperature or 0.0, top_k=p.get("top_k", 0),
+                        top_p=p.get("top_p", 1.0), seed=p.get("seed"))
 
     def _dispatch(self) -> None:
         while batch := self.sched.next_batch():

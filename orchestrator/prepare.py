@@ -22,7 +22,7 @@ def load_prompts(spec: Spec) -> list[TaskPrompts]:
 
     out = []
     for t in spec.tasks:
-        ps = load(t.source(), t.prompts, t.prompt_words)
+        ps = load(t.source(), t.prompts, t.prompt_words, articles=t.articles)
         out.append(TaskPrompts(task=t.name, texts=tuple(p.text for p in ps.prompts), skipped_short=ps.skipped_short))
         if len(ps.prompts) < t.prompts:
             logger.warning("task %s: only %d usable prompts of %d asked", t.name, len(ps.prompts), t.prompts)
@@ -44,7 +44,7 @@ def preflight_models(spec: Spec) -> None:
 
 def prepare(spec: Spec) -> tuple[Spec, list[TaskPrompts], list[CellSpec]]:
     """Resolve built-in sources, check paths and models, load prompts, expand the grid."""
-    from orchestrator.builtin import materialize
+    from orchestrator.demo.builtin import materialize
 
     spec = materialize(spec)
     check_paths(spec)

@@ -21,7 +21,7 @@ from workers.corpora import TextSource
 from workers.drafts.registry import DraftEntry, DraftOptions, Requirement, lookup
 from workers.errors import DraftError, SpecError
 
-REGIMES = ("uncached", "cached")
+REGIMES = ("uncached", "cached", "cached-standard")  # workers.decoding.REGIMES
 Name = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")]
 PositiveInt = Annotated[int, Field(gt=0)]
 
@@ -79,6 +79,7 @@ class TaskSection(_Source):
     split: str = "test"
     prompts: PositiveInt = 100
     prompt_words: PositiveInt = 50
+    articles: bool | None = None        # group WikiText rows into articles (None: when the source is WikiText)
 
 
 class StrategySection(_Model):
@@ -130,11 +131,19 @@ class StrategySection(_Model):
 
 class SweepSection(_Model):
     k: Annotated[list[PositiveInt], Field(min_length=1)] = [3, 5, 8]
-    regimes: Annotated[list[Literal["uncached", "cached"]], Field(min_length=1)] = ["uncached", "cached"]
+    regimes: Annotated[list[Literal["uncached", "cached", "cached-standard"]], Field(min_length=1)] = ["uncached", "cached"]
     max_new_tokens: PositiveInt = 100
     warmup: bool = True
+    temperatures: Annotated[list[Annotated[float, Field(ge=0, le=10)]], Field(min_length=1)] = [0.0]  # 0 = greedy
+    top_k: Annotated[int, Field(ge=0)] = 0                  # sampling: keep the k likeliest tokens (0 = all)
+    top_p: Annotated[float, Field(gt=0, le=1)] = 1.0        # sampling: nucleus mass
 
-    @field_validator("k", "regimes")
+    @field_validator("temperatures", mode="before")
+    @classmethod
+    def _floats(cls, v):
+        return [float(x) if isinstance(x, int) and not isinstance(x, bool) else x for x in v] if isinstance(v, list) else v
+
+    @field_validator("k", "regimes", "temperatures")
     @classmethod
     def _unique(cls, v):
         if len(set(v)) != len(v):
@@ -194,7 +203,7 @@ class Spec(_Model):
         prompts = sum(t.prompts for t in self.tasks)
         regimes = len(self.sweep.regimes)
         sweep = sum(t.prompts * regimes * len(s.ks(self.sweep.k)) for t in self.tasks for s in self.strategies
-                    if s.runs_on(t.name))
+                    if s.runs_on(t.name)) * len(self.sweep.temperatures)
         return {"train": len(self.requirements()), "reference": prompts, "sweep": sweep}
 
     def summary(self) -> str:
@@ -272,7 +281,7 @@ def _resolve(value: str | None, base: Path) -> str | None:
     return str(p if p.is_absolute() else (base / p).resolve())
 
 
-BUILTIN = "demo:"  # built-in offline sources and models, made on demand (see orchestrator.builtin)
+BUILTIN = "demo:"  # built-in offline sources and models, made on demand (see orchestrator.demo.builtin)
 
 
 def _is_local(value: str, base: Path) -> bool:

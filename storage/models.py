@@ -64,6 +64,7 @@ class Cell(Base):
     prompt_index: Mapped[int | None] = mapped_column(Integer)
     k: Mapped[int | None] = mapped_column(Integer)
     regime: Mapped[str | None] = mapped_column(String(16))
+    temperature: Mapped[float | None] = mapped_column(Float, default=0.0)  # sweep cells: 0 = greedy
     params: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     error: Mapped[str | None] = mapped_column(Text)
@@ -156,6 +157,11 @@ class Generation(Base):
     prompt_index: Mapped[int] = mapped_column(Integer)
     k: Mapped[int] = mapped_column(Integer)
     regime: Mapped[str] = mapped_column(String(16))
+    temperature: Mapped[float] = mapped_column(Float, default=0.0)   # 0 = greedy; > 0: speculative sampling
+    top_k: Mapped[int] = mapped_column(Integer, default=0)
+    top_p: Mapped[float] = mapped_column(Float, default=1.0)
+    first_checked: Mapped[int | None] = mapped_column(Integer)       # rounds whose first draft token was checked
+    first_accepted: Mapped[int | None] = mapped_column(Integer)      # ... and accepted
     n_prompt_tokens: Mapped[int] = mapped_column(Integer)
     n_tokens: Mapped[int] = mapped_column(Integer)
     steps: Mapped[int] = mapped_column(Integer)

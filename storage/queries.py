@@ -149,7 +149,7 @@ def summary_frame(session: Session, experiment: str | None = None) -> pd.DataFra
     return df
 
 
-def plain_texts(session: Session, exp_id: int | None) -> list[tuple[str, str]]:
-    """(task, text) of the experiment's plain uncached generations: the texts Table 5 describes."""
-    return [tuple(r) for r in session.execute(select(Generation.task, Generation.text).where(
+def plain_texts(session: Session, exp_id: int | None) -> list[tuple[str, list[int], str]]:
+    """(task, token ids, text) of the experiment's plain uncached generations: the texts Table 5 describes."""
+    return [tuple(r) for r in session.execute(select(Generation.task, Generation.tokens, Generation.text).where(
         Generation.experiment_id == exp_id, Generation.draft == "plain", Generation.regime == "uncached")).all()]

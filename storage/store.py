@@ -43,6 +43,7 @@ class QueuedCell:
     prompt_index: int | None = None
     k: int | None = None
     regime: str | None = None
+    temperature: float | None = None
     needs: tuple[tuple[str, str], ...] = ()  # (role, artifact cell key)
     attempts: int = 0
     params: dict[str, Any] = field(default_factory=dict, compare=False)
@@ -81,7 +82,8 @@ def add_cells(session: Session, exp_id: int, cells: Iterable[CellSpec]) -> int:
         elif c.key not in done:
             rows.append({"experiment_id": exp_id, "key": c.key, "kind": c.kind, "state": "pending",
                          "strategy": c.strategy, "draft": c.draft, "task": c.task, "corpus": c.corpus,
-                         "prompt_index": c.prompt_index, "k": c.k, "regime": c.regime, "params": c.params,
+                         "prompt_index": c.prompt_index, "k": c.k, "regime": c.regime,
+                         "temperature": c.temperature, "params": c.params,
                          "attempts": 0, "created_at": now})
     if rows:
         session.execute(Cell.__table__.insert(), rows)
@@ -93,11 +95,11 @@ def add_cells(session: Session, exp_id: int, cells: Iterable[CellSpec]) -> int:
 def pending_cells(session: Session, exp_id: int, kinds: Iterable[str]) -> list[QueuedCell]:
     """The experiment's pending cells of these kinds, as plain data."""
     rows = session.execute(select(Cell.id, Cell.key, Cell.kind, Cell.strategy, Cell.draft, Cell.task, Cell.corpus,
-                                  Cell.prompt_index, Cell.k, Cell.regime, Cell.params, Cell.attempts)
+                                  Cell.prompt_index, Cell.k, Cell.regime, Cell.temperature, Cell.params, Cell.attempts)
                            .where(Cell.experiment_id == exp_id, Cell.kind.in_(list(kinds)),
                                   Cell.state == "pending")).all()
     return [QueuedCell(id=r.id, key=r.key, kind=r.kind, strategy=r.strategy, draft=r.draft, task=r.task,
-                       corpus=r.corpus, prompt_index=r.prompt_index, k=r.k, regime=r.regime,
+                       corpus=r.corpus, prompt_index=r.prompt_index, k=r.k, regime=r.regime, temperature=r.temperature,
                        needs=tuple(sorted((r.params or {}).get("needs", {}).items())), attempts=r.attempts,
                        params=r.params or {})
             for r in rows]
@@ -221,6 +223,8 @@ def store_generation(session: Session, cell_id: int, g: GenerationRecord) -> Non
     session.add(Generation(
         cell_id=cell.id, experiment_id=cell.experiment_id, strategy=cell.strategy, draft=cell.draft, task=cell.task,
         prompt_index=cell.prompt_index, k=cell.k, regime=cell.regime, n_prompt_tokens=g.n_prompt_tokens,
+        temperature=cell.temperature or 0.0, top_k=(cell.params or {}).get("top_k", 0),
+        top_p=(cell.params or {}).get("top_p", 1.0), first_checked=g.first_checked, first_accepted=g.first_accepted,
         n_tokens=n, steps=g.steps, drafted=g.drafted, accepted=g.accepted,
         acceptance=acceptance_rate(g.accepted, g.drafted) if g.drafted else None, mal=mal(g.accepted, g.steps),
         accept_hist=list(g.accept_hist), accepted_per_step=list(g.accepted_per_step),

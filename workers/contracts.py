@@ -35,7 +35,11 @@ class SweepJob:
     options: Mapping[str, Any] = field(default_factory=dict)    # the draft's validated options, as stored
     artifacts: Mapping[str, str] = field(default_factory=dict)  # role -> path of each artifact the draft needs
     k: int = 0
-    regime: str | None = None                   # "uncached" | "cached" | ...
+    regime: str | None = None                   # "uncached" | "cached" | "cached-standard"
+    temperature: float = 0.0                    # 0: greedy; > 0: speculative sampling with top_k, top_p, seed
+    top_k: int = 0
+    top_p: float = 1.0
+    seed: int | None = None
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -76,6 +80,8 @@ class GenerationRecord:
     bridged: bool
     stopped: str
     device: str
+    first_checked: int | None = None            # rounds whose first draft token was checked by the verifier
+    first_accepted: int | None = None           # ... and accepted
     energy: EnergyRecord | None = None
 
 

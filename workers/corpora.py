@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
+import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +23,10 @@ from workers.errors import CorpusError
 logger = logging.getLogger(__name__)
 
 LOCAL_SUFFIXES = (".txt", ".jsonl", ".json", ".parquet")
+
+# WikiText marks an article's title as " = Title = " on a row of its own, its sections as " = = Section = = ".
+_WIKITEXT_TITLE = re.compile(r"^= (?!=).*(?<!=) =$")
+_WIKITEXT_HEADING = re.compile(r"^=( =)* .* =( =)*$")
 
 
 @dataclass(frozen=True)
@@ -141,3 +146,27 @@ def _dataset_documents(source: TextSource) -> Iterator[str]:
             raise CorpusError(f"{source.name}: dataset {source.describe()} has no column {source.column!r}")
         if text := str(row[source.column] or "").strip():
             yield text
+
+
+def is_wikitext(source: TextSource) -> bool:
+    """Whether a source is WikiText by name (its dataset id or path mentions "wikitext"): rows are single lines."""
+    return "wikitext" in (source.dataset or source.path or "").lower()
+
+
+def wikitext_articles(rows: Iterable[str]) -> Iterator[str]:
+    """Group WikiText's one-line rows into articles: a new article starts at each ` = Title = ` row.
+
+    An article is its body rows joined by newlines; the title row and the ` = = Section = = ` heading rows are
+    markup, not prose, and are left out. Rows before the first title form an article of their own.
+    """
+    body: list[str] = []
+    for row in rows:
+        line = row.strip()
+        if _WIKITEXT_TITLE.match(line):
+            if body:
+                yield "\n".join(body)
+            body = []
+        elif line and not _WIKITEXT_HEADING.match(line):
+            body.append(line)
+    if body:
+        yield "\n".join(body)

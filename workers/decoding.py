@@ -1,15 +1,28 @@
-"""Greedy speculative decoding as a ladder of small functions (after gpt-fast's `generate.py`).
+"""Speculative decoding as a ladder of small functions (after gpt-fast's `generate.py`), greedy or sampled.
 
-A *round* asks the draft for up to k tokens and lets the verifier keep the longest prefix equal to its own
-argmax, so the output equals plain greedy decoding token for token.
+A *round* asks the draft for up to k tokens and lets the verifier judge them left to right. At temperature 0
+a draft token passes when it equals the verifier's argmax, so the output equals plain greedy decoding token for
+token. At temperature > 0 a token passes by speculative sampling (`workers.sampling`): the output is then
+distributed exactly as sampling from the verifier's warped distribution.
 
 - Uncached regime (`cached=False`): one full forward over context + drafts per round; its k+1 predictions
-  accept n drafts and add the verifier's next token (the bonus): n + 1 new tokens per pass.
-- Cached regime (`cached=True`): prefill once and keep the KV cache. The previous pass already predicts the
-  next token, so the first draft token is checked against it for free (the *rejection fast-path*): on a
-  mismatch the verifier's token is taken and only that one token is fed; on a match the drafts are fed in
-  one k-token pass, the cache is cropped back to the accepted prefix, and the prediction after the last
-  accepted token is carried into the next round. n >= 1 new tokens per k-token pass, 1 per fast-path reject.
+  judge the drafts and give the next token (the bonus, or the replacement of the first rejected draft):
+  n + 1 new tokens per pass.
+- Cached regime, the paper's (`cached=True, fastpath=True`): prefill once and keep the KV cache. The previous
+  pass already gives the next position's distribution, so the first draft token is judged against it for
+  free (the *rejection fast-path*): on a rejection the verifier's token is taken and only that one token is
+  fed; on a pass the drafts are fed in one k-token pass, the cache is cropped back to the accepted prefix, and
+  the distribution of the next position (after a rejection: what is left of it, the residual) is carried
+  into the next round, whose first draft is judged against it. n >= 1 new tokens per k-token pass, 1 per
+  fast-path reject.
+- Cached regime, the standard one (`cached=True, fastpath=False`; transformers, vLLM): the last new token is
+  pending (not yet fed); each round feeds it plus the k drafts in one pass (the first round: the whole prompt
+  plus the drafts) and keeps the accepted drafts plus the next token: up to k+1 new tokens per pass.
+
+A draft that can report the distribution it samples from implements, beside `propose`,
+`propose_with_probs(context, k, warp, generator, vocab_size=None) -> (tokens, q)` with q (len(tokens), V) its
+warped probabilities (float64, no mass on ids >= vocab_size), or None to be judged as point masses; it is
+used at temperature > 0 only (the neural draft has it).
 
 `steps` counts verifier forward passes (the cached prefill included); `accept_hist`, `drafted_per_step`,
 `accepted_per_step` and `tokens_per_step` are per round: in round i the first `accepted_per_step[i]` of its
@@ -19,6 +32,7 @@ Example:
     >>> result = speculative_generate(verifier, make_draft("ngram"), prompt_ids, 100, k=5, cached=True)
     >>> result.tokens == tuple(greedy_reference(verifier, prompt_ids, 100))
     True
+    >>> sampled = speculative_generate(verifier, draft, prompt_ids, 100, k=5, cached=True, temperature=0.8, seed=1)
 """
 
 from __future__ import annotations
@@ -31,12 +45,22 @@ from dataclasses import dataclass, field
 import torch
 
 from workers.drafts.base import Draft, common_prefix_len
+from workers.sampling import EXACT, ExactRule, Warp, make_generator, sample, warped_probs
 from workers.verifier import Verifier
 
 logger = logging.getLogger(__name__)
 
 STOP_EOS = "eos"
 STOP_MAX = "max_new_tokens"
+# spec regime name -> (cached, fastpath) arguments of speculative_generate
+REGIMES = {"uncached": (False, True), "cached": (True, True), "cached-standard": (True, False)}
+
+
+def regime_flags(regime: str) -> tuple[bool, bool]:
+    """(cached, fastpath) for a spec regime name; an unknown name raises ValueError naming the accepted ones."""
+    if regime not in REGIMES:
+        raise ValueError(f"regime {regime!r} is not accepted; give one of {', '.join(REGIMES)}")
+    return REGIMES[regime]
 
 
 @dataclass(frozen=True)
@@ -59,6 +83,9 @@ class GenerationResult:
     fastpath_rejects: int = 0  # cached: rounds whose k-token pass was skipped by the first-token check
     bridged: bool = False
     stopped: str = STOP_MAX
+    first_checked: int = 0  # rounds whose first draft token was judged (every regime)
+    first_accepted: int = 0  # ... and accepted: first-token acceptance = first_accepted / first_checked
+    seed: int | None = None  # temperature > 0: the seed the sampling started from (reproduces the generation)
 
     @property
     def n_tokens(self) -> int:
@@ -108,22 +135,121 @@ def accept_length(drafts: Sequence[int], targets: Sequence[int]) -> int:
     return common_prefix_len(drafts, targets)
 
 
-def propose(draft: Draft, context: Sequence[int], k: int, verifier: Verifier, tally: Tally) -> list[int]:
-    """Ask the draft for up to k tokens, timed into tally.draft_s."""
+Row = torch.Tensor  # a position's judging state: its logits (V,) when greedy, its distribution (V,) when sampled
+QRows = list  # per drafted token: the distribution q (V,) it was sampled from, or None (a point mass)
+
+
+class GreedyJudge:
+    """Temperature 0: a position's row is the verifier's logits; a draft token passes iff it is the argmax."""
+
+    def dist(self, logits: torch.Tensor) -> Row:
+        """The row of one position from its logits (V,)."""
+        return logits
+
+    def known(self, row: Row) -> int | None:
+        """The token this position will certainly get (greedy: always known)."""
+        return int(row.argmax())
+
+    def check(self, row: Row, token: int, q) -> bool:
+        """Does the drafted token pass at this position?"""
+        return token == int(row.argmax())
+
+    def reject(self, row: Row, token: int, q) -> Row:
+        """The position's row once `token` failed (greedy: unchanged, its argmax still stands)."""
+        return row
+
+    def pick(self, row: Row) -> int:
+        """The verifier's own token at this position."""
+        return int(row.argmax())
+
+    def chain(self, logits: torch.Tensor, drafts: list[int], qs: QRows) -> tuple[int, Row | None]:
+        """(n drafts accepted, row of the position after them or None) for logits (>= len(drafts), V)."""
+        n = accept_length(drafts, greedy_tokens(logits))
+        return n, logits[n] if n < len(logits) else None
+
+    def propose(self, draft: Draft, context: Sequence[int], k: int, vocab_size: int) -> tuple[list[int], QRows]:
+        """The draft's greedy guesses (no distributions)."""
+        tokens = [int(t) for t in draft.propose(context, k)[:k]]
+        return tokens, [None] * len(tokens)
+
+
+@dataclass
+class SamplingJudge:
+    """Temperature > 0: rows are warped distributions and tokens pass by speculative sampling (`rule`)."""
+
+    warp: Warp
+    generator: torch.Generator
+    rule: ExactRule = EXACT
+
+    def dist(self, logits: torch.Tensor) -> Row:
+        """The verifier's warped distribution (float64, CPU) at one position."""
+        return warped_probs(logits, self.warp)
+
+    def known(self, row: Row) -> int | None:
+        """The token when the distribution is a point mass (e.g. top_k=1), else None."""
+        return int(row.argmax()) if int(torch.count_nonzero(row)) == 1 else None
+
+    def check(self, row: Row, token: int, q) -> bool:
+        """Accept the drafted token by the rule (a random draw)."""
+        return self.rule.accept(row, token, q, self.generator)
+
+    def reject(self, row: Row, token: int, q) -> Row:
+        """The residual distribution of the position once `token` is rejected."""
+        return self.rule.residual(row, token, q)
+
+    def pick(self, row: Row) -> int:
+        """A token drawn from the row."""
+        return sample(row, self.generator)
+
+    def chain(self, logits: torch.Tensor, drafts: list[int], qs: QRows) -> tuple[int, Row | None]:
+        """(n drafts accepted, row of the position after them or None): judged left to right, rows warped lazily."""
+        for i, token in enumerate(drafts):
+            row = self.dist(logits[i])
+            if not self.check(row, token, qs[i]):
+                return i, self.reject(row, token, qs[i])
+        n = len(drafts)
+        return n, self.dist(logits[n]) if n < len(logits) else None
+
+    def propose(self, draft: Draft, context: Sequence[int], k: int, vocab_size: int) -> tuple[list[int], QRows]:
+        """Sampled guesses with their q rows from a draft that has `propose_with_probs`, else point masses."""
+        with_probs = getattr(draft, "propose_with_probs", None)
+        if with_probs is None:
+            tokens = [int(t) for t in draft.propose(context, k)[:k]]
+            return tokens, [None] * len(tokens)
+        tokens, q = with_probs(context, k, self.warp, self.generator, vocab_size=vocab_size)
+        tokens = [int(t) for t in tokens[:k]]
+        return tokens, [None] * len(tokens) if q is None else [fit_vocab(q[i], vocab_size) for i in range(len(tokens))]
+
+
+def fit_vocab(q: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """A draft's distribution (V_draft,) over the verifier's V ids: cut, or padded with zeros (float64, CPU).
+
+    Cutting is exact only when q has no mass on ids >= V, which is why `propose_with_probs` gets vocab_size.
+    """
+    q = q.detach().to("cpu", torch.float64)[:vocab_size]
+    return torch.nn.functional.pad(q, (0, vocab_size - len(q))) if len(q) < vocab_size else q
+
+
+Judge = GreedyJudge | SamplingJudge
+
+
+def propose(draft: Draft, context: Sequence[int], k: int, verifier: Verifier, tally: Tally,
+            judge: Judge) -> tuple[list[int], QRows]:
+    """Ask the draft for up to k tokens (and their q rows when sampled), timed into tally.draft_s."""
     if k <= 0:
         tally.drafted_per_step.append(0)
-        return []
+        return [], []
     verifier.sync()
     t0 = time.perf_counter()
-    drafts = [int(t) for t in draft.propose(context, k)[:k]]
+    drafts, qs = judge.propose(draft, context, k, verifier.vocab_size)
     verifier.sync()  # a neural draft may share the verifier's device
     tally.draft_s += time.perf_counter() - t0
     bad = next((i for i, t in enumerate(drafts) if not 0 <= t < verifier.vocab_size), None)
-    if bad is not None:  # an id the verifier cannot embed is never its argmax: cut the draft there
-        drafts = drafts[:bad]
+    if bad is not None:  # an id the verifier cannot embed has p = 0: cut the draft there
+        drafts, qs = drafts[:bad], qs[:bad]
     tally.drafted += len(drafts)
     tally.drafted_per_step.append(len(drafts))
-    return drafts
+    return drafts, qs
 
 
 def timed_pass(verifier: Verifier, tally: Tally, fn, *args) -> torch.Tensor:
@@ -137,61 +263,92 @@ def timed_pass(verifier: Verifier, tally: Tally, fn, *args) -> torch.Tensor:
     return logits
 
 
-def uncached_round(verifier: Verifier, draft: Draft, context: list[int], k: int, tally: Tally) -> tuple[list[int], int]:
+def uncached_round(verifier: Verifier, draft: Draft, context: list[int], k: int, tally: Tally,
+                   judge: Judge) -> tuple[list[int], int]:
     """One full forward over context + drafts: (accepted drafts + the verifier's next token, n accepted)."""
-    drafts = propose(draft, context, k, verifier, tally)
+    drafts, qs = propose(draft, context, k, verifier, tally, judge)
     logits = timed_pass(verifier, tally, verifier.logits, context + drafts, len(drafts) + 1)  # (k+1, V)
-    targets = greedy_tokens(logits)  # targets[i]: the verifier's token after context + drafts[:i]
-    n = accept_length(drafts, targets)
-    return drafts[:n] + [targets[n]], n
+    n, row = judge.chain(logits, drafts, qs)  # logits[i]: the verifier after context + drafts[:i]
+    return drafts[:n] + [judge.pick(row)], n
 
 
 def cached_round(
-    verifier: Verifier, draft: Draft, context: list[int], target: int, k: int, tally: Tally, more: bool
-) -> tuple[list[int], int, torch.Tensor | None]:
-    """One cached round: (new tokens, n accepted, logits after them); `more` False skips a pass nobody reads.
+    verifier: Verifier, draft: Draft, context: list[int], pending: Row, room: int, k: int, tally: Tally,
+    judge: Judge, eos_id: int | None,
+) -> tuple[list[int], int, Row | None]:
+    """One round of the paper's cached scheme: (new tokens, n accepted, row of the next position or None at the end).
 
-    The cache holds all of `context`; `target` is the verifier's token after it (from the previous pass).
+    The cache holds all of `context`; `pending` is the next position's row (from the previous pass).
     """
-    drafts = propose(draft, context, k, verifier, tally)
-    if drafts and drafts[0] == target:
-        logits = timed_pass(verifier, tally, verifier.extend, drafts)  # (len(drafts), V)
-        targets = greedy_tokens(logits)  # targets[i]: the verifier's token after drafts[i]
-        n = 1 + accept_length(drafts[1:], targets[:-1])
-        verifier.crop(len(context) + n)
-        return drafts[:n], n, logits[n - 1]
+    known = judge.known(pending)
+    if room <= 1 or (known is not None and known == eos_id):
+        # the verifier's own token ends the generation: no draft, no pass
+        tally.drafted_per_step.append(0)
+        return [judge.pick(pending)], 0, None
+    drafts, qs = propose(draft, context, min(k, room), verifier, tally, judge)
+    if drafts and judge.check(pending, drafts[0], qs[0]):
+        logits = timed_pass(verifier, tally, verifier.extend, drafts)  # (len(drafts), V): after each draft
+        n, row = judge.chain(logits, drafts[1:], qs[1:])
+        verifier.crop(len(context) + 1 + n)
+        return drafts[: 1 + n], 1 + n, row
     tally.fastpath_rejects += bool(drafts)
-    if not more:
-        return [target], 0, None
-    logits = timed_pass(verifier, tally, verifier.extend, [target])  # (1, V)
-    return [target], 0, logits[-1]
+    token = judge.pick(judge.reject(pending, drafts[0], qs[0]) if drafts else pending)
+    if token == eos_id:
+        return [token], 0, None
+    logits = timed_pass(verifier, tally, verifier.extend, [token])  # (1, V)
+    return [token], 0, judge.dist(logits[-1])
 
 
-def generate_uncached(
-    verifier: Verifier, draft: Draft, prompt: list[int], max_new: int, k: int, eos_id: int | None, tally: Tally
-) -> None:
+def standard_round(verifier: Verifier, draft: Draft, context: list[int], k: int, tally: Tally, judge: Judge,
+                   first: bool) -> tuple[list[int], int]:
+    """One round of the standard cached scheme: feed the pending token (the whole prompt at first) + drafts."""
+    drafts, qs = propose(draft, context, k, verifier, tally, judge)
+    if first:
+        logits = timed_pass(verifier, tally, verifier.prefill, context + drafts, len(drafts) + 1)
+    else:  # the cache holds context[:-1]
+        logits = timed_pass(verifier, tally, verifier.extend, context[-1:] + drafts, len(drafts) + 1)
+    n, row = judge.chain(logits, drafts, qs)  # logits[i]: the verifier after context + drafts[:i]
+    verifier.crop(len(context) + n)
+    return drafts[:n] + [judge.pick(row)], n
+
+
+def generate_uncached(verifier: Verifier, draft: Draft, prompt: list[int], max_new: int, k: int,
+                      eos_id: int | None, tally: Tally, judge: Judge) -> None:
     """Rounds of full forwards until EOS or max_new tokens (drafts capped so the bonus token still fits)."""
     while not tally.done(max_new):
         room = max_new - len(tally.tokens)
-        new, n = uncached_round(verifier, draft, prompt + tally.tokens, min(k, room - 1), tally)
+        new, n = uncached_round(verifier, draft, prompt + tally.tokens, min(k, room - 1), tally, judge)
         tally.record(new, n, eos_id, max_new)
 
 
-def generate_cached(
-    verifier: Verifier, draft: Draft, prompt: list[int], max_new: int, k: int, eos_id: int | None, tally: Tally
-) -> None:
-    """Prefill once, then cached rounds until EOS or max_new tokens."""
-    if max_new == 0:
-        return
-    last = timed_pass(verifier, tally, verifier.prefill, prompt, 1)[-1]  # (V,)
+def generate_standard(verifier: Verifier, draft: Draft, prompt: list[int], max_new: int, k: int,
+                      eos_id: int | None, tally: Tally, judge: Judge) -> None:
+    """Standard cached rounds until EOS or max_new tokens (drafts capped so the bonus token still fits)."""
     while not tally.done(max_new):
         room = max_new - len(tally.tokens)
-        # with one token left, or EOS predicted, the verifier's own token ends the generation: no draft, no pass
-        target = int(last.argmax())
-        more = room > 1 and target != eos_id
-        k_round = min(k, room) if more else 0
-        new, n, last = cached_round(verifier, draft, prompt + tally.tokens, target, k_round, tally, more)
+        first = not tally.tokens_per_step
+        new, n = standard_round(verifier, draft, prompt + tally.tokens, min(k, room - 1), tally, judge, first)
         tally.record(new, n, eos_id, max_new)
+
+
+def generate_cached(verifier: Verifier, draft: Draft, prompt: list[int], max_new: int, k: int,
+                    eos_id: int | None, tally: Tally, judge: Judge) -> None:
+    """Prefill once, then rounds of the paper's cached scheme until EOS or max_new tokens."""
+    if max_new == 0:
+        return
+    pending = judge.dist(timed_pass(verifier, tally, verifier.prefill, prompt, 1)[-1])  # (V,)
+    while not tally.done(max_new):
+        room = max_new - len(tally.tokens)
+        new, n, pending = cached_round(verifier, draft, prompt + tally.tokens, pending, room, k, tally, judge, eos_id)
+        tally.record(new, n, eos_id, max_new)
+
+
+def make_judge(warp: Warp, seed: int | None, rule: ExactRule) -> tuple[Judge, int | None]:
+    """The greedy judge at temperature 0, else a seeded sampling judge; with the seed used (None when greedy)."""
+    if warp.greedy:
+        return GreedyJudge(), None
+    generator, used = make_generator(seed)
+    return SamplingJudge(warp, generator, rule), used
 
 
 def speculative_generate(
@@ -202,29 +359,43 @@ def speculative_generate(
     k: int,
     cached: bool,
     eos_id: int | None = None,
+    fastpath: bool = True,
+    temperature: float = 0.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    seed: int | None = None,
+    *,
+    rule: ExactRule = EXACT,
 ) -> GenerationResult:
-    """Generate up to max_new_tokens greedy tokens after prompt_ids, drafting k per round; see the module doc."""
+    """Generate up to max_new_tokens tokens after prompt_ids, drafting k per round; see the module doc.
+
+    temperature 0: greedy (top_k, top_p, seed ignored). temperature > 0: sampled from the verifier's
+    distribution warped as transformers warps it, reproducibly for a given `seed`. `rule` is a test seam.
+    """
     prompt = [int(t) for t in prompt_ids]
     if not prompt:
         raise ValueError("speculative_generate: prompt_ids is empty; give at least one token (e.g. BOS)")
     if k < 0 or max_new_tokens < 0:
         raise ValueError(f"speculative_generate: k={k} and max_new_tokens={max_new_tokens} must be >= 0")
+    judge, used_seed = make_judge(Warp(temperature, top_k, top_p), seed, rule)
     draft.reset()
     tally = Tally(k=k)
     verifier.sync()
     started_at, t0 = time.time(), time.perf_counter()
-    run = generate_cached if cached else generate_uncached
-    run(verifier, draft, prompt, max_new_tokens, k, eos_id, tally)
+    run = (generate_cached if fastpath else generate_standard) if cached else generate_uncached
+    run(verifier, draft, prompt, max_new_tokens, k, eos_id, tally, judge)
     verifier.sync()
     wall_s, ended_at = time.perf_counter() - t0, time.time()
-    return freeze(tally, wall_s, started_at, ended_at, bool(getattr(draft, "bridged", False)))
+    return freeze(tally, wall_s, started_at, ended_at, bool(getattr(draft, "bridged", False)), used_seed)
 
 
-def freeze(tally: Tally, wall_s: float, started_at: float, ended_at: float, bridged: bool) -> GenerationResult:
+def freeze(tally: Tally, wall_s: float, started_at: float, ended_at: float, bridged: bool,
+           seed: int | None = None) -> GenerationResult:
     """The immutable result of a finished tally."""
     hist = [0] * (tally.k + 1)
     for n in tally.accepted_per_step:
         hist[n] += 1
+    checked = [a for a, d in zip(tally.accepted_per_step, tally.drafted_per_step) if d > 0]
     return GenerationResult(
         tokens=tuple(tally.tokens),
         steps=tally.steps,
@@ -242,14 +413,21 @@ def freeze(tally: Tally, wall_s: float, started_at: float, ended_at: float, brid
         fastpath_rejects=tally.fastpath_rejects,
         bridged=bridged,
         stopped=tally.stopped,
+        first_checked=len(checked),
+        first_accepted=sum(a > 0 for a in checked),
+        seed=seed,
     )
 
 
 def warmup(
-    verifier: Verifier, draft: Draft, prompt_ids: Sequence[int], k: int, cached: bool, max_new_tokens: int = 8
+    verifier: Verifier, draft: Draft, prompt_ids: Sequence[int], k: int, cached: bool, max_new_tokens: int = 8,
+    **options,
 ) -> None:
-    """One short untimed generation so kernels, caches and allocators are warm before measuring."""
-    speculative_generate(verifier, draft, prompt_ids, max_new_tokens, k, cached)
+    """One short untimed generation so kernels, caches and allocators are warm before measuring.
+
+    `options`: speculative_generate's fastpath, temperature, top_k, top_p, seed.
+    """
+    speculative_generate(verifier, draft, prompt_ids, max_new_tokens, k, cached, **options)
 
 
 @torch.inference_mode()

@@ -130,3 +130,59 @@ def redundancy(texts: Sequence[str], n: int = 4) -> dict[str, float]:
             "repetition": statistics.fmean(within_text_repetition(t, n) for t in docs),
             "overlap": cross_document_overlap(docs, n) if len(docs) > 1 else math.nan,
             "gzip_ratio": statistics.fmean(gzip_ratio(t) for t in docs)}
+
+
+# The paper's Table 5 (its §5.5), on the verifier's token ids ("computed on Mistral tokens to match the draft
+# models' context window"). `redundancy` above is greenspec's earlier word-level summary, kept for its callers.
+
+def token_ngrams(tokens: Sequence[int], n: int = 4) -> list[tuple[int, ...]]:
+    """The token n-grams of a sequence, in order (none when it is shorter than n)."""
+    return [tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1)]
+
+
+def repeated_ngram_share(tokens: Sequence[int], n: int = 4) -> float:
+    """Within-text repetition: the share of a text's token n-grams that already occurred earlier in it.
+
+    An n-gram occurring c times counts c - 1 times as repeated; NaN for a text without n-grams.
+    """
+    grams = token_ngrams(tokens, n)
+    return _ratio(len(grams) - len(set(grams)), len(grams))
+
+
+def cross_document_shares(texts: Sequence[Sequence[int]], n: int = 4) -> list[float]:
+    """Per text: the share of its distinct token n-grams that also occur in at least one other text of the set.
+
+    A text without n-grams gets NaN (undefined), and its absence counts for no other text.
+    """
+    sets = [set(token_ngrams(t, n)) for t in texts]
+    doc_freq = Counter(g for s in sets for g in s)
+    return [_ratio(sum(doc_freq[g] > 1 for g in s), len(s)) for s in sets]
+
+
+def concatenated_gzip_ratio(texts: Sequence[str], sep: str = "\n") -> float:
+    """gzip ratio of a task's texts joined into one (`sep` between them): the paper's model-free summary."""
+    return gzip_ratio(sep.join(texts))
+
+
+@dataclass(frozen=True)
+class TaskRedundancy:
+    """The paper's Table 5 row for one task: means over its texts (fractions, not %), and the gzip ratio."""
+
+    texts: int
+    within_text: float      # mean share of a text's token 4-grams seen earlier in the same text
+    cross_doc: float        # mean share of a text's distinct 4-grams found in another text of the task
+    gzip_ratio: float       # compressed / raw bytes of the task's concatenated texts (lower = more redundant)
+
+
+def paper_redundancy(token_texts: Sequence[Sequence[int]], texts: Sequence[str], n: int = 4) -> TaskRedundancy:
+    """Table 5 as the paper defines it: token n-gram repetition and overlap, gzip of the concatenated text.
+
+    `token_texts` are the generations' verifier token ids and `texts` their decoded strings, in any order.
+    Means skip texts without n-grams (NaN when none has one; cross-doc needs two texts).
+    """
+    within = [r for r in (repeated_ngram_share(t, n) for t in token_texts) if not math.isnan(r)]
+    cross = [r for r in cross_document_shares(token_texts, n) if not math.isnan(r)] if len(token_texts) > 1 else []
+    return TaskRedundancy(texts=len(token_texts),
+                          within_text=statistics.fmean(within) if within else math.nan,
+                          cross_doc=statistics.fmean(cross) if cross else math.nan,
+                          gzip_ratio=concatenated_gzip_ratio(texts) if any(texts) else math.nan)

@@ -109,17 +109,20 @@ class SweepRunner:
         return draft
 
     def _sweep(self, job: SweepJob) -> GenerationRecord:
-        from workers.decoding import speculative_generate, warmup
+        from workers.decoding import regime_flags, speculative_generate, warmup
 
         draft = self._draft_for(job)
         prompt_ids = self._prompt_ids(job.prompt)
-        k, cached = job.k, job.regime == "cached"  # k = 0 for a draft that proposes nothing
-        warm_key = (job.strategy, k, cached)
+        k = job.k  # 0 for a draft that proposes nothing
+        cached, fastpath = regime_flags(job.regime)
+        warm_key = (job.strategy, k, job.regime)
         if self.cfg.warmup and warm_key not in self._warm:  # first call pays allocation/JIT costs: not timed
-            warmup(self.verifier, draft, prompt_ids, k, cached, min(8, self.cfg.max_new_tokens))
+            warmup(self.verifier, draft, prompt_ids, k, cached, min(8, self.cfg.max_new_tokens), fastpath=fastpath,
+                   temperature=job.temperature, top_k=job.top_k, top_p=job.top_p, seed=job.seed)
             self._warm.add(warm_key)
         res = speculative_generate(self.verifier, draft, prompt_ids, self.cfg.max_new_tokens, k, cached,
-                                   eos_id=self.eos_id)
+                                   eos_id=self.eos_id, fastpath=fastpath, temperature=job.temperature,
+                                   top_k=job.top_k, top_p=job.top_p, seed=job.seed)
         return GenerationRecord(
             n_prompt_tokens=len(prompt_ids), tokens=tuple(res.tokens),
             text=self.tokenizer.decode(list(res.tokens), skip_special_tokens=True),
@@ -127,7 +130,7 @@ class SweepRunner:
             accepted_per_step=tuple(res.accepted_per_step), tokens_per_step=tuple(res.tokens_per_step),
             fastpath_rejects=res.fastpath_rejects, wall_s=res.wall_s, draft_s=res.draft_s, verify_s=res.verify_s,
             started_at=res.started_at, ended_at=res.ended_at, bridged=bool(res.bridged), stopped=res.stopped,
-            device=str(self.verifier.device))
+            device=str(self.verifier.device), first_checked=res.first_checked, first_accepted=res.first_accepted)
 
     def attach_energy(self, outcomes: list[JobOutcome]) -> list[JobOutcome]:
         """Integrate the power trace over each generation's [started_at, ended_at] window."""

@@ -5,6 +5,11 @@ spacing and line breaks kept. A document shorter than `prompt_words + PROMPT_MAR
 skipped (and counted): it would leave no room for a continuation worth comparing. Selection is
 deterministic: the first `count` usable documents in source order.
 
+WikiText's rows are single lines (paragraphs, headings), so for it a document is an *article*, grouped at its
+` = Title = ` rows (`workers.corpora.wikitext_articles`): a prompt is the first 50 words of an article, as in
+the paper, not of a paragraph. That applies to any source whose dataset id or path mentions "wikitext", or
+whenever `articles=True` is passed (`articles=False` keeps rows as documents).
+
 Example:
     >>> ps = load_prompts(TextSource(name="shakespeare", path="demo-data/shakespeare-test.txt"), count=3)
     >>> len(ps.prompts), ps.prompts[0].n_words, ps.skipped_short
@@ -17,7 +22,7 @@ import logging
 import re
 from dataclasses import dataclass
 
-from workers.corpora import TextSource, iter_documents
+from workers.corpora import TextSource, is_wikitext, iter_documents, wikitext_articles
 from workers.errors import CorpusError
 
 logger = logging.getLogger(__name__)
@@ -71,9 +76,16 @@ def first_words(text: str, n_words: int) -> str | None:
     return None
 
 
-def load_prompts(source: TextSource, count: int, prompt_words: int = 50) -> PromptSet:
+def task_documents(source: TextSource, articles: bool | None = None):
+    """The documents prompts are cut from: WikiText articles when `articles` (None: when `source` is WikiText)."""
+    docs = iter_documents(source)
+    return wikitext_articles(docs) if (is_wikitext(source) if articles is None else articles) else docs
+
+
+def load_prompts(source: TextSource, count: int, prompt_words: int = 50, articles: bool | None = None) -> PromptSet:
     """The first `count` usable documents of `source` as prompts of `prompt_words` words.
 
+    `articles` groups rows into WikiText articles (None: only for a WikiText source; see the module doc).
     Raises CorpusError if the source is missing/unreadable or holds fewer than `count` usable documents.
     """
     if count < 1 or prompt_words < 1:
@@ -81,7 +93,7 @@ def load_prompts(source: TextSource, count: int, prompt_words: int = 50) -> Prom
     min_words = prompt_words + PROMPT_MARGIN_WORDS
     prompts: list[Prompt] = []
     skipped = 0
-    for doc_id, doc in enumerate(iter_documents(source)):
+    for doc_id, doc in enumerate(task_documents(source, articles)):
         if len(_WORD.findall(doc)) < min_words:
             skipped += 1
             continue

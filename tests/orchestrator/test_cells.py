@@ -129,3 +129,35 @@ regimes = ["uncached"]
     assert sorted(set(ng)) == [("b", 12), ("b", 16)] and len(ng) == 6      # 3 prompts x 2 k, task b only
     assert len([c for c in sweeps if c.strategy == "plain"]) == 5           # 5 prompts x k 0
     assert spec.cell_counts()["sweep"] == len(sweeps) == 11
+
+
+def test_temperatures_multiply_the_grid_and_leave_greedy_keys_unchanged():
+    from orchestrator.cells import expand
+    from orchestrator.spec import parse_spec
+
+    base = """
+[experiment]
+name = "x"
+seed = 7
+[verifier]
+model = "m"
+[[tasks]]
+name = "a"
+path = "/a.txt"
+prompts = 2
+[[strategies]]
+name = "ng"
+draft = "ngram"
+[sweep]
+k = [3]
+regimes = ["cached"]
+"""
+    prompts = [TaskPrompts("a", ("p0", "p1"))]
+    greedy = {c.key for c in expand(parse_spec(base), prompts) if c.kind == "sweep"}
+    spec = parse_spec(base + "temperatures = [0, 0.8]\ntop_p = 0.9\n")
+    both = [c for c in expand(spec, prompts) if c.kind == "sweep"]
+    assert len(both) == spec.cell_counts()["sweep"] == 4
+    assert {c.key for c in both if c.temperature == 0} == greedy            # T = 0 keys are the greedy ones
+    hot = [c for c in both if c.temperature == 0.8]
+    assert all(c.params["top_p"] == 0.9 and isinstance(c.params["seed"], int) for c in hot)
+    assert len({c.params["seed"] for c in hot}) == 2                       # one stream per cell

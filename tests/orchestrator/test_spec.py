@@ -129,3 +129,10 @@ def test_unreadable_spec_file(tmp_path):
 def test_parse_spec_text():
     spec = parse_spec(MINIMAL.format(corpus="/abs/c.txt"))
     assert [s.draft for s in spec.strategies] == ["plain", "olifant"]
+
+
+def test_spec_regimes_are_the_decoding_engines():
+    from orchestrator.spec import REGIMES
+    from workers.decoding import REGIMES as ENGINE
+
+    assert REGIMES == tuple(ENGINE)

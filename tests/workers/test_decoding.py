@@ -1,4 +1,8 @@
-"""Speculative decoding equals transformers' greedy `generate` for every draft, k and regime; counts add up."""
+"""Speculative decoding equals transformers' greedy `generate` for every draft, k and regime; counts add up.
+
+At temperature > 0: reproducible per seed, top_k=1 is greedy again, counts add up in every regime (the output
+distribution itself is tested statistically in test_sampling.py).
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,15 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM
 
-from workers.decoding import GenerationResult, accept_length, greedy_reference, speculative_generate, warmup
+from workers.decoding import (
+    REGIMES,
+    GenerationResult,
+    accept_length,
+    greedy_reference,
+    regime_flags,
+    speculative_generate,
+    warmup,
+)
 from workers.drafts import make_draft
 from workers.drafts.base import Draft
 from workers.igtree import IGTree
@@ -89,39 +101,53 @@ def setup(request, mistral_tok, bridge_tok):
     return verifier, prompts, refs, drafts
 
 
-@pytest.mark.parametrize("cached", [False, True], ids=["uncached", "cached"])
-@pytest.mark.parametrize("k", KS)
-@pytest.mark.parametrize("name", ["plain", "ngram", "ngram_word", "olifant", "neural", "neural_self", "neural_bridged"])
-def test_equals_greedy_generate(setup, name, k, cached):
-    verifier, prompts, refs, drafts = setup
-    which = k % 2  # alternate the prompts over k to keep the matrix fast
-    res = speculative_generate(verifier, drafts[name], prompts[which], N_NEW, k, cached)
-    assert list(res.tokens) == refs[which]
-    assert res.stopped == "max_new_tokens"
+def assert_counts_add_up(res: GenerationResult, n_new: int, cached: bool, fastpath: bool) -> None:
+    """The per-round lists, the totals and the first-token counts agree."""
     assert 0 <= res.accepted <= res.drafted
     assert sum(res.accept_hist) == len(res.accepted_per_step) == len(res.tokens_per_step) == len(res.drafted_per_step)
     assert sum(res.drafted_per_step) == res.drafted
-    assert sum(res.tokens_per_step) == N_NEW and sum(res.accepted_per_step) == res.accepted
+    assert sum(res.tokens_per_step) == n_new and sum(res.accepted_per_step) == res.accepted
     assert all(a <= t for a, t in zip(res.accepted_per_step, res.tokens_per_step))
+    assert res.first_checked == sum(d > 0 for d in res.drafted_per_step)
+    assert 0 <= res.first_accepted <= res.first_checked
+    if cached and fastpath:
+        assert res.fastpath_rejects == res.first_checked - res.first_accepted
+    else:
+        assert res.fastpath_rejects == 0
+
+
+@pytest.mark.parametrize("regime", list(REGIMES))
+@pytest.mark.parametrize("k", KS)
+@pytest.mark.parametrize("name", ["plain", "ngram", "ngram_word", "olifant", "neural", "neural_self", "neural_bridged"])
+def test_equals_greedy_generate(setup, name, k, regime):
+    verifier, prompts, refs, drafts = setup
+    cached, fastpath = REGIMES[regime]
+    which = k % 2  # alternate the prompts over k to keep the matrix fast
+    res = speculative_generate(verifier, drafts[name], prompts[which], N_NEW, k, cached, fastpath=fastpath)
+    assert list(res.tokens) == refs[which]
+    assert res.stopped == "max_new_tokens" and res.seed is None
+    assert_counts_add_up(res, N_NEW, cached, fastpath)
     assert res.bridged == (name in ("ngram_word", "neural_bridged"))
 
 
 def test_the_verifier_as_its_own_draft_is_accepted_in_full(setup):
     verifier, prompts, refs, drafts = setup
-    for cached in (False, True):
-        res = speculative_generate(verifier, drafts["neural_self"], prompts[0], N_NEW, 5, cached)
+    for regime, (cached, fastpath) in REGIMES.items():
+        res = speculative_generate(verifier, drafts["neural_self"], prompts[0], N_NEW, 5, cached, fastpath=fastpath)
         assert res.accepted == res.drafted > 0
-        assert res.fastpath_rejects == 0
-        # every round with room for drafts takes them all: 5 drafts + 1 bonus (uncached), 5 (cached)
-        assert res.steps <= (4 if not cached else 5)
+        assert res.fastpath_rejects == 0 and res.first_accepted == res.first_checked > 0
+        # every round with room for drafts takes them all: 5 drafts + 1 bonus (uncached, standard), 5 (cached)
+        assert res.steps == (5 if regime == "cached" else 4), regime
 
 
-@pytest.mark.parametrize("cached", [False, True], ids=["uncached", "cached"])
-def test_the_drafts_are_partly_accepted_here(setup, cached):
+@pytest.mark.parametrize("regime", list(REGIMES))
+def test_the_drafts_are_partly_accepted_here(setup, regime):
     """The matrix above exercises acceptances, partial ones (cache crops) and rejections for each draft."""
     verifier, prompts, refs, drafts = setup
+    cached, fastpath = REGIMES[regime]
     for name in ("ngram", "ngram_word", "olifant", "neural"):
-        results = [speculative_generate(verifier, drafts[name], p, N_NEW, 5, cached) for p in prompts]
+        results = [speculative_generate(verifier, drafts[name], p, N_NEW, 5, cached, fastpath=fastpath)
+                   for p in prompts]
         assert sum(r.accepted for r in results) >= 5, name
         assert sum(r.steps for r in results) < 2 * N_NEW, name
         assert any(0 < n for r in results for n in r.accepted_per_step), name
@@ -130,8 +156,8 @@ def test_the_drafts_are_partly_accepted_here(setup, cached):
 
 def test_plain_takes_one_step_per_token(setup):
     verifier, prompts, refs, drafts = setup
-    for cached in (False, True):
-        res = speculative_generate(verifier, drafts["plain"], prompts[0], N_NEW, 5, cached)
+    for cached, fastpath in REGIMES.values():
+        res = speculative_generate(verifier, drafts["plain"], prompts[0], N_NEW, 5, cached, fastpath=fastpath)
         assert res.steps == len(res.tokens) == N_NEW
         assert res.drafted == res.accepted == res.fastpath_rejects == 0
         assert res.accept_hist[0] == N_NEW
@@ -178,6 +204,19 @@ def test_fastpath_skips_the_k_token_pass_on_first_token_rejections(setup):
     assert counting.positions == len(prompts[0]) + N_NEW - 1 and plain.steps == res.steps
 
 
+def test_standard_scheme_feeds_the_pending_token_and_all_drafts(setup):
+    """cached-standard: no fast path; every pass feeds the pending token + k drafts (the prompt + k at first)."""
+    verifier, prompts, refs, drafts = setup
+    counting = CountingVerifier(verifier.model)
+    wrong = WrongDraft(next(t for t in range(3, VOCAB) if t not in refs[0]))
+    res = speculative_generate(counting, wrong, prompts[0], N_NEW, 4, cached=True, fastpath=False)
+    assert list(res.tokens) == refs[0] and res.steps == N_NEW
+    drafted = [4] * (N_NEW - 4) + [3, 2, 1, 0]  # drafts shrink so the next token always fits
+    assert list(res.drafted_per_step) == drafted and res.fastpath_rejects == 0
+    assert res.first_checked == N_NEW - 1 and res.first_accepted == 0
+    assert counting.positions == len(prompts[0]) + (N_NEW - 1) + sum(drafted)
+
+
 def test_uncached_verifies_all_k_drafts_in_one_pass(setup):
     verifier, prompts, refs, drafts = setup
     wrong = WrongDraft(next(t for t in range(3, VOCAB) if t not in refs[0]))
@@ -187,40 +226,45 @@ def test_uncached_verifies_all_k_drafts_in_one_pass(setup):
     assert res.fastpath_rejects == 0
 
 
-@pytest.mark.parametrize("cached", [False, True])
-def test_eos_mid_draft_stops_after_it(setup, cached):
+@pytest.mark.parametrize("regime", list(REGIMES))
+def test_eos_mid_draft_stops_after_it(setup, regime):
     verifier, prompts, refs, drafts = setup
+    cached, fastpath = REGIMES[regime]
     ref = refs[0]
     eos = ref[7]
     cut = ref.index(eos) + 1
-    res = speculative_generate(verifier, drafts["neural_self"], prompts[0], N_NEW, 5, cached, eos_id=eos)
+    res = speculative_generate(verifier, drafts["neural_self"], prompts[0], N_NEW, 5, cached, eos_id=eos,
+                               fastpath=fastpath)
     assert list(res.tokens) == ref[:cut] == greedy_reference(verifier, prompts[0], N_NEW, eos_id=eos)
     assert res.stopped == "eos"
     assert sum(res.tokens_per_step) == cut
 
 
-@pytest.mark.parametrize("cached", [False, True])
-def test_eos_as_the_first_token(setup, cached):
+@pytest.mark.parametrize("regime", list(REGIMES))
+def test_eos_as_the_first_token(setup, regime):
     verifier, prompts, refs, drafts = setup
-    res = speculative_generate(verifier, drafts["ngram"], prompts[1], N_NEW, 3, cached, eos_id=refs[1][0])
+    cached, fastpath = REGIMES[regime]
+    res = speculative_generate(verifier, drafts["ngram"], prompts[1], N_NEW, 3, cached, eos_id=refs[1][0],
+                               fastpath=fastpath)
     assert list(res.tokens) == refs[1][:1] and res.stopped == "eos" and res.steps == 1
 
 
-@pytest.mark.parametrize("cached", [False, True])
+@pytest.mark.parametrize("regime", list(REGIMES))
 @pytest.mark.parametrize("name", ["plain", "neural_self", "olifant"])
-def test_max_new_tokens_one_and_zero(setup, name, cached):
+def test_max_new_tokens_one_and_zero(setup, name, regime):
     verifier, prompts, refs, drafts = setup
-    one = speculative_generate(verifier, drafts[name], prompts[0], 1, 8, cached)
+    cached, fastpath = REGIMES[regime]
+    one = speculative_generate(verifier, drafts[name], prompts[0], 1, 8, cached, fastpath=fastpath)
     assert list(one.tokens) == refs[0][:1] and one.steps == 1 and one.drafted == 0
-    zero = speculative_generate(verifier, drafts[name], prompts[0], 0, 8, cached)
+    zero = speculative_generate(verifier, drafts[name], prompts[0], 0, 8, cached, fastpath=fastpath)
     assert zero.tokens == () and zero.steps == 0
 
 
 @pytest.mark.parametrize("n_new", [2, 7, 13])
 def test_stops_exactly_at_max_new_tokens(setup, n_new):
     verifier, prompts, refs, drafts = setup
-    for cached in (False, True):
-        res = speculative_generate(verifier, drafts["neural_self"], prompts[0], n_new, 8, cached)
+    for cached, fastpath in REGIMES.values():
+        res = speculative_generate(verifier, drafts["neural_self"], prompts[0], n_new, 8, cached, fastpath=fastpath)
         assert list(res.tokens) == refs[0][:n_new]
 
 
@@ -243,6 +287,14 @@ def test_empty_prompt_and_negative_k_are_refused(setup):
         speculative_generate(verifier, drafts["plain"], prompts[0], 5, -1, cached=False)
 
 
+def test_regime_names():
+    assert regime_flags("uncached") == (False, True)
+    assert regime_flags("cached") == (True, True)
+    assert regime_flags("cached-standard") == (True, False)
+    with pytest.raises(ValueError, match="regime 'paged' is not accepted; give one of uncached, cached, cached-standard"):
+        regime_flags("paged")
+
+
 def test_accept_length():
     assert accept_length([1, 2, 3], [1, 2, 4, 9]) == 2
     assert accept_length([], [5]) == 0
@@ -253,6 +305,77 @@ def test_accept_length():
 def test_draft_ids_outside_the_verifiers_vocabulary_are_cut(setup):
     verifier, prompts, refs, drafts = setup
     wild = WrongDraft(VOCAB + 5)
-    for cached in (False, True):
-        res = speculative_generate(verifier, wild, prompts[0], 6, 3, cached)
+    for cached, fastpath in REGIMES.values():
+        res = speculative_generate(verifier, wild, prompts[0], 6, 3, cached, fastpath=fastpath)
         assert list(res.tokens) == refs[0][:6] and res.drafted == 0
+
+
+# ---------------------------------------------------------------- temperature > 0
+
+
+@pytest.mark.parametrize("regime", list(REGIMES))
+@pytest.mark.parametrize("name", ["plain", "ngram", "ngram_word", "olifant", "neural", "neural_bridged"])
+def test_top_k_one_samples_the_argmax_so_equals_greedy(setup, name, regime):
+    """At T > 0 with top_k=1 the warped distribution is a point mass on the argmax: the sampling path is greedy."""
+    verifier, prompts, refs, drafts = setup
+    cached, fastpath = REGIMES[regime]
+    res = speculative_generate(verifier, drafts[name], prompts[0], N_NEW, 3, cached, fastpath=fastpath,
+                               temperature=0.8, top_k=1, seed=3)
+    assert list(res.tokens) == refs[0]
+    assert_counts_add_up(res, N_NEW, cached, fastpath)
+
+
+@pytest.mark.parametrize("regime", list(REGIMES))
+@pytest.mark.parametrize("name", ["plain", "ngram", "olifant", "neural", "neural_bridged"])
+def test_sampling_is_reproducible_per_seed_and_counts_add_up(setup, name, regime):
+    verifier, prompts, refs, drafts = setup
+    cached, fastpath = REGIMES[regime]
+    opts = {"fastpath": fastpath, "temperature": 0.8, "top_k": 50, "top_p": 0.95}
+    n_new = 10
+    runs = [speculative_generate(verifier, drafts[name], prompts[1], n_new, 3, cached, seed=s, **opts)
+            for s in (1, 1, 2)]
+    assert runs[0].tokens == runs[1].tokens and runs[0].seed == 1 and runs[2].seed == 2
+    assert runs[0].tokens != runs[2].tokens  # 10 tokens from a 32000-token vocabulary
+    for res in runs:
+        assert len(res.tokens) == n_new and all(0 <= t < VOCAB for t in res.tokens)
+        assert_counts_add_up(res, n_new, cached, fastpath)
+
+
+def test_a_random_seed_is_recorded_and_reproduces(setup):
+    verifier, prompts, refs, drafts = setup
+    first = speculative_generate(verifier, drafts["ngram"], prompts[0], 8, 3, True, temperature=1.0)
+    again = speculative_generate(verifier, drafts["ngram"], prompts[0], 8, 3, True, temperature=1.0, seed=first.seed)
+    assert first.seed is not None and again.tokens == first.tokens
+
+
+@pytest.mark.parametrize("regime", list(REGIMES))
+def test_sampled_drafts_are_accepted_when_the_draft_is_the_verifier(setup, regime):
+    """The neural draft samples from q = p: min(1, p/q) = 1, so every drafted token is accepted."""
+    verifier, prompts, refs, drafts = setup
+    cached, fastpath = REGIMES[regime]
+    res = speculative_generate(verifier, drafts["neural_self"], prompts[0], N_NEW, 4, cached, fastpath=fastpath,
+                               temperature=0.9, top_p=0.9, seed=5)
+    assert res.accepted == res.drafted > 0 and res.first_accepted == res.first_checked
+    assert res.steps == (6 if regime == "cached" else 4)  # cached: prefill + 5 passes of 4 drafts
+
+
+@pytest.mark.parametrize("regime", list(REGIMES))
+def test_sampling_stops_at_eos(setup, regime):
+    verifier, prompts, refs, drafts = setup
+    cached, fastpath = REGIMES[regime]
+    full = speculative_generate(verifier, drafts["ngram"], prompts[0], N_NEW, 3, cached, fastpath=fastpath,
+                                temperature=0.8, seed=4)
+    eos = full.tokens[5]
+    cut = full.tokens.index(eos) + 1
+    res = speculative_generate(verifier, drafts["ngram"], prompts[0], N_NEW, 3, cached, fastpath=fastpath,
+                               temperature=0.8, seed=4, eos_id=eos)
+    assert res.tokens == full.tokens[:cut] and res.stopped == "eos"
+    assert_counts_add_up(res, cut, cached, fastpath)
+
+
+def test_bad_sampling_settings_are_refused(setup):
+    verifier, prompts, refs, drafts = setup
+    with pytest.raises(ValueError, match="temperature=-1"):
+        speculative_generate(verifier, drafts["plain"], prompts[0], 5, 3, cached=False, temperature=-1)
+    with pytest.raises(ValueError, match="top_p=0"):
+        speculative_generate(verifier, drafts["plain"], prompts[0], 5, 3, cached=True, temperature=1.0, top_p=0)

@@ -104,3 +104,61 @@ def test_gzip_ratio_is_lower_for_redundant_text():
     assert gzip_ratio(redundant) < 0.1 < gzip_ratio(varied)
     assert gzip_ratio("abc") == gzip_ratio("abc")  # deterministic (no timestamp)
     assert math.isnan(gzip_ratio(""))
+
+
+# ---------------------------------------------------------------- Table 5 on the paper's definitions (§5.5)
+
+def test_token_ngrams():
+    from workers.metrics import token_ngrams
+
+    assert token_ngrams([1, 2, 3, 4, 5]) == [(1, 2, 3, 4), (2, 3, 4, 5)]
+    assert token_ngrams([1, 2, 3]) == []
+
+
+def test_repeated_ngram_share_counts_occurrences_seen_earlier():
+    from workers.metrics import repeated_ngram_share
+
+    # 4-grams: 1234 2341 3412 4123 1234 2341 -> 6, of which the last two occurred earlier: 2/6
+    assert repeated_ngram_share([1, 2, 3, 4, 1, 2, 3, 4, 1]) == pytest.approx(2 / 6)
+    # 7 7 7 7 7 7: three 4-grams, all (7 7 7 7): the 2nd and 3rd repeat the 1st -> 2/3
+    assert repeated_ngram_share([7] * 6) == pytest.approx(2 / 3)
+    assert repeated_ngram_share([1, 2, 3, 4, 5]) == 0.0
+    assert math.isnan(repeated_ngram_share([1, 2, 3]))  # no 4-gram: undefined, not 0
+
+
+def test_cross_document_shares_use_distinct_ngrams():
+    from workers.metrics import cross_document_shares
+
+    a, b, c = [1, 2, 3, 4, 5], [2, 3, 4, 5, 6], [7, 8, 9, 10]
+    # a: {1234, 2345}, 2345 also in b -> 1/2; b: {2345, 3456} -> 1/2; c: {78910} -> 0/1
+    assert cross_document_shares([a, b, c]) == pytest.approx([0.5, 0.5, 0.0])
+    # repeats inside one text do not count as overlap: d = 1234 1234 (distinct {1234, 2341, 3412, 4123})
+    d = [1, 2, 3, 4, 1, 2, 3, 4]
+    assert cross_document_shares([d, [9, 9, 9, 9]]) == [0.0, 0.0]
+    # a text without 4-grams is NaN and shares nothing
+    assert math.isnan(cross_document_shares([a, [1, 2]])[1]) and cross_document_shares([a, [1, 2]])[0] == 0.0
+
+
+def test_concatenated_gzip_ratio_is_one_ratio_over_the_joined_texts():
+    from workers.metrics import concatenated_gzip_ratio
+
+    # b"ab\ncd": 10-byte gzip header + 7-byte deflate stream + 8-byte trailer = 25 bytes over 5 raw bytes
+    assert concatenated_gzip_ratio(["ab", "cd"]) == pytest.approx(25 / 5)
+    # four copies of "abcd" joined by newlines: 27 bytes over 19; the mean of per-text ratios would be 24/4 = 6
+    assert concatenated_gzip_ratio(["abcd"] * 4) == pytest.approx(27 / 19)
+    assert math.isnan(concatenated_gzip_ratio([]))
+
+
+def test_paper_redundancy_row():
+    from workers.metrics import paper_redundancy
+
+    a, b, c = [1, 2, 3, 4, 1, 2, 3, 4, 1], [2, 3, 4, 1, 9], [5, 6]
+    r = paper_redundancy([a, b, c], ["x", "y", "z"])
+    # within: a = 2/6 (above), b = 0/2, c has no 4-gram (skipped): mean (1/3 + 0) / 2 = 1/6
+    assert r.within_text == pytest.approx(1 / 6)
+    # cross: a distinct {1234, 2341, 3412, 4123}, with 2341 in b -> 1/4; b {2341, 3419} -> 1/2; mean 3/8
+    assert r.cross_doc == pytest.approx(3 / 8)
+    assert r.texts == 3 and r.gzip_ratio > 0
+    alone = paper_redundancy([a], ["x"])
+    assert math.isnan(alone.cross_doc) and alone.within_text == pytest.approx(1 / 3)
+    assert math.isnan(paper_redundancy([], []).within_text)

@@ -93,3 +93,70 @@ def test_paper_tasks_name_the_papers_datasets():
         "eurlex": ("coastalcph/lex_glue", "eurlex", "test", "text"),
     }
     assert all(s.name == k and s.path is None for k, s in PAPER_TASKS.items())
+
+
+# ---------------------------------------------------------------- WikiText: rows grouped into articles
+
+def _wikitext_rows(n_articles: int = 3, paragraphs: int = 2, words: int = 40) -> list[str]:
+    """Rows shaped like HF wikitext-103-raw: blank rows, ` = Title = `, ` = = Section = = `, one paragraph per row."""
+    rows = [""]
+    for a in range(n_articles):
+        rows += [f" = Article {a} = \n", ""]
+        for p in range(paragraphs):
+            if p == 1:
+                rows += [f" = = Section {a} = = \n", ""]
+            rows += [" " + " ".join(f"a{a}p{p}w{i}" for i in range(words)) + " \n", ""]
+    return rows
+
+
+def _parquet(path, rows):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"text": rows}), path)
+    return str(path)
+
+
+def test_wikitext_rows_group_into_articles(tmp_path):
+    from workers.corpora import wikitext_articles
+
+    rows = [r.strip() for r in _wikitext_rows() if r.strip()]
+    articles = list(wikitext_articles(rows))
+    assert len(articles) == 3  # one per ` = Title = `, not one per paragraph or section
+    assert articles[0].split("\n")[0].startswith("a0p0w0") and "a0p1w0" in articles[0]
+    assert "=" not in "".join(articles)  # title and section rows are markup, left out
+
+
+def test_wikitext_prompt_is_first_50_words_of_an_article(tmp_path):
+    # two 40-word paragraphs per article: a paragraph alone is too short for 50 words + margin, an article is not
+    source = TextSource(name="wikitext", path=_parquet(tmp_path / "wikitext-test.parquet", _wikitext_rows()))
+    ps = load_prompts(source, count=3, prompt_words=50)
+    assert [p.doc_id for p in ps.prompts] == [0, 1, 2] and ps.skipped_short == 0
+    words = ps.prompts[1].text.split()
+    assert len(words) == 50 and words[0] == "a1p0w0" and words[40] == "a1p1w0"  # crosses into paragraph 2
+
+
+def test_article_grouping_is_by_name_or_option(tmp_path):
+    path = _parquet(tmp_path / "rows.parquet", _wikitext_rows())
+    plain = TextSource(name="t", path=path)
+    with pytest.raises(CorpusError, match="0 documents"):  # rows as documents: each paragraph is too short
+        load_prompts(plain, count=1, prompt_words=50)
+    assert len(load_prompts(plain, count=3, prompt_words=50, articles=True)) == 3
+    named = TextSource(name="t", path=str(tmp_path / "wikitext-test.parquet"))
+    _parquet(named.path, _wikitext_rows())
+    with pytest.raises(CorpusError, match="0 documents"):
+        load_prompts(named, count=1, prompt_words=50, articles=False)
+
+
+def test_wikitext_raw_text_file(tmp_path):
+    # wiki.test.raw: every row is followed by a blank line, so each .txt block is one row
+    path = tmp_path / "wiki.test.raw.wikitext.txt"
+    path.write_text("".join(r if r.endswith("\n") else r + "\n" for r in _wikitext_rows()))
+    ps = load_prompts(TextSource(name="w", path=str(path)), count=3, prompt_words=50)
+    assert [p.text.split()[0] for p in ps.prompts] == ["a0p0w0", "a1p0w0", "a2p0w0"]
+
+
+def test_paper_wikitext_task_is_detected_as_wikitext():
+    from workers.corpora import is_wikitext
+
+    assert is_wikitext(PAPER_TASKS["wikitext"]) and not is_wikitext(PAPER_TASKS["eurlex"])

@@ -89,6 +89,40 @@ class NeuralDraft(Draft):
         guesses = self._greedy(ids, k)
         return continuation_ids(self.verifier_tokenizer, text, self._continuation_text(ids, guesses))[:k]
 
+    def propose_with_probs(self, context: Sequence[int], k: int, warp, generator, vocab_size: int | None = None):
+        """Up to k tokens sampled from the draft's warped distribution q, with q's rows (n, V) float64 on CPU.
+
+        For speculative sampling (min(1, p/q)). `warp`: a workers.sampling.Warp; `generator`: a CPU
+        torch.Generator; ids >= `vocab_size` (the verifier's) get no mass. A bridged draft has no q over the
+        verifier's ids: it returns its greedy guesses and None (judged as point masses).
+        """
+        import torch
+
+        if self.bridged or k <= 0 or not context:
+            return self.propose(context, k), None
+        with torch.inference_mode():
+            return self._sample_k([int(t) for t in context], k, warp, generator, vocab_size)
+
+    def _sample_k(self, ids: list[int], k: int, warp, generator, vocab_size: int | None):
+        """k tokens sampled from the warped draft distribution after `ids`, and the rows q (k, V)."""
+        import torch
+
+        from workers.sampling import sample, warped_probs
+
+        logits = self._feed(ids)
+        tokens, rows = [], []
+        for i in range(k):
+            scores = logits[-1]
+            if vocab_size is not None and vocab_size < len(scores):
+                scores = scores.clone()
+                scores[vocab_size:] = -float("inf")  # the verifier cannot take these ids: q keeps none of them
+            q = warped_probs(scores, warp)
+            tokens.append(sample(q, generator))
+            rows.append(q)
+            if i < k - 1:
+                logits = self._forward([tokens[-1]])
+        return tokens, torch.stack(rows)
+
     def _continuation_text(self, ids: list[int], guesses: list[int]) -> str:
         """The text the guesses add after `ids`, decoded jointly so word-initial spaces survive."""
         head = self.tokenizer.decode(ids, skip_special_tokens=True)

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from workers.corpora import TextSource, iter_documents
-from workers.demo_data import (
+from orchestrator.demo.data import (
     DOMAINS,
     MIN_DOC_WORDS,
     chunk_text,

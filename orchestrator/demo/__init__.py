@@ -1,4 +1,8 @@
-"""`greenspec demo`: the offline demo end to end, then a summary and the dashboard command."""
+"""The demo kit and `greenspec demo`: the offline demo end to end, then a summary and the dashboard command.
+
+The kit, in one place: `data` writes the offline corpora (Shakespeare, pydoc), `models` trains the small
+demo verifier and draft, `builtin` swaps a spec's `demo:` names for them, and `examples/demo.toml` is the grid.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ from workers.errors import GreenspecError
 
 logger = logging.getLogger(__name__)
 
-DEMO_SPEC = Path(__file__).resolve().parents[1] / "examples" / "demo.toml"
+DEMO_SPEC = Path(__file__).resolve().parents[2] / "examples" / "demo.toml"
 
 
 def _pivot(df: pd.DataFrame, value: str, fmt: str) -> str:
@@ -41,20 +45,24 @@ def summary_text(df: pd.DataFrame, texts: pd.DataFrame | None = None) -> str:
 
 
 def redundancy_table(session, experiment: str) -> pd.DataFrame:
-    """Table 5 over the plain generations of each task: within-text repetition, cross-document overlap, gzip."""
+    """Table 5 over the plain generations of each task, on the paper's definitions (verifier token 4-grams, gzip)."""
+    import dataclasses
+
     from storage.queries import experiment_id, plain_texts
-    from workers.metrics import redundancy
+    from workers.metrics import paper_redundancy
 
     rows = plain_texts(session, experiment_id(session, experiment))
     out = []
-    for task in sorted({t for t, _ in rows}):
-        out.append({"task": task, **redundancy([x for t, x in rows if t == task])})
+    for task in sorted({t for t, _, _ in rows}):
+        mine = [(tokens, text) for t, tokens, text in rows if t == task]
+        red = paper_redundancy([tk for tk, _ in mine], [tx for _, tx in mine])
+        out.append({"task": task, **dataclasses.asdict(red)})
     return pd.DataFrame(out)
 
 
 def run_demo(opts, spec_path: str | None = None, retrain: bool = False, echo: Callable[[str], None] = print) -> None:
     """Build the offline inputs (cached), run the demo spec through the orchestrator, print the summary."""
-    from orchestrator.builtin import materialize
+    from orchestrator.demo.builtin import materialize
     from orchestrator.driver import run
     from orchestrator.progress import BarProgress
     from orchestrator.spec import load_spec
@@ -66,7 +74,7 @@ def run_demo(opts, spec_path: str | None = None, retrain: bool = False, echo: Ca
         raise GreenspecError(f"demo spec not found at {path}; pass --spec examples/demo.toml")
     spec = load_spec(path)
     echo("greenspec demo: preparing corpora and small demo models (trained on first use, a few minutes; then cached)...")
-    logging.getLogger("workers.demo_models").setLevel(logging.INFO)  # training steps are the demo's first progress
+    logging.getLogger("orchestrator.demo.models").setLevel(logging.INFO)  # training steps are the demo's first progress
     spec = materialize(spec, retrain=retrain)
     echo(spec.summary())
     with BarProgress() as bar:

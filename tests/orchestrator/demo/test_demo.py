@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.builtin import materialize, uses_builtin
+from orchestrator.demo.builtin import materialize, uses_builtin
 from orchestrator.demo import DEMO_SPEC, redundancy_table, summary_text
 from orchestrator.spec import load_spec, parse_spec
 from storage.db import open_db
@@ -68,4 +68,4 @@ def test_summary_and_redundancy_tables(tmp_path):
     assert "nan" not in text
     assert set(red["task"]) == {"wikitext", "pubmed"}
     assert (red["texts"] > 1).all()
-    assert red[["repetition", "overlap", "gzip_ratio"]].stack().between(0, 1.5).all()
+    assert red[["within_text", "cross_doc", "gzip_ratio"]].stack().between(0, 1.5).all()

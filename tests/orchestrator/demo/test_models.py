@@ -9,8 +9,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, MistralForCausalLM
 
-from workers.demo_data import chunk_text, pydoc_texts, shakespeare_texts
-from workers.demo_models import (
+from orchestrator.demo.data import chunk_text, pydoc_texts, shakespeare_texts
+from orchestrator.demo.models import (
     DEMO_DRAFT,
     DEMO_VERIFIER,
     CandidateSampler,

@@ -18,7 +18,7 @@ logger = logging.getLogger(__name__)
 
 
 def _data_paths() -> dict[str, str]:
-    from workers.demo_data import write_demo_corpora
+    from orchestrator.demo.data import write_demo_corpora
 
     corpora = write_demo_corpora(cache_dir() / "demo-data")
     out = {}
@@ -28,8 +28,8 @@ def _data_paths() -> dict[str, str]:
 
 
 def _model_dirs(retrain: bool) -> dict[str, str]:
-    from workers.demo_data import write_demo_corpora
-    from workers.demo_models import ensure_demo_models
+    from orchestrator.demo.data import write_demo_corpora
+    from orchestrator.demo.models import ensure_demo_models
 
     corpora = write_demo_corpora(cache_dir() / "demo-data")
     models = ensure_demo_models([c.train_path for c in corpora.values()], retrain=retrain)

@@ -1,0 +1,93 @@
+"""Paper: this run's numbers beside the seed paper's (Tables 1-7, Figures 1-2, §2.3 latency), cell by cell."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import queries, ui
+from storage.db import open_db
+from storage.latency import latency_frame
+from storage.paper import reference_tokens_frame
+from workers.paper import TASK_NAMES, compare, load_results, redundancy_frame, run_frame
+
+SECTIONS = [  # (title, metrics, key)
+    ("Throughput and speedup (Tables 1 and 2, Figure 1)", ("tokens_per_s", "speedup"), "paper_speed"),
+    ("Acceptance and mean accepted length (Tables 6 and 7)", ("acceptance", "mal"), "paper_acceptance"),
+    ("Energy (Tables 3 and 4, Figure 2)", ("j_per_100_tokens", "energy_ratio", "tokens_per_j", "mean_power_w"),
+     "paper_energy"),
+    ("Output quality (ROUGE-L against plain greedy)", ("rouge_l",), "paper_quality"),
+    ("Redundancy of the texts (Table 5, on the verifier's tokens)", ("within_text", "cross_doc", "gzip_ratio"),
+     "paper_redundancy"),
+    ("Draft latency (§2.3, `greenspec latency SPEC`)", ("latency_ms",), "paper_latency"),
+]
+COLUMNS = ["source", "metric", "strategy", "task", "k", "regime", "paper", "paper_max", "ours", "diff", "rel_diff",
+           "in_range", "quote", "note"]
+NONE = "(none)"
+
+
+@st.cache_resource
+def _sessions(url: str):
+    """A read-only session factory for this page's two extra reads (never migrates)."""
+    return open_db(url, migrate=False)[1]
+
+
+@st.cache_data(ttl=queries.TTL_S)
+def latency(url: str, experiment: str) -> pd.DataFrame:
+    """Draft latencies stored by `greenspec latency` for this experiment."""
+    with _sessions(url)() as s:
+        return latency_frame(s, experiment)
+
+
+@st.cache_data(ttl=queries.TTL_S)
+def redundancy(url: str, exp_id: int) -> pd.DataFrame:
+    """Table 5 per task over the greedy references (the texts every strategy produced)."""
+    with _sessions(url)() as s:
+        return redundancy_frame(reference_tokens_frame(s, exp_id))
+
+
+def name_maps(summary: pd.DataFrame) -> tuple[dict[str, str], dict[str, str]]:
+    """Let the user pair run tasks and strategies the paper does not name with the paper's (default: none)."""
+    paper_tasks = list(TASK_NAMES.values())
+    paper_strategies = sorted({s for s in load_results()["strategy"] if s and "|" not in s})
+    tasks = sorted(t for t in summary["task"].dropna().unique() if t not in paper_tasks)
+    strategies = sorted(s for s in summary["strategy"].dropna().unique() if s not in paper_strategies)
+    if not tasks and not strategies:
+        return {}, {}
+    with st.expander("Pair this run's names with the paper's", expanded=False):
+        st.caption("The paper's tasks are wikitext (general), pubmed (medical) and eurlex (legal). A task or strategy "
+                   "left at (none) is compared with nothing.")
+        cols = st.columns(2)
+        task_map = {t: cols[0].selectbox(f"task {t}", [NONE, *paper_tasks], key=f"paper_task_{t}") for t in tasks}
+        strat_map = {s: cols[1].selectbox(f"strategy {s}", [NONE, *paper_strategies], key=f"paper_strategy_{s}")
+                     for s in strategies}
+    return ({k: v for k, v in strat_map.items() if v != NONE}, {k: v for k, v in task_map.items() if v != NONE})
+
+
+def section(table: pd.DataFrame, title: str, metrics: tuple[str, ...], key: str, only_ours: bool) -> None:
+    """One block of the comparison: the paper's numbers of these metrics beside the run's."""
+    rows = table[table["metric"].isin(metrics)]
+    if only_ours:
+        rows = rows[rows["ours"].notna()]
+    ui.frame_block(rows[COLUMNS], title, key, empty="This run has no cell the paper reports here.",
+                   column_config={"quote": st.column_config.TextColumn(width="large")})
+
+
+f = ui.current_filters()
+st.title("Paper")
+st.caption(
+    "The seed paper's published numbers beside this run's, cell by cell: `diff` = ours - paper (for a range, to its "
+    "nearest bound; `in_range` says whether ours falls inside), `rel_diff` relative to it. The paper's numbers are "
+    "those its text states (Mistral-7B verifier, TinyLlama draft, Apple M1 Max, 100 prompts per cell): on a GPU run "
+    "of `examples/paper.toml` this page is the reproduction report; on the demo (small models trained here, other "
+    "texts, this CPU) it shows the **shape** (which draft wins where, how speedup moves with k and regime), "
+    "**not the values**. Energy ratio is plain / strategy, as the paper's Tables 3 and 4."
+)
+summary = queries.summary(f.url, f.experiment)
+names, tasks = name_maps(summary)
+run = run_frame(summary, latency(f.url, f.experiment), redundancy(f.url, f.exp_id))
+table = f.apply(compare(run, names=names, tasks=tasks))
+only_ours = st.toggle("Only the cells this run has", value=False, key="paper_only_ours")
+st.metric("paper numbers matched by this run", f"{table.loc[table['ours'].notna(), 'paper'].size}")
+for title, metrics, key in SECTIONS:
+    section(table, title, metrics, key, only_ours)

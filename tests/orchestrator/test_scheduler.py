@@ -1,0 +1,72 @@
+"""The pure scheduler: batching, in-flight limit, artifact dependencies, retries (no Ray, no SQL)."""
+
+from __future__ import annotations
+
+from orchestrator.scheduler import Scheduler
+from storage.store import QueuedCell
+
+
+def cell(i: int, kind: str = "sweep", strategy: str | None = "s", needs: tuple = (), **kw) -> QueuedCell:
+    return QueuedCell(id=i, key=f"k{i}", kind=kind, strategy=strategy, task="t", prompt_index=i, k=3,
+                      regime="uncached", needs=needs, **kw)
+
+
+def test_references_first_then_batches_of_one_strategy_up_to_batch_size():
+    cells = [cell(1, strategy="b"), cell(2, strategy="a"), cell(3, strategy="a"), cell(4, strategy="a"),
+             cell(5, kind="reference", strategy=None)]
+    s = Scheduler(cells, batch_size=2, max_attempts=3, in_flight=5)
+    assert [c.id for c in s.next_batch()] == [5]
+    assert [c.id for c in s.next_batch()] == [2, 3]
+    assert [c.id for c in s.next_batch()] == [4]      # the next strategy starts a new batch
+    assert [c.id for c in s.next_batch()] == [1]
+    assert s.next_batch() == []
+
+
+def test_in_flight_limit_and_attempts_counted_on_dispatch():
+    s = Scheduler([cell(i) for i in range(6)], batch_size=2, max_attempts=1, in_flight=2)
+    a, b = s.next_batch(), s.next_batch()
+    assert len(a) == len(b) == 2 and s.next_batch() == []   # two batches in flight: the third waits
+    assert all(c.attempts == 1 for c in a + b) and s.is_final(a[0])
+    s.batch_finished()
+    assert len(s.next_batch()) == 2
+
+
+def test_cells_wait_for_their_artifact_and_fail_with_it():
+    art = cell(10, kind="train", strategy=None)
+    other = cell(11, kind="train", strategy=None)
+    needy = [cell(1, needs=(("ibase", "k10"),)), cell(2, needs=(("ibase", "k10"),))]
+    free = cell(3, strategy="z")
+    s = Scheduler([art, other, *needy, free], batch_size=8, max_attempts=2, overlap=True)
+    started = s.start_artifacts()
+    assert {c.id for c in started} == {10, 11} and all(c.attempts == 1 for c in started)
+    assert [c.id for c in s.next_batch()] == [3]             # overlap: ready cells run while artifacts build
+    assert s.next_batch() == []                             # the rest need k10
+    assert {c.id for c in s.artifact_failed(started[0])} == {1, 2}
+    assert not s.queue and s.busy()                         # k11 still building
+
+
+def test_no_timed_cells_beside_training_unless_overlap():
+    s = Scheduler([cell(10, kind="train", strategy=None), cell(1)], batch_size=8, max_attempts=2)
+    art = s.start_artifacts()[0]
+    assert s.next_batch() == [] and s.busy()
+    s.artifact_built(art)
+    assert [c.id for c in s.next_batch()] == [1]
+
+
+def test_built_artifacts_from_an_earlier_run_are_ready():
+    s = Scheduler([cell(1, needs=(("ibase", "old"),))], batch_size=8, max_attempts=2, built={"old": "/x.igtree"})
+    assert [c.id for c in s.next_batch()] == [1]
+
+
+def test_retry_requeues_at_the_back_or_front_and_artifacts_are_resubmitted():
+    s = Scheduler([cell(1), cell(2), cell(3)], batch_size=1, max_attempts=3, in_flight=9)
+    first = s.next_batch()[0]
+    s.retry(first)
+    assert [c.id for c in s.queue] == [2, 3, 1]
+    s.retry(first, front=True)
+    assert s.queue[0].id == 1
+    art = cell(10, kind="train", strategy=None)
+    t = Scheduler([art], batch_size=1, max_attempts=3)
+    built = t.start_artifacts()[0]
+    t.retry(built)
+    assert [c.attempts for c in t.start_artifacts()] == [2]

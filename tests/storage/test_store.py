@@ -1,0 +1,90 @@
+"""storage.store: the driver's writes and state changes, on a real SQLite file."""
+
+from __future__ import annotations
+
+import pytest
+
+from orchestrator.cells import CellSpec
+from storage import store
+from storage.db import open_db
+from storage.models import Artifact, Cell, Generation
+from workers.contracts import ArtifactInfo, EnergyRecord, GenerationRecord, ReferenceRecord
+
+
+@pytest.fixture
+def session(tmp_path):
+    _, Session = open_db(f"sqlite:///{tmp_path / 'store.db'}")
+    with Session() as s:
+        yield s
+
+
+def cells() -> list[CellSpec]:
+    return [CellSpec(key="t", kind="train", corpus="c", params={"tokenizer": "mistral"}),
+            CellSpec(key="r", kind="reference", task="q", prompt_index=0, params={"prompt": "p"}),
+            CellSpec(key="g", kind="sweep", strategy="o", draft="olifant", task="q", corpus="c", prompt_index=0, k=3,
+                     regime="cached", params={"prompt": "p", "options": {"corpus": "c"}, "needs": {"ibase": "t"}})]
+
+
+def gen(tokens=(5, 6, 7), energy_j=2.0) -> GenerationRecord:
+    return GenerationRecord(n_prompt_tokens=4, tokens=tokens, text="x", steps=2, drafted=6, accepted=3,
+                            accept_hist=(0, 0, 1, 0), accepted_per_step=(2, 1), tokens_per_step=(2, 1),
+                            fastpath_rejects=0, wall_s=0.5, draft_s=0.1, verify_s=0.4, started_at=1.0, ended_at=1.5,
+                            bridged=False, stopped="max_new_tokens", device="cpu",
+                            energy=EnergyRecord(energy_j, 4.0, "estimate", False, energy_j / len(tokens) * 100,
+                                                len(tokens) / energy_j))
+
+
+def test_add_cells_adds_new_keys_once_and_refreshes_params_of_unfinished(session):
+    exp = store.upsert_experiment(session, "e", "spec", "h", None)
+    assert store.add_cells(session, exp.id, cells()) == 3
+    assert store.add_cells(session, exp.id, cells()) == 0
+    changed = [CellSpec(key="g", kind="sweep", params={"prompt": "p", "needs": {"ibase": "t2"}})]
+    store.add_cells(session, exp.id, changed)
+    q = {c.key: c for c in store.pending_cells(session, exp.id, ("sweep",))}
+    assert q["g"].needs == (("ibase", "t2"),)
+
+
+def test_state_changes_and_dependents(session):
+    exp = store.upsert_experiment(session, "e", "spec", "h", None)
+    store.add_cells(session, exp.id, cells())
+    ids = {c.key: c.id for c in store.pending_cells(session, exp.id, ("train", "reference", "sweep"))}
+    store.mark_running(session, [ids["t"]], worker="w")
+    assert store.cell_states(session, [ids["t"]]) == {ids["t"]: "running"}
+    store.mark_failure(session, ids["t"], "boom", final=False)
+    assert store.cell_states(session, [ids["t"]])[ids["t"]] == "pending"
+    store.mark_failure(session, ids["t"], "boom", final=True)
+    assert store.fail_dependents(session, exp.id, [ids["g"]], "ibase failed: boom") == 1
+    g = session.get(Cell, ids["g"])
+    assert (g.state, g.error) == ("failed", "ibase failed: boom")
+    assert store.retry_failed(session, exp.id) == 2
+    store.mark_running(session, [ids["r"]])
+    assert store.reset_running(session, exp.id) == 1
+
+
+def test_generation_metrics_and_late_reference(session):
+    exp = store.upsert_experiment(session, "e", "spec", "h", None)
+    store.add_cells(session, exp.id, cells())
+    ids = {c.key: c.id for c in store.pending_cells(session, exp.id, ("train", "reference", "sweep"))}
+    store.store_generation(session, ids["g"], gen())
+    session.flush()
+    g = session.query(Generation).one()
+    # 3 accepted of 6 drafted = 0.5; MAL = 3 accepted / 2 steps = 1.5; 3 tokens / 0.5 s = 6 tok/s
+    assert (g.acceptance, g.mal, g.tokens_per_s) == (0.5, 1.5, 6.0)
+    assert g.rouge_l is None and g.exact_match is None        # no reference yet
+    store.store_reference(session, ids["r"], ReferenceRecord("p", (1,), (5, 6, 8), "y", 0.2))
+    session.flush()
+    session.refresh(g)
+    # LCS(5 6 7, 5 6 8) = 2 of 3 on both sides: F = 2/3
+    assert g.exact_match is False and g.rouge_l == pytest.approx(2 / 3)
+    assert g.j_per_100_tokens == pytest.approx(2.0 / 3 * 100)
+
+
+def test_artifact_paths_cover_instance_bases_and_other_artifacts(session):
+    exp = store.upsert_experiment(session, "e", "spec", "h", None)
+    store.add_cells(session, exp.id, [*cells(), CellSpec(key="d", kind="datastore", corpus="c")])
+    ids = {c.key: c.id for c in store.pending_cells(session, exp.id, ("train", "datastore"))}
+    store.store_artifact(session, ids["d"], ArtifactInfo("datastore", "/a/c.sa", "f" * 64, 10, 0.3, meta={"n": 1}))
+    store.mark_finished(session, ids["d"], "cpu")
+    session.flush()
+    assert store.artifact_paths(session, exp.id) == {"d": "/a/c.sa"}
+    assert session.query(Artifact).one().meta == {"n": 1}
