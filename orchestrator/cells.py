@@ -65,7 +65,7 @@ def verifier_identity(spec: Spec) -> dict[str, Any]:
 
 
 # A requirement's artifact -> the kind of cell that builds it from a corpus (on a CPU worker).
-ARTIFACT_CELL_KINDS = {"ibase": "train"}
+ARTIFACT_CELL_KINDS = {"ibase": "train", "datastore": "datastore"}
 # Corpus keys that change how an artifact is built, not what it holds: kept out of the key.
 NOT_IN_KEY = {"name", "shards", "memory_gb"}
 

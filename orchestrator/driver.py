@@ -147,7 +147,7 @@ class _Loop:
     def __init__(self, spec: Spec, exp_id: int, Session: Any, opts: RunOptions, progress: Progress):
         self.spec, self.exp_id, self.Session, self.opts, self.progress = spec, exp_id, Session, opts, progress
         with Session() as s:
-            cells = store.pending_cells(s, exp_id, ("train", "reference", "sweep"))
+            cells = store.pending_cells(s, exp_id, (*store.ARTIFACT_KINDS, "reference", "sweep"))  # datastores too
             self.paths = store.artifact_paths(s, exp_id)   # artifact cell key -> file
         e = spec.experiment
         self.sched = Scheduler(cells, e.batch_size, e.max_attempts, overlap=e.overlap, in_flight=IN_FLIGHT,
@@ -169,6 +169,10 @@ class _Loop:
 
     def run(self) -> None:
         with self.Session() as s:
+            if self.sched.orphans:
+                store.fail_dependents(s, self.exp_id, [c.id for c in self.sched.orphans],
+                                      "an artifact this cell needs is neither built nor pending (it failed)")
+                s.commit()
             total, done, failed = self._counts(s)
         self.progress.start(total, done, failed)
         try:

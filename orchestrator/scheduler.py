@@ -39,6 +39,11 @@ class Scheduler:
         self.building: set[str] = set()      # artifact keys being built now
         self.built: set[str] = set(built)    # artifact keys whose file exists
         self.running_batches = 0
+        known = self.built | {c.key for c in self.artifacts}
+        self.orphans = [c for c in self.queue if any(key not in known for _, key in c.needs)]
+        if self.orphans:  # their artifact is neither built nor to be built (it failed): they cannot run
+            ids = {c.id for c in self.orphans}
+            self.queue = deque(c for c in self.queue if c.id not in ids)
 
     # -- artifacts
     def start_artifacts(self) -> list[QueuedCell]:

@@ -70,3 +70,11 @@ def test_retry_requeues_at_the_back_or_front_and_artifacts_are_resubmitted():
     built = t.start_artifacts()[0]
     t.retry(built)
     assert [c.attempts for c in t.start_artifacts()] == [2]
+
+
+def test_cells_whose_artifact_will_never_exist_are_orphans_not_a_hang():
+    s = Scheduler([cell(1, needs=(("ibase", "gone"),)), cell(2)], batch_size=8, max_attempts=2)
+    assert [c.id for c in s.orphans] == [1]
+    assert [c.id for c in s.next_batch()] == [2]
+    s.batch_finished()
+    assert not s.busy()

@@ -36,7 +36,7 @@ corpus = "shakespeare"
 def test_demo_spec_uses_builtins():
     spec = load_spec(DEMO_SPEC)
     assert uses_builtin(spec)
-    assert {s.draft for s in spec.strategies} == {"plain", "ngram", "neural", "olifant"}
+    assert {s.draft for s in spec.strategies} == {"plain", "ngram", "neural", "olifant", "lookup", "suffix", "rest"}
     assert {t.name for t in spec.tasks} == {c.name for c in spec.corpora}  # task names equal corpus names
 
 
