@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 TORCH   := torch==2.13.0
 
-.PHONY: install demo test bench clean browser
+.PHONY: install demo test bench clean browser mutation
 
 install: $(STAMP)
 
@@ -32,6 +32,11 @@ test: install browser
 
 bench: install
 	RAY_AUTH_MODE=disabled $(BIN)/python -m bench
+
+# Mutation testing of the modules that compute results (slow, not CI): MODULES="metrics decoding" to pick some.
+mutation: install
+	$(BIN)/pip install --quiet -e '.[dev]'
+	RAY_AUTH_MODE=disabled nice $(BIN)/python -m bench.mutation $(MODULES)
 
 clean:
 	rm -rf $(VENV) .pytest_cache
