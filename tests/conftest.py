@@ -10,6 +10,16 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+SLOW_FIXTURES = {"ray_local", "tiny_verifier", "write_spec"}  # a real Ray, a trained model, a real sweep
+
+
+def pytest_collection_modifyitems(items):
+    """Tests that start Ray or train the driver tests' verifier are `slow`, marked or not (`-m "not slow"`)."""
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def ray_local():
     """A real local Ray with 2 CPUs and the single `accelerator` resource, shared by every test."""

@@ -14,7 +14,6 @@ import sys
 import threading
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from sqlalchemy import func, select
@@ -23,10 +22,11 @@ from orchestrator.driver import RunOptions, resume, run_spec_file
 from storage.db import open_db
 from storage.models import Cell, Generation, InstanceBase, PowerSample, Reference
 from storage.queries import status_counts, summary_frame
+from tests.orchestrator.checks import decoding_problems
 from tests.orchestrator.conftest import MAX_NEW_TOKENS
 from workers.errors import GreenspecError
 
-pytestmark = pytest.mark.usefixtures("ray_local")
+pytestmark = [pytest.mark.usefixtures("ray_local"), pytest.mark.slow]  # each test runs a real sweep
 ROOT = Path(__file__).resolve().parents[2]
 
 # plain 1 + ngram 2 k + olifant 2 k = 5 per prompt and regime; 2 prompts x 2 regimes
@@ -39,45 +39,6 @@ def opts(tmp_path: Path, **kw) -> RunOptions:
 
 def sessions(o: RunOptions):
     return open_db(o.db_url, migrate=False)[1]
-
-
-def decoding_problems(gens) -> list[str]:
-    """Why stored generations do not show real greedy speculative decoding of a varied verifier ([] if they do).
-
-    Each generation must equal its independent greedy reference, no generation may be one token repeated,
-    and olifant and ngram must each have a generation whose drafts were partly accepted (0 < accepted <
-    drafted) and, cached, a round that accepted some but not all of its k drafts (the cache crop path).
-    """
-    problems = [f"{g.strategy} k={g.k} {g.regime} prompt {g.prompt_index}: not the greedy reference"
-                for g in gens if not (g.exact_match and g.rouge_l == 1.0)]
-    problems += [f"{g.strategy} {g.regime}: one token repeated" for g in gens if len(set(g.tokens)) < 2]
-    for draft in ("olifant", "ngram"):
-        mine = [g for g in gens if g.draft == draft]
-        if not any(0 < g.accepted < g.drafted for g in mine):
-            problems.append(f"{draft}: never both accepted and rejected")
-        if not any(0 < a < g.k for g in mine if g.regime == "cached" for a in g.accepted_per_step):
-            problems.append(f"{draft}: no cached round cropped the cache")
-    return problems
-
-
-def test_decoding_checks_fail_on_repeat_the_first_token():
-    """The checks above on what "repeat the first token" decoding would store: every one of them fires."""
-    reference = [28723, 1, 259, 345, 259, 1]  # a varied greedy reference
-    fake = []
-    for draft in ("plain", "ngram", "olifant"):
-        for regime in ("uncached", "cached"):
-            tokens = [reference[0]] * len(reference)  # the first token, repeated
-            # a broken decoder that still counts drafts: all accepted, or all rejected
-            fake.append(SimpleNamespace(strategy=draft, draft=draft, k=2, regime=regime, prompt_index=0,
-                                        tokens=tokens, exact_match=tokens == reference, rouge_l=1 / 6,
-                                        drafted=0 if draft == "plain" else 6, accepted=0,
-                                        accepted_per_step=[0] * 6))
-    problems = decoding_problems(fake)
-    assert sum("not the greedy reference" in p for p in problems) == 6
-    assert sum("one token repeated" in p for p in problems) == 6
-    for draft in ("olifant", "ngram"):
-        assert f"{draft}: never both accepted and rejected" in problems
-        assert f"{draft}: no cached round cropped the cache" in problems
 
 
 def test_end_to_end_exactly_greedy(tmp_path, write_spec):
