@@ -7,7 +7,7 @@ tracked and untracked-but-not-ignored files of the repository are copied to a sc
 module goes to `.mutation/summary.md` (copied by hand into BENCHMARKS.md's "Mutation testing" section, which
 `make bench` does not regenerate); survivors' diffs go to `.mutation/<target>/survivors.txt`.
 
-Usage: python -m bench.mutation [metrics decoding queries tables igtree] [--jobs N]
+Usage: python -m bench.mutation [metrics decoding queries tables igtree] [--jobs N] [--minutes M]
 
 mutmut 3.x has no `--paths-to-mutate` or `--runner` flags (those were 2.x): the module is chosen with
 `source_paths` + `only_mutate` and the tests with `pytest_add_cli_args_test_selection` in the config file.
@@ -20,6 +20,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -81,7 +82,7 @@ def config(module: str, tests: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_target(t: Target, jobs: int) -> dict:
+def run_target(t: Target, jobs: int, minutes: float | None = None) -> dict:
     """Run mutmut for one target in a scratch copy; the counts by outcome and the survivors' diffs."""
     module, tests = t.module(), t.test_files()
     if module is None or not tests:
@@ -98,7 +99,13 @@ def run_target(t: Target, jobs: int) -> dict:
     mutmut = [sys.executable, "-m", "mutmut"]
     t0 = time.time()
     log = (OUT / t.name / "run.log").open("w")
-    subprocess.run([*mutmut, "run", "--max-children", str(jobs)], cwd=work, env=env, stdout=log, stderr=log)
+    proc = subprocess.Popen([*mutmut, "run", "--max-children", str(jobs)], cwd=work, env=env, stdout=log, stderr=log,
+                            start_new_session=True)
+    try:
+        proc.wait(timeout=minutes * 60 if minutes else None)
+    except subprocess.TimeoutExpired:  # a partial run: mutants not reached are counted as not checked
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait()
     subprocess.run([*mutmut, "export-cicd-stats"], cwd=work, env=env, stdout=log, stderr=log)
     stats = json.loads((work / "mutants" / "mutmut-cicd-stats.json").read_text())
     survivors = subprocess.run([*mutmut, "results"], cwd=work, env=env, capture_output=True, text=True).stdout
@@ -108,7 +115,9 @@ def run_target(t: Target, jobs: int) -> dict:
             fh.write(subprocess.run([*mutmut, "show", name], cwd=work, env=env, capture_output=True, text=True).stdout)
             fh.write("\n")
     return {"target": t.name, "module": module, "tests": tests, "minutes": round((time.time() - t0) / 60, 1),
-            **stats, "survivor_names": names}
+            **stats, "checked": sum(stats.get(k, 0) for k in ("killed", "survived", "timeout", "segfault",
+                                                               "suspicious", "skipped", "no_tests")),
+            "survivor_names": names}
 
 
 def score(r: dict) -> str:
@@ -120,13 +129,13 @@ def score(r: dict) -> str:
 
 def table(results: list[dict]) -> str:
     """The markdown table of the results."""
-    rows = ["| module | tests | mutants | killed | survived | timeout | no tests | score | minutes |",
-            "|---|---|---|---|---|---|---|---|---|"]
+    rows = ["| module | tests | mutants | checked | killed | survived | timeout | no tests | score | minutes |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         if "skipped" in r:
-            rows.append(f"| {r['module'] or r['target']} | - | - | - | - | - | - | {r['skipped']} | - |")
+            rows.append(f"| {r['module'] or r['target']} | - | - | - | - | - | - | - | {r['skipped']} | - |")
             continue
-        rows.append(f"| `{r['module']}` | {', '.join(f'`{t}`' for t in r['tests'])} | {r.get('total', '?')} | "
+        rows.append(f"| `{r['module']}` | {', '.join(f'`{t}`' for t in r['tests'])} | {r.get('total', '?')} | {r['checked']} | "
                     f"{r.get('killed', 0)} | {r.get('survived', 0)} | {r.get('timeout', 0)} | "
                     f"{r.get('no_tests', 0)} | {score(r)} | {r['minutes']} |")
     return "\n".join(rows)
@@ -136,12 +145,13 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.mutation")
     parser.add_argument("targets", nargs="*", default=list(TARGETS), choices=list(TARGETS))
     parser.add_argument("--jobs", type=int, default=1, help="mutants tested at once (default 1: shared cores)")
+    parser.add_argument("--minutes", type=float, default=None, help="stop each module after this long (partial)")
     args = parser.parse_args(argv)
     OUT.mkdir(exist_ok=True)
     results = []
     for name in args.targets:
         print(f"== mutation {name}", file=sys.stderr)
-        results.append(run_target(TARGETS[name], args.jobs))
+        results.append(run_target(TARGETS[name], args.jobs, args.minutes))
         (OUT / name / "result.json").write_text(json.dumps(results[-1], indent=2))
     text = table(results)
     (OUT / "summary.md").write_text(text + "\n")
