@@ -37,8 +37,11 @@ def test_rouge_l_known_cases():
 
 
 def test_lcs_length():
-    assert lcs_length("ABCBDAB", "BDCABA") == 4
+    assert lcs_length("ABCBDAB", "BDCABA") == 4  # e.g. B C B A
     assert lcs_length([], [1, 2]) == 0
+    # "1 2": the third 1 cannot extend it; the cell that skips a's last item must read the row above, one column on
+    assert lcs_length([1, 2, 1], [1, 2]) == 2
+    assert lcs_length([1, 2], [1, 2, 1]) == 2 and lcs_length([3], [3]) == 1
 
 
 def test_exact_match():
@@ -118,6 +121,7 @@ def test_draft_latency_counts_n_single_token_queries():
 
 
 def test_within_text_repetition():
+    assert within_text_repetition("a b a b a", n=2) == 0.5  # bigrams ab ba ab ba: 2 distinct of 4
     assert within_text_repetition("a b c d a b c d a b c d") == pytest.approx(5 / 9)  # 9 4-grams, 4 distinct
     assert within_text_repetition("one two three four five") == 0.0
     assert within_text_repetition("too short") == 0.0
@@ -130,6 +134,8 @@ def test_cross_document_overlap():
     assert cross_document_overlap(texts) == pytest.approx((0.5 + 0.5 + 0.0) / 3)
     assert cross_document_overlap(["a b c d", "a b c d"]) == 1.0
     assert cross_document_overlap(["short", "texts"]) == 0.0
+    # n = 2: {ab, bc} and {bc, cd} share bc: 1/2 each; {xy} shares nothing: 0 -> (1/2 + 1/2 + 0) / 3
+    assert cross_document_overlap(["a b c", "b c d", "x y"], n=2) == pytest.approx(1 / 3)
 
 
 def test_gzip_ratio_is_lower_for_redundant_text():
