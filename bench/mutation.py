@@ -86,7 +86,7 @@ def run_target(t: Target, jobs: int, minutes: float | None = None) -> dict:
     """Run mutmut for one target in a scratch copy; the counts by outcome and the survivors' diffs."""
     module, tests = t.module(), t.test_files()
     if module is None or not tests:
-        return {"target": t.name, "module": module, "skipped": "module or tests not found"}
+        return {"target": t.name, "module": module, "not_run": "module or tests not found"}
     work = OUT / t.name / "repo"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
@@ -132,8 +132,8 @@ def table(results: list[dict]) -> str:
     rows = ["| module | tests | mutants | checked | killed | survived | timeout | no tests | score | minutes |",
             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
-        if "skipped" in r:
-            rows.append(f"| {r['module'] or r['target']} | - | - | - | - | - | - | - | {r['skipped']} | - |")
+        if "not_run" in r:
+            rows.append(f"| {r['module'] or r['target']} | - | - | - | - | - | - | - | {r['not_run']} | - |")
             continue
         rows.append(f"| `{r['module']}` | {', '.join(f'`{t}`' for t in r['tests'])} | {r.get('total', '?')} | {r['checked']} | "
                     f"{r.get('killed', 0)} | {r.get('survived', 0)} | {r.get('timeout', 0)} | "
