@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 TORCH   := torch==2.13.0
 
-.PHONY: install demo test bench clean browser gpu arctic
+.PHONY: install demo test bench clean browser gpu arctic mutation
 
 install: $(STAMP)
 
@@ -52,6 +52,11 @@ bench: install
 # End-to-end check on a CUDA GPU (cached and uncached regimes, NVML energy); not part of `make test`.
 gpu: install
 	PY=$(BIN)/python bench/gpu.sh
+
+# Mutation testing of the modules that compute results (slow, not CI): MODULES="metrics decoding" to pick some.
+mutation: install
+	$(BIN)/pip install --quiet -e '.[dev]'
+	RAY_AUTH_MODE=disabled nice $(BIN)/python -m bench.mutation $(MODULES)
 
 clean:
 	rm -rf $(VENV) .pytest_cache

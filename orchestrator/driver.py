@@ -9,10 +9,11 @@ is restarted by Ray and its cells retried. A killed driver leaves `running` cell
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -156,6 +157,9 @@ class _Loop:
         self.batches: dict[Any, tuple[list[QueuedCell], Any]] = {}     # ObjectRef -> (cells, the actor running them)
         self.actor = None
         self.label = ""
+        self._seq: dict[Any, int] = {}               # ObjectRef -> submission order (the actor runs in this order)
+        self._counter = itertools.count()
+        self._died_at: dict[int, int] = {}           # id(dead actor) -> submission number of the batch it died in
 
     # -- bookkeeping
     def _counts(self, s) -> tuple[int, int, int]:
@@ -282,6 +286,7 @@ class _Loop:
                 s.commit()
             ref = self.actor.run_batch.remote([self._job(c) for c in batch])
             self.batches[ref] = (batch, self.actor)
+            self._seq[ref] = next(self._counter)
             self.label = batch[0].strategy or batch[0].kind
 
     def _batch_done(self, ref, s) -> None:
@@ -296,12 +301,22 @@ class _Loop:
             if actor is self.actor:  # a fresh worker (verifier reloaded) takes the retried cells
                 ray.kill(actor, no_restart=True)
                 self.actor = None
+            # the actor runs batches in order: only the oldest unfinished one was running when it died; batches
+            # queued behind it never started, so their cells go back without spending an attempt
+            died_at = self._died_at.setdefault(id(actor), min(
+                [self._seq[ref], *(self._seq[r] for r, (_, a) in self.batches.items() if a is actor)]))
+            running = self._seq.pop(ref) == died_at
             for c in reversed(cells):
+                if not running:
+                    store.refund_attempt(s, c.id)
+                    self.sched.retry(replace(c, attempts=c.attempts - 1), front=True)
+                    continue
                 final = self.sched.is_final(c)
                 store.mark_failure(s, c.id, f"worker died: {type(err).__name__}", final)
                 if not final:
                     self.sched.retry(c, front=True)
             return
+        self._seq.pop(ref)
         by_key = {c.key: c for c in cells}
         for o in out.outcomes:
             c = by_key[o.key]

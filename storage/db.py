@@ -9,7 +9,8 @@ from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine
 from sqlalchemy.engine.url import make_url
 from sqlalchemy.exc import ArgumentError
-from sqlalchemy.orm import Session, sessionmaker  # Session: the type callers outside storage/ annotate with
+from sqlalchemy.orm import Session as Session  # re-exported: the type callers outside storage/ annotate with
+from sqlalchemy.orm import sessionmaker
 
 from workers.errors import GreenspecError
 

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import select, update
+from sqlalchemy import case, select, update
 from sqlalchemy.orm import Session
 
 from storage.models import Artifact, Cell, Experiment, Generation, InstanceBase, PowerSample, Reference, utcnow
@@ -140,6 +140,13 @@ def mark_finished(session: Session, cell_id: int, worker: str | None) -> None:
     """A cell whose result row was stored."""
     session.execute(update(Cell).where(Cell.id == cell_id)
                     .values(state="done", error=None, finished_at=utcnow(), worker=worker))
+
+
+def refund_attempt(session: Session, cell_id: int) -> None:
+    """A dispatched cell that never started (its worker died first, or the user stopped the run) goes back to
+    pending without spending the attempt its dispatch counted."""
+    session.execute(update(Cell).where(Cell.id == cell_id)
+                    .values(state="pending", worker=None, attempts=case((Cell.attempts > 0, Cell.attempts - 1), else_=0)))
 
 
 def mark_failure(session: Session, cell_id: int, error: str, final: bool) -> None:

@@ -13,7 +13,7 @@ import traceback
 import ray
 
 from workers.contracts import BatchOutcome, JobOutcome, SweepJob
-from workers.faults import inject
+from workers.faults import corrupt, inject
 from workers.runner import RunnerConfig, SweepRunner
 
 logger = logging.getLogger(__name__)
@@ -35,7 +35,7 @@ class AcceleratorWorker:
         for job in jobs:
             try:
                 inject(job)  # test seam: no-op unless a GREENSPEC_FAULT_* variable is set
-                outcomes.append(self.runner.run(job))
+                outcomes.append(corrupt(job, self.runner.run(job)))  # test seam, as inject
             except Exception as err:  # actor boundary: the failure becomes data and the batch goes on
                 logger.warning("job %s failed: %s", job.key[:12], err)
                 outcomes.append(JobOutcome(key=job.key, worker=self.runner.worker,

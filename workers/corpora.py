@@ -1,5 +1,9 @@
 """Text sources: local .txt/.jsonl/.parquet files or Hugging Face datasets, read as documents.
 
+`dataset` names a hub dataset, a local folder of data files (e.g. parquet), or a folder written by
+`datasets.Dataset.save_to_disk` / `DatasetDict.save_to_disk` (read with `load_from_disk`, `split` picking
+the split of a DatasetDict).
+
 A *document* is one unit of text: a blank-line-separated block of a .txt file, one row's `column` of a
 .jsonl/.parquet file or of a dataset split. Documents are streamed, never held all at once.
 
@@ -133,12 +137,21 @@ def _parquet_documents(file: Path, column: str) -> Iterator[str]:
                 yield str(text).strip()
 
 
-def _dataset_documents(source: TextSource) -> Iterator[str]:
-    """Stream a Hugging Face dataset split (needs hub access or a local datasets cache)."""
+def _load_dataset(source: TextSource):
+    """A dataset split: a local `save_to_disk` folder through `load_from_disk`, anything else streamed."""
     import datasets
 
+    local = Path(source.dataset)
+    if (local / "state.json").is_file() or (local / "dataset_dict.json").is_file():  # written by save_to_disk
+        ds = datasets.load_from_disk(str(local))
+        return ds[source.split] if isinstance(ds, datasets.DatasetDict) else ds
+    return datasets.load_dataset(source.dataset, source.config, split=source.split, streaming=True)
+
+
+def _dataset_documents(source: TextSource) -> Iterator[str]:
+    """Stream a Hugging Face dataset split: from the hub (or its cache), a local data folder, or save_to_disk."""
     try:
-        ds = datasets.load_dataset(source.dataset, source.config, split=source.split, streaming=True)
+        ds = _load_dataset(source)
     except Exception as err:  # datasets raises many types (connection, missing config, ...)
         raise CorpusError(f"{source.name}: dataset {source.describe()} cannot be loaded: {str(err).splitlines()[0]}") from err
     for row in ds:

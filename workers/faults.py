@@ -5,7 +5,10 @@ driver's crash, retry and kill paths with the real worker; unset, `inject` retur
 - `GREENSPEC_FAULT_SLOW=<s>`: sleep before each job (lets a test kill the driver mid-sweep);
 - `GREENSPEC_FAULT_CRASH_ONCE=<marker file>`: the worker process dies on its first sweep job;
 - `GREENSPEC_FAULT_RAISE=<strategy>`: every job of that strategy raises;
-- `GREENSPEC_FAULT_CRASH_ALWAYS=<strategy>`: the worker process dies on every job of that strategy.
+- `GREENSPEC_FAULT_CRASH_ALWAYS=<strategy>`: the worker process dies on every job of that strategy;
+- `GREENSPEC_FAULT_CORRUPT=<strategy>`: after decoding, the last token of that strategy's generations is
+  flipped (id XOR 1), so a deliberately wrong generation is stored (its text is left as decoded); the tests
+  use it to see exact match turn false and the summary figures move.
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ from __future__ import annotations
 import os
 import time
 
-from workers.contracts import SweepJob
+from dataclasses import replace
+
+from workers.contracts import JobOutcome, SweepJob
 
 
 def inject(job: SweepJob) -> None:
@@ -28,3 +33,12 @@ def inject(job: SweepJob) -> None:
         os._exit(18)
     if (bad := os.environ.get("GREENSPEC_FAULT_RAISE")) and job.strategy == bad:
         raise RuntimeError(f"injected failure for strategy {bad}")
+
+
+def corrupt(job: SweepJob, outcome: JobOutcome) -> JobOutcome:
+    """The outcome with its generation's last token flipped when `GREENSPEC_FAULT_CORRUPT` names the strategy."""
+    g = outcome.generation
+    if g is None or not g.tokens or not job.strategy or os.environ.get("GREENSPEC_FAULT_CORRUPT") != job.strategy:
+        return outcome
+    tokens = (*g.tokens[:-1], g.tokens[-1] ^ 1)  # XOR 1 stays a valid id: 31999 -> 31998
+    return replace(outcome, generation=replace(g, tokens=tokens))

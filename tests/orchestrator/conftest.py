@@ -1,4 +1,10 @@
-"""A tiny real verifier saved to disk, small real-text corpora and a spec writer for driver tests."""
+"""A tiny trained verifier saved to disk, small real-text corpora and a spec writer for driver tests.
+
+The verifier is a real Mistral-architecture model over the real Mistral tokenizer, trained for a few CPU
+seconds on the same pydoc text the instance base is built from, so its greedy text varies and is partly
+predictable: olifant and ngram drafts are accepted *and* rejected, and exact match can fail. (A random-weight
+verifier emits one token repeated, which "repeat the first token" would reproduce exactly.)
+"""
 
 from __future__ import annotations
 
@@ -37,7 +43,7 @@ corpus = "pydoc"
 [sweep]
 k = {k}
 regimes = ["uncached", "cached"]
-max_new_tokens = 10
+max_new_tokens = {max_new}
 warmup = false
 [power]
 sources = ["estimate"]
@@ -45,18 +51,31 @@ hz = 20
 """
 
 
-@pytest.fixture(scope="session")
-def tiny_verifier(tmp_path_factory) -> Path:
-    """A random-weight Mistral (vocab 32000, 2 layers) saved with save_pretrained: a real, loadable model dir."""
-    import torch
-    from transformers import MistralConfig, MistralForCausalLM
+MAX_NEW_TOKENS = 16
 
-    torch.manual_seed(0)
-    cfg = MistralConfig(vocab_size=32000, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-                        tie_word_embeddings=True)
+# 150 AdamW steps of 8 x 64 tokens, the loss over the ~3.6k token ids seen in training (+256 random others):
+# ~17 s of one CPU. Enough to learn the text's layout and common words (loss ~10.4 -> ~5.6 nats).
+VERIFIER_RECIPE = dict(hidden_size=64, n_layers=2, n_heads=4, n_kv_heads=2, intermediate_size=128, steps=150,
+                       batch_size=8, seq_len=64, lr=1e-2, warmup_steps=10, negatives=256, full_softmax_steps=0,
+                       frequent=0)
+
+
+@pytest.fixture(scope="session")
+def tiny_verifier(tmp_path_factory, text_files) -> Path:
+    """A tiny Mistral (vocab 32000, 2 layers) trained on the corpus text, saved with save_pretrained."""
+    import torch
+
+    from orchestrator.demo.models import TinyLMSpec, token_streams, train_lm
+    from workers.tokenizer import load_tokenizer
+
+    tok = load_tokenizer("mistral")
     out = tmp_path_factory.mktemp("verifier")
-    MistralForCausalLM(cfg).eval().save_pretrained(out)
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny matrices: one thread is fastest, and the cores are shared
+    try:
+        train_lm(TinyLMSpec(**VERIFIER_RECIPE), token_streams([text_files[0]], tok), out, tok)
+    finally:
+        torch.set_num_threads(before)
     return out
 
 
@@ -78,7 +97,7 @@ def write_spec(tmp_path, tiny_verifier, text_files):
     """write_spec(name=..., k=[2, 3], attempts=2) -> path of a spec over the tiny verifier."""
     def write(name: str = "t", k: list[int] | None = None, attempts: int = 2, **replace: str) -> Path:
         text = SPEC.format(name=name, attempts=attempts, model=tiny_verifier, corpus=text_files[0],
-                           task=text_files[1], k=k or [2, 3])
+                           task=text_files[1], k=k or [2, 3], max_new=MAX_NEW_TOKENS)
         for old, new in replace.items():
             text = text.replace(old, new)
         p = tmp_path / f"{name}.toml"

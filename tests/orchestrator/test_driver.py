@@ -1,8 +1,16 @@
-"""The driver against a real local Ray, a real SQLite file, a real tiny verifier and real TiMBL-equal IGTree."""
+"""The driver against a real local Ray, a real SQLite file, a tiny trained verifier and real TiMBL-equal IGTree.
+
+The verifier's greedy text varies (see conftest), so drafts are accepted and rejected and the checks below
+fail for decoding that is not real greedy speculative decoding (e.g. "repeat the first token").
+"""
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -14,9 +22,12 @@ from orchestrator.driver import RunOptions, resume, run_spec_file
 from storage.db import open_db
 from storage.models import Cell, Generation, InstanceBase, PowerSample, Reference
 from storage.queries import status_counts, summary_frame
+from tests.orchestrator.checks import decoding_problems
+from tests.orchestrator.conftest import MAX_NEW_TOKENS
 from workers.errors import GreenspecError
 
-pytestmark = pytest.mark.usefixtures("ray_local")
+pytestmark = [pytest.mark.usefixtures("ray_local"), pytest.mark.slow]  # each test runs a real sweep
+ROOT = Path(__file__).resolve().parents[2]
 
 # plain 1 + ngram 2 k + olifant 2 k = 5 per prompt and regime; 2 prompts x 2 regimes
 SWEEP_CELLS = 5 * 2 * 2
@@ -40,19 +51,58 @@ def test_end_to_end_exactly_greedy(tmp_path, write_spec):
         assert s.scalar(select(func.count()).select_from(Reference)) == 2
         ib = s.scalars(select(InstanceBase)).one()
         assert ib.nodes_after_prune <= ib.nodes_before_prune and Path(ib.path).is_file()
-        # greedy speculative decoding reproduces the independent greedy reference token for token
-        assert all(g.exact_match and g.rouge_l == 1.0 for g in gens)
-        assert all(g.n_tokens == 10 and g.accepted <= g.drafted for g in gens)
+        # greedy speculative decoding reproduces the independent greedy reference token for token, and the
+        # drafts were really accepted and rejected on the way
+        assert decoding_problems(gens) == []
+        assert all(g.n_tokens == MAX_NEW_TOKENS and g.accepted <= g.drafted for g in gens)
         assert all(g.energy_j and g.energy_j > 0 and g.power_source == "estimate" and g.power_measured is False
                    for g in gens)
         assert s.scalar(select(func.count()).select_from(PowerSample)) > 0
         counts = status_counts(s)
         assert counts["sweep"] == {"pending": 0, "running": 0, "done": SWEEP_CELLS, "failed": 0}
         assert counts["generations"] == SWEEP_CELLS
+        # without `overlap`, no timed cell starts before the instance base is built
+        train = s.scalars(select(Cell).where(Cell.kind == "train")).one()
+        timed = s.scalars(select(Cell.started_at).where(Cell.kind != "train")).all()
+        assert min(timed) >= train.finished_at
         table = summary_frame(s, "t")
     assert set(table["strategy"]) == {"plain", "ngram", "olifant-pydoc"}
     plain = table[table["strategy"] == "plain"]
     assert (plain["speedup"].round(6) == 1.0).all()
+    olifant = table[table["strategy"] == "olifant-pydoc"]
+    assert ((olifant["acceptance"] > 0) & (olifant["acceptance"] < 1)).any()
+    assert (table["exact_match"] == 1.0).all() and (table["rouge_l"] == 1.0).all()
+
+
+def _export(db_url: str) -> dict[str, dict[str, str]]:
+    """`greenspec export --format csv` as a user runs it: strategy + regime -> row (k = 2 only)."""
+    out = subprocess.run([sys.executable, "-m", "orchestrator.cli", "--db", db_url, "export", "--format", "csv"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    rows = list(csv.DictReader(io.StringIO(out.stdout)))
+    return {(r["strategy"], r["regime"]): r for r in rows if r["k"] in ("0", "2")}
+
+
+def test_wrong_generation_is_stored_as_no_match_and_the_figures_move(tmp_path, write_spec):
+    o = opts(tmp_path, worker_env={"GREENSPEC_FAULT_CORRUPT": "ngram"})  # ngram's last token flipped after decoding
+    report = run_spec_file(write_spec(k=[2]), o)
+    assert report.counts["failed"] == 0
+    with sessions(o)() as s:
+        gens = s.scalars(select(Generation)).all()
+        refs = {r.prompt_index: r.tokens for r in s.scalars(select(Reference))}
+    ngram = [g for g in gens if g.strategy == "ngram"]
+    assert len(ngram) == 4 and all(g.exact_match is False for g in ngram)
+    assert all(g.tokens[:-1] == refs[g.prompt_index][:-1] != g.tokens for g in ngram)
+    # 16 tokens, one wrong: LCS 15, P = R = 15/16, ROUGE-L F = 15/16 = 0.9375
+    assert all(g.rouge_l == pytest.approx(0.9375) for g in ngram)
+    assert all(g.exact_match and g.rouge_l == 1.0 for g in gens if g.strategy != "ngram")
+    rows = _export(o.db_url)
+    for regime in ("uncached", "cached"):
+        assert float(rows["ngram", regime]["exact_match"]) == 0.0  # 0 of 2 prompts
+        assert float(rows["ngram", regime]["rouge_l"]) == pytest.approx(0.9375)  # mean of 0.9375, 0.9375
+        for strategy in ("plain", "olifant-pydoc"):
+            assert float(rows[strategy, regime]["exact_match"]) == 1.0
+            assert float(rows[strategy, regime]["rouge_l"]) == 1.0
 
 
 def test_rerun_adds_nothing_and_new_k_adds_only_new_cells(tmp_path, write_spec):
@@ -94,6 +144,58 @@ def test_worker_crash_mid_cell_is_retried(tmp_path, write_spec):
     with sessions(o)() as s:
         assert s.scalar(select(func.max(Cell.attempts))) == 2
         assert s.scalar(select(func.count()).select_from(Generation)) == SWEEP_CELLS
+
+
+def test_worker_crashing_on_every_attempt_fails_its_cells_at_max_attempts(tmp_path, write_spec):
+    o = opts(tmp_path, worker_env={"GREENSPEC_FAULT_CRASH_ALWAYS": "ngram"})
+    report = run_spec_file(write_spec(k=[2], attempts=2), o)
+    assert report.counts["pending"] == report.counts["running"] == 0
+    with sessions(o)() as s:
+        cells = s.scalars(select(Cell).where(Cell.kind != "train")).all()
+        ngram = [c for c in cells if c.strategy == "ngram"]
+        # ngram at k=2: 2 prompts x 2 regimes = 4 cells; each attempt killed the worker, until max_attempts
+        assert len(ngram) == 4 and all(c.state == "failed" and c.attempts == 2 for c in ngram)
+        assert all(c.error.startswith("worker died") for c in ngram)
+        # a batch in flight beside a crashing one (IN_FLIGHT = 2) is lost with the worker and charged an attempt
+        # too, so other cells (seen: both references) can fail the same way; none fails for any other reason
+        others = [c for c in cells if c.strategy != "ngram"]
+        assert all(c.state == "done" or (c.error.startswith("worker died") and c.attempts == 2) for c in others)
+        done = [c for c in others if c.state == "done" and c.kind == "sweep"]
+        assert len(done) >= 4
+        gens = s.scalars(select(Generation)).all()
+        assert "ngram" not in {g.strategy for g in gens} and len(gens) == len(done)
+        assert all(g.exact_match is True for g in gens if g.rouge_l is not None)  # where a reference was stored
+        assert all(g.exact_match is None for g in gens if g.rouge_l is None)
+
+
+def test_failing_train_cell_fails_its_dependents(tmp_path, write_spec, text_files):
+    bad = tmp_path / "corpus.jsonl"  # exists and has the right suffix (passes validation), unreadable to train
+    bad.write_text('{"text": "fine"}\n{"text": broken\n')
+    spec = write_spec(k=[2], attempts=2)
+    spec.write_text(spec.read_text().replace(f'path = "{text_files[0]}"', f'path = "{bad}"'))
+    o = opts(tmp_path)
+    report = run_spec_file(spec, o)
+    # the train cell, and olifant's 2 prompts x 2 regimes at k=2; plain and ngram run
+    assert report.counts == {"pending": 0, "running": 0, "done": 2 + 4 + 4, "failed": 1 + 4}
+    with sessions(o)() as s:
+        train = s.scalars(select(Cell).where(Cell.kind == "train")).one()
+        assert train.state == "failed" and train.attempts == 2 and "not valid JSON" in train.error
+        olifant = s.scalars(select(Cell).where(Cell.strategy == "olifant-pydoc")).all()
+        assert all(c.state == "failed" and c.attempts == 0 for c in olifant)
+        assert all("train cell for corpus 'pydoc' failed" in c.error and "not valid JSON" in c.error for c in olifant)
+        assert {g.strategy for g in s.scalars(select(Generation))} == {"plain", "ngram"}
+
+
+def test_overlap_runs_timed_cells_beside_training(tmp_path, write_spec):
+    spec = write_spec(k=[2], **{"max_attempts = 2": "max_attempts = 2\noverlap = true"})
+    o = opts(tmp_path)
+    report = run_spec_file(spec, o)
+    assert report.counts == {"pending": 0, "running": 0, "done": 1 + 2 + 12, "failed": 0}
+    with sessions(o)() as s:
+        train = s.scalars(select(Cell).where(Cell.kind == "train")).one()
+        first_timed = min(s.scalars(select(Cell.started_at).where(Cell.kind != "train")))
+        assert first_timed < train.finished_at  # references started while the instance base was being built
+        assert decoding_problems(s.scalars(select(Generation)).all()) == []
 
 
 def test_reader_polls_while_driver_writes(tmp_path, write_spec):

@@ -16,6 +16,8 @@ from orchestrator.driver import RunOptions, resume
 from storage.db import open_db
 from storage.models import Cell, Generation
 
+pytestmark = pytest.mark.slow  # each test runs a real sweep in a subprocess
+
 GREENSPEC = [sys.executable, "-m", "orchestrator.cli"]
 ROOT = Path(__file__).resolve().parents[2]
 

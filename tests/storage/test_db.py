@@ -42,6 +42,56 @@ def test_upgrade_from_first_revision_keeps_rows(tmp_path):
     assert "tokens_per_step" in cols
 
 
+GEN_0001 = {  # a generation row as schema 0001 stored it (no tokens_per_step)
+    "id": 1, "cell_id": 1, "experiment_id": 1, "strategy": "ngram", "draft": "ngram", "task": "t", "prompt_index": 0,
+    "k": 2, "regime": "cached", "n_prompt_tokens": 5, "n_tokens": 4, "steps": 3, "drafted": 4, "accepted": 1,
+    "acceptance": 0.25, "mal": 1 / 3, "accept_hist": "[2, 1, 0]", "accepted_per_step": "[0, 1, 0]",
+    "fastpath_rejects": 2, "wall_s": 2.0, "draft_s": 0.5, "verify_s": 1.5, "tokens_per_s": 2.0, "started_at": 10.0,
+    "ended_at": 12.0, "energy_j": 8.0, "mean_power_w": 4.0, "j_per_100_tokens": 200.0, "tokens_per_j": 0.5,
+    "power_source": "estimate", "power_measured": False, "rouge_l": 0.75, "exact_match": False, "bridged": False,
+    "stopped": "max_new_tokens", "device": "cpu", "tokens": "[5, 6, 7, 8]", "text": "old text",
+}
+
+
+def _upgrade(engine, revision: str) -> None:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, revision)
+
+
+def test_upgrade_0001_to_0002_to_head_keeps_generations(tmp_path):
+    from storage.queries import generations_frame, summary_frame
+
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    engine = make_engine(url)
+    _upgrade(engine, "0001")
+    with engine.begin() as conn:
+        conn.execute(text("insert into experiments (id, name, spec_toml, spec_hash, created_at, updated_at) "
+                          "values (1, 'old', '', '', '2026-01-01', '2026-01-01')"))
+        conn.execute(text("insert into cells (id, experiment_id, key, kind, state, strategy, draft, task, prompt_index, "
+                          "k, regime, params, attempts, created_at) values (1, 1, 'c1', 'sweep', 'done', 'ngram', "
+                          "'ngram', 't', 0, 2, 'cached', '{}', 1, '2026-01-01')"))
+        cols = ", ".join(GEN_0001)
+        conn.execute(text(f"insert into generations ({cols}) values ({', '.join(':' + c for c in GEN_0001)})"), GEN_0001)
+    _upgrade(engine, "0002")
+    with engine.connect() as conn:
+        row = conn.execute(text("select tokens, accepted_per_step, tokens_per_step, text from generations")).one()
+    assert (row.tokens, row.accepted_per_step, row.tokens_per_step, row.text) == ("[5, 6, 7, 8]", "[0, 1, 0]", None,
+                                                                                   "old text")
+    _, Session = open_db(url)  # the rest of the way to head
+    with Session() as s:
+        gens = generations_frame(s)
+        table = summary_frame(s, "old")
+    assert gens.loc[0, "accept_hist"] == [2, 1, 0] and gens.loc[0, "energy_j"] == 8.0
+    row = table.iloc[0]
+    # one generation: 4 tokens / 2.0 s = 2.0 tokens/s; 1 accepted of 4 drafted = 0.25; 1 accepted / 3 steps
+    assert (row["strategy"], row["k"], row["regime"], row["n_tokens"]) == ("ngram", 2, "cached", 4)
+    assert row["tokens_per_s"] == 2.0 and row["acceptance"] == 0.25 and row["mal"] == pytest.approx(1 / 3)
+    assert row["rouge_l"] == 0.75 and row["exact_match"] == 0.0 and row["j_per_100_tokens"] == 200.0  # 8 J / 4 * 100
+
+
 def test_sqlite_runs_in_wal_with_busy_timeout(tmp_path):
     engine, _ = open_db(f"sqlite:///{tmp_path / 'w.db'}")
     with engine.connect() as conn:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import math
 
 import pytest
@@ -20,6 +21,7 @@ from workers.metrics import (
     rouge_l,
     tokens_per_s,
     within_text_repetition,
+    word_ngrams,
 )
 
 
@@ -35,8 +37,11 @@ def test_rouge_l_known_cases():
 
 
 def test_lcs_length():
-    assert lcs_length("ABCBDAB", "BDCABA") == 4
+    assert lcs_length("ABCBDAB", "BDCABA") == 4  # e.g. B C B A
     assert lcs_length([], [1, 2]) == 0
+    # "1 2": the third 1 cannot extend it; the cell that skips a's last item must read the row above, one column on
+    assert lcs_length([1, 2, 1], [1, 2]) == 2
+    assert lcs_length([1, 2], [1, 2, 1]) == 2 and lcs_length([3], [3]) == 1
 
 
 def test_exact_match():
@@ -53,15 +58,44 @@ def test_acceptance_mal_and_speed():
     assert math.isnan(tokens_per_s(0, 0.0))
 
 
+def _gzip_ratio_by_hand(text: str) -> float:
+    """The definition written out with the standard library: gzip bytes (no timestamp) over UTF-8 bytes."""
+    raw = text.encode("utf-8")
+    return len(gzip.compress(raw, mtime=0)) / len(raw)
+
+
 def test_redundancy_summarises_table_5():
     looping = "the cat sat on the mat the cat sat on the mat"
     fresh = "a quick brown fox jumps over one lazy dog today"
     r = redundancy([looping, fresh, ""])
-    assert r["texts"] == 2
-    assert r["repetition"] == pytest.approx((within_text_repetition(looping) + 0.0) / 2) and r["repetition"] > 0
+    assert r["texts"] == 2  # the empty text is left out
+    # looping: 12 words, 9 4-grams, 6 distinct ("the cat sat on", "cat sat on the", "sat on the mat" recur):
+    # 1 - 6/9 = 1/3; fresh: 10 distinct words, 7 distinct 4-grams: 0; mean (1/3 + 0) / 2 = 1/6
+    assert r["repetition"] == pytest.approx(1 / 6)
     assert r["overlap"] == 0.0  # the two texts share no 4-gram
-    assert r["gzip_ratio"] == pytest.approx((gzip_ratio(looping) + gzip_ratio(fresh)) / 2)
+    assert r["gzip_ratio"] == pytest.approx((_gzip_ratio_by_hand(looping) + _gzip_ratio_by_hand(fresh)) / 2)
     assert math.isnan(redundancy([fresh])["overlap"]) and redundancy([])["texts"] == 0
+    empty = redundancy(["", ""])
+    assert empty["texts"] == 0 and all(math.isnan(empty[k]) for k in ("repetition", "overlap", "gzip_ratio"))
+
+
+def test_redundancy_with_shared_ngrams_and_another_n():
+    a, b = "x y z w v", "q x y z w"
+    r = redundancy([a, b], n=4)
+    # a: {xyzw, yzwv}, b: {qxyz, xyzw}: each shares 1 of 2 -> overlap 1/2; no repeats within a text
+    assert r == {"texts": 2, "repetition": 0.0, "overlap": 0.5, "gzip_ratio": pytest.approx(
+        (_gzip_ratio_by_hand(a) + _gzip_ratio_by_hand(b)) / 2)}
+    r2 = redundancy(["p q p q p", "p q r"], n=2)
+    # "p q p q p": bigrams pq qp pq qp -> 2 distinct of 4: repetition 1/2; "p q r": pq qr, none repeated: 0
+    # overlap: text 1 {pq, qp}: pq shared -> 1/2; text 2 {pq, qr}: pq shared -> 1/2
+    assert r2["repetition"] == pytest.approx(0.25) and r2["overlap"] == pytest.approx(0.5)
+
+
+def test_word_ngrams_lowercase_in_order():
+    assert word_ngrams("A B c d E", 4) == [("a", "b", "c", "d"), ("b", "c", "d", "e")]
+    assert word_ngrams("One two", 2) == [("one", "two")]
+    assert word_ngrams("one two three four five") == [("one", "two", "three", "four"), ("two", "three", "four", "five")]
+    assert word_ngrams("too short", 3) == []
 
 
 def test_draft_latency_counts_n_single_token_queries():
@@ -72,18 +106,22 @@ def test_draft_latency_counts_n_single_token_queries():
             self.calls.clear()
 
         def propose(self, context, k):
+            assert list(context) == [1, 2, 3]  # the measured context, as given
             self.calls.append(k)
             return [1]
 
     draft = Counting()
-    lat = draft_latency(draft, [1, 2, 3], n=50)
+    draft.calls.append(99)  # a call before the measurement: reset() must clear it
+    lat = draft_latency(draft, [1, 2, 3])  # the paper's 50 queries by default
     assert draft.calls == [1] * 50 and lat.n == 50
+    assert draft_latency(draft, [1, 2, 3], n=7).n == 7 and draft.calls == [1] * 7
     assert 0 < lat.median_s and 0 < lat.mean_s < 0.01
     real = draft_latency(make_draft("ngram"), list(range(100)) * 2, n=10)
     assert real.n == 10 and real.mean_s > 0
 
 
 def test_within_text_repetition():
+    assert within_text_repetition("a b a b a", n=2) == 0.5  # bigrams ab ba ab ba: 2 distinct of 4
     assert within_text_repetition("a b c d a b c d a b c d") == pytest.approx(5 / 9)  # 9 4-grams, 4 distinct
     assert within_text_repetition("one two three four five") == 0.0
     assert within_text_repetition("too short") == 0.0
@@ -96,6 +134,8 @@ def test_cross_document_overlap():
     assert cross_document_overlap(texts) == pytest.approx((0.5 + 0.5 + 0.0) / 3)
     assert cross_document_overlap(["a b c d", "a b c d"]) == 1.0
     assert cross_document_overlap(["short", "texts"]) == 0.0
+    # n = 2: {ab, bc} and {bc, cd} share bc: 1/2 each; {xy} shares nothing: 0 -> (1/2 + 1/2 + 0) / 3
+    assert cross_document_overlap(["a b c", "b c d", "x y"], n=2) == pytest.approx(1 / 3)
 
 
 def test_gzip_ratio_is_lower_for_redundant_text():

@@ -1,0 +1,163 @@
+"""`make mutation`: mutation testing (mutmut 3.x) of the modules that compute results, each against its own tests.
+
+Not part of CI or of `make bench`: slow (minutes to hours per module on 2 cores). For each target, the
+tracked and untracked-but-not-ignored files of the repository are copied to a scratch folder, a `setup.cfg`
+`[mutmut]` section names the one module to mutate and the test modules that must kill its mutants, and
+`mutmut run` runs there, so the working tree never sees a `mutants/` folder. The share of mutants killed per
+module goes to `.mutation/summary.md` (copied by hand into BENCHMARKS.md's "Mutation testing" section, which
+`make bench` does not regenerate); survivors' diffs go to `.mutation/<target>/survivors.txt`.
+
+Usage: python -m bench.mutation [metrics decoding queries tables igtree] [--jobs N] [--minutes M]
+
+mutmut 3.x has no `--paths-to-mutate` or `--runner` flags (those were 2.x): the module is chosen with
+`source_paths` + `only_mutate` and the tests with `pytest_add_cli_args_test_selection` in the config file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / ".mutation"
+
+
+@dataclass(frozen=True)
+class Target:
+    """One module to mutate (the first of `candidates` that exists) and the test files that guard it."""
+
+    name: str
+    candidates: tuple[str, ...]
+    tests: tuple[str, ...]  # globs, relative to the repository root
+
+    def module(self) -> str | None:
+        return next((c for c in self.candidates if (ROOT / c).exists()), None)
+
+    def test_files(self) -> list[str]:
+        return sorted({str(p.relative_to(ROOT)) for g in self.tests for p in ROOT.glob(g)})
+
+
+TARGETS = {
+    "metrics": Target("metrics", ("workers/metrics.py",), ("tests/workers/test_metrics.py",)),
+    "decoding": Target("decoding", ("workers/decoding.py",), ("tests/workers/test_decoding.py",)),
+    "queries": Target("queries", ("storage/queries.py",),
+                      ("tests/storage/test_queries*.py", "tests/dashboard/test_queries*.py")),
+    "tables": Target("tables", ("dashboard/tables.py",), ("tests/dashboard/test_tables*.py",)),
+    # the IGTree lookup: the module, or its lookup file once workers.igtree is a package
+    "igtree": Target("igtree", ("workers/igtree/lookup.py", "workers/igtree/tree.py", "workers/igtree.py"),
+                     ("tests/workers/test_igtree*.py",)),
+}
+
+
+def copy_repo(dest: Path) -> None:
+    """The repository's tracked and untracked-but-not-ignored files, copied to `dest`."""
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
+                           capture_output=True, text=True).stdout.split("\0")
+    for rel in filter(None, files):
+        src = ROOT / rel
+        if src.is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel)
+
+
+def config(module: str, tests: list[str]) -> str:
+    """The setup.cfg [mutmut] section for one module and its tests."""
+    package = module.split("/")[0]
+    others = sorted(p.name for p in ROOT.iterdir() if p.is_dir() and (p / "__init__.py").exists() and p.name != package)
+    lines = ["[mutmut]", f"source_paths = {package}", f"only_mutate = {module}",
+             "also_copy =", *(f"    {p}" for p in [*others, "examples"]),
+             "pytest_add_cli_args =", "    -p", "    no:cacheprovider", "    -x", "    -q",
+             "pytest_add_cli_args_test_selection =", *(f"    {t}" for t in tests),
+             "process_isolation = forkserver",  # torch is not fork-safe once its thread pool started
+             "timeout_multiplier = 5.0", "timeout_constant = 20.0"]
+    return "\n".join(lines) + "\n"
+
+
+def run_target(t: Target, jobs: int, minutes: float | None = None) -> dict:
+    """Run mutmut for one target in a scratch copy; the counts by outcome and the survivors' diffs."""
+    module, tests = t.module(), t.test_files()
+    if module is None or not tests:
+        return {"target": t.name, "module": module, "not_run": "module or tests not found"}
+    work = OUT / t.name / "repo"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    copy_repo(work)
+    pyproject = work / "pyproject.toml"  # mutmut reads [tool.mutmut] first; keep the config in setup.cfg
+    pyproject.write_text(re.sub(r"\n\[tool\.mutmut\][^\[]*", "\n", pyproject.read_text()))
+    (work / "setup.cfg").write_text(config(module, tests))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(RAY_AUTH_MODE="disabled", TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS="1")
+    mutmut = [sys.executable, "-m", "mutmut"]
+    t0 = time.time()
+    log = (OUT / t.name / "run.log").open("w")
+    proc = subprocess.Popen([*mutmut, "run", "--max-children", str(jobs)], cwd=work, env=env, stdout=log, stderr=log,
+                            start_new_session=True)
+    try:
+        proc.wait(timeout=minutes * 60 if minutes else None)
+    except subprocess.TimeoutExpired:  # a partial run: mutants not reached are counted as not checked
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait()
+    subprocess.run([*mutmut, "export-cicd-stats"], cwd=work, env=env, stdout=log, stderr=log)
+    stats = json.loads((work / "mutants" / "mutmut-cicd-stats.json").read_text())
+    survivors = subprocess.run([*mutmut, "results"], cwd=work, env=env, capture_output=True, text=True).stdout
+    names = [line.split(":")[0].strip() for line in survivors.splitlines() if ": survived" in line]
+    with (OUT / t.name / "survivors.txt").open("w") as fh:
+        for name in names:
+            fh.write(subprocess.run([*mutmut, "show", name], cwd=work, env=env, capture_output=True, text=True).stdout)
+            fh.write("\n")
+    return {"target": t.name, "module": module, "tests": tests, "minutes": round((time.time() - t0) / 60, 1),
+            **stats, "checked": sum(stats.get(k, 0) for k in ("killed", "survived", "timeout", "segfault",
+                                                               "suspicious", "skipped", "no_tests")),
+            "survivor_names": names}
+
+
+def score(r: dict) -> str:
+    """killed / (killed + survived + timeouts counted as killed), as a percentage."""
+    killed = r.get("killed", 0) + r.get("timeout", 0) + r.get("segfault", 0)
+    total = killed + r.get("survived", 0)
+    return f"{100 * killed / total:.1f}%" if total else "n/a"
+
+
+def table(results: list[dict]) -> str:
+    """The markdown table of the results."""
+    rows = ["| module | tests | mutants | checked | killed | survived | timeout | no tests | score | minutes |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        if "not_run" in r:
+            rows.append(f"| {r['module'] or r['target']} | - | - | - | - | - | - | - | {r['not_run']} | - |")
+            continue
+        rows.append(f"| `{r['module']}` | {', '.join(f'`{t}`' for t in r['tests'])} | {r.get('total', '?')} | {r['checked']} | "
+                    f"{r.get('killed', 0)} | {r.get('survived', 0)} | {r.get('timeout', 0)} | "
+                    f"{r.get('no_tests', 0)} | {score(r)} | {r['minutes']} |")
+    return "\n".join(rows)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.mutation")
+    parser.add_argument("targets", nargs="*", default=list(TARGETS), choices=list(TARGETS))
+    parser.add_argument("--jobs", type=int, default=1, help="mutants tested at once (default 1: shared cores)")
+    parser.add_argument("--minutes", type=float, default=None, help="stop each module after this long (partial)")
+    args = parser.parse_args(argv)
+    OUT.mkdir(exist_ok=True)
+    results = []
+    for name in args.targets:
+        print(f"== mutation {name}", file=sys.stderr)
+        results.append(run_target(TARGETS[name], args.jobs, args.minutes))
+        (OUT / name / "result.json").write_text(json.dumps(results[-1], indent=2))
+    text = table(results)
+    (OUT / "summary.md").write_text(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
