@@ -12,7 +12,9 @@ from orchestrator.cells import expand
 from orchestrator.driver import RunOptions, run_spec_file
 from orchestrator.spec import load_spec
 from storage.db import open_db
+from orchestrator.targets import checks_table, distilled_acceptance, exact_match
 from storage.models import Artifact, Cell, Generation
+from storage.queries import summary_frame
 from workers.errors import SpecError
 from workers.igtree import IGTree
 from workers.labels import load_labelled
@@ -85,6 +87,10 @@ def test_distilled_and_hybrid_run_exactly_greedy(tmp_path, spec_path, tiny_verif
         gens = s.scalars(select(Generation)).all()
         strategies = {g.strategy for g in gens}
         assert all(g.exact_match for g in gens)
+        df = summary_frame(s, "d")
+    # the targets that do not depend on timing hold on this demo-shaped run
+    checks = exact_match(df) + distilled_acceptance(df, "pydoc")
+    assert len(checks) == 3 and all(c.ok for c in checks), checks_table(checks)
     assert {"distilled-pydoc", "hybrid-pydoc", "hybrid-pydoc-adaptive"} <= strategies
     label, distill = arts["label"], arts["distill"]
     assert label.energy_j and label.energy_j > 0 and label.power_source == "estimate" and label.build_s > 0
