@@ -41,7 +41,7 @@ def build(job: ArtifactJob) -> ArtifactInfo:
     contexts, targets = distilled_instances(tokens, offsets, labels, window)
     if (targets < 0).any():
         raise IBaseError(f"distill: {int((targets < 0).sum())} positions have no verifier label")
-    ident = hashlib.sha256(open(job.inputs["labels"], "rb").read() + f"{window}:{order}".encode()).hexdigest()[:12]
+    ident = hashlib.sha256(Path(job.inputs["labels"]).read_bytes() + f"{window}:{order}".encode()).hexdigest()[:12]
     tree = IGTree.fit(contexts, targets, order=order, name=job.corpus.name, labels="verifier", tokens=len(tokens))
     out = Path(job.out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -50,5 +50,5 @@ def build(job: ArtifactJob) -> ArtifactInfo:
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     logger.info("distilled %s: %d instances -> %s (%d bytes)", job.corpus.name, len(targets), path, n_bytes)
     return ArtifactInfo(kind=job.kind, path=str(path), sha256=digest, bytes=n_bytes, build_s=time.perf_counter() - t0,
-                        meta={"instances": int(len(targets)), "tokens": int(len(tokens)), "window": window,
+                        meta={"instances": len(targets), "tokens": len(tokens), "window": window,
                               "order": order, "nodes_after_prune": tree.meta.get("nodes_after_prune")})

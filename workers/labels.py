@@ -144,6 +144,7 @@ def load_labelled(manifest_path: str) -> tuple[np.ndarray, np.ndarray, np.ndarra
     """(tokens, offsets, labels) of a label manifest written by `label_corpus`."""
     import json
 
-    m = json.loads(open(manifest_path, encoding="utf-8").read())
+    with open(manifest_path, encoding="utf-8") as fh:
+        m = json.load(fh)
     tokens = np.memmap(m["tokens"], dtype=m["dtype"], mode="r", shape=(m["n_tokens"],))
     return tokens, np.fromfile(m["offsets"], dtype=np.int64), np.fromfile(m["labels"], dtype=np.int32)

@@ -11,8 +11,8 @@ from sqlalchemy import select
 from orchestrator.cells import expand
 from orchestrator.driver import RunOptions, run_spec_file
 from orchestrator.spec import load_spec
-from storage.db import open_db
 from orchestrator.targets import checks_table, distilled_acceptance, exact_match
+from storage.db import open_db
 from storage.models import Artifact, Cell, Generation
 from storage.queries import summary_frame
 from workers.errors import SpecError

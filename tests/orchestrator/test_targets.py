@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import pandas as pd
 
-from orchestrator.targets import (adaptive_speedup, check_all, checks_table, distilled_acceptance, exact_match,
-                                  hybrid_speedup)
+from orchestrator.targets import (
+    adaptive_speedup,
+    check_all,
+    checks_table,
+    distilled_acceptance,
+    exact_match,
+    hybrid_speedup,
+)
 
 
 def frame(rows):

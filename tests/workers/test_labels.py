@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import json
+from itertools import pairwise
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from transformers import MistralConfig, MistralForCausalLM
 
-from workers.labels import NO_LABEL, agreement, label_corpus, label_positions, load_labelled, windows
+from workers.labels import (
+    NO_LABEL,
+    agreement,
+    label_corpus,
+    label_positions,
+    load_labelled,
+    windows,
+)
 from workers.verifier import Verifier
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -43,7 +52,7 @@ def test_windows_label_every_target_once():
         assert w.end - w.start <= 16 and w.first - w.start >= 1
         assert w.first == w.start + 1 or w.first - w.start == 4      # a document's head, or the overlap's context
         seen.extend(range(w.first, w.end))
-    targets = [p for a, b in zip(offsets[:-1], offsets[1:]) for p in range(a + 1, b)]
+    targets = [p for a, b in pairwise(offsets) for p in range(a + 1, b)]
     assert sorted(seen) == targets and len(seen) == len(set(seen))
     with pytest.raises(ValueError, match="overlap_tokens"):
         list(windows(offsets, 8, 7))
@@ -52,7 +61,7 @@ def test_windows_label_every_target_once():
 def test_labels_equal_the_full_forward_argmax_when_documents_fit(verifier):
     tokens, offsets = corpus([30, 2, 17, 45])
     labels = label_positions(verifier, tokens, offsets, chunk_tokens=64, overlap_tokens=8, batch_chunks=3)
-    for a, b in zip(offsets[:-1], offsets[1:]):
+    for a, b in pairwise(offsets):
         assert labels[a] == NO_LABEL
         assert labels[a + 1:b].tolist() == full_argmax(verifier, tokens[a:b - 1])
 
@@ -83,6 +92,6 @@ def test_label_corpus_writes_a_manifest(verifier, tmp_path, mistral_tok):
     rec = label_corpus(tiny, mistral_tok, job)
     tokens, offsets, labels = load_labelled(rec.path)
     assert rec.n_tokens == len(tokens) == 20 and rec.n_labelled == 20 - rec.n_docs
-    assert json.loads(open(rec.path).read())["chunk_tokens"] == 8
+    assert json.loads(Path(rec.path).read_text())["chunk_tokens"] == 8
     assert labels.tolist() == label_positions(tiny, tokens, offsets, chunk_tokens=8, overlap_tokens=2).tolist()
     assert rec.ended_at >= rec.started_at and rec.wall_s > 0

@@ -22,6 +22,7 @@ from workers.drafts.base import Draft
 from workers.drafts.registry import BuildContext, DraftEntry, Requirement
 from workers.errors import DraftError
 
+
 def load_ibase(ibase):
     """An IGTree-like object as is, or an instance base loaded from a path with `IGTree.load`."""
     if isinstance(ibase, (str, os.PathLike)):

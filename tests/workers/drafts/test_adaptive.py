@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 
 from workers.drafts import build_draft, lookup, make_draft
-from workers.drafts.adaptive import PRIOR_WEIGHT, AdaptiveLength, accepted_count, level, stop_rule
+from workers.drafts.adaptive import (
+    PRIOR_WEIGHT,
+    AdaptiveLength,
+    accepted_count,
+    level,
+    stop_rule,
+)
 from workers.errors import DraftError
 from workers.igtree import IGTree
 
