@@ -3,7 +3,8 @@
 A key hashes everything that determines a cell's result: the verifier (model, revision, tokenizer, dtype),
 the prompt's text, the draft and its options, k, the regime, max_new_tokens, greenspec's version, and for
 olifant cells the key of the train cell that builds their instance base (which itself hashes the corpus
-source, tokenizer, window, backend and order). Running a spec again adds nothing; adding k=12 adds only the
+source, tokenizer, window, backend and order). A distilled instance base (`labels = "verifier"`) is a
+distill cell that needs a label cell; both hash the verifier too. Running a spec again adds nothing; adding k=12 adds only the
 cells with k=12.
 """
 
@@ -31,7 +32,7 @@ class CellSpec:
     """One unit of work as the driver schedules it; `params` is everything a worker needs (JSON-able)."""
 
     key: str
-    kind: str  # train | reference | sweep
+    kind: str  # train | label | distill | datastore | reference | sweep
     strategy: str | None = None
     draft: str | None = None
     task: str | None = None
@@ -68,15 +69,41 @@ def verifier_identity(spec: Spec) -> dict[str, Any]:
 ARTIFACT_CELL_KINDS = {"ibase": "train", "datastore": "datastore"}
 # Corpus keys that change how an artifact is built, not what it holds: kept out of the key.
 NOT_IN_KEY = {"name", "shards", "memory_gb"}
+LABEL_KEYS = ("labels", "label_max_tokens", "label_chunk_tokens", "label_overlap_tokens")
 
 
-def corpus_cell(spec: Spec, corpus: CorpusSection, kind: str = "train") -> CellSpec:
-    """The cell that builds a `kind` artifact (an instance base: "train") from `corpus` with the verifier's tokenizer."""
+def corpus_identity(corpus: CorpusSection) -> dict[str, Any]:
+    """The corpus fields that determine what is built from it (label keys only for a distilled corpus)."""
     ident = corpus.model_dump(exclude=NOT_IN_KEY)
+    if not corpus.distilled:  # corpus-trained instance bases keep the keys they had before labels existed
+        for key in LABEL_KEYS:
+            ident.pop(key, None)
+    return ident
+
+
+def corpus_cell(spec: Spec, corpus: CorpusSection, kind: str = "train", needs: dict[str, str] | None = None) -> CellSpec:
+    """The cell that builds a `kind` artifact (an instance base: "train") from `corpus` with the verifier's tokenizer.
+
+    `needs` (role -> artifact cell key) names the artifacts this build reads; a label or distill cell also
+    depends on the verifier (its labels are the verifier's tokens), so the verifier enters its key.
+    """
     tokenizer = spec.verifier.tokenizer or spec.verifier.model
-    key = content_key({"kind": kind, "corpus": ident, "tokenizer": tokenizer})
-    params = {"corpus": corpus.model_dump(), "tokenizer": tokenizer}
-    return CellSpec(key=key, kind=kind, corpus=corpus.name, params=params)
+    payload = {"kind": kind, "corpus": corpus_identity(corpus), "tokenizer": tokenizer}
+    if kind in VERIFIER_BUILT:
+        payload |= {"verifier": verifier_identity(spec), "needs": needs or {}}
+    params = {"corpus": corpus.model_dump(), "tokenizer": tokenizer} | ({"needs": needs} if needs else {})
+    return CellSpec(key=content_key(payload), kind=kind, corpus=corpus.name, params=params)
+
+
+VERIFIER_BUILT = ("label", "distill")  # artifact cells whose result depends on the verifier
+
+
+def ibase_cells(spec: Spec, corpus: CorpusSection) -> list[CellSpec]:
+    """The cells that build `corpus`'s instance base, inputs first: [train], or [label, distill] when distilled."""
+    if not corpus.distilled:
+        return [corpus_cell(spec, corpus, "train")]
+    label = corpus_cell(spec, corpus, "label")
+    return [label, corpus_cell(spec, corpus, "distill", needs={"labels": label.key})]
 
 
 def train_cell(spec: Spec, corpus: CorpusSection) -> CellSpec:
@@ -96,12 +123,18 @@ def reference_cells(spec: Spec, prompts: TaskPrompts) -> list[CellSpec]:
 
 
 def artifact_cells(spec: Spec) -> dict[Requirement, CellSpec]:
-    """The cell that builds each artifact the strategies require (an instance base: a train cell)."""
+    """The cell that builds each artifact the strategies require (an instance base: a train cell, or a distill
+    cell whose label cell is listed too, under `Requirement("labels", corpus)`)."""
     out = {}
     for req in spec.requirements():
         if req.artifact not in ARTIFACT_CELL_KINDS:
             raise SpecError(f"no builder for artifact {req.artifact!r} (known: {', '.join(ARTIFACT_CELL_KINDS)})")
-        out[req] = corpus_cell(spec, spec.corpus(req.corpus), ARTIFACT_CELL_KINDS[req.artifact])
+        corpus = spec.corpus(req.corpus)
+        if req.artifact == "ibase":
+            *inputs, out[req] = ibase_cells(spec, corpus)
+            out.update({Requirement(c.kind + "s", req.corpus): c for c in inputs})
+        else:
+            out[req] = corpus_cell(spec, corpus, ARTIFACT_CELL_KINDS[req.artifact])
     return out
 
 

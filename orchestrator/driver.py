@@ -1,7 +1,7 @@
 """The Ray driver: spec -> cells -> CPU trainer tasks and one accelerator worker -> the database.
 
-The driver is the database's one writer. Train cells run as Ray CPU tasks in parallel; sweep and
-reference cells go in batches (grouped by strategy) to the single `AcceleratorWorker`, two batches in
+The driver is the database's one writer. Train (and distill) cells run as Ray CPU tasks in parallel; label,
+sweep and reference cells go in batches (grouped by strategy) to the single `AcceleratorWorker`, two batches in
 flight so it never idles; results are stored in completion order (`ray.wait`). A failed cell is retried up
 to `max_attempts`, then stored as failed with its error while the sweep goes on; a worker that dies mid-batch
 is restarted by Ray and its cells retried. A killed driver leaves `running` cells that the next run resets.
@@ -23,8 +23,9 @@ from orchestrator.spec import Spec, load_spec, parse_spec, resolve_paths, spec_h
 from storage import store
 from storage.db import open_db
 from storage.queries import state_counts, status_counts
+from storage.models import CELL_KINDS
 from storage.store import QueuedCell
-from workers.contracts import ArtifactJob, BatchOutcome, SweepJob
+from workers.contracts import ArtifactJob, BatchOutcome, LabelJob, SweepJob
 from workers.errors import GreenspecError
 
 logger = logging.getLogger(__name__)
@@ -148,7 +149,7 @@ class _Loop:
     def __init__(self, spec: Spec, exp_id: int, Session: Any, opts: RunOptions, progress: Progress):
         self.spec, self.exp_id, self.Session, self.opts, self.progress = spec, exp_id, Session, opts, progress
         with Session() as s:
-            cells = store.pending_cells(s, exp_id, (*store.ARTIFACT_KINDS, "reference", "sweep"))  # datastores too
+            cells = store.pending_cells(s, exp_id, CELL_KINDS)  # artifacts of every kind, references, sweeps
             self.paths = store.artifact_paths(s, exp_id)   # artifact cell key -> file
         e = spec.experiment
         self.sched = Scheduler(cells, e.batch_size, e.max_attempts, overlap=e.overlap, in_flight=IN_FLIGHT,
@@ -223,6 +224,7 @@ class _Loop:
             return build_task.remote(ArtifactJob(
                 kind=c.kind, corpus=corpus.source(), tokenizer=c.params["tokenizer"],
                 out_dir=self.spec.experiment.artifacts, options=corpus.model_dump(exclude={"name"}),
+                inputs={role: self.paths[key] for role, key in c.needs},
                 power_sources=tuple(self.spec.power.sources), power_hz=self.spec.power.hz))
         return train_task.remote(corpus.source(), c.params["tokenizer"], self.spec.experiment.artifacts,
                                  window=corpus.window, backend=corpus.backend, order=corpus.order,
@@ -243,14 +245,18 @@ class _Loop:
             if not final:
                 self.sched.retry(cell)
                 return
-            dependents = self.sched.artifact_failed(cell)
-            store.fail_dependents(s, self.exp_id, [c.id for c in dependents],
-                                  f"{cell.kind} cell for corpus {cell.corpus!r} failed: {error}")
+            self._fail_dependents(s, cell, error)
             return
         store.store_artifact(s, cell.id, info)
         store.mark_finished(s, cell.id, "ray-cpu")
         self.paths[cell.key] = str(info.path)
         self.sched.artifact_built(cell)
+
+    def _fail_dependents(self, s, cell: QueuedCell, error: str) -> None:
+        """An artifact cell failed for good: every cell that needed it (directly or not) fails with the reason."""
+        dependents = self.sched.artifact_failed(cell)
+        store.fail_dependents(s, self.exp_id, [c.id for c in dependents],
+                              f"{cell.kind} cell for corpus {cell.corpus!r} failed: {error}")
 
     # -- the accelerator
     def _ensure_actor(self) -> None:
@@ -270,9 +276,14 @@ class _Loop:
             store.set_device(s, self.exp_id, info["device"], info.get("idle_power_w"))
             s.commit()
 
-    def _job(self, c: QueuedCell) -> SweepJob:
+    def _job(self, c: QueuedCell) -> SweepJob | LabelJob:
         """What the worker gets for a cell: its prompt, draft options and the paths of the artifacts it needs."""
         p = c.params
+        if c.kind == "label":
+            corpus = self.spec.corpus(c.corpus)
+            return LabelJob(key=c.key, corpus=corpus.source(), out_dir=self.spec.experiment.artifacts,
+                            max_tokens=corpus.label_budget(), chunk_tokens=corpus.label_chunk_tokens,
+                            overlap_tokens=corpus.label_overlap_tokens)
         return SweepJob(key=c.key, kind=c.kind, prompt=p["prompt"], strategy=c.strategy, draft=c.draft,
                         options=p.get("options", {}), artifacts={role: self.paths[key] for role, key in c.needs},
                         k=c.k or 0, regime=c.regime, temperature=c.temperature or 0.0, top_k=p.get("top_k", 0),
@@ -315,6 +326,8 @@ class _Loop:
                 store.mark_failure(s, c.id, f"worker died: {type(err).__name__}", final)
                 if not final:
                     self.sched.retry(c, front=True)
+                elif self.sched.builds_on_accelerator(c):
+                    self._fail_dependents(s, c, f"worker died: {type(err).__name__}")
             return
         self._seq.pop(ref)
         by_key = {c.key: c for c in cells}
@@ -325,8 +338,14 @@ class _Loop:
                 store.mark_failure(s, c.id, o.error, final)
                 if not final:
                     self.sched.retry(c)
+                elif self.sched.builds_on_accelerator(c):
+                    self._fail_dependents(s, c, o.error.splitlines()[0])
                 continue
-            if o.reference is not None:
+            if o.label is not None:
+                store.store_label(s, c.id, o.label)
+                self.paths[c.key] = o.label.path
+                self.sched.artifact_built(c)
+            elif o.reference is not None:
                 store.store_reference(s, c.id, o.reference)
             else:
                 store.store_generation(s, c.id, o.generation)

@@ -1,9 +1,11 @@
 """The scheduling policy as plain data: what runs next, what is retried, what fails with its artifact.
 
 No Ray, no SQL: the driver (`orchestrator.driver`) feeds it the pending cells and the outcomes, and does
-what it says. Artifact cells (instance bases) build on CPU workers, all at once; reference and sweep
-cells go to the one accelerator worker in batches of one strategy and kind, references first, each batch
-only when the artifacts its cells need are built; at most `in_flight` batches are queued at the worker.
+what it says. Artifact cells (instance bases) build on CPU workers, all at once as soon as the artifacts
+they read are built; label cells (verifier labels for a distilled instance base) are artifacts built on the
+accelerator worker, queued before references; reference and sweep cells go to the one accelerator worker
+in batches of one strategy and kind, each batch only when the artifacts its cells need are built; at most
+`in_flight` batches are queued at the worker. Dependencies chain: sweep -> distill (CPU) -> label (accelerator).
 
 Example:
     >>> s = Scheduler(cells, batch_size=8, max_attempts=3)
@@ -17,9 +19,9 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import replace
 
-from storage.store import ARTIFACT_KINDS, QueuedCell
+from storage.store import ACCELERATOR_ARTIFACT_KINDS, ARTIFACT_KINDS, QueuedCell
 
-KIND_ORDER = {"reference": 0, "sweep": 1}
+KIND_ORDER = {"label": -1, "reference": 0, "sweep": 1}
 
 
 def run_order(c: QueuedCell) -> tuple:
@@ -47,23 +49,31 @@ class Scheduler:
 
     # -- artifacts
     def start_artifacts(self) -> list[QueuedCell]:
-        """Every pending artifact cell, marked as building (the driver submits them all at once)."""
-        out, self.artifacts = [replace(c, attempts=c.attempts + 1) for c in self.artifacts], []
+        """Every pending CPU artifact cell whose inputs are built, marked as building (submitted all at once)."""
+        ready = [c for c in self.artifacts if self._inputs_ready(c)]
+        self.artifacts = [c for c in self.artifacts if not self._inputs_ready(c)]
+        out = [replace(c, attempts=c.attempts + 1) for c in ready]
         self.building.update(c.key for c in out)
         return out
 
     def artifact_built(self, cell: QueuedCell) -> None:
+        """A CPU artifact or a label cell finished: cells that need it may go."""
         self.building.discard(cell.key)
         self.built.add(cell.key)
 
     def artifact_failed(self, cell: QueuedCell) -> list[QueuedCell]:
-        """The artifact could not be built: its dependents leave the queue (returned, to be failed)."""
+        """The artifact could not be built: its dependents, and theirs, leave the queues (returned, to be failed)."""
         self.building.discard(cell.key)
-        dependents = [c for c in self.queue if cell.key in dict(c.needs).values()]
-        if dependents:
-            ids = {c.id for c in dependents}
+        failed, dependents = {cell.key}, []
+        while True:
+            more = [c for c in [*self.artifacts, *self.queue] if failed & set(dict(c.needs).values())]
+            if not more:
+                return dependents
+            ids = {c.id for c in more}
+            self.artifacts = [c for c in self.artifacts if c.id not in ids]
             self.queue = deque(c for c in self.queue if c.id not in ids)
-        return dependents
+            failed |= {c.key for c in more}
+            dependents += more
 
     # -- the accelerator queue
     def sweep_ready(self) -> bool:
@@ -73,6 +83,11 @@ class Scheduler:
     def busy(self) -> bool:
         """Whether anything is still to do or in flight."""
         return bool(self.building or self.running_batches or self.artifacts or self.sweep_ready())
+
+    @staticmethod
+    def builds_on_accelerator(c: QueuedCell) -> bool:
+        """Whether this accelerator cell builds an artifact (a label cell) rather than a timed result."""
+        return c.kind in ACCELERATOR_ARTIFACT_KINDS
 
     def _inputs_ready(self, c: QueuedCell) -> bool:
         return all(key in self.built for _, key in c.needs)

@@ -73,6 +73,30 @@ class CorpusSection(_Source):
     backend: Literal["native", "timbl"] = "native"
     order: Literal["gain_ratio", "info_gain"] = "gain_ratio"
     shards: PositiveInt = 1
+    # "verifier": a distilled instance base, each target the verifier's greedy next token (a label cell on the
+    # accelerator worker, then a distill cell on CPU); the label_* keys apply only then
+    labels: Literal["corpus", "verifier"] = "corpus"
+    label_max_tokens: PositiveInt | None = None    # tokens labelled and trained on (default: max_tokens)
+    label_chunk_tokens: Annotated[int, Field(ge=8)] = 512   # window of one forward pass
+    label_overlap_tokens: Annotated[int, Field(ge=0)] = 128  # context every labelled position sees at least
+
+    @model_validator(mode="after")
+    def _label_window(self):
+        if self.label_overlap_tokens >= self.label_chunk_tokens - 1:
+            raise ValueError(f"label_overlap_tokens={self.label_overlap_tokens} must be below "
+                             f"label_chunk_tokens - 1 ({self.label_chunk_tokens - 1})")
+        if self.labels == "verifier" and self.backend != "native":
+            raise ValueError("labels = 'verifier' builds a native instance base; use backend = 'native'")
+        return self
+
+    @property
+    def distilled(self) -> bool:
+        """Whether this corpus's instance base is trained on verifier labels."""
+        return self.labels == "verifier"
+
+    def label_budget(self) -> int | None:
+        """How many tokens are labelled (and trained on) for a distilled instance base."""
+        return self.label_max_tokens or self.max_tokens
 
 
 class TaskSection(_Source):
@@ -204,7 +228,9 @@ class Spec(_Model):
         regimes = len(self.sweep.regimes)
         sweep = sum(t.prompts * regimes * len(s.ks(self.sweep.k)) for t in self.tasks for s in self.strategies
                     if s.runs_on(t.name)) * len(self.sweep.temperatures)
-        return {"train": len(self.requirements()), "reference": prompts, "sweep": sweep}
+        labels = sum(self.corpus(r.corpus).distilled for r in self.requirements())
+        counts = {"train": len(self.requirements()), "reference": prompts, "sweep": sweep}
+        return counts | ({"label": labels} if labels else {})  # label cells only where a corpus is distilled
 
     def summary(self) -> str:
         """One paragraph describing the grid."""
@@ -213,11 +239,12 @@ class Spec(_Model):
         prompt_txt = str(prompts[0]) if len(prompts) == 1 else f"{sum(t.prompts for t in self.tasks)} (total)"
         ks = ", ".join(map(str, self.sweep.k))
         strategies = ", ".join(f"{s.name} ({s.draft})" for s in self.strategies)
+        labels = f" ({n['label']} on verifier labels)" if n.get("label") else ""
         return (
             f"{self.experiment.name}: {len(self.strategies)} strategies x {len(self.tasks)} tasks x k {{{ks}}} x "
             f"{len(self.sweep.regimes)} regimes x {prompt_txt} prompts = {n['sweep']} sweep cells "
             f"(plain runs once per prompt and regime), plus {n['reference']} greedy references and "
-            f"{n['train']} instance bases to train. Verifier {self.verifier.model} on {self.verifier.device}, "
+            f"{n['train']} instance bases to train{labels}. Verifier {self.verifier.model} on {self.verifier.device}, "
             f"{self.sweep.max_new_tokens} new tokens per generation; strategies: {strategies}; "
             f"tasks: {', '.join(t.name for t in self.tasks)}; power: {', '.join(self.power.sources)} at {self.power.hz:g} Hz."
         )

@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-CELL_KINDS = ("train", "datastore", "label", "reference", "sweep")
+CELL_KINDS = ("train", "datastore", "distill", "label", "reference", "sweep")
 CELL_STATES = ("pending", "running", "done", "failed")
 
 

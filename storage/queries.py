@@ -9,10 +9,10 @@ Example:
 from __future__ import annotations
 
 import pandas as pd
-from sqlalchemy import func, select
+from sqlalchemy import func, literal, select
 from sqlalchemy.orm import Session
 
-from storage.models import CELL_KINDS, CELL_STATES, Cell, Experiment, Generation, InstanceBase, PowerSample
+from storage.models import CELL_KINDS, CELL_STATES, Artifact, Cell, Experiment, Generation, InstanceBase, PowerSample
 from storage.summary import SUMMARY_COLUMNS, group_sums, summarize  # noqa: F401 (SUMMARY_COLUMNS: re-exported)
 
 
@@ -94,6 +94,16 @@ def instance_bases_frame(session: Session, exp_id: int | None = None) -> pd.Data
     if exp_id is not None:
         stmt = stmt.where(InstanceBase.experiment_id == exp_id)
     return pd.DataFrame(session.execute(stmt).all(), columns=[c.name for c in cols])
+
+
+def build_costs_frame(session: Session, exp_id: int | None) -> pd.DataFrame:
+    """What each corpus's artifacts cost: one row per built artifact (train, label, distill...), time and energy."""
+    ib = select(InstanceBase.corpus, literal("train"), InstanceBase.train_s,
+                InstanceBase.energy_j, InstanceBase.power_source).where(InstanceBase.experiment_id == exp_id)
+    art = select(Artifact.corpus, Artifact.kind, Artifact.build_s, Artifact.energy_j,
+                 Artifact.power_source).where(Artifact.experiment_id == exp_id)
+    rows = [*session.execute(ib).all(), *session.execute(art).all()]
+    return pd.DataFrame(rows, columns=["corpus", "kind", "build_s", "energy_j", "power_source"])
 
 
 def power_frame(session: Session, exp_id: int, t0: float | None = None, t1: float | None = None) -> pd.DataFrame:

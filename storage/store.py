@@ -19,14 +19,15 @@ from sqlalchemy import case, select, update
 from sqlalchemy.orm import Session
 
 from storage.models import Artifact, Cell, Experiment, Generation, InstanceBase, PowerSample, Reference, utcnow
-from workers.contracts import ArtifactInfo, GenerationRecord, ReferenceRecord
+from workers.contracts import ArtifactInfo, GenerationRecord, LabelRecord, ReferenceRecord
 from workers.metrics import acceptance_rate, mal, rouge_l, tokens_per_s
 
 if TYPE_CHECKING:
     from orchestrator.cells import CellSpec
     from workers.power.base import PowerSample as Sample
 
-ARTIFACT_KINDS = ("train", "datastore")  # cell kinds that build an artifact other cells need (on CPU workers)
+ARTIFACT_KINDS = ("train", "datastore", "distill")  # cell kinds that build an artifact other cells need (on CPU workers)
+ACCELERATOR_ARTIFACT_KINDS = ("label",)  # cell kinds that build an artifact on the accelerator worker (verifier labels)
 
 
 @dataclass(frozen=True)
@@ -192,6 +193,19 @@ def store_artifact(session: Session, cell_id: int, info: Any) -> None:
                          path=str(info.path), sha256=info.sha256, bytes=info.bytes, build_s=info.build_s,
                          energy_j=info.energy_j, power_source=info.power_source, power_measured=info.power_measured,
                          meta=dict(info.meta)))
+
+
+def store_label(session: Session, cell_id: int, r: LabelRecord) -> None:
+    """Verifier labels a label cell wrote (an `artifacts` row, kind "label"), with their time and energy."""
+    cell = session.get(Cell, cell_id)
+    e = r.energy
+    session.add(Artifact(cell_id=cell.id, experiment_id=cell.experiment_id, kind="label", corpus=cell.corpus,
+                         path=r.path, sha256=r.sha256, bytes=r.bytes, build_s=r.wall_s, energy_j=e and e.energy_j,
+                         power_source=e and e.power_source, power_measured=e and e.power_measured,
+                         meta={"n_tokens": r.n_tokens, "n_docs": r.n_docs, "n_labelled": r.n_labelled,
+                               "agreement": r.agreement, "chunk_tokens": r.chunk_tokens,
+                               "overlap_tokens": r.overlap_tokens, "device": r.device,
+                               "mean_power_w": e and e.mean_power_w}))
 
 
 def artifact_paths(session: Session, exp_id: int) -> dict[str, str]:

@@ -2,7 +2,7 @@
 
 It holds the custom `accelerator` resource, so exactly one runs per cluster and timed generations never
 share the device. It is never restarted by Ray: when it dies, the driver starts a fresh one and retries the
-jobs it held. One call runs a batch of `SweepJob`s and returns a `BatchOutcome` with the power samples taken.
+jobs it held. One call runs a batch of `SweepJob`s (or `LabelJob`s: verifier labels for a corpus) and returns a `BatchOutcome` with the power samples taken.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import traceback
 
 import ray
 
-from workers.contracts import BatchOutcome, JobOutcome, SweepJob
+from workers.contracts import BatchOutcome, JobOutcome, LabelJob, SweepJob
 from workers.faults import corrupt, inject
 from workers.runner import RunnerConfig, SweepRunner
 
@@ -29,7 +29,7 @@ class AcceleratorWorker:
     def info(self) -> dict:
         return self.runner.info()
 
-    def run_batch(self, jobs: list[SweepJob]) -> BatchOutcome:
+    def run_batch(self, jobs: list[SweepJob | LabelJob]) -> BatchOutcome:
         """Outcomes for `jobs` (a failure is recorded per job, never raised) and the raw power samples."""
         outcomes = []
         for job in jobs:

@@ -12,7 +12,7 @@ import importlib
 from workers.contracts import ArtifactInfo, ArtifactJob
 from workers.errors import GreenspecError
 
-BUILDERS: dict[str, str] = {"datastore": "workers.datastore"}  # cell kind -> module defining build(job)
+BUILDERS: dict[str, str] = {"datastore": "workers.datastore", "distill": "workers.distill"}  # cell kind -> module
 
 
 def build(job: ArtifactJob) -> ArtifactInfo:

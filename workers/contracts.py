@@ -1,8 +1,8 @@
 """What crosses the Ray boundary, typed: jobs sent to the workers and what comes back.
 
-The driver builds a `SweepJob` per reference or sweep cell and sends a batch to the accelerator worker, which
-answers with a `BatchOutcome`: one `JobOutcome` per job (a `GenerationRecord` or a `ReferenceRecord`, or an
-error) and the power samples taken meanwhile. `storage.store` writes them as they are; nothing is a dict.
+The driver builds a `SweepJob` per reference or sweep cell (a `LabelJob` per label cell) and sends a batch to the
+accelerator worker, which answers with a `BatchOutcome`: one `JobOutcome` per job (a `GenerationRecord`, a
+`ReferenceRecord` or a `LabelRecord`, or an error) and the power samples taken meanwhile. `storage.store` writes them as they are; nothing is a dict.
 
 Example:
     >>> job = SweepJob(key="ab12", kind="sweep", prompt="The cat", strategy="ngram", draft="ngram",
@@ -97,6 +97,46 @@ class ReferenceRecord:
 
 
 @dataclass(frozen=True)
+class LabelJob:
+    """Label a corpus with the verifier's greedy next tokens on the accelerator worker (`workers.labels`).
+
+    The worker tokenises `corpus` (at most `max_tokens` tokens), reads it in windows of `chunk_tokens` that
+    overlap by `overlap_tokens`, `batch_chunks` windows per forward pass, and writes the token file, the labels
+    and a manifest under `out_dir`.
+    """
+
+    key: str
+    corpus: Any                                 # workers.corpora.TextSource
+    out_dir: str
+    max_tokens: int | None = None
+    chunk_tokens: int = 512
+    overlap_tokens: int = 128
+    batch_chunks: int = 4
+    kind: str = "label"
+    strategy: str | None = None                # never set: label jobs belong to no strategy (fault seams read it)
+
+
+@dataclass(frozen=True)
+class LabelRecord:
+    """What labelling produced: the manifest (token file, offsets, labels) and what it cost."""
+
+    path: str                                   # the manifest (JSON) naming the three files
+    sha256: str                                 # of the labels file
+    bytes: int                                  # of the three files together
+    n_tokens: int
+    n_docs: int
+    n_labelled: int
+    agreement: float                            # share of labelled positions where the verifier's token = the corpus's
+    chunk_tokens: int
+    overlap_tokens: int
+    wall_s: float
+    started_at: float                           # epoch s
+    ended_at: float
+    device: str
+    energy: EnergyRecord | None = None
+
+
+@dataclass(frozen=True)
 class JobOutcome:
     """What one job gave: a record when it worked, else the error."""
 
@@ -104,6 +144,7 @@ class JobOutcome:
     worker: str
     generation: GenerationRecord | None = None
     reference: ReferenceRecord | None = None
+    label: LabelRecord | None = None
     error: str | None = None
 
     @property
@@ -131,6 +172,7 @@ class ArtifactJob:
     tokenizer: str                              # the verifier's tokenizer name or path
     out_dir: str
     options: Mapping[str, Any] = field(default_factory=dict)   # the [[corpora]] entry's build options
+    inputs: Mapping[str, str] = field(default_factory=dict)    # role -> path of each artifact this build reads
     power_sources: tuple[str, ...] = ("auto",)
     power_hz: float = 10.0
 

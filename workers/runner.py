@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
-from workers.contracts import EnergyRecord, GenerationRecord, JobOutcome, ReferenceRecord, SweepJob
+from workers.contracts import EnergyRecord, GenerationRecord, JobOutcome, LabelJob, LabelRecord, ReferenceRecord, SweepJob
 from workers.power.base import PowerSample
 
 logger = logging.getLogger(__name__)
@@ -75,8 +75,10 @@ class SweepRunner:
         """Raw power samples taken since the last drain."""
         return tuple(self.sampler.drain_samples())
 
-    def run(self, job: SweepJob) -> JobOutcome:
+    def run(self, job: SweepJob | LabelJob) -> JobOutcome:
         """Run one job; exceptions propagate (the actor boundary records them)."""
+        if isinstance(job, LabelJob):
+            return JobOutcome(key=job.key, worker=self.worker, label=self._label(job))
         if job.kind == "reference":
             return JobOutcome(key=job.key, worker=self.worker, reference=self._reference(job))
         return JobOutcome(key=job.key, worker=self.worker, generation=self._sweep(job))
@@ -93,6 +95,13 @@ class SweepRunner:
         wall_s = time.perf_counter() - t0
         return ReferenceRecord(prompt_text=job.prompt, prompt_tokens=tuple(prompt_ids), tokens=tuple(tokens),
                                text=self.tokenizer.decode(list(tokens), skip_special_tokens=True), wall_s=wall_s)
+
+    def _label(self, job: LabelJob) -> LabelRecord:
+        """The verifier's greedy next token over a corpus (teacher forcing, batched), written beside its tokens."""
+        from workers.labels import label_corpus
+
+        self._draft, self._draft_key = None, None  # free a draft's memory for the large batched passes
+        return label_corpus(self.verifier, self.tokenizer, job)
 
     def _draft_for(self, job: SweepJob):
         """The draft of this job's strategy: reused while the strategy stays, released when it changes."""
@@ -138,6 +147,12 @@ class SweepRunner:
 
         out = []
         for o in outcomes:
+            if o.label is not None:
+                w = self.sampler.window(o.label.started_at, o.label.ended_at)
+                energy = EnergyRecord(energy_j=w.energy_j, mean_power_w=w.mean_power_w, power_source=w.source_label,
+                                      power_measured=w.measured, j_per_100_tokens=j_per_100_tokens(w.energy_j, o.label.n_tokens),
+                                      tokens_per_j=tokens_per_j(w.energy_j, o.label.n_tokens))
+                o = replace(o, label=replace(o.label, energy=energy))
             g = o.generation
             if g is not None:
                 w = self.sampler.window(g.started_at, g.ended_at)

@@ -60,6 +60,31 @@ def redundancy_table(session, experiment: str) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+def build_costs(session, experiment: str) -> pd.DataFrame:
+    """Per corpus: the time and energy of its instance base, a distilled one counting its labels too."""
+    from storage.queries import build_costs_frame, experiment_id
+
+    df = build_costs_frame(session, experiment_id(session, experiment))
+    if df.empty:
+        return df
+    return (df.groupby("corpus").agg(parts=("kind", lambda k: " + ".join(sorted(k))), build_s=("build_s", "sum"),
+                                     energy_j=("energy_j", "sum")).reset_index())
+
+
+def future_work_text(df: pd.DataFrame, costs: pd.DataFrame, tasks: list[str]) -> str:
+    """What the instance bases cost, and the targets of the distilled, hybrid and adaptive strategies."""
+    from orchestrator.targets import check_all, checks_table
+
+    parts = []
+    if not costs.empty:
+        parts.append("instance bases: build time and energy (distilled = verifier labels + IGTree)\n"
+                     + costs.to_markdown(index=False, floatfmt=".1f"))
+    domains = [t for t in tasks if f"hybrid-{t}" in set(df["strategy"])]
+    if domains:
+        parts.append("targets of the future-work strategies\n" + checks_table(check_all(df, domains)))
+    return "\n\n".join(parts)
+
+
 def run_demo(opts, spec_path: str | None = None, retrain: bool = False, echo: Callable[[str], None] = print) -> None:
     """Build the offline inputs (cached), run the demo spec through the orchestrator, print the summary."""
     from orchestrator.demo.builtin import materialize
@@ -83,7 +108,9 @@ def run_demo(opts, spec_path: str | None = None, retrain: bool = False, echo: Ca
     with Session() as s:
         df = summary_frame(s, report.experiment)
         texts = redundancy_table(s, report.experiment)
+        costs = build_costs(s, report.experiment)
     echo(summary_text(df, texts))
+    echo(future_work_text(df, costs, [t.name for t in spec.tasks]))
     c = report.counts
     echo(f"\n{c['done']} cells done, {c['failed']} failed in {report.elapsed_s:.0f} s; results in {opts.db_url}.")
     echo(f"Open the dashboard:  greenspec --db {opts.db_url} dashboard")

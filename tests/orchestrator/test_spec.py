@@ -56,8 +56,9 @@ def test_examples_are_valid(name):
 
 def test_paper_grid_size():
     spec = load_spec(ROOT / "examples" / "paper.toml")
-    # 6 drafting strategies x 3 k + plain, x 2 regimes x 3 tasks x 100 prompts
-    assert spec.cell_counts() == {"train": 4, "reference": 300, "sweep": (6 * 3 + 1) * 2 * 300}
+    # 8 drafting strategies (the paper's 4-gram, two stronger n-grams, neural, 4 olifant) x 3 k + plain,
+    # x 2 regimes x 3 tasks x 100 prompts
+    assert spec.cell_counts() == {"train": 4, "reference": 300, "sweep": (8 * 3 + 1) * 2 * 300}
 
 
 def test_minimal_defaults_and_relative_paths(tmp_path, corpus):

@@ -9,6 +9,10 @@ Example:
     >>> draft = NeuralDraft(model="TinyLlama/TinyLlama-1.1B-Chat-v1.0", tokenizer=tiny_tok,
     ...                     verifier_tokenizer=mistral_tok)    # different vocabularies: bridged
     >>> draft.propose(context_ids, k=5)
+
+With `gate=AdaptiveLength(...)` (spec: `adaptive = true`, `threshold`, `online`) each guess is scored by the
+draft model's probability of it (softmax max) and drafting stops at the first one below the threshold, which
+also saves the draft passes after it (`workers.drafts.adaptive`); only for a draft sharing the verifier's ids.
 """
 
 from __future__ import annotations
@@ -19,8 +23,9 @@ from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field
 
+from workers.drafts.adaptive import AdaptiveLength, AdaptiveOptions
 from workers.drafts.base import Draft, common_prefix_len, continuation_ids
-from workers.drafts.registry import BuildContext, DraftEntry, DraftOptions
+from workers.drafts.registry import BuildContext, DraftEntry
 from workers.errors import DraftError, ModelError
 from workers.verifier import first_line
 
@@ -60,7 +65,7 @@ class NeuralDraft(Draft):
 
     name = "neural"
 
-    def __init__(self, model, tokenizer=None, verifier_tokenizer=None, device=None):
+    def __init__(self, model, tokenizer=None, verifier_tokenizer=None, device=None, gate: AdaptiveLength | None = None):
         if model is None:
             raise DraftError("neural: needs model=<a causal LM object, hub id or local path>")
         if isinstance(tokenizer, str) or (tokenizer is None and isinstance(model, str) and verifier_tokenizer is not None):
@@ -71,17 +76,25 @@ class NeuralDraft(Draft):
         self.device = next(self.model.parameters()).device
         self.tokenizer, self.verifier_tokenizer = tokenizer, verifier_tokenizer
         self.bridged = needs_bridge(tokenizer, verifier_tokenizer)
+        if gate is not None and self.bridged:
+            raise DraftError("neural: adaptive drafting scores the draft's own ids; it needs the verifier's tokenizer")
+        self.gate = gate
         self.reset()
 
     def reset(self) -> None:
         """Drop the KV cache (a new generation starts from an empty one)."""
         self._cache = None
         self._cached_ids: list[int] = []  # the draft-vocabulary ids whose keys/values the cache holds
+        if getattr(self, "gate", None) is not None:
+            self.gate.reset()
 
     def propose(self, context: Sequence[int], k: int) -> list[int]:
         """Up to k greedy tokens of the draft model after `context` (verifier ids)."""
         if k <= 0 or not context:
             return []
+        if self.gate is not None:
+            self.gate.observe(context)
+            return self.gate.cut(self.scored([int(t) for t in context], k), context)
         if not self.bridged:
             return self._greedy([int(t) for t in context], k)
         text = self.verifier_tokenizer.decode(list(context), skip_special_tokens=True)
@@ -145,6 +158,23 @@ class NeuralDraft(Draft):
                     logits = self._forward([token])
         return out
 
+    def scored(self, ids: list[int], k: int) -> list[tuple[int, float]]:
+        """Greedy guesses with the draft's probability of each, ending at the first the gate would refuse."""
+        import torch
+
+        out: list[tuple[int, float]] = []
+        with torch.inference_mode():
+            logits = self._feed(ids)
+            for i in range(k):
+                probs = torch.softmax(logits[-1].float(), dim=-1)
+                p, token = probs.max(dim=-1)
+                out.append((int(token), float(p)))
+                if self.gate is not None and self.gate.estimate(float(p)) < self.gate.threshold:
+                    break  # the stop rule ends here: no pass for guesses nobody will draft
+                if i < k - 1:
+                    logits = self._forward([int(token)])
+        return out
+
     def _feed(self, ids: list[int]) -> "torch.Tensor":
         """Crop the cache to the prefix it shares with `ids` (keeping >= 1 token to feed) and feed the rest."""
         from transformers import DynamicCache
@@ -169,7 +199,7 @@ class NeuralDraft(Draft):
         return out.logits[0]  # (1, V): only the last position is ever read
 
 
-class NeuralOptions(DraftOptions):
+class NeuralOptions(AdaptiveOptions):
     """`model`: hub id or local path of a small causal LM; `tokenizer`: its own, when it differs from the verifier's."""
 
     path_fields = ("model", "tokenizer")
@@ -179,7 +209,8 @@ class NeuralOptions(DraftOptions):
 
 
 def build(opts: NeuralOptions, ctx: BuildContext) -> NeuralDraft:
-    return NeuralDraft(model=opts.model, device=ctx.device, tokenizer=opts.tokenizer, verifier_tokenizer=ctx.tokenizer)
+    return NeuralDraft(model=opts.model, device=ctx.device, tokenizer=opts.tokenizer, verifier_tokenizer=ctx.tokenizer,
+                       gate=opts.gate())
 
 
 ENTRY = DraftEntry("neural", NeuralDraft, NeuralOptions, build, summary="a small causal LM drafting greedily")

@@ -4,6 +4,12 @@ Example:
     >>> draft = OlifantDraft(ibase="runs/ibases/wikitext-w4.igtree")
     >>> draft.propose(context_ids, k=3)          # three lookups, each fed the previous guess
     [1014, 272, 907]
+
+With `gate=AdaptiveLength(...)` (spec: `adaptive = true`, `threshold`, `online`) each guess is scored by its
+match depth over the window (depth / window: 1.0 when all `window` positions matched, 0.0 for the root's
+label) and drafting stops at the first guess below the threshold (`workers.drafts.adaptive`). The depth is
+that of the deepest *stored* node: pruning removed children that agreed with their parent, so a pruned
+match reports the depth where the prediction was decided.
 """
 
 from __future__ import annotations
@@ -11,9 +17,11 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
+from workers.drafts.adaptive import AdaptiveLength, AdaptiveOptions
 from workers.drafts.base import Draft
-from workers.drafts.registry import BuildContext, DraftEntry, DraftOptions, Requirement
+from workers.drafts.registry import BuildContext, DraftEntry, Requirement
 from workers.errors import DraftError
+
 
 def load_ibase(ibase):
     """An IGTree-like object as is, or an instance base loaded from a path with `IGTree.load`."""
@@ -32,14 +40,24 @@ class OlifantDraft(Draft):
 
     name = "olifant"
 
-    def __init__(self, ibase):
+    def __init__(self, ibase, gate: AdaptiveLength | None = None):
         if ibase is None:
             raise DraftError("olifant: needs ibase=<an IGTree or the path of a saved instance base>")
         self.ibase = load_ibase(ibase)
         self.window = int(self.ibase.window)
+        self.gate = gate
+        if gate is not None and self.ibase.lookup([0] * self.window)[1] is None:
+            raise DraftError("olifant: adaptive drafting needs match depths; the TiMBL backend gives none (use native)")
+
+    def reset(self) -> None:
+        if self.gate is not None:
+            self.gate.reset()
 
     def propose(self, context: Sequence[int], k: int) -> list[int]:
         """Up to k tokens, each predicted from the window ending at the previous guess."""
+        if self.gate is not None:
+            self.gate.observe(context)
+            return self.gate.cut(self.scored(context, k), context)
         w = self.window
         tail = [int(t) for t in context[-w:]]  # shorter at a document start: the ibase left-pads it
         out: list[int] = []
@@ -49,9 +67,20 @@ class OlifantDraft(Draft):
             tail = (tail + [token])[-w:]
         return out
 
+    def scored(self, context: Sequence[int], k: int) -> list[tuple[int, float]]:
+        """k chained guesses with their confidence: match depth / window."""
+        w = self.window
+        tail = [int(t) for t in context[-w:]]
+        out: list[tuple[int, float]] = []
+        for _ in range(k):
+            token, depth = self.ibase.lookup(tail)
+            out.append((int(token), depth / w))
+            tail = (tail + [int(token)])[-w:]
+        return out
 
-class OlifantOptions(DraftOptions):
-    """`corpus`: the [[corpora]] entry whose instance base drafts (trained with the verifier's tokenizer)."""
+
+class OlifantOptions(AdaptiveOptions):
+    """`corpus`: the [[corpora]] entry whose instance base drafts; `adaptive`/`threshold`/`online`: draft length."""
 
     corpus_fields = ("corpus",)
     corpus: str
@@ -61,7 +90,7 @@ class OlifantOptions(DraftOptions):
 
 
 def build(opts: OlifantOptions, ctx: BuildContext) -> OlifantDraft:
-    return OlifantDraft(ibase=ctx.artifacts["ibase"])
+    return OlifantDraft(ibase=ctx.artifacts["ibase"], gate=opts.gate())
 
 
 ENTRY = DraftEntry("olifant", OlifantDraft, OlifantOptions, build, summary="IGTree instance base trained on a corpus")

@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from workers.errors import DraftError
 
 # One line per draft: the module under workers/drafts/ that defines its ENTRY.
-MODULES = ("plain", "ngram", "olifant", "neural", "ngram_paper", "prompt_lookup", "suffix", "rest")
+MODULES = ("plain", "ngram", "olifant", "neural", "ngram_paper", "prompt_lookup", "suffix", "rest", "hybrid")
 
 
 @dataclass(frozen=True)

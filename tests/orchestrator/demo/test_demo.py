@@ -36,8 +36,12 @@ corpus = "shakespeare"
 def test_demo_spec_uses_builtins():
     spec = load_spec(DEMO_SPEC)
     assert uses_builtin(spec)
-    assert {s.draft for s in spec.strategies} == {"plain", "ngram", "neural", "olifant", "lookup", "suffix", "rest"}
-    assert {t.name for t in spec.tasks} == {c.name for c in spec.corpora}  # task names equal corpus names
+    assert {s.draft for s in spec.strategies} >= {"plain", "ngram", "neural", "olifant", "hybrid", "lookup", "suffix", "rest"}
+    corpus_trained = {c.name for c in spec.corpora if not c.distilled}
+    assert {t.name for t in spec.tasks} == corpus_trained  # task names equal corpus names
+    assert {c.name for c in spec.corpora if c.distilled} == {f"{t}-distilled" for t in corpus_trained}
+    names = {s.name for s in spec.strategies}
+    assert all({f"distilled-{t}", f"hybrid-{t}", f"hybrid-{t}-adaptive"} <= names for t in corpus_trained)
 
 
 def test_materialize_writes_demo_corpora(tmp_path, monkeypatch):

@@ -27,7 +27,7 @@ def test_every_entry_parses_its_options_and_refuses_unknown_keys():
         entry = lookup(name)
         assert entry.name == name and issubclass(entry.cls, Draft)
         with pytest.raises(DraftError, match=rf"draft '{name}': unknown key 'bogus'"):
-            entry.parse({"bogus": 1, "corpus": "c", "model": "m"} if name in ("olifant", "neural", "rest") else {"bogus": 1})
+            entry.parse({"bogus": 1, "corpus": "c", "model": "m"} if name in ("olifant", "neural", "rest", "hybrid") else {"bogus": 1})
 
 
 def test_options_identity_replaces_corpus_by_artifact():
