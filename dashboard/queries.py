@@ -99,9 +99,9 @@ def summary(url: str, exp_id: int, data: Version, pooled: bool = False) -> pd.Da
 
 @st.cache_data(max_entries=ENTRIES, show_spinner=False)
 def options(url: str, exp_id: int, data: Version) -> dict[str, list]:
-    """The sidebar's filter options: DISTINCT tasks, strategies, regimes and k."""
+    """The sidebar's filter options: DISTINCT tasks, strategies, regimes, k and temperatures."""
     with _session(url) as s:
-        return {c: browse.distinct_values(s, exp_id, c) for c in ("task", "strategy", "regime", "k")}
+        return {c: browse.distinct_values(s, exp_id, c) for c in ("task", "strategy", "regime", "k", "temperature")}
 
 
 @st.cache_data(max_entries=16 * ENTRIES, show_spinner=False)

@@ -34,6 +34,8 @@ class Filters:
     def apply(self, df: pd.DataFrame) -> pd.DataFrame:
         """Rows of `df` within the selection (plain rows kept for any k: they are the reference)."""
         sel = self.selection
+        if sel.temperature is not None and "temperature" in df:
+            df = df[df["temperature"] == sel.temperature]
         return tables.filter_frame(df, sel.tasks, sel.strategies, sel.regimes, sel.ks)
 
     def summary(self) -> pd.DataFrame:
@@ -54,12 +56,26 @@ def sidebar_filters(url: str) -> Filters:
         strategies = st.multiselect("Strategy", opts["strategy"], key="f_strategy", placeholder="all strategies")
         regimes = st.multiselect("Regime", opts["regime"], key="f_regime", placeholder="every regime")
         ks = st.multiselect("k", [k for k in opts["k"] if k > 0], key="f_k", placeholder="every k")
+        temps = opts.get("temperature") or [0.0]
+        temperature = st.selectbox("Temperature", temps, key="f_temperature", format_func=temperature_label,
+                                   help=TEMPERATURE_HELP) if len(temps) > 1 else temps[0]
         pooled = st.toggle("Pooled (sum / sum)", key="f_pooled", help=AGGREGATION_HELP)
         st.caption(f"Database: `{url}` · {data[1]:,} generations")
-    selection = Selection(tuple(tasks), tuple(strategies), tuple(regimes), tuple(int(k) for k in ks))
+    selection = Selection(tuple(tasks), tuple(strategies), tuple(regimes), tuple(int(k) for k in ks),
+                          float(temperature))
     found = Filters(url, name, exp_id, data, selection, bool(pooled))
     st.session_state[FILTERS_KEY] = found
     return found
+
+
+TEMPERATURE_HELP = ("0 is greedy decoding. Above 0 the verifier samples (speculative sampling keeps its distribution "
+                    "exactly): acceptance, MAL, speed and energy are shown; ROUGE-L and exact match against the "
+                    "greedy reference are left empty, since a sampled text is not meant to equal it.")
+
+
+def temperature_label(t: float) -> str:
+    """How a temperature reads in the sidebar."""
+    return "0 (greedy)" if t == 0 else f"{t:g} (sampled)"
 
 
 AGGREGATION_HELP = ("Off (the paper's way): each rate is computed per generation, then averaged over the prompts. "

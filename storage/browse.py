@@ -36,9 +36,12 @@ class Selection:
     strategies: tuple[str, ...] = ()
     regimes: tuple[str, ...] = ()
     ks: tuple[int, ...] = ()
+    temperature: float | None = None  # one temperature at a time (None: all)
 
     def where(self, stmt):
         """`stmt` restricted to this selection."""
+        if self.temperature is not None:
+            stmt = stmt.where(G.temperature == self.temperature)
         for column, chosen in ((G.task, self.tasks), (G.strategy, self.strategies), (G.regime, self.regimes)):
             if chosen:
                 stmt = stmt.where(column.in_(chosen))

@@ -137,3 +137,16 @@ def test_spec_regimes_are_the_decoding_engines():
     from workers.decoding import REGIMES as ENGINE
 
     assert REGIMES == tuple(ENGINE)
+
+
+@pytest.mark.parametrize("name", ["demo", "paper", "sampling"])
+def test_examples_validate(name):
+    spec = load_spec(ROOT / "examples" / f"{name}.toml")
+    assert spec.cell_counts()["sweep"] > 0
+
+
+def test_sampling_example_sweeps_two_temperatures_in_three_regimes():
+    spec = load_spec(ROOT / "examples" / "sampling.toml")
+    assert spec.sweep.temperatures == [0.0, 0.8] and len(spec.sweep.regimes) == 3
+    # (3 drafting strategies x 2 k + plain) x 3 regimes x 2 temperatures x 4 prompts
+    assert spec.cell_counts()["sweep"] == (3 * 2 + 1) * 3 * 2 * 4
