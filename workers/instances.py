@@ -26,7 +26,7 @@ import numpy as np
 
 from workers.corpora import TextSource, iter_documents
 from workers.errors import CorpusError
-from workers.igtree import PAD
+from workers.igtree.counting import PAD
 
 logger = logging.getLogger(__name__)
 
