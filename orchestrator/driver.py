@@ -261,7 +261,7 @@ class _Loop:
         corpus = self.spec.corpus(c.corpus)
         return train_task.remote(corpus.source(), c.params["tokenizer"], self.spec.experiment.artifacts,
                                    window=corpus.window, backend=corpus.backend, order=corpus.order,
-                                   max_tokens=corpus.max_tokens, shards=corpus.shards,
+                                   max_tokens=corpus.max_tokens, shards=corpus.shards, memory_gb=corpus.memory_gb,
                                    power_sources=tuple(self.spec.power.sources), power_hz=self.spec.power.hz)
 
     def _train_done(self, ref, s: Session) -> None:

@@ -73,6 +73,7 @@ class CorpusSection(_Source):
     backend: Literal["native", "timbl"] = "native"
     order: Literal["gain_ratio", "info_gain"] = "gain_ratio"
     shards: PositiveInt = 1
+    memory_gb: Annotated[float, Field(gt=0)] | None = None  # bounds training memory (default: half of free memory)
 
 
 class TaskSection(_Source):

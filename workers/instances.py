@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,8 +63,11 @@ def token_dtype(tokenizer) -> np.dtype:
 
 
 def tokenize_source(source: TextSource, tokenizer, out_dir, *, max_tokens: int | None = None,
-                    batch_docs: int = BATCH_DOCS) -> TokenFile:
-    """Tokenise a source's documents into `out_dir`/<name>.tokens/.offsets; stop after `max_tokens` tokens."""
+                    batch_docs: int = BATCH_DOCS, on_tokens: Callable[[int], None] | None = None) -> TokenFile:
+    """Tokenise a source's documents into `out_dir`/<name>.tokens/.offsets; stop after `max_tokens` tokens.
+
+    `on_tokens(n)` is called with the running token count after each batch (a progress bar's hook).
+    """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     dtype = token_dtype(tokenizer)
@@ -80,6 +83,8 @@ def tokenize_source(source: TextSource, tokenizer, out_dir, *, max_tokens: int |
             tok_fh.write(np.concatenate([np.asarray(d, dtype=dtype) for d in ids]).tobytes())
             n_tokens += int(lengths.sum())
             n_docs += len(ids)
+            if on_tokens is not None:
+                on_tokens(n_tokens)
             if max_tokens is not None and n_tokens >= max_tokens:
                 break
         off_fh.write(np.array([n_tokens], dtype=np.int64).tobytes())
