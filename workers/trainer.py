@@ -154,7 +154,7 @@ def train_instance_base(source: TextSource, tokenizer_name: str, out_dir, *, win
         return info
     budget = int(memory_gb * 1e9) if memory_gb else default_budget_bytes()
     plan = plan_training(budget, workers)
-    work = path.parent / f".work-{path.name}"
+    work = path.parent / f".work-{path.stem}"
     run_map = run_map or local_map
     with PeakRss() as peak:
         try:

@@ -58,7 +58,7 @@ BUILD_BYTES_PER_ROW = 90  # building a partition from compact uint16 rows (sort,
 STATS_BYTES_PER_ROW = 40  # a class bucket's pair counts
 CHUNK_BYTES_PER_TOKEN = 160  # windowing and bucketing one chunk of the token file
 IN_MEMORY_BYTES_PER_ROW = 260  # `IGTree.fit` on int32 instances, instances included
-MIN_CHUNK_TOKENS, MAX_CHUNK_TOKENS = 1 << 16, 1 << 22
+MIN_CHUNK_TOKENS, MAX_CHUNK_TOKENS = 1 << 12, 1 << 22
 TABLE_BYTES = 8  # a dense pair-count table entry (int64)
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
@@ -108,17 +108,19 @@ def plan_training(budget_bytes: int, workers: int = 1) -> Plan:
 
 
 def _gb(n_bytes: float) -> str:
-    """Bytes as a memory_gb value, rounded up to 0.01 GB."""
-    return f"{math.ceil(n_bytes / 1e7) / 100:.2f} GB"
+    """Bytes as a memory_gb value, rounded up to 3 significant digits (so the value shown is enough)."""
+    gb = max(n_bytes, 1) / 1e9
+    step = 10.0 ** (math.floor(math.log10(gb)) - 2)
+    return f"{math.ceil(gb / step - 1e-9) * step:.{max(0, 2 - math.floor(math.log10(gb)))}f} GB"
 
 
-def group_consecutive(counts: np.ndarray, cap: int, max_width: int | None = None) -> list[tuple[int, int]]:
+def group_consecutive(counts: np.ndarray, cap: int) -> list[tuple[int, int]]:
     """Consecutive [lo, hi) id ranges over the ids with count > 0, each summing to at most `cap` (one id may exceed it)."""
     ids = np.flatnonzero(counts)
     groups, lo, total = [], None, 0
     for i in ids.tolist():
         c = int(counts[i])
-        if lo is not None and (total + c > cap or (max_width and i + 1 - lo > max_width)):
+        if lo is not None and total + c > cap:
             groups.append((lo, prev + 1))
             lo = None
         if lo is None:
@@ -343,7 +345,7 @@ def _stage_stats(tf, window, order, plan, run_map, work: Path, scan: dict, dtype
             n_values = scan["value_counts"].shape[1]
             table = max(1, plan.task_bytes // (4 * TABLE_BYTES))
             check_fits(int(cls.max()), STATS_BYTES_PER_ROW, plan, "the most frequent class")
-            bounds = group_consecutive(cls, plan.stats_rows, max_width=max(1, table // n_values))
+            bounds = group_consecutive(cls, plan.stats_rows)
             folder = work / "by-class"
             _spill(tf, window, plan, run_map, window, bounds, dtype, folder)
             calls = [dict(folder=str(folder), bucket=b, lo=lo, hi=hi, window=window, dtype=dtype.str,
