@@ -335,26 +335,52 @@ def train_distributed(source: TextSource, tokenizer_name: str, out_dir, **option
     return train_instance_base(source, tokenizer_name, out_dir, run_map=RayMap(), **options)
 
 
-@ray.remote(num_cpus=1)
-def train_task(source: TextSource, tokenizer_name: str, out_dir: str, *, power_sources: Sequence[str] = ("auto",),
-               power_hz: float = 10.0, **options) -> IBaseInfo:
-    """Train one instance base on a Ray CPU worker, power-logged; its energy is its CPU-time share.
+def train_with_energy(source: TextSource, tokenizer_name: str, out_dir, *, power_sources: Sequence[str] = ("auto",),
+                      power_hz: float = 10.0, **options) -> IBaseInfo:
+    """`train_instance_base` with its out-of-core stages on Ray CPU tasks, power-logged; energy by CPU-time share.
 
     Several trainings (and the sweep) may share the machine over the same window: each is given the measured
-    energy times (CPU seconds of its own processes, this worker and the tasks it ran) / (busy CPU seconds of
-    the whole machine over the window), so the trainings' shares add up to at most the measured energy.
+    energy times (CPU seconds of its own processes: this one and the tasks it ran) / (busy CPU seconds of the
+    whole machine over the window), so concurrent trainings' shares add up to at most the measured energy.
     """
     from workers.memwatch import cpu_share, machine_busy_cpu_s
 
-    count_map = ray_count_map if options.get("shards", 1) > 1 else local_count_map
+    options.setdefault("count_map", ray_count_map if options.get("shards", 1) > 1 else local_count_map)
     options.setdefault("workers", cluster_cpus())
     machine0 = machine_busy_cpu_s()
     with _sampler(power_sources, power_hz) as sampler:
         with sampler.measure() as span:
-            info = train_instance_base(source, tokenizer_name, out_dir, count_map=count_map, run_map=RayMap(),
-                                       **options)
+            info = train_instance_base(source, tokenizer_name, out_dir, run_map=RayMap(), **options)
     w = span.window
     share = cpu_share(info.cpu_s or 0.0, machine_busy_cpu_s() - machine0)
     energy = None if w.energy_j is None else w.energy_j * share
     return dataclasses.replace(info, energy_j=energy, power_source=w.source_label, power_measured=w.measured,
                                energy_attribution=ENERGY_ATTRIBUTION)
+
+
+@ray.remote(num_cpus=1)
+def train_task(source: TextSource, tokenizer_name: str, out_dir: str, **options) -> IBaseInfo:
+    """Train one instance base on a Ray CPU worker (`train_with_energy`)."""
+    return train_with_energy(source, tokenizer_name, out_dir, **options)
+
+
+class RaySession:
+    """Connect to a Ray cluster at `address`, or start a local one with every CPU; shut down only what it started."""
+
+    def __init__(self, address: str | None = None):
+        self.address = address
+        self.started = False
+
+    def __enter__(self) -> RaySession:
+        if not ray.is_initialized():
+            os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+            if self.address:
+                ray.init(address=self.address, log_to_driver=False, configure_logging=False)
+            else:
+                ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False, configure_logging=False)
+            self.started = True
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.started:
+            ray.shutdown()

@@ -69,6 +69,7 @@ def test_remote_task_trains(native, corpus, tmp_path, ray_local):
     info, _ = native
     remote = ray_local.get(train_task.remote(corpus, "mistral", str(tmp_path)))
     assert remote.sha256 == info.sha256 and Path(remote.path).is_file()
+    assert remote.energy_attribution == "cpu-time share" and remote.cpu_s > 0 and remote.energy_j >= 0
 
 
 def test_timbl_backend_agrees_with_native(native, corpus, tmp_path):

@@ -53,11 +53,13 @@ from workers.igtree.fileformat import Column, write_columns
 
 logger = logging.getLogger(__name__)
 
-# Measured peaks (bytes of resident memory per unit) on real text with the Mistral tokenizer; see BENCHMARKS.md.
-BUILD_BYTES_PER_ROW = 90  # building a partition from compact uint16 rows (sort, trie levels, pruning)
-STATS_BYTES_PER_ROW = 40  # a class bucket's pair counts
-CHUNK_BYTES_PER_TOKEN = 160  # windowing and bucketing one chunk of the token file
-IN_MEMORY_BYTES_PER_ROW = 260  # `IGTree.fit` on int32 instances, instances included
+# Peak numpy allocations per unit (tracemalloc) measured on 1M tokens of real text (Mistral tokenizer), rounded
+# up by ~10%: building a partition 138 B/row, a class bucket's pair counts 45, windowing and bucketing a chunk of
+# the token file 89 B/token, `IGTree.fit` on int32 instances 275 B/row instances included. See BENCHMARKS.md.
+BUILD_BYTES_PER_ROW = 150
+STATS_BYTES_PER_ROW = 50
+CHUNK_BYTES_PER_TOKEN = 100
+IN_MEMORY_BYTES_PER_ROW = 300
 MIN_CHUNK_TOKENS, MAX_CHUNK_TOKENS = 1 << 12, 1 << 22
 TABLE_BYTES = 8  # a dense pair-count table entry (int64)
 
@@ -259,7 +261,7 @@ def bucket_pair_hists(folder: str, bucket: int, lo: int, hi: int, window: int, d
     hists = []
     for j in range(window):
         keys = cls * n_values + rows[:, j]
-        if (hi - lo) * n_values <= min(table_entries, 8 * len(rows)):  # a dense table: one bincount, no sort
+        if (hi - lo) * n_values <= min(table_entries, 2 * len(rows)):  # a dense table: one bincount, no sort
             counts = np.bincount(keys, minlength=(hi - lo) * n_values)
         else:
             counts = np.unique(keys, return_counts=True)[1]
