@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.train import closing_line
+from orchestrator.train import TrainRequest, closing_line, train_corpus
 from workers.corpora import TextSource
 from workers.trainer import IBaseInfo, train_instance_base
 
@@ -55,7 +55,7 @@ def spec(tmp_path_factory) -> tuple[Path, Path, Path]:
 
 
 @pytest.mark.slow
-def test_train_command_builds_the_run_file_out_of_core_then_reuses_it(spec, tmp_path):
+def test_train_command_builds_the_run_file_out_of_core_then_reuses_it(spec, tmp_path, ray_local):
     path, corpus, artifacts = spec
     out = greenspec("train", str(path), "--corpus", "topics", "--memory-gb", "0.002")
     assert out.returncode == 0, out.stderr[-3000:]
@@ -65,8 +65,8 @@ def test_train_command_builds_the_run_file_out_of_core_then_reuses_it(spec, tmp_
     expected = train_instance_base(TextSource(name="topics", path=str(corpus)), "mistral", tmp_path, max_tokens=60_000)
     assert Path(expected.path).name == built.name  # the name a run uses
     assert Path(expected.path).read_bytes() == built.read_bytes()  # and the in-memory build's bytes
-    again = greenspec("train", str(path), "--corpus", "topics")
-    assert again.returncode == 0 and "reused" in again.stdout
+    again = train_corpus(TrainRequest(str(path), "topics"))  # in-process: the session's Ray is reused
+    assert again.reused and again.sha256 == expected.sha256 and "reused" in closing_line(again)
 
 
 def test_unknown_corpus_is_refused_in_one_line(spec):
