@@ -42,7 +42,14 @@ from workers.corpora import TextSource
 from workers.errors import CorpusError, IBaseError
 from workers.igtree import FORMAT_VERSION, ORDERS, IGTree, InstanceCounts, TimblIGTree, count_instances, merge_counts
 from workers.igtree.partitioned import Progress, TaskMap, build_partitioned, local_map, plan_training
-from workers.instances import TokenFile, instance_offset, make_instances, shard_bounds, tokenize_source
+from workers.instances import (
+    TokenFile,
+    instance_offset,
+    make_instances,
+    shard_bounds,
+    tokenize_parallel,
+    tokenize_source,
+)
 from workers.memwatch import PeakRss
 from workers.tokenizer import load_tokenizer, tokenizer_id
 
@@ -158,7 +165,8 @@ def train_instance_base(source: TextSource, tokenizer_name: str, out_dir, *, win
     run_map = run_map or local_map
     with PeakRss() as peak:
         try:
-            tf = _token_file(source, tok, work, max_tokens, fingerprint, progress)
+            tf = _token_file(source, (tokenizer_name, tok), work, max_tokens, fingerprint, progress,
+                             run_map if workers > 1 else None, workers)
         except CorpusError:
             shutil.rmtree(work, ignore_errors=True)  # a bad corpus: nothing half-written (a kill keeps work/)
             raise
@@ -189,9 +197,10 @@ def train_instance_base(source: TextSource, tokenizer_name: str, out_dir, *, win
     return info
 
 
-def _token_file(source: TextSource, tok, work: Path, max_tokens: int | None, fingerprint: str,
-                progress: Progress | None) -> TokenFile:
-    """The tokenised corpus in `work`: reused when a killed training left it complete, else (re)made."""
+def _token_file(source: TextSource, tok: tuple, work: Path, max_tokens: int | None, fingerprint: str,
+                progress: Progress | None, run_map: TaskMap | None = None, workers: int = 1) -> TokenFile:
+    """The tokenised corpus in `work` (over `run_map` tasks by document ranges when given): reused when a killed
+    training left it complete, else (re)made. `tok` is (name, tokenizer)."""
     manifest = work / "tokens.json"
     if manifest.exists():
         saved = json.loads(manifest.read_text())
@@ -202,7 +211,12 @@ def _token_file(source: TextSource, tok, work: Path, max_tokens: int | None, fin
     shutil.rmtree(work, ignore_errors=True)  # leftovers of another, unfinished training of these inputs
     work.mkdir(parents=True)
     on_tokens = (lambda n: progress("tokenise", n, max_tokens or 0)) if progress else None
-    tf = tokenize_source(source, tok, work, max_tokens=max_tokens, on_tokens=on_tokens)
+    if run_map is None:
+        tf = tokenize_source(source, tok[1], work, max_tokens=max_tokens, on_tokens=on_tokens)
+    else:
+        tf = tokenize_parallel(source, tok[0], work, run_map, workers=workers, max_tokens=max_tokens,
+                               on_tokens=on_tokens)
+        shutil.rmtree(work / "parts", ignore_errors=True)
     tmp = manifest.with_name("tokens.json.tmp")
     tmp.write_text(json.dumps({"fingerprint": fingerprint, "tf": dataclasses.asdict(tf)}))
     os.replace(tmp, manifest)
