@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 
 import psutil
 
@@ -34,24 +35,33 @@ def _is_ray_daemon(cmdline: list[str]) -> bool:
 
 def tree_rss_bytes(pid: int | None = None) -> int:
     """Summed RSS of a process, its descendants (Ray daemons and idle workers left out) and busy Ray workers."""
+    return sum(_rss(p) for p in _tree_processes(pid))
+
+
+def _tree_processes(pid: int | None = None) -> list[psutil.Process]:
+    """The processes whose memory counts: this one, its non-daemon descendants, busy Ray workers (one scan)."""
     root = psutil.Process(pid or os.getpid())
-    seen, total = set(), 0
-    procs = [root]
     try:
-        procs += root.children(recursive=True)
+        procs = [root] + root.children(recursive=True)
     except psutil.Error:
-        pass
+        procs = [root]
+    seen, out = set(), []
     for p in procs + list(_busy_ray_workers()):
-        if p.pid in seen:
-            continue
-        seen.add(p.pid)
         try:
-            if p.pid != root.pid and _is_ray_daemon(p.cmdline()):
+            if p.pid in seen or (p.pid != root.pid and _is_ray_daemon(p.cmdline())):
                 continue
-            total += p.memory_info().rss
         except psutil.Error:
             continue
-    return total
+        seen.add(p.pid)
+        out.append(p)
+    return out
+
+
+def _rss(p: psutil.Process) -> int:
+    try:
+        return p.memory_info().rss
+    except psutil.Error:
+        return 0
 
 
 def _busy_ray_workers():
@@ -65,16 +75,23 @@ def _busy_ray_workers():
 class PeakRss:
     """A context manager sampling `tree_rss_bytes` in a thread; `peak_bytes` is the largest sample."""
 
+    RESCAN_S = 2.0  # finding the processes (a scan of the whole process table) is costly: only this often
+
     def __init__(self, interval_s: float = 0.2, pid: int | None = None):
         self.interval_s = interval_s
         self.pid = pid
         self.peak_bytes = 0
+        self._procs: list[psutil.Process] = []
+        self._scanned_s = 0.0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def sample(self) -> int:
+    def sample(self, rescan: bool = False) -> int:
         """Take one sample now (also done by the thread); returns it."""
-        rss = tree_rss_bytes(self.pid)
+        now = time.monotonic()
+        if rescan or now - self._scanned_s >= self.RESCAN_S:
+            self._procs, self._scanned_s = _tree_processes(self.pid), now
+        rss = sum(_rss(p) for p in self._procs)
         self.peak_bytes = max(self.peak_bytes, rss)
         return rss
 
@@ -83,7 +100,7 @@ class PeakRss:
             self.sample()
 
     def __enter__(self) -> PeakRss:
-        self.sample()
+        self.sample(rescan=True)
         self._thread = threading.Thread(target=self._run, name="peak-rss", daemon=True)
         self._thread.start()
         return self
@@ -92,7 +109,7 @@ class PeakRss:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-        self.sample()
+        self.sample(rescan=True)
 
 
 def machine_busy_cpu_s() -> float:

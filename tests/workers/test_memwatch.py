@@ -13,7 +13,7 @@ HOLD_MB = 200
 
 def test_a_child_process_memory_is_counted():
     alone = tree_rss_bytes()
-    code = f"b = bytearray({HOLD_MB} << 20); import time; time.sleep(3)"  # bytearray pages are written: resident
+    code = f"b = bytearray({HOLD_MB} << 20); import time; time.sleep(4)"  # bytearray pages are written: resident
     with PeakRss(interval_s=0.05) as peak:
         child = subprocess.Popen([sys.executable, "-c", code])
         time.sleep(2)
