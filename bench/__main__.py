@@ -1,6 +1,6 @@
 """`make bench`: run every benchmark side by side with its reference and write BENCHMARKS.md.
 
-Usage: python -m bench [igtree|decoding|orchestrator ...] [--quick]
+Usage: python -m bench [igtree|decoding|orchestrator|training ...] [--quick]
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import platform
 import sys
 from pathlib import Path
 
-SUITES = ("igtree", "decoding", "orchestrator")
+SUITES = ("igtree", "decoding", "orchestrator", "training")
 OUT = Path(__file__).resolve().parents[1] / "BENCHMARKS.md"
 
 

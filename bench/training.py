@@ -112,7 +112,8 @@ def run_one(cfg: dict) -> dict:
     if cfg["ray_workers"]:
         import ray
 
-        ray.init(num_cpus=cfg["ray_workers"], include_dashboard=False, log_to_driver=False, configure_logging=False)
+        ray.init(address="local", num_cpus=cfg["ray_workers"], include_dashboard=False, log_to_driver=False,
+                 configure_logging=False)
         run_map = RayMap()
     t0, cpu0 = time.perf_counter(), time.process_time()
     with PeakRss(interval_s=0.1) as peak:
@@ -142,7 +143,8 @@ def tokenise_one(cfg: dict) -> dict:
 
         from workers.trainer import RayMap
 
-        ray.init(num_cpus=cfg["ray_workers"], include_dashboard=False, log_to_driver=False, configure_logging=False)
+        ray.init(address="local", num_cpus=cfg["ray_workers"], include_dashboard=False, log_to_driver=False,
+                 configure_logging=False)
         t0 = time.perf_counter()
         tf = tokenize_parallel(source, "mistral", cfg["work"], RayMap(), workers=cfg["ray_workers"], docs_per_task=2000)
     else:

@@ -161,7 +161,7 @@ def _batched(items, n: int):
 
 
 def tokenize_parallel(source: TextSource, tokenizer_name: str, out_dir, run_map, *, workers: int,
-                      docs_per_task: int = 2_000, max_tokens: int | None = None,
+                      docs_per_task: int = 20_000, max_tokens: int | None = None,
                       on_tokens: Callable[[int], None] | None = None) -> TokenFile:
     """`tokenize_source` spread over tasks by document ranges (waves of `workers` tasks); the identical file."""
     out = Path(out_dir)

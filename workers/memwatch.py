@@ -1,8 +1,9 @@
 """Resident memory of a training, sampled over its whole process tree, and its share of the machine's CPU time.
 
-`PeakRss` samples, every `interval_s`, the summed RSS of this process, its descendants and the Ray workers busy
-running a task on this machine (their command line starts with `ray::` but is not `ray::IDLE`), leaving out
-Ray's own daemons (gcs_server, raylet, dashboard, agents): what the issue calls "Ray's own ~1 GB" aside.
+`PeakRss` samples, every `interval_s`, the summed RSS of this process and its descendants (a Ray started here
+brings its workers), leaving out Ray's own daemons (gcs_server, raylet, dashboard, agents) and idle workers:
+"Ray's own ~1 GB" aside. Run inside a Ray worker, it adds the busy workers of the same raylet (the tasks the
+training started; on a shared node also any other busy task there: an upper bound).
 
 `CpuShare` measures the CPU seconds the machine spent (all cores, busy time) over a window, so a training that
 knows its own CPU seconds (its process plus the tasks it ran) can claim that share of the measured energy.
@@ -46,7 +47,7 @@ def _tree_processes(pid: int | None = None) -> list[psutil.Process]:
     except psutil.Error:
         procs = [root]
     seen, out = set(), []
-    for p in procs + list(_busy_ray_workers()):
+    for p in procs + list(_busy_sibling_workers(root)):
         try:
             if p.pid in seen or (p.pid != root.pid and _is_ray_daemon(p.cmdline())):
                 continue
@@ -64,12 +65,18 @@ def _rss(p: psutil.Process) -> int:
         return 0
 
 
-def _busy_ray_workers():
-    """Ray worker processes on this machine that are running a task."""
-    for p in psutil.process_iter(["cmdline"]):
-        cmd = p.info.get("cmdline") or []
-        if cmd and cmd[0].startswith("ray::") and not cmd[0].startswith("ray::IDLE"):
-            yield p
+def _busy_sibling_workers(root: psutil.Process):
+    """Inside a Ray worker: the other busy workers of the same raylet (the tasks this training started run there)."""
+    try:
+        parent = root.parent()
+        if parent is None or "raylet" not in parent.name():
+            return
+        for p in parent.children():
+            cmd = p.cmdline()
+            if p.pid != root.pid and cmd and cmd[0].startswith("ray::") and not cmd[0].startswith("ray::IDLE"):
+                yield p
+    except psutil.Error:
+        return
 
 
 class PeakRss:

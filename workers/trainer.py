@@ -166,7 +166,7 @@ def train_instance_base(source: TextSource, tokenizer_name: str, out_dir, *, win
     with PeakRss() as peak:
         try:
             tf = _token_file(source, (tokenizer_name, tok), work, max_tokens, fingerprint, progress,
-                             run_map if workers > 1 else None, workers)
+                             run_map if workers > 1 and source.path else None, workers)
         except CorpusError:
             shutil.rmtree(work, ignore_errors=True)  # a bad corpus: nothing half-written (a kill keeps work/)
             raise
@@ -200,7 +200,11 @@ def train_instance_base(source: TextSource, tokenizer_name: str, out_dir, *, win
 def _token_file(source: TextSource, tok: tuple, work: Path, max_tokens: int | None, fingerprint: str,
                 progress: Progress | None, run_map: TaskMap | None = None, workers: int = 1) -> TokenFile:
     """The tokenised corpus in `work` (over `run_map` tasks by document ranges when given): reused when a killed
-    training left it complete, else (re)made. `tok` is (name, tokenizer)."""
+    training left it complete, else (re)made. `tok` is (name, tokenizer).
+
+    Only local sources are tokenised in parallel: each task reads the documents before its range (cheap next to
+    tokenising them), which for a streamed hub dataset would mean downloading them again.
+    """
     manifest = work / "tokens.json"
     if manifest.exists():
         saved = json.loads(manifest.read_text())
@@ -391,7 +395,9 @@ class RaySession:
             if self.address:
                 ray.init(address=self.address, log_to_driver=False, configure_logging=False)
             else:
-                ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False, configure_logging=False)
+                # "local": a new Ray here, never the last `ray start` cluster that a bare ray.init() would join
+                ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False,
+                         configure_logging=False)
             self.started = True
         return self
 

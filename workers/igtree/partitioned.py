@@ -119,7 +119,7 @@ def _gb(n_bytes: float) -> str:
 def group_consecutive(counts: np.ndarray, cap: int) -> list[tuple[int, int]]:
     """Consecutive [lo, hi) id ranges over the ids with count > 0, each summing to at most `cap` (one id may exceed it)."""
     ids = np.flatnonzero(counts)
-    groups, lo, total = [], None, 0
+    groups, lo, total, prev = [], None, 0, -1
     for i in ids.tolist():
         c = int(counts[i])
         if lo is not None and total + c > cap:
@@ -169,7 +169,7 @@ def _chunks(lo: int, hi: int, chunk: int):
 def _grow_add(acc: np.ndarray, new: np.ndarray) -> np.ndarray:
     """acc + new along the last axis, padding the shorter with zeros."""
     n = max(acc.shape[-1], new.shape[-1])
-    pad = lambda a: np.pad(a, [(0, 0)] * (a.ndim - 1) + [(0, n - a.shape[-1])])  # noqa: E731
+    pad = lambda a: np.pad(a, [(0, 0)] * (a.ndim - 1) + [(0, n - a.shape[-1])])
     return pad(acc) + pad(new)
 
 
@@ -433,7 +433,7 @@ def build_partitioned(tf, window: int, order, work_dir, out_path, meta: dict, pl
     work.mkdir(parents=True, exist_ok=True)
     dtype = compact_dtype(_max_token(tf) + 1)
     t, times = time.perf_counter(), {}
-    step = lambda name: times.__setitem__(name, time.perf_counter() - t - sum(times.values()))  # noqa: E731
+    step = lambda name: times.__setitem__(name, time.perf_counter() - t - sum(times.values()))
     scan = _stage_scan(tf, window, plan, run_map, work)
     step("scan_s")
     _report(progress, "statistics", 0, 1)
@@ -442,7 +442,7 @@ def build_partitioned(tf, window: int, order, work_dir, out_path, meta: dict, pl
     _report(progress, "statistics", 1, 1)
     bounds = _stage_spill(tf, window, plan, run_map, work, scan, stats, dtype)
     step("spill_s")
-    outs = _stage_build(window, plan, _with_progress(run_map, progress, len(bounds), work), work, scan, stats,
+    outs = _stage_build(window, plan, _with_progress(run_map, progress, len(bounds)), work, scan, stats,
                         bounds, dtype)
     step("build_s")
     nodes = [0, 0]
@@ -474,7 +474,7 @@ def _report(progress: Progress | None, stage: str, done: int, total: int) -> Non
         progress(stage, done, total)
 
 
-def _with_progress(run_map: TaskMap, progress: Progress | None, total: int, work: Path) -> TaskMap:
+def _with_progress(run_map: TaskMap, progress: Progress | None, total: int) -> TaskMap:
     """A run_map that reports 'partitions' done (those already built count as done) after each call."""
     def mapped(fn, calls, memory_bytes, on_done=None):
         already = total - len(calls)
