@@ -323,22 +323,30 @@ def _run_call(fn, kwargs: dict):
 
 
 class RayMap:
-    """A TaskMap over Ray CPU tasks, each declaring `memory=` to Ray; sums the CPU seconds the tasks used."""
+    """A TaskMap over Ray CPU tasks, each declaring `memory=` to Ray; sums the CPU seconds the tasks used.
+
+    With `budget_bytes`, calls are admitted in order while the memory declared by those in flight fits the
+    budget (one at least), so a training stays within its own budget whatever the node's memory.
+    """
 
     def __init__(self):
         self.cpu_s = 0.0
 
-    def __call__(self, fn, calls: list[dict], memory_bytes: int, on_done=None) -> list:
-        refs = [_run_call.options(memory=max(1, int(memory_bytes))).remote(fn, kw) for kw in calls]
-        index = {ref: i for i, ref in enumerate(refs)}
-        out, pending = [None] * len(refs), list(refs)
-        while pending:
-            ready, pending = ray.wait(pending, num_returns=1)
-            result, cpu_s = ray.get(ready[0])
-            out[index[ready[0]]] = result
+    def __call__(self, fn, calls: list[dict], memory_bytes, on_done=None, budget_bytes: int | None = None) -> list:
+        mem = memory_bytes if isinstance(memory_bytes, list) else [memory_bytes] * len(calls)
+        out, flight, nxt, done = [None] * len(calls), {}, 0, 0
+        while done < len(calls):
+            while nxt < len(calls) and (not flight or budget_bytes is None
+                                        or sum(mem[i] for i in flight.values()) + mem[nxt] <= budget_bytes):
+                ref = _run_call.options(memory=max(1, int(mem[nxt]))).remote(fn, calls[nxt])
+                flight[ref], nxt = nxt, nxt + 1
+            ready, _ = ray.wait(list(flight), num_returns=1)
+            i = flight.pop(ready[0])
+            out[i], cpu_s = ray.get(ready[0])
             self.cpu_s += cpu_s
+            done += 1
             if on_done:
-                on_done(len(refs) - len(pending))
+                on_done(done)
         return out
 
 

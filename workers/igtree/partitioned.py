@@ -64,11 +64,13 @@ MIN_CHUNK_TOKENS, MAX_CHUNK_TOKENS = 1 << 12, 1 << 22
 TABLE_BYTES = 8  # a dense pair-count table entry (int64)
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
-TaskMap = Callable[..., list]  # (function, keyword arguments per call, memory bytes per call, on_done=None)
+# (function, keyword arguments per call, memory bytes: one for all or one per call, on_done=None, budget_bytes=None)
+TaskMap = Callable[..., list]
 
 
-def local_map(fn: Callable, calls: list[dict], memory_bytes: int, on_done: Callable[[int], None] | None = None) -> list:
-    """Run the calls here, one after the other (memory_bytes is only a declaration); on_done(n done) after each."""
+def local_map(fn: Callable, calls: list[dict], memory_bytes, on_done: Callable[[int], None] | None = None,
+              budget_bytes: int | None = None) -> list:
+    """Run the calls here, one after the other (memory is only declared); on_done(n done) after each."""
     out = []
     for i, kwargs in enumerate(calls):
         out.append(fn(**kwargs))
@@ -133,11 +135,19 @@ def group_consecutive(counts: np.ndarray, cap: int) -> list[tuple[int, int]]:
     return groups
 
 
+def task_bytes(rows: int, bytes_per_row: int) -> int:
+    """The memory one call over `rows` rows declares: its rows' share plus 1 MB of small working arrays."""
+    return int(rows) * bytes_per_row + (1 << 20)
+
+
 def check_fits(largest_rows: int, bytes_per_row: int, plan: Plan, what: str) -> None:
-    """Refuse a budget in which the largest indivisible group (one class, one value) cannot be processed."""
-    need_task = largest_rows * bytes_per_row + plan.chunk_tokens * CHUNK_BYTES_PER_TOKEN
-    if need_task > plan.task_bytes:
-        need = need_task * plan.workers
+    """Refuse a budget in which the largest indivisible group (one class, one value) cannot be processed.
+
+    Such a group may take the whole budget: calls are admitted while their declared memory fits it, so a big one
+    runs alone. The smallest budget that works is the one that holds it.
+    """
+    need = task_bytes(largest_rows, bytes_per_row)
+    if need > plan.budget_bytes:
         raise IBaseError(f"memory budget {_gb(plan.budget_bytes)} is too small for {what} ({largest_rows:,} "
                          f"instances); the smallest that works is {_gb(need)}")
 
@@ -352,7 +362,8 @@ def _stage_stats(tf, window, order, plan, run_map, work: Path, scan: dict, dtype
             _spill(tf, window, plan, run_map, window, bounds, dtype, folder)
             calls = [dict(folder=str(folder), bucket=b, lo=lo, hi=hi, window=window, dtype=dtype.str,
                           n_values=n_values, table_entries=table) for b, (lo, hi) in enumerate(bounds)]
-            per_bucket = run_map(bucket_pair_hists, calls, plan.task_bytes)
+            mem = [task_bytes(cls[lo:hi].sum(), STATS_BYTES_PER_ROW) for lo, hi in bounds]
+            per_bucket = run_map(bucket_pair_hists, calls, mem, budget_bytes=plan.budget_bytes)
             pair_hists = [merge_hists([np.array(h[j], dtype=np.int64).reshape(-1, 2) for h in per_bucket])
                           for j in range(window)]
             value_hists = [count_hist(scan["value_counts"][j]) for j in range(window)]
@@ -396,8 +407,8 @@ def _stage_build(window, plan, run_map, work: Path, scan: dict, stats: dict, bou
     counts = scan["value_counts"][stats["order"][0]]
     calls = [dict(folder=str(work / "by-value"), bucket=b, window=window, dtype=dtype.str, positions=stats["order"],
                   prio_lut=prio_lut, classes=classes, out=str(outs[b])) for b in todo]
-    largest = max((int(counts[lo:hi].sum()) for lo, hi in bounds), default=0)
-    run_map(build_partition, calls, min(plan.task_bytes, largest * BUILD_BYTES_PER_ROW + (64 << 20)))
+    mem = [task_bytes(counts[bounds[b][0]:bounds[b][1]].sum(), BUILD_BYTES_PER_ROW) for b in todo]
+    run_map(build_partition, calls, mem, budget_bytes=plan.budget_bytes)
     return outs
 
 
@@ -476,8 +487,9 @@ def _report(progress: Progress | None, stage: str, done: int, total: int) -> Non
 
 def _with_progress(run_map: TaskMap, progress: Progress | None, total: int) -> TaskMap:
     """A run_map that reports 'partitions' done (those already built count as done) after each call."""
-    def mapped(fn, calls, memory_bytes, on_done=None):
+    def mapped(fn, calls, memory_bytes, on_done=None, budget_bytes=None):
         already = total - len(calls)
         _report(progress, "partitions", already, total)
-        return run_map(fn, calls, memory_bytes, lambda i: _report(progress, "partitions", already + i, total))
+        return run_map(fn, calls, memory_bytes, lambda i: _report(progress, "partitions", already + i, total),
+                       budget_bytes=budget_bytes)
     return mapped
