@@ -104,6 +104,7 @@ def test_zipf_token_file_partitions_match_fit(tmp_path, top):
     assert compact_dtype(top + 1) == (np.uint16 if top < 65535 else np.uint32)
 
 
+@pytest.mark.slow
 def test_a_budget_too_small_is_refused_with_the_smallest_that_works(corpus, tmp_path):
     with pytest.raises(IBaseError, match=r"too small; the smallest that works is \d+\.\d+ GB") as err:
         plan_training(1_000, workers=2)
