@@ -170,7 +170,7 @@ def tokenize_parallel(source: TextSource, tokenizer_name: str, out_dir, run_map,
         lo = len(parts) * docs_per_task
         calls = [dict(source=source, tokenizer_name=tokenizer_name, out_dir=str(out / "parts"), part=len(parts) + i,
                       doc_lo=lo + i * docs_per_task, doc_hi=lo + (i + 1) * docs_per_task) for i in range(workers)]
-        parts += run_map(tokenize_docs, calls, docs_per_task * 50_000)  # ~50 kB of memory per document in flight
+        parts += run_map(tokenize_docs, calls, BATCH_DOCS * 50_000 + (64 << 20))  # a batch of docs, ~50 kB each
         n_tokens = sum(p["n_tokens"] for p in parts)
         if on_tokens is not None:
             on_tokens(n_tokens)

@@ -59,6 +59,7 @@ BACKENDS = ("native", "timbl")
 CHUNK_TOKENS = 1 << 22  # target positions per counting step: bounds the (n, w) instance arrays to ~100 MB
 DEFAULT_BUDGET_SHARE = 0.5  # without memory_gb: half the memory available when the training starts
 ENERGY_ATTRIBUTION = "cpu-time share"
+PARALLEL_TOKENISE_BYTES = 64 << 20  # smaller local sources tokenise faster in one process than over tasks
 
 CountMap = Callable[[np.ndarray, np.ndarray, int, Sequence[tuple[int, int]]], list[InstanceCounts]]
 
@@ -116,6 +117,15 @@ def source_fingerprint(source: TextSource) -> str:
     return hashlib.sha256(json.dumps(items).encode()).hexdigest()[:16]
 
 
+def _local_bytes(source: TextSource) -> int:
+    """Bytes of a local source's files; -1 for a dataset (never tokenised in parallel: see _token_file)."""
+    if source.path is None:
+        return -1
+    path = Path(source.path)
+    files = [p for p in path.rglob("*") if p.is_file()] if path.is_dir() else [path]
+    return sum(p.stat().st_size for p in files if p.exists())
+
+
 def default_budget_bytes() -> int:
     """The default memory budget: a share of what this machine has available now."""
     return int(psutil.virtual_memory().available * DEFAULT_BUDGET_SHARE)
@@ -142,11 +152,13 @@ def train_instance_base(source: TextSource, tokenizer_name: str, out_dir, *, win
                         backend: str = "native", order: str = "gain_ratio", max_tokens: int | None = None,
                         shards: int = 1, count_map: CountMap = local_count_map, memory_gb: float | None = None,
                         workers: int = 1, run_map: TaskMap | None = None, progress: Progress | None = None,
-                        out_path=None, reuse: bool = False) -> IBaseInfo:
+                        out_path=None, reuse: bool = False, parallel_tokenise_bytes: int = PARALLEL_TOKENISE_BYTES,
+                        ) -> IBaseInfo:
     """Train one instance base from a corpus and write it to `out_dir` (or `out_path`); resumes a killed one.
 
     `memory_gb` bounds the training's resident memory (default: half of what is available); instances that do
-    not fit are built out of core over `workers` concurrent tasks of `run_map`. `reuse` returns an existing
+    not fit are built out of core over `workers` concurrent tasks of `run_map`, which also tokenise a local
+    source of at least `parallel_tokenise_bytes` by document ranges. `reuse` returns an existing
     file built from the same inputs (and the same source files) instead of training again. `train_s` covers
     tokenising to saving.
     """
@@ -166,7 +178,8 @@ def train_instance_base(source: TextSource, tokenizer_name: str, out_dir, *, win
     with PeakRss() as peak:
         try:
             tf = _token_file(source, (tokenizer_name, tok), work, max_tokens, fingerprint, progress,
-                             run_map if workers > 1 and source.path else None, workers)
+                             run_map if workers > 1 and _local_bytes(source) >= parallel_tokenise_bytes else None,
+                             workers)
         except CorpusError:
             shutil.rmtree(work, ignore_errors=True)  # a bad corpus: nothing half-written (a kill keeps work/)
             raise
