@@ -347,11 +347,13 @@ class RayMap:
 
     def __call__(self, fn, calls: list[dict], memory_bytes, on_done=None, budget_bytes: int | None = None) -> list:
         mem = memory_bytes if isinstance(memory_bytes, list) else [memory_bytes] * len(calls)
+        node_mem = ray.cluster_resources().get("memory", float("inf"))  # a larger ask would wait forever
+        mem = [max(1, int(min(m, node_mem))) for m in mem]
         out, flight, nxt, done = [None] * len(calls), {}, 0, 0
         while done < len(calls):
             while nxt < len(calls) and (not flight or budget_bytes is None
                                         or sum(mem[i] for i in flight.values()) + mem[nxt] <= budget_bytes):
-                ref = _run_call.options(memory=max(1, int(mem[nxt]))).remote(fn, calls[nxt])
+                ref = _run_call.options(memory=mem[nxt]).remote(fn, calls[nxt])
                 flight[ref], nxt = nxt, nxt + 1
             ready, _ = ray.wait(list(flight), num_returns=1)
             i = flight.pop(ready[0])
