@@ -307,5 +307,27 @@ def doctor() -> None:
     click.echo(report())
 
 
+@main.command()
+@click.argument("spec", type=click.Path(dir_okay=False))
+@click.option("--corpus", required=True, help="The [[corpora]] name to train.")
+@click.option("--out", default=None, type=click.Path(dir_okay=False),
+              help="Write the instance base here (default: the spec's artifact store, where a run finds it).")
+@click.option("--memory-gb", default=None, type=click.FloatRange(min=0, min_open=True),
+              help="Bound the training's resident memory (default: the corpus's memory_gb, else half the free memory).")
+@click.pass_obj
+def train(obj: Context, spec: str, corpus: str, out: str | None, memory_gb: float | None) -> None:
+    """Train one corpus's instance base exactly as a run would (resumes a killed training).
+
+    \b
+    Example:
+      greenspec train examples/paper.toml --corpus fineweb --memory-gb 8
+    """
+    from orchestrator.train import TrainBar, TrainRequest, closing_line, train_corpus
+
+    with TrainBar() as bar:
+        info = train_corpus(TrainRequest(spec, corpus, out, memory_gb, obj.address), progress=bar)
+    click.echo(closing_line(info))
+
+
 if __name__ == "__main__":
     main()

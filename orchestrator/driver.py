@@ -138,8 +138,9 @@ def _ray_up(opts: RunOptions) -> bool:
     if opts.address:
         ray.init(address=opts.address, log_to_driver=False, configure_logging=False)
     else:
-        ray.init(num_cpus=opts.num_cpus or os.cpu_count(), resources={"accelerator": 1}, include_dashboard=False,
-                 log_to_driver=False, configure_logging=False)
+        # "local": a new Ray here, never a `ray start` cluster that a bare ray.init() would join
+        ray.init(address="local", num_cpus=opts.num_cpus or os.cpu_count(), resources={"accelerator": 1},
+                 include_dashboard=False, log_to_driver=False, configure_logging=False)
     return True
 
 
@@ -228,7 +229,7 @@ class _Loop:
                 power_sources=tuple(self.spec.power.sources), power_hz=self.spec.power.hz))
         return train_task.remote(corpus.source(), c.params["tokenizer"], self.spec.experiment.artifacts,
                                  window=corpus.window, backend=corpus.backend, order=corpus.order,
-                                 max_tokens=corpus.max_tokens, shards=corpus.shards,
+                                 max_tokens=corpus.max_tokens, shards=corpus.shards, memory_gb=corpus.memory_gb,
                                  power_sources=tuple(self.spec.power.sources), power_hz=self.spec.power.hz)
 
     def _build_done(self, ref, s) -> None:

@@ -73,6 +73,7 @@ class CorpusSection(_Source):
     backend: Literal["native", "timbl"] = "native"
     order: Literal["gain_ratio", "info_gain"] = "gain_ratio"
     shards: PositiveInt = 1
+    memory_gb: Annotated[float, Field(gt=0)] | None = None  # bounds training memory (default: half of free memory)
     # "verifier": a distilled instance base, each target the verifier's greedy next token (a label cell on the
     # accelerator worker, then a distill cell on CPU); the label_* keys apply only then
     labels: Literal["corpus", "verifier"] = "corpus"

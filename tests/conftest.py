@@ -29,7 +29,7 @@ def ray_local():
         if ray.is_initialized():
             break
         try:
-            ray.init(num_cpus=2, resources={"accelerator": 1}, include_dashboard=False, log_to_driver=False,
+            ray.init(address="local", num_cpus=2, resources={"accelerator": 1}, include_dashboard=False, log_to_driver=False,
                      configure_logging=False)
         except Exception as err:  # Ray raises a bare Exception for this timeout
             if "timed out during startup" not in str(err) or attempt == 2:

@@ -16,9 +16,10 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,7 +27,7 @@ import numpy as np
 
 from workers.corpora import TextSource, iter_documents
 from workers.errors import CorpusError
-from workers.igtree import PAD
+from workers.igtree.counting import PAD
 
 logger = logging.getLogger(__name__)
 
@@ -63,8 +64,11 @@ def token_dtype(tokenizer) -> np.dtype:
 
 
 def tokenize_source(source: TextSource, tokenizer, out_dir, *, max_tokens: int | None = None,
-                    batch_docs: int = BATCH_DOCS) -> TokenFile:
-    """Tokenise a source's documents into `out_dir`/<name>.tokens/.offsets; stop after `max_tokens` tokens."""
+                    batch_docs: int = BATCH_DOCS, on_tokens: Callable[[int], None] | None = None) -> TokenFile:
+    """Tokenise a source's documents into `out_dir`/<name>.tokens/.offsets; stop after `max_tokens` tokens.
+
+    `on_tokens(n)` is called with the running token count after each batch (a progress bar's hook).
+    """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     dtype = token_dtype(tokenizer)
@@ -80,6 +84,8 @@ def tokenize_source(source: TextSource, tokenizer, out_dir, *, max_tokens: int |
             tok_fh.write(np.concatenate([np.asarray(d, dtype=dtype) for d in ids]).tobytes())
             n_tokens += int(lengths.sum())
             n_docs += len(ids)
+            if on_tokens is not None:
+                on_tokens(n_tokens)
             if max_tokens is not None and n_tokens >= max_tokens:
                 break
         off_fh.write(np.array([n_tokens], dtype=np.int64).tobytes())
@@ -118,6 +124,94 @@ def _within_budget(ids: list[list[int]], budget: int | None) -> list[list[int]]:
             kept.append(doc[:budget])
             budget -= len(kept[-1])
     return kept
+
+
+def tokenize_docs(source: TextSource, tokenizer_name: str, out_dir, part: int, doc_lo: int, doc_hi: int,
+                  batch_docs: int = BATCH_DOCS) -> dict:
+    """Tokenise documents [doc_lo, doc_hi) of a source into `part-<part>.tokens` and `.lengths` (int64 per doc).
+
+    Returns the part's paths, documents and tokens; files are written under .tmp names and renamed when done.
+    """
+    from workers.tokenizer import load_tokenizer
+
+    tokenizer = load_tokenizer(tokenizer_name)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    dtype = token_dtype(tokenizer)
+    tok_path, len_path = out / f"part-{part:06d}.tokens", out / f"part-{part:06d}.lengths"
+    n_docs = n_tokens = 0
+    docs = itertools.islice(iter_documents(source), doc_lo, doc_hi)
+    with open(f"{tok_path}.tmp", "wb") as tok_fh, open(f"{len_path}.tmp", "wb") as len_fh:
+        for batch in _batched(docs, batch_docs):
+            ids = [d for d in tokenizer(batch).input_ids if d]
+            tok_fh.write(np.concatenate([np.asarray(d, dtype=dtype) for d in ids]).tobytes() if ids else b"")
+            len_fh.write(np.array([len(d) for d in ids], dtype=np.int64).tobytes())
+            n_docs, n_tokens = n_docs + len(batch), n_tokens + sum(len(d) for d in ids)
+    os.replace(f"{tok_path}.tmp", tok_path)
+    os.replace(f"{len_path}.tmp", len_path)
+    return {"part": part, "tokens_path": str(tok_path), "lengths_path": str(len_path), "dtype": dtype.str,
+            "n_docs": n_docs, "n_tokens": n_tokens}
+
+
+def _batched(items, n: int):
+    """Lists of up to n items."""
+    it = iter(items)
+    while batch := list(itertools.islice(it, n)):
+        yield batch
+
+
+def tokenize_parallel(source: TextSource, tokenizer_name: str, out_dir, run_map, *, workers: int,
+                      docs_per_task: int = 20_000, max_tokens: int | None = None,
+                      on_tokens: Callable[[int], None] | None = None) -> TokenFile:
+    """`tokenize_source` spread over tasks by document ranges (waves of `workers` tasks); the identical file."""
+    out = Path(out_dir)
+    parts: list[dict] = []
+    while True:
+        lo = len(parts) * docs_per_task
+        calls = [dict(source=source, tokenizer_name=tokenizer_name, out_dir=str(out / "parts"), part=len(parts) + i,
+                      doc_lo=lo + i * docs_per_task, doc_hi=lo + (i + 1) * docs_per_task) for i in range(workers)]
+        parts += run_map(tokenize_docs, calls, BATCH_DOCS * 50_000 + (64 << 20))  # a batch of docs, ~50 kB each
+        n_tokens = sum(p["n_tokens"] for p in parts)
+        if on_tokens is not None:
+            on_tokens(n_tokens)
+        if parts[-1]["n_docs"] < docs_per_task or (max_tokens is not None and n_tokens >= max_tokens):
+            break
+    return join_token_parts(parts, source, out, max_tokens)
+
+
+def join_token_parts(parts: list[dict], source: TextSource, out_dir, max_tokens: int | None) -> TokenFile:
+    """Concatenate token parts in order into `<name>.tokens/.offsets`, cut at `max_tokens` as tokenize_source does."""
+    out = Path(out_dir)
+    tok_path, off_path = out / f"{source.name}.tokens", out / f"{source.name}.offsets"
+    n_tokens = n_docs = 0
+    dtype = parts[0]["dtype"]
+    with open(f"{tok_path}.tmp", "wb") as tok_fh, open(f"{off_path}.tmp", "wb") as off_fh:
+        for p in parts:
+            lengths = np.fromfile(p["lengths_path"], dtype=np.int64)
+            if max_tokens is not None:
+                room = max_tokens - n_tokens
+                keep = int(np.searchsorted(np.cumsum(lengths), room, side="left")) + 1  # the last one cut short
+                lengths = lengths[:keep].copy()
+                lengths[-1:] = np.minimum(lengths[-1:], room - (lengths[:-1].sum() if keep > 1 else 0))
+                lengths = lengths[lengths > 0]
+            if not len(lengths):
+                continue
+            tokens = np.fromfile(p["tokens_path"], dtype=dtype, count=int(lengths.sum()))
+            off_fh.write((n_tokens + np.concatenate([[0], np.cumsum(lengths)[:-1]])).astype(np.int64).tobytes())
+            tok_fh.write(tokens.tobytes())
+            n_tokens, n_docs = n_tokens + int(lengths.sum()), n_docs + len(lengths)
+            if max_tokens is not None and n_tokens >= max_tokens:
+                break
+        off_fh.write(np.array([n_tokens], dtype=np.int64).tobytes())
+    if n_tokens - n_docs <= 0:
+        os.unlink(f"{tok_path}.tmp")
+        os.unlink(f"{off_path}.tmp")
+        raise CorpusError(f"{source.name}: {source.describe()} gave no instances ({n_docs} documents, {n_tokens} "
+                          "tokens); give a corpus with text")
+    os.replace(f"{tok_path}.tmp", tok_path)
+    os.replace(f"{off_path}.tmp", off_path)
+    logger.info("tokenised %s in %d parts: %d documents, %d tokens", source.describe(), len(parts), n_docs, n_tokens)
+    return TokenFile(str(tok_path), str(off_path), np.dtype(dtype).str, n_tokens, n_docs)
 
 
 def make_instances(tokens: np.ndarray, offsets: np.ndarray, window: int = 4, lo: int = 0,

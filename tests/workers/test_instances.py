@@ -90,3 +90,23 @@ def test_large_vocab_uses_uint32():
             return 100_000
 
     assert token_dtype(Big()) == np.uint32
+
+
+@pytest.mark.parametrize("max_tokens", [None, 2, 9, 23, 10_000])
+def test_tokenising_by_document_ranges_gives_the_identical_file(tok, tmp_path, max_tokens):
+    import pydoc_data.topics
+
+    from workers.igtree.partitioned import local_map
+    from workers.instances import tokenize_parallel
+
+    topics = pydoc_data.topics.topics
+    path = tmp_path / "t.txt"
+    path.write_text("\n\n".join(topics[k][:300] for k in sorted(topics)[:40]))
+    source = TextSource(name="t", path=str(path))
+    whole = tokenize_source(source, tok, tmp_path / "whole", max_tokens=max_tokens)
+    parts = tokenize_parallel(source, "mistral", tmp_path / "parts", local_map, workers=3, docs_per_task=7,
+                              max_tokens=max_tokens)
+    assert (parts.n_tokens, parts.n_docs) == (whole.n_tokens, whole.n_docs)
+    assert np.array_equal(parts.tokens(), whole.tokens()) and np.array_equal(parts.offsets(), whole.offsets())
+    with pytest.raises(CorpusError, match="no instances"):  # one token: no instance either way
+        tokenize_parallel(source, "mistral", tmp_path / "one", local_map, workers=2, docs_per_task=7, max_tokens=1)

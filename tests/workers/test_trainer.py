@@ -69,6 +69,7 @@ def test_remote_task_trains(native, corpus, tmp_path, ray_local):
     info, _ = native
     remote = ray_local.get(train_task.remote(corpus, "mistral", str(tmp_path)))
     assert remote.sha256 == info.sha256 and Path(remote.path).is_file()
+    assert remote.energy_attribution == "cpu-time share" and remote.cpu_s > 0 and remote.energy_j >= 0
 
 
 def test_timbl_backend_agrees_with_native(native, corpus, tmp_path):
@@ -94,3 +95,24 @@ def test_empty_corpus_and_bad_options_are_refused(tmp_path):
     with pytest.raises(IBaseError, match="shards=0"):
         train_instance_base(TextSource(name="e", path=str(empty)), "mistral", tmp_path, shards=0)
     assert not list((tmp_path / "out").glob("*"))  # nothing half-written
+
+
+def _span(pause_s: float) -> tuple[float, float]:
+    import time
+
+    t = time.time()
+    time.sleep(pause_s)
+    return t, time.time()
+
+
+def test_ray_map_admits_calls_within_the_memory_budget(ray_local):
+    from workers.trainer import RayMap
+
+    calls = [{"pause_s": 0.5}] * 4
+    done = []
+    ray_map = RayMap()
+    spans = ray_map(_span, calls, [600 << 20] * 4, on_done=done.append, budget_bytes=1 << 30)
+    assert all(b[0] >= a[1] for a, b in zip(spans, spans[1:]))  # 600 MB each in a 1 GB budget: one at a time
+    assert done == [1, 2, 3, 4] and ray_map.cpu_s >= 0
+    free = RayMap()(_span, calls, 1 << 20)  # no budget: Ray runs them side by side on its 2 CPUs
+    assert any(b[0] < a[1] for a, b in zip(free, free[1:]))

@@ -1,0 +1,270 @@
+"""Benchmark: training an instance base at 10^6..10^8 tokens, in memory and out of core, over 1 and 2 Ray workers.
+
+No corpus that large ships with greenspec, so the token files are *synthetic*: a word bigram Markov chain fitted
+to the demo corpora (Shakespeare + Python docs), each word written directly as its Mistral token ids (the word
+tokenised once, with its leading space), documents of ~300 words starting with BOS. Tokenisation is skipped
+there and measured separately on the real demo text. Every configuration runs in a fresh process; its peak
+memory is the sampled RSS of its whole process tree (Ray's daemons aside, busy Ray workers included). All
+configurations of one size must give the same file (checked by sha256).
+
+Usage: python -m bench.training [--quick] [--large]     (default 10^6 and 10^7 tokens; --large adds 10^8)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+BOS = 1
+DOC_WORDS = 300
+CHAINS = 4096
+
+
+# ---------------------------------------------------------------------------------------------- the corpus
+
+
+def fit_chain(texts: list[str]):
+    """(word token ids CSR: starts, lengths, flat ids; transition CSR: row starts, next words, cumulative probs)."""
+    from workers.tokenizer import load_tokenizer
+
+    index: dict[str, int] = {}
+    seq = np.array([index.setdefault(w, len(index)) for t in texts for w in t.split()], dtype=np.int64)
+    vocab = list(index)
+    ids = load_tokenizer("mistral")(vocab, add_special_tokens=False).input_ids
+    lengths = np.array([len(i) for i in ids], dtype=np.int64)
+    flat = np.array([t for i in ids for t in i], dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    pairs, counts = np.unique(seq[:-1].astype(np.int64) * len(vocab) + seq[1:], return_counts=True)
+    src, dst = pairs // len(vocab), pairs % len(vocab)
+    row_start = np.searchsorted(src, np.arange(len(vocab) + 1))
+    cum = np.cumsum(counts).astype(np.float64)
+    edges = np.concatenate([[0.0], cum])[row_start]  # cumulative count before each row, and the end
+    per_row = np.diff(row_start)
+    prob = (cum - np.repeat(edges[:-1], per_row)) / np.repeat(np.diff(edges), per_row)
+    return (starts, lengths, flat), (row_start, dst, src + np.minimum(prob, 1 - 1e-12))
+
+
+def demo_chain():
+    """The chain fitted to both demo domains' full text."""
+    from orchestrator.demo.data import pydoc_texts, shakespeare_texts
+
+    return fit_chain(list(shakespeare_texts().values()) + list(pydoc_texts().values()))
+
+
+def generate_token_file(n_tokens: int, folder: Path, chain, seed: int = 0):
+    """Write `n_tokens` synthetic tokens (+ offsets) with the word chain; returns a workers.instances.TokenFile."""
+    from workers.instances import TokenFile
+
+    (starts, lengths, flat), (row_start, dst, key) = chain
+    rng = np.random.default_rng(seed)
+    n_words = len(lengths)
+    tok_path, off_path = folder / f"synthetic-{n_tokens}.tokens", folder / f"synthetic-{n_tokens}.offsets"
+    written, docs = 0, 0
+    with open(tok_path, "wb") as tf, open(off_path, "wb") as of:
+        while written < n_tokens:
+            w = np.empty((CHAINS, DOC_WORDS), dtype=np.int64)
+            w[:, 0] = rng.integers(0, n_words, CHAINS)
+            for j in range(1, DOC_WORDS):
+                cur = w[:, j - 1]
+                dead = row_start[cur + 1] == row_start[cur]  # a word never followed: restart anywhere
+                nxt = dst[np.minimum(np.searchsorted(key, cur + rng.random(CHAINS)), len(dst) - 1)]
+                w[:, j] = np.where(dead, rng.integers(0, n_words, CHAINS), nxt)
+            lens = lengths[w]  # (C, L) tokens per word
+            doc_len = lens.sum(axis=1) + 1
+            ends = np.cumsum(lens.ravel())
+            idx = np.repeat(starts[w.ravel()] - (ends - lens.ravel()), lens.ravel()) + np.arange(ends[-1])
+            body = flat[idx]
+            doc_start = np.concatenate([[0], np.cumsum(doc_len - 1)[:-1]])
+            out = np.insert(body, doc_start, BOS)  # BOS before every document
+            keep_docs = int(np.searchsorted(np.cumsum(doc_len), n_tokens - written, side="left")) + 1
+            out = out[: min(len(out), n_tokens - written)]
+            offs = written + np.concatenate([[0], np.cumsum(doc_len)[:-1]])[:keep_docs]
+            offs = offs[offs < written + len(out)]
+            tf.write(out.astype(np.uint16).tobytes())
+            of.write(offs.astype(np.int64).tobytes())
+            written, docs = written + len(out), docs + len(offs)
+        of.write(np.array([written], dtype=np.int64).tobytes())
+    return TokenFile(str(tok_path), str(off_path), np.dtype(np.uint16).str, written, docs)
+
+
+# ---------------------------------------------------------------------------------------------- one configuration
+
+
+def run_one(cfg: dict) -> dict:
+    """Train one configuration (in this process) and measure it."""
+    from workers.igtree.partitioned import build_partitioned, local_map, plan_training
+    from workers.instances import TokenFile
+    from workers.memwatch import PeakRss
+    from workers.trainer import RayMap, _build_native, local_count_map
+
+    tf = TokenFile(**cfg["tf"])
+    out, work = Path(cfg["out"]), Path(cfg["work"])
+    run_map = local_map
+    if cfg["ray_workers"]:
+        import ray
+
+        ray.init(address="local", num_cpus=cfg["ray_workers"], include_dashboard=False, log_to_driver=False,
+                 configure_logging=False)
+        run_map = RayMap()
+    t0, cpu0 = time.perf_counter(), time.process_time()
+    with PeakRss(interval_s=0.1) as peak:
+        if cfg["mode"] == "memory":
+            tree = _build_native(tf, 4, "gain_ratio", 1, local_count_map, {})
+            tree.save(out)
+            parts = 0
+        else:
+            plan = plan_training(int(cfg["budget_gb"] * 1e9), max(1, cfg["ray_workers"]))
+            parts = build_partitioned(tf, 4, "gain_ratio", work, out, {}, plan, run_map)["partitions"]
+    wall = time.perf_counter() - t0
+    return {"wall_s": wall, "cpu_s": time.process_time() - cpu0 + getattr(run_map, "cpu_s", 0.0),
+            "peak_rss_bytes": peak.peak_bytes, "partitions": parts, "bytes": out.stat().st_size,
+            "sha256": hashlib.sha256(out.read_bytes()).hexdigest()}
+
+
+def tokenise_one(cfg: dict) -> dict:
+    """Tokenise the demo corpora's text (real text, Mistral tokenizer) with 1 process or Ray workers; tokens/s."""
+    from workers.corpora import TextSource
+    from workers.instances import tokenize_parallel, tokenize_source
+    from workers.tokenizer import load_tokenizer
+
+    source = TextSource(name="demo", path=cfg["text"])
+    tok = load_tokenizer("mistral")
+    if cfg["ray_workers"]:
+        import ray
+
+        from workers.trainer import RayMap
+
+        ray.init(address="local", num_cpus=cfg["ray_workers"], include_dashboard=False, log_to_driver=False,
+                 configure_logging=False)
+        t0 = time.perf_counter()
+        tf = tokenize_parallel(source, "mistral", cfg["work"], RayMap(), workers=cfg["ray_workers"], docs_per_task=2000)
+    else:
+        t0 = time.perf_counter()
+        tf = tokenize_source(source, tok, cfg["work"])
+    wall = time.perf_counter() - t0
+    return {"wall_s": wall, "tokens": tf.n_tokens, "tokens_per_s": tf.n_tokens / wall,
+            "sha256": hashlib.sha256(Path(tf.tokens_path).read_bytes()).hexdigest()}
+
+
+def _child(kind: str, cfg: dict) -> dict:
+    """Run one configuration in a fresh process (clean peak memory); its JSON result."""
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.run([sys.executable, "-m", "bench.training", f"--{kind}", json.dumps(cfg)], env=env,
+                          capture_output=True, text=True)
+    if proc.returncode:
+        return {"error": (proc.stderr.strip().splitlines() or ["failed"])[-1]}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+# ---------------------------------------------------------------------------------------------- the suite
+
+
+CONFIGS = [  # (label, mode, budget GB, Ray workers)
+    ("in memory", "memory", None, 0),
+    ("budget 1 GB", "budget", 1.0, 0),
+    ("budget 4 GB", "budget", 4.0, 0),
+    ("budget 1 GB, Ray x1", "budget", 1.0, 1),
+    ("budget 1 GB, Ray x2", "budget", 1.0, 2),
+    ("budget 4 GB, Ray x2", "budget", 4.0, 2),
+]
+IN_MEMORY_LIMIT_TOKENS = 3 * 10**7  # ~300 B/instance: 10^8 would need ~30 GB, more than this 24 GB machine
+
+
+def run(quick: bool = False, sizes: list[int] | None = None, only: list[str] | None = None) -> str:
+    """Measure every configuration (or those labelled in `only`) at each size; return a Markdown section."""
+    sizes = sizes or ([10**6] if quick else [10**6, 10**7])
+    root = Path(tempfile.mkdtemp(prefix="bench-training-"))
+    try:
+        rows, chain = [], demo_chain()
+        for n in sizes:
+            t0 = time.perf_counter()
+            tf = generate_token_file(n, root, chain)
+            gen_s = time.perf_counter() - t0
+            for label, mode, budget, workers in CONFIGS:
+                if only and label not in only:
+                    continue
+                if mode == "memory" and n > IN_MEMORY_LIMIT_TOKENS:
+                    rows.append((n, label, {"error": "not run: needs ~30 GB"}))
+                    continue
+                cfg = {"tf": tf.__dict__, "mode": mode, "budget_gb": budget, "ray_workers": workers,
+                       "out": str(root / f"{n}-{len(rows)}.igtree"), "work": str(root / f"work-{len(rows)}")}
+                result = _child("one", cfg)
+                print(f"training {n:,} {label}: {result}", file=sys.stderr)
+                rows.append((n, label, result))
+                shutil.rmtree(cfg["work"], ignore_errors=True)
+            print(f"generated {n:,} tokens in {gen_s:.1f} s", file=sys.stderr)
+        tok_rows = _tokenise_rows(root)
+        return _markdown(rows, tok_rows)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _tokenise_rows(root: Path) -> list[tuple[str, dict]]:
+    """Tokenisation tokens/s on the demo corpora's real text, 1 process and 2 Ray workers."""
+    from orchestrator.demo.data import write_demo_corpora
+
+    corpora = write_demo_corpora(root / "demo")
+    text = root / "demo-all.txt"
+    text.write_text("\n\n".join(c.train_path.read_text() for c in corpora.values()))
+    out = []
+    for label, workers in (("1 process", 0), ("Ray x2", 2)):
+        out.append((label, _child("tokenise", {"text": str(text), "ray_workers": workers,
+                                               "work": str(root / f"tok-{workers}")})))
+    return out
+
+
+def _markdown(rows, tok_rows) -> str:
+    """The section: one table of training runs, one of tokenisation throughput."""
+    lines = ["## Training instance bases: in memory and out of core (`bench/training.py`)", "",
+             "Synthetic token files (a word bigram chain fitted to the demo corpora, written as Mistral token ids: "
+             "tokenisation skipped), window 4, gain ratio. Each row is a fresh process; peak = sampled RSS of its "
+             "whole process tree (busy Ray workers included, Ray's daemons aside). `same file`: sha256 equal to "
+             "the first row of its size.", "",
+             "| tokens | path | wall (s) | tokens/s | CPU (s) | peak RSS (GB) | partitions | file (MB) | same file |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    first: dict[int, str] = {}
+    for n, label, r in rows:
+        if "error" in r:
+            lines.append(f"| {n:,} | {label} | {r['error']} | | | | | | |")
+            continue
+        first.setdefault(n, r["sha256"])
+        lines.append(f"| {n:,} | {label} | {r['wall_s']:.1f} | {n / r['wall_s']:,.0f} | {r['cpu_s']:.1f} | "
+                     f"{r['peak_rss_bytes'] / 1e9:.2f} | {r['partitions']} | {r['bytes'] / 1e6:.1f} | "
+                     f"{'yes' if r['sha256'] == first[n] else 'NO'} |")
+    lines += ["", "Tokenisation (real text: the demo corpora, Mistral tokenizer), separately:", "",
+              "| tokenisation | tokens | wall (s) | tokens/s | same token file |", "|---|---|---|---|---|"]
+    ref = next((r.get("sha256") for _, r in tok_rows if "sha256" in r), None)
+    for label, r in tok_rows:
+        if "error" in r:
+            lines.append(f"| {label} | {r['error']} | | | |")
+        else:
+            lines.append(f"| {label} | {r['tokens']:,} | {r['wall_s']:.1f} | {r['tokens_per_s']:,.0f} | "
+                         f"{'yes' if r['sha256'] == ref else 'NO'} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[1] == "--one":
+        print(json.dumps(run_one(json.loads(sys.argv[2]))))
+    elif len(sys.argv) > 2 and sys.argv[1] == "--tokenise":
+        print(json.dumps(tokenise_one(json.loads(sys.argv[2]))))
+    else:
+        import argparse
+
+        ap = argparse.ArgumentParser(description="Training benchmark (see the module docstring).")
+        ap.add_argument("--quick", action="store_true", help="10^6 tokens only")
+        ap.add_argument("--large", action="store_true", help="10^6, 10^7 and 10^8 tokens")
+        ap.add_argument("--sizes", default=None, help="comma-separated token counts, e.g. 1e8")
+        ap.add_argument("--configs", default=None, help="semicolon-separated row labels, e.g. 'budget 4 GB'")
+        a = ap.parse_args()
+        sizes = [int(float(x)) for x in a.sizes.split(",")] if a.sizes else ([10**6, 10**7, 10**8] if a.large else None)
+        print(run(quick=a.quick, sizes=sizes, only=a.configs.split(";") if a.configs else None))
