@@ -17,7 +17,9 @@ import dataclasses
 import hashlib
 import json
 import logging
+import os
 import shutil
+import socket
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -74,6 +76,24 @@ def artifact_name(source: TextSource, tok_id: str, *, window: int, backend: str,
     return f"{source.name}-{hashlib.sha256(key.encode()).hexdigest()[:12]}.{ext}"
 
 
+WORK_PREFIX = ".work-"  # scratch folders: .work-<host>-<pid>-<random>, removed when their trainer is gone
+
+
+def remove_stale_work(out_dir: Path) -> list[Path]:
+    """Remove scratch folders left by killed trainings on this host (their process no longer exists)."""
+    import psutil
+
+    host, removed = socket.gethostname(), []
+    for d in Path(out_dir).glob(f"{WORK_PREFIX}{host}-*"):
+        pid = d.name.removeprefix(f"{WORK_PREFIX}{host}-").split("-", 1)[0]
+        if d.is_dir() and pid.isdigit() and not psutil.pid_exists(int(pid)):
+            shutil.rmtree(d, ignore_errors=True)
+            removed.append(d)
+    if removed:
+        logger.info("removed %d scratch folders of killed trainings in %s", len(removed), out_dir)
+    return removed
+
+
 def count_shard(tokens: np.ndarray, offsets: np.ndarray, window: int, lo: int, hi: int,
                 chunk_tokens: int = CHUNK_TOKENS) -> InstanceCounts | None:
     """Counts of the instances whose target lies in [lo, hi), chunk by chunk; None if there are none."""
@@ -102,7 +122,8 @@ def train_instance_base(source: TextSource, tokenizer_name: str, out_dir, *, win
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     path = out / artifact_name(source, tok_id, window=window, backend=backend, order=order, max_tokens=max_tokens)
-    work = Path(tempfile.mkdtemp(prefix=".work-", dir=out))
+    remove_stale_work(out)
+    work = Path(tempfile.mkdtemp(prefix=f"{WORK_PREFIX}{socket.gethostname()}-{os.getpid()}-", dir=out))
     try:
         tf = tokenize_source(source, tok, work, max_tokens=max_tokens)
         meta = {"name": source.name, "source": source.describe(), "tokenizer_id": tok_id, "tokens": tf.n_tokens}
