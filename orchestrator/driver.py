@@ -39,7 +39,7 @@ logger = logging.getLogger(__name__)
 
 IN_FLIGHT = 2          # accelerator batches queued at once: the next is ready the moment one finishes
 WAIT_S = 1.0           # ray.wait timeout; bounds how late a Ctrl-C or a state change is noticed
-LEASE_S = float(os.environ.get("GREENSPEC_LEASE_S", "30"))  # a dead driver's lease lapses after this long
+LEASE_S = 30.0         # a dead driver's lease lapses after this long (env GREENSPEC_LEASE_S; renewed every 1/6)
 
 
 class Progress(Protocol):
@@ -76,7 +76,7 @@ class RunOptions:
     worker_env: dict[str, str] = field(default_factory=dict)   # env vars of the accelerator worker (fault tests)
     worker_cls: Any = None                                     # a Ray actor class replacing AcceleratorWorker
     wait: bool = False                                         # wait for another driver's lease instead of refusing
-    lease_s: float = LEASE_S                                   # lease expiry; renewed every lease_s / 6
+    lease_s: float | None = None                               # lease expiry (default: GREENSPEC_LEASE_S or 30 s)
 
 
 @dataclass(frozen=True)
@@ -150,7 +150,8 @@ class ExperimentLease:
     """The experiment's lease, held while the `with` block runs and renewed by a heartbeat thread."""
 
     def __init__(self, Session: Any, experiment: str, opts: RunOptions):
-        self.Session, self.experiment, self.ttl_s, self.wait = Session, experiment, opts.lease_s, opts.wait
+        self.Session, self.experiment, self.wait = Session, experiment, opts.wait
+        self.ttl_s = opts.lease_s or float(os.environ.get("GREENSPEC_LEASE_S", LEASE_S))
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}"
         self.lost = threading.Event()
         self._stop = threading.Event()
