@@ -143,8 +143,10 @@ def has_schema(engine: Engine) -> bool:
 def reader_engine(url: str = DEFAULT_URL) -> Engine | None:
     """A read-only engine (what the dashboard should read through); None when there is no database file yet."""
     path = sqlite_path(url)
-    if path is not None and not path.exists():
-        return None
+    if path is not None:
+        _check_sqlite_file(url, path)  # a folder that does not exist is a typo, not "no results yet"
+        if not path.exists():
+            return None
     return make_engine(url, readonly=True)
 
 
