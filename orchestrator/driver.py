@@ -101,13 +101,16 @@ def run_spec_file(path: str | Path, opts: RunOptions, progress: Progress | None 
 def resume(opts: RunOptions, experiment: str | None = None, progress: Progress | None = None,
            retry_failed: bool = False) -> RunReport:
     """Continue an experiment from its stored spec (`greenspec resume`, `greenspec retry --failed`)."""
-    _, Session = open_db(opts.db_url)
-    with guard(opts.db_url, "reading"), Session() as s:
-        exp = store.find_experiment(s, experiment)
-        if exp is None:
-            raise GreenspecError(f"no experiment {experiment!r} in {opts.db_url}" if experiment
-                                 else f"no experiment in {opts.db_url}; start one with `greenspec run SPEC`")
-        text, spec_path = exp.spec_toml, exp.spec_path
+    engine, Session = open_db(opts.db_url)
+    try:
+        with guard(opts.db_url, "reading"), Session() as s:
+            exp = store.find_experiment(s, experiment)
+            if exp is None:
+                raise GreenspecError(f"no experiment {experiment!r} in {opts.db_url}" if experiment
+                                     else f"no experiment in {opts.db_url}; start one with `greenspec run SPEC`")
+            text, spec_path = exp.spec_toml, exp.spec_path
+    finally:
+        engine.dispose()
     base = Path(spec_path).parent if spec_path else Path.cwd()
     spec = resolve_paths(parse_spec(text, spec_path or "<stored spec>"), base)
     return run(spec, text, spec_path, opts, progress, retry_failed=retry_failed)
@@ -118,8 +121,18 @@ def run(spec: Spec, spec_text: str, spec_path: str | None, opts: RunOptions,
     """Register the spec's cells (new ones only) and run every pending cell to done or failed."""
     t0 = time.perf_counter()
     spec, _, cells = prepare(spec)  # everything that can refuse bad input happens before the first write
-    _, Session = open_db(opts.db_url)
-    name = spec.experiment.name
+    engine, Session = open_db(opts.db_url)
+    try:
+        report = _run_leased(spec, cells, (spec_text, spec_path), opts, Session, progress, retry_failed)
+    finally:
+        engine.dispose()  # no pooled connection outlives the run (SQLite then removes its -wal/-shm files)
+    return replace(report, elapsed_s=time.perf_counter() - t0)
+
+
+def _run_leased(spec: Spec, cells: list, source: tuple[str, str | None], opts: RunOptions, Session: Any,
+                progress: Progress | None, retry_failed: bool) -> RunReport:
+    """The run proper, under the experiment's lease: register the cells, reset dead ones, run the loop."""
+    name, (spec_text, spec_path) = spec.experiment.name, source
     with guard(opts.db_url), ExperimentLease(Session, name, opts) as lease, _sigterm_as_interrupt():
         with Session() as s:
             exp = store.upsert_experiment(s, name, spec_text, spec_hash(spec_text), spec_path)
@@ -141,7 +154,7 @@ def run(spec: Spec, spec_text: str, spec_path: str | None, opts: RunOptions,
                 ray.shutdown()
         with Session() as s:
             counts = status_counts(s, name)["cells"]
-    return RunReport(name, added, counts, time.perf_counter() - t0)
+    return RunReport(name, added, counts, 0.0)
 
 
 # ----------------------------------------------------------------------------- one driver per experiment
@@ -152,7 +165,9 @@ class ExperimentLease:
     def __init__(self, Session: Any, experiment: str, opts: RunOptions):
         self.Session, self.experiment, self.wait = Session, experiment, opts.wait
         self.ttl_s = opts.lease_s or float(os.environ.get("GREENSPEC_LEASE_S", LEASE_S))
-        self.holder = f"{socket.gethostname()}:{os.getpid()}:{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}"
+        now = time.time()
+        started = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now * 1000) % 1000:03d}Z"
+        self.holder = f"{socket.gethostname()}:{os.getpid()}:{started}"
         self.lost = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._heartbeat, name="greenspec-lease", daemon=True)
