@@ -27,6 +27,15 @@ GREENSPEC = [sys.executable, "-m", "orchestrator.cli"]
 ROOT = Path(__file__).resolve().parents[2]
 
 
+SMALL = {'regimes = ["uncached", "cached"]': 'regimes = ["cached"]',
+         '[[strategies]]\nname = "ngram"\ndraft = "ngram"\n': ""}  # plain and olifant, one regime: a quick grid
+
+
+def small_spec(write_spec, k: list[int], **replace: str):
+    """The test spec cut down to what these tests need (the grid's size does not matter to them)."""
+    return write_spec(k=k, **SMALL, **replace)
+
+
 def cli(*args: str):
     res = CliRunner().invoke(main, list(args))
     return res.exit_code, res.stdout, res.stderr
@@ -80,7 +89,7 @@ def test_a_second_driver_refuses_or_waits(db_url, write_spec, tmp_path):
             lines = err.strip().splitlines()
             assert code == 2 and len(lines) == 1 and holder in lines[0] and "--wait" in lines[0], err
         # another experiment in the same database runs side by side
-        code, out, err = cli("--db", db_url, "run", str(write_spec(name="other", k=[2])))
+        code, out, err = cli("--db", db_url, "run", str(small_spec(write_spec, [2], name="other")))
         assert code == 0 and "0 failed" in out, err
         # `--wait` waits for the first driver, then finds nothing left to do
         waiter = start_driver(db_url, "resume", "-e", "t", "--wait")
@@ -146,7 +155,7 @@ def test_scratch_folders_of_killed_trainings_are_removed(write_spec, tmp_path):
     stale, live = arts / f".work-{host}-{dead.pid}-abc", arts / f".work-{host}-{os.getpid()}-def"
     for d in (stale, live):
         (d / "tok").mkdir(parents=True)
-    spec = write_spec(k=[2], **{"[experiment]": f'[experiment]\nartifacts = "{arts}"'})
+    spec = small_spec(write_spec, [2], **{"[experiment]": f'[experiment]\nartifacts = "{arts}"'})
     code, out, err = cli("--db", f"sqlite:///{tmp_path / 'g.db'}", "run", str(spec))
     assert code == 0, err
     assert not stale.exists() and live.exists()  # a running training's folder is left alone

@@ -17,6 +17,24 @@ from workers.igtree import IGTree
 pytestmark = [pytest.mark.usefixtures("ray_local"), pytest.mark.slow]
 
 
+SMALL = {'regimes = ["uncached", "cached"]': 'regimes = ["cached"]',
+         '[[strategies]]\nname = "ngram"\ndraft = "ngram"\n': ""}  # plain and olifant, one regime: a quick grid
+
+
+def small_spec(write_spec, k: list[int], **replace: str):
+    """The test spec cut down to what these tests need (the grid's size does not matter to them)."""
+    return write_spec(k=k, **SMALL, **replace)
+
+
+SMALL = {'regimes = ["uncached", "cached"]': 'regimes = ["cached"]',
+         '[[strategies]]\nname = "ngram"\ndraft = "ngram"\n': ""}  # plain and olifant, one regime: a quick grid
+
+
+def small_spec(write_spec, k: list[int], **replace: str):
+    """The test spec cut down to what these tests need (the grid's size does not matter to them)."""
+    return write_spec(k=k, **SMALL, **replace)
+
+
 def cli(*args: str):
     res = CliRunner().invoke(main, list(args))
     return res.exit_code, res.stdout, res.stderr
@@ -33,12 +51,12 @@ def metrics(url: str) -> dict[int, tuple]:
 
 
 def test_changed_prompts_never_touch_stored_metrics(db_url, write_spec):
-    code, _, err = cli("--db", db_url, "run", str(write_spec(k=[2])))
+    code, _, err = cli("--db", db_url, "run", str(small_spec(write_spec, [2])))
     assert code == 0, err
     before = metrics(db_url)
     assert before and all(m[3] is True for m in before.values())
     # the same tasks and prompt positions, other prompt texts: new references and generations
-    spec = write_spec(k=[2], **{"prompt_words = 20": "prompt_words = 25"})
+    spec = small_spec(write_spec, [2], **{"prompt_words = 20": "prompt_words = 25"})
     code, _, err = cli("--db", db_url, "run", str(spec))
     assert code == 0, err
     for cmd in (["resume"], ["retry", "--failed"]):
@@ -63,7 +81,7 @@ def _corrupt(path: Path) -> None:
 
 def test_a_corrupt_or_missing_instance_base_is_rebuilt(db_url, write_spec, tmp_path):
     arts = tmp_path / "arts"
-    spec = lambda k: write_spec(k=k, **{"[experiment]": f'[experiment]\nartifacts = "{arts}"'})  # noqa: E731
+    spec = lambda k: small_spec(write_spec, k, **{"[experiment]": f'[experiment]\nartifacts = "{arts}"'})  # noqa: E731
     assert cli("--db", db_url, "run", str(spec([2])))[0] == 0
     engine, Session = open_db(db_url, migrate=False)
     with Session() as s:
@@ -99,7 +117,7 @@ def test_a_corrupt_or_missing_instance_base_is_rebuilt(db_url, write_spec, tmp_p
 def test_readers_never_write(write_spec, tmp_path):
     db = tmp_path / "g.db"
     url = f"sqlite:///{db}"
-    assert cli("--db", url, "run", str(write_spec(k=[2])))[0] == 0
+    assert cli("--db", url, "run", str(small_spec(write_spec, [2])))[0] == 0
     files = lambda: {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("g.db")}  # noqa: E731
     before = files()
     assert set(before) == {"g.db"}  # the driver closed its connections: no -wal/-shm left
@@ -112,14 +130,14 @@ def test_readers_never_write(write_spec, tmp_path):
 def test_a_full_disk_is_one_line_and_loses_nothing(write_spec, tmp_path, monkeypatch):
     db = tmp_path / "g.db"
     url = f"sqlite:///{db}"
-    assert cli("--db", url, "run", str(write_spec(k=[2])))[0] == 0
+    assert cli("--db", url, "run", str(small_spec(write_spec, [2])))[0] == 0
     before = metrics(url)
     engine = open_db(url, migrate=False)[0]
     with engine.connect() as conn:
         pages = conn.execute(text("PRAGMA page_count")).scalar()
     engine.dispose()
     monkeypatch.setenv(MAX_PAGES_ENV, str(pages + 3))  # the database can grow by 3 pages, then the "disk" is full
-    code, _, err = cli("--db", url, "run", str(write_spec(k=[2, 3, 4])))
+    code, _, err = cli("--db", url, "run", str(small_spec(write_spec, [2, 3, 4])))
     lines = err.strip().splitlines()
     assert code != 0 and len(lines) == 1 and "Traceback" not in err, err
     assert str(db) in lines[0] and "disk is full" in lines[0] and "nothing stored was lost" in lines[0]
