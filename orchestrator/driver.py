@@ -39,6 +39,7 @@ logger = logging.getLogger(__name__)
 
 IN_FLIGHT = 2          # accelerator batches queued at once: the next is ready the moment one finishes
 WAIT_S = 1.0           # ray.wait timeout; bounds how late a Ctrl-C or a state change is noticed
+FAULT_ENV = "GREENSPEC_FAULT_"  # fault-injection variables (workers/faults.py) reach the worker on any cluster
 LEASE_S = 30.0         # a dead driver's lease lapses after this long (env GREENSPEC_LEASE_S; renewed every 1/6)
 
 
@@ -195,7 +196,7 @@ class ExperimentLease:
                     ours = store.renew_lease(s, self.experiment, self.holder, self.ttl_s, time.time())
                     s.commit()
             except Exception:  # a busy or full database: try again at the next beat, the lease is still ours
-                logger.warning("lease renewal failed; retrying", exc_info=True)
+                logger.debug("lease renewal failed; retrying at the next beat", exc_info=True)
                 continue
             if not ours:
                 self.lost.set()
@@ -216,7 +217,7 @@ class ExperimentLease:
                 store.release_lease(s, self.experiment, self.holder)
                 s.commit()
         except Exception:  # e.g. a full disk: the lease lapses by itself after ttl_s
-            logger.warning("could not release the lease of %s; it lapses in %.0f s", self.experiment, self.ttl_s)
+            logger.info("could not release the lease of %s; it lapses in %.0f s", self.experiment, self.ttl_s)
 
 
 @contextmanager
@@ -375,7 +376,8 @@ class _Loop:
         cls = self.opts.worker_cls or AcceleratorWorker
         cpus = os.cpu_count() or 1
         threads = max(1, cpus - 1) if self.spec.experiment.overlap else cpus
-        options = {"runtime_env": {"env_vars": self.opts.worker_env}} if self.opts.worker_env else {}
+        env = {**{k: v for k, v in os.environ.items() if k.startswith(FAULT_ENV)}, **self.opts.worker_env}
+        options = {"runtime_env": {"env_vars": env}} if env else {}
         self.actor = cls.options(**options).remote(runner_config(self.spec, threads))
         try:
             info = ray.get(self.actor.info.remote())  # waits for the verifier to load; fails fast on a bad model

@@ -171,11 +171,9 @@ def guard(url: str, doing: str = "storing") -> Iterator[None]:
     """Turn a database failure into one line naming the database (a full disk says nothing stored was lost)."""
     try:
         yield
-    except (sa_exc.OperationalError, sa_exc.DatabaseError, sa_exc.InterfaceError, OSError) as err:
+    except (sa_exc.OperationalError, sa_exc.DatabaseError, sa_exc.InterfaceError) as err:
         if _is_disk_full(err):
             raise DatabaseError(f"{url}: the disk is full while {doing}; nothing stored was lost (the last "
                                 "transaction was rolled back): free space, then `greenspec resume`") from err
-        if isinstance(err, OSError) and not isinstance(err, sa_exc.SQLAlchemyError):
-            raise
         first = str(getattr(err, "orig", None) or err).splitlines()[0][:200]
         raise DatabaseError(f"{url}: cannot use the database while {doing} ({first})") from err

@@ -57,7 +57,7 @@ def test_kill_nine_at_random_points_then_resume(tmp_path, write_spec, ray_local)
     spec = write_spec(k=[2, 3, 4], attempts=3, **{"prompts = 2": "prompts = 3",
                                                   "[experiment]": f'[experiment]\nartifacts = "{arts}"'})
     address = ray_local.get_runtime_context().gcs_address
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "GREENSPEC_LEASE_S": "2", "GREENSPEC_FAULT_SLOW": "0.05",
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "GREENSPEC_LEASE_S": "2", "GREENSPEC_FAULT_SLOW": "0.2",
            "PYTHONPATH": str(ROOT)}
     rng = random.Random(SEED)
     seen: list[dict[int, tuple]] = []
