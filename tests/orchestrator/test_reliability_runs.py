@@ -26,14 +26,6 @@ def small_spec(write_spec, k: list[int], **replace: str):
     return write_spec(k=k, **SMALL, **replace)
 
 
-SMALL = {'regimes = ["uncached", "cached"]': 'regimes = ["cached"]',
-         '[[strategies]]\nname = "ngram"\ndraft = "ngram"\n': ""}  # plain and olifant, one regime: a quick grid
-
-
-def small_spec(write_spec, k: list[int], **replace: str):
-    """The test spec cut down to what these tests need (the grid's size does not matter to them)."""
-    return write_spec(k=k, **SMALL, **replace)
-
 
 def cli(*args: str):
     res = CliRunner().invoke(main, list(args))
