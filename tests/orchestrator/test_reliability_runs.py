@@ -26,7 +26,6 @@ def small_spec(write_spec, k: list[int], **replace: str):
     return write_spec(k=k, **SMALL, **replace)
 
 
-
 def cli(*args: str):
     res = CliRunner().invoke(main, list(args))
     return res.exit_code, res.stdout, res.stderr
