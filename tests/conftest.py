@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+RAY_START_TRIES = 3
 
 
 @pytest.fixture(scope="session")
@@ -15,14 +17,17 @@ def ray_local():
     """A real local Ray with 2 CPUs and the single `accelerator` resource, shared by every test."""
     import ray
 
-    if not ray.is_initialized():
-        ray.init(
-            num_cpus=2,
-            resources={"accelerator": 1},
-            include_dashboard=False,
-            log_to_driver=False,
-            configure_logging=False,
-        )
+    for attempt in range(RAY_START_TRIES):
+        if ray.is_initialized():
+            break
+        try:
+            ray.init(num_cpus=2, resources={"accelerator": 1}, include_dashboard=False, log_to_driver=False,
+                     configure_logging=False)
+        except Exception:  # on a heavily loaded machine the raylet can miss its 30 s start window: try again
+            ray.shutdown()
+            if attempt == RAY_START_TRIES - 1:
+                raise
+            time.sleep(5)
     yield ray
     ray.shutdown()
 
