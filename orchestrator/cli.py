@@ -206,6 +206,8 @@ def status(obj: Context, as_json: bool, experiment: str | None) -> None:
     if as_json:
         click.echo(json.dumps({**counts, "experiments": per}))
         return
+    if not per:
+        click.echo("no experiments yet")
     for name, c in per.items():
         _print_status(name, c, fails[name])
 

@@ -180,11 +180,14 @@ class ExperimentLease:
         return holder
 
     def __enter__(self) -> ExperimentLease:
+        waiting_for = None
         while (holder := self._try()) is not None:
             if not self.wait:
                 raise LeaseHeld(f"experiment {self.experiment!r} is being run by another driver ({holder}); "
                                 "wait for it to finish, or pass --wait")
-            logger.warning("experiment %s is being run by %s; waiting for it", self.experiment, holder)
+            if holder != waiting_for:
+                logger.warning("experiment %s is being run by %s; waiting for it", self.experiment, holder)
+                waiting_for = holder
             time.sleep(min(2.0, self.ttl_s / 6))
         self._thread.start()
         return self
