@@ -180,3 +180,25 @@ def test_dashboard_on_a_taken_port_fails_before_printing_the_url(tmp_path):
     assert "http://" not in out
 
 
+
+
+def test_status_without_experiment_shows_each_one(tmp_path):
+    from orchestrator.cells import CellSpec
+    from storage import store
+
+    url = f"sqlite:///{tmp_path / 'g.db'}"
+    engine, Session = open_db(url)
+    with Session() as s:
+        for name, n in (("first", 2), ("second", 3)):
+            exp = store.upsert_experiment(s, name, "", "", None)
+            store.add_cells(s, exp.id, [CellSpec(key=f"{name}{i}", kind="reference", task="t", prompt_index=i,
+                                                 params={"prompt": str(i)}) for i in range(n)])
+        s.commit()
+    engine.dispose()
+    code, out, err = cli("--db", url, "status")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert any(ln.startswith("first:") and "2 pending" in ln for ln in lines)
+    assert any(ln.startswith("second:") and "3 pending" in ln for ln in lines)
+    code, out, _ = cli("--db", url, "status", "--json")
+    assert json.loads(out)["experiments"]["second"]["cells"]["pending"] == 3
