@@ -134,7 +134,7 @@ def _run_leased(spec: Spec, cells: list, source: tuple[str, str | None], opts: R
                 progress: Progress | None, retry_failed: bool) -> RunReport:
     """The run proper, under the experiment's lease: register the cells, reset dead ones, run the loop."""
     name, (spec_text, spec_path) = spec.experiment.name, source
-    with guard(opts.db_url), ExperimentLease(Session, name, opts) as lease, _sigterm_as_interrupt():
+    with guard(opts.db_url), ExperimentLease(Session, name, opts) as lease:
         with Session() as s:
             exp = store.upsert_experiment(s, name, spec_text, spec_hash(spec_text), spec_path)
             added = store.add_cells(s, exp.id, cells)
@@ -147,7 +147,8 @@ def _run_leased(spec: Spec, cells: list, source: tuple[str, str | None], opts: R
         logger.info("experiment %s: %d new cells", name, added)
         started_ray = _ray_up(opts)
         try:
-            _Loop(spec, exp_id, Session, opts, progress or _NoProgress(), lease).run()
+            with _sigterm_as_interrupt():  # after ray.init, which installs its own (aborting) SIGTERM handler
+                _Loop(spec, exp_id, Session, opts, progress or _NoProgress(), lease).run()
         finally:
             if started_ray:
                 import ray
