@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 TORCH   := torch==2.13.0
 
-.PHONY: install demo test bench clean browser gpu arctic mutation
+.PHONY: install demo test bench clean browser gpu arctic mutation postgres
 
 install: $(STAMP)
 
@@ -40,10 +40,15 @@ arctic:
 browser:
 	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || echo "chromium could not be installed; the browser test will be skipped"
 
+# A PostgreSQL server for the storage, driver and lease tests (Debian package; the test session starts a
+# throwaway cluster on a unix socket; those tests are skipped with a reason if it cannot be installed).
+postgres:
+	@(command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1) || (apt-get update -qq && apt-get install -y -qq postgresql >/dev/null) || echo "postgresql could not be installed; the PostgreSQL tests will be skipped"
+
 demo: install
 	$(BIN)/greenspec demo
 
-test: install browser
+test: install browser postgres
 	RAY_AUTH_MODE=disabled $(BIN)/python -m pytest -q
 
 bench: install

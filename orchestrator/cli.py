@@ -16,6 +16,7 @@ from storage.db import DEFAULT_URL
 from workers.errors import GreenspecError
 
 logger = logging.getLogger("greenspec")
+MAX_POWER_S = 86_400  # `greenspec power --seconds`: at most a day
 
 
 class Context:
@@ -44,6 +45,15 @@ class GreenspecGroup(click.Group):
                 raise
             click.echo(f"greenspec: error: {err}", err=True)
             sys.exit(130 if type(err).__name__ == "Interrupted" else 2)
+        except (click.exceptions.Exit, click.ClickException, click.Abort, KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as err:  # the CLI boundary: one line, never a raw traceback (--debug shows it)
+            if ctx.obj is not None and getattr(ctx.obj, "debug", False):
+                raise
+            first = (str(err).splitlines() or [""])[0][:200]
+            click.echo(f"greenspec: error: unexpected {type(err).__name__}: {first} (rerun with --debug for details)",
+                       err=True)
+            sys.exit(1)
 
 
 @click.group(cls=GreenspecGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -75,17 +85,21 @@ def validate(spec: str) -> None:
     Example:
       greenspec validate examples/paper.toml
     """
-    from orchestrator.spec import check_paths, load_spec
+    from orchestrator.prepare import validate_spec
+    from orchestrator.spec import load_spec
 
     s = load_spec(spec)
-    check_paths(s)
+    validate_spec(s)
     click.echo(s.summary())
 
 
-def _run_options(obj: Context):
+def _run_options(obj: Context, wait: bool = False):
     from orchestrator.driver import RunOptions
 
-    return RunOptions(db_url=obj.db, address=obj.address)
+    return RunOptions(db_url=obj.db, address=obj.address, wait=wait)
+
+
+WAIT = click.option("--wait", is_flag=True, help="If another driver runs this experiment, wait for it instead of refusing.")
 
 
 def _print_report(report, db: str) -> None:
@@ -98,8 +112,9 @@ def _print_report(report, db: str) -> None:
 
 @main.command()
 @click.argument("spec", type=click.Path(dir_okay=False))
+@WAIT
 @click.pass_obj
-def run(obj: Context, spec: str) -> None:
+def run(obj: Context, spec: str, wait: bool) -> None:
     """Run every cell of SPEC not already done (re-running adds only new cells).
 
     \b
@@ -110,14 +125,15 @@ def run(obj: Context, spec: str) -> None:
     from orchestrator.progress import BarProgress
 
     with BarProgress() as bar:
-        report = run_spec_file(spec, _run_options(obj), bar)
+        report = run_spec_file(spec, _run_options(obj, wait), bar)
     _print_report(report, obj.db)
 
 
 @main.command()
 @click.option("--experiment", "-e", default=None, help="Experiment name (default: the newest).")
+@WAIT
 @click.pass_obj
-def resume(obj: Context, experiment: str | None) -> None:
+def resume(obj: Context, experiment: str | None, wait: bool) -> None:
     """Continue an interrupted or killed run from the database.
 
     \b
@@ -128,15 +144,16 @@ def resume(obj: Context, experiment: str | None) -> None:
     from orchestrator.progress import BarProgress
 
     with BarProgress() as bar:
-        report = do_resume(_run_options(obj), experiment, bar)
+        report = do_resume(_run_options(obj, wait), experiment, bar)
     _print_report(report, obj.db)
 
 
 @main.command()
 @click.option("--failed", is_flag=True, required=True, help="Run failed cells again (attempts reset).")
 @click.option("--experiment", "-e", default=None, help="Experiment name (default: the newest).")
+@WAIT
 @click.pass_obj
-def retry(obj: Context, failed: bool, experiment: str | None) -> None:
+def retry(obj: Context, failed: bool, experiment: str | None, wait: bool) -> None:
     """Run failed cells again.
 
     \b
@@ -147,7 +164,7 @@ def retry(obj: Context, failed: bool, experiment: str | None) -> None:
     from orchestrator.progress import BarProgress
 
     with BarProgress() as bar:
-        report = do_resume(_run_options(obj), experiment, bar, retry_failed=True)
+        report = do_resume(_run_options(obj, wait), experiment, bar, retry_failed=True)
     _print_report(report, obj.db)
 
 
@@ -172,24 +189,39 @@ def status(obj: Context, as_json: bool, experiment: str | None) -> None:
     from storage import queries
 
     Session = _reader(obj.db)
-    empty = {s: 0 for s in ("pending", "running", "done", "failed")}
+    if Session is None and experiment:
+        raise GreenspecError(f"no experiment {experiment!r} in {obj.db}")
     if Session is None:
-        counts, fails = {"experiment": experiment, "cells": empty, "sweep": dict(empty), "generations": 0}, None
-    else:
-        with Session() as s:
-            counts = queries.status_counts(s, experiment)
-            fails = queries.failures_frame(s, queries.experiment_id(s, experiment) if experiment else None)
-    if as_json:
-        click.echo(json.dumps(counts))
+        empty = {s: 0 for s in ("pending", "running", "done", "failed")}
+        counts = {"experiment": None, "cells": empty, "sweep": dict(empty), "generations": 0, "experiments": {}}
+        click.echo(json.dumps(counts) if as_json else "no experiments yet")
         return
+    with Session() as s:
+        names = list(queries.experiments_frame(s)["name"])
+        if experiment and experiment not in names:
+            raise GreenspecError(f"no experiment {experiment!r} in {obj.db} (known: {', '.join(names) or 'none'})")
+        counts = queries.status_counts(s, experiment)
+        per = {n: queries.status_counts(s, n) for n in ([experiment] if experiment else names)}
+        fails = {n: queries.failures_frame(s, queries.experiment_id(s, n)) for n in per}
+    if as_json:
+        click.echo(json.dumps({**counts, "experiments": per}))
+        return
+    if not per:
+        click.echo("no experiments yet")
+    for name, c in per.items():
+        _print_status(name, c, fails[name])
+
+
+def _print_status(name: str, counts: dict, fails) -> None:
+    """One experiment's counts and its first failures."""
     c, w = counts["cells"], counts["sweep"]
-    click.echo(f"cells: {c['done']} done, {c['running']} running, {c['pending']} pending, {c['failed']} failed")
-    click.echo(f"sweep: {w['done']} done, {w['running']} running, {w['pending']} pending, {w['failed']} failed; "
+    click.echo(f"{name}: cells {c['done']} done, {c['running']} running, {c['pending']} pending, {c['failed']} failed")
+    click.echo(f"  sweep: {w['done']} done, {w['running']} running, {w['pending']} pending, {w['failed']} failed; "
                f"{counts['generations']} generations stored")
     if fails is not None and not fails.empty:
-        click.echo("failed cells:")
+        click.echo("  failed cells:")
         for r in fails.head(20).itertuples():
-            click.echo(f"  {r.kind} {r.strategy or r.corpus or ''} {r.task or ''} k={r.k} {r.regime or ''}: "
+            click.echo(f"    {r.kind} {r.strategy or r.corpus or ''} {r.task or ''} k={r.k} {r.regime or ''}: "
                        f"{str(r.error).splitlines()[0] if r.error else ''}")
 
 
@@ -209,8 +241,12 @@ def export(obj: Context, fmt: str, out: str, experiment: str | None, compare_wit
       greenspec export --format latex --out table.tex
       greenspec export --compare paper --format markdown
     """
+    from pathlib import Path
+
     from orchestrator.export import write_summary
 
+    if out != "-" and not Path(out).resolve().parent.is_dir():
+        raise GreenspecError(f"--out {out}: folder {Path(out).resolve().parent} does not exist")
     Session = _reader(obj.db)
     if Session is None:
         raise GreenspecError(f"{obj.db}: no results yet; start with `greenspec demo` or `greenspec run SPEC`")
@@ -233,8 +269,10 @@ def dashboard(obj: Context, port: int) -> None:
     Example:
       greenspec --db sqlite:///greenspec.db dashboard --port 8501
     """
-    from dashboard.launch import launch
+    from dashboard.launch import launch, port_free
 
+    if not port_free(port):
+        raise GreenspecError(f"--port {port}: 127.0.0.1:{port} is already in use (another dashboard?); pick another port")
     click.echo(f"dashboard: http://127.0.0.1:{port}  (database {obj.db}; Ctrl-C stops)")
     sys.exit(launch(obj.db, port))
 
@@ -266,8 +304,12 @@ def power(seconds: float, sources: tuple[str, ...]) -> None:
     Example:
       greenspec power --seconds 10
     """
+    import math
+
     from workers.power import format_survey, survey
 
+    if not (math.isfinite(seconds) and 0 < seconds <= MAX_POWER_S):
+        raise GreenspecError(f"--seconds {seconds}: give a number of seconds above 0 and at most {MAX_POWER_S}")
     click.echo(format_survey(survey(seconds=seconds, names=sources)))
 
 

@@ -5,6 +5,11 @@ sweep and reference cells go in batches (grouped by strategy) to the single `Acc
 flight so it never idles; results are stored in completion order (`ray.wait`). A failed cell is retried up
 to `max_attempts`, then stored as failed with its error while the sweep goes on; a worker that dies mid-batch
 is restarted by Ray and its cells retried. A killed driver leaves `running` cells that the next run resets.
+
+One driver per experiment: the driver takes the experiment's lease (a row renewed every few seconds by a
+heartbeat thread; see `storage.store.acquire_lease`) before its first write and gives it back at the end; a
+second driver refuses with the holder's name, or waits (`wait=True`). A kill -9'd driver's lease lapses after
+`lease_s`. SIGTERM stops a run as Ctrl-C does: running cells back to pending, their attempt not counted.
 """
 
 from __future__ import annotations
@@ -12,7 +17,11 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import signal
+import socket
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -21,17 +30,19 @@ from orchestrator.prepare import prepare, runner_config
 from orchestrator.scheduler import Scheduler
 from orchestrator.spec import Spec, load_spec, parse_spec, resolve_paths, spec_hash
 from storage import store
-from storage.db import open_db
+from storage.db import guard, open_db
 from storage.queries import state_counts, status_counts
 from storage.models import CELL_KINDS
 from storage.store import QueuedCell
 from workers.contracts import ArtifactJob, BatchOutcome, LabelJob, SweepJob
-from workers.errors import GreenspecError
+from workers.errors import GreenspecError, ModelError
 
 logger = logging.getLogger(__name__)
 
 IN_FLIGHT = 2          # accelerator batches queued at once: the next is ready the moment one finishes
 WAIT_S = 1.0           # ray.wait timeout; bounds how late a Ctrl-C or a state change is noticed
+FAULT_ENV = "GREENSPEC_FAULT_"  # fault-injection variables (workers/faults.py) reach the worker on any cluster
+LEASE_S = 30.0         # a dead driver's lease lapses after this long (env GREENSPEC_LEASE_S; renewed every 1/6)
 
 
 class Progress(Protocol):
@@ -50,6 +61,14 @@ class Interrupted(GreenspecError):
     """Ctrl-C: running cells were put back to pending."""
 
 
+class LeaseHeld(GreenspecError):
+    """Another driver is running this experiment."""
+
+
+class LeaseLost(GreenspecError):
+    """This driver's lease lapsed and another driver took the experiment."""
+
+
 @dataclass(frozen=True)
 class RunOptions:
     """How to run: where to store, which Ray, and test/benchmark seams."""
@@ -59,6 +78,8 @@ class RunOptions:
     num_cpus: int | None = None
     worker_env: dict[str, str] = field(default_factory=dict)   # env vars of the accelerator worker (fault tests)
     worker_cls: Any = None                                     # a Ray actor class replacing AcceleratorWorker
+    wait: bool = False                                         # wait for another driver's lease instead of refusing
+    lease_s: float | None = None                               # lease expiry (default: GREENSPEC_LEASE_S or 30 s)
 
 
 @dataclass(frozen=True)
@@ -76,56 +97,150 @@ class RunReport:
 def run_spec_file(path: str | Path, opts: RunOptions, progress: Progress | None = None) -> RunReport:
     """Load a spec file and run it (`greenspec run SPEC`)."""
     path = Path(path)
-    text = path.read_text(encoding="utf-8") if path.is_file() else ""
-    spec = load_spec(path)
-    return run(spec, text, str(path.resolve()), opts, progress)
+    spec = load_spec(path)  # refuses an unreadable or non-UTF-8 file in one line
+    return run(spec, path.read_text(encoding="utf-8"), str(path.resolve()), opts, progress)
 
 
 def resume(opts: RunOptions, experiment: str | None = None, progress: Progress | None = None,
            retry_failed: bool = False) -> RunReport:
     """Continue an experiment from its stored spec (`greenspec resume`, `greenspec retry --failed`)."""
-    _, Session = open_db(opts.db_url)
-    with Session() as s:
-        exp = store.find_experiment(s, experiment)
-        if exp is None:
-            raise GreenspecError(f"no experiment {experiment!r} in {opts.db_url}" if experiment
-                                 else f"no experiment in {opts.db_url}; start one with `greenspec run SPEC`")
-        if retry_failed:
-            n = store.retry_failed(s, exp.id)
-            s.commit()
-            logger.info("%d failed cells set back to pending", n)
-        text, spec_path = exp.spec_toml, exp.spec_path
+    engine, Session = open_db(opts.db_url)
+    try:
+        with guard(opts.db_url, "reading"), Session() as s:
+            exp = store.find_experiment(s, experiment)
+            if exp is None:
+                raise GreenspecError(f"no experiment {experiment!r} in {opts.db_url}" if experiment
+                                     else f"no experiment in {opts.db_url}; start one with `greenspec run SPEC`")
+            text, spec_path = exp.spec_toml, exp.spec_path
+    finally:
+        engine.dispose()
     base = Path(spec_path).parent if spec_path else Path.cwd()
     spec = resolve_paths(parse_spec(text, spec_path or "<stored spec>"), base)
-    return run(spec, text, spec_path, opts, progress)
+    return run(spec, text, spec_path, opts, progress, retry_failed=retry_failed)
 
 
 def run(spec: Spec, spec_text: str, spec_path: str | None, opts: RunOptions,
-        progress: Progress | None = None) -> RunReport:
+        progress: Progress | None = None, retry_failed: bool = False) -> RunReport:
     """Register the spec's cells (new ones only) and run every pending cell to done or failed."""
     t0 = time.perf_counter()
     spec, _, cells = prepare(spec)  # everything that can refuse bad input happens before the first write
-    _, Session = open_db(opts.db_url)
-    with Session() as s:
-        exp = store.upsert_experiment(s, spec.experiment.name, spec_text, spec_hash(spec_text), spec_path)
-        added = store.add_cells(s, exp.id, cells)
-        reset = store.reset_running(s, exp.id)
-        s.commit()
-        exp_id = exp.id
-    if reset:
-        logger.info("%d cells left running by an earlier driver were reset to pending", reset)
-    logger.info("experiment %s: %d new cells", spec.experiment.name, added)
-    started_ray = _ray_up(opts)
+    engine, Session = open_db(opts.db_url)
     try:
-        _Loop(spec, exp_id, Session, opts, progress or _NoProgress()).run()
+        report = _run_leased(spec, cells, (spec_text, spec_path), opts, Session, progress, retry_failed)
     finally:
-        if started_ray:
-            import ray
+        engine.dispose()  # no pooled connection outlives the run (SQLite then removes its -wal/-shm files)
+    return replace(report, elapsed_s=time.perf_counter() - t0)
 
-            ray.shutdown()
-    with Session() as s:
-        counts = status_counts(s, spec.experiment.name)["cells"]
-    return RunReport(spec.experiment.name, added, counts, time.perf_counter() - t0)
+
+def _run_leased(spec: Spec, cells: list, source: tuple[str, str | None], opts: RunOptions, Session: Any,
+                progress: Progress | None, retry_failed: bool) -> RunReport:
+    """The run proper, under the experiment's lease: register the cells, reset dead ones, run the loop."""
+    name, (spec_text, spec_path) = spec.experiment.name, source
+    with guard(opts.db_url), ExperimentLease(Session, name, opts) as lease:
+        with Session() as s:
+            exp = store.upsert_experiment(s, name, spec_text, spec_hash(spec_text), spec_path)
+            added = store.add_cells(s, exp.id, cells)
+            reset = store.reset_running(s, exp.id)
+            failed = store.retry_failed(s, exp.id) if retry_failed else 0
+            s.commit()
+            exp_id = exp.id
+        if reset or failed:
+            logger.info("%d cells left running by an earlier driver and %d failed ones set back to pending", reset, failed)
+        logger.info("experiment %s: %d new cells", name, added)
+        started_ray = _ray_up(opts)
+        try:
+            with _sigterm_as_interrupt():  # after ray.init, which installs its own (aborting) SIGTERM handler
+                _Loop(spec, exp_id, Session, opts, progress or _NoProgress(), lease).run()
+        finally:
+            if started_ray:
+                import ray
+
+                ray.shutdown()
+        with Session() as s:
+            counts = status_counts(s, name)["cells"]
+    return RunReport(name, added, counts, 0.0)
+
+
+# ----------------------------------------------------------------------------- one driver per experiment
+
+class ExperimentLease:
+    """The experiment's lease, held while the `with` block runs and renewed by a heartbeat thread."""
+
+    def __init__(self, Session: Any, experiment: str, opts: RunOptions):
+        self.Session, self.experiment, self.wait = Session, experiment, opts.wait
+        self.ttl_s = opts.lease_s or float(os.environ.get("GREENSPEC_LEASE_S", LEASE_S))
+        now = time.time()
+        started = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now * 1000) % 1000:03d}Z"
+        self.holder = f"{socket.gethostname()}:{os.getpid()}:{started}"
+        self.lost = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._heartbeat, name="greenspec-lease", daemon=True)
+
+    def _try(self) -> str | None:
+        with self.Session() as s:
+            holder = store.acquire_lease(s, self.experiment, self.holder, self.ttl_s, time.time())
+            s.commit()
+        return holder
+
+    def __enter__(self) -> ExperimentLease:
+        waiting_for = None
+        while (holder := self._try()) is not None:
+            if not self.wait:
+                raise LeaseHeld(f"experiment {self.experiment!r} is being run by another driver ({holder}); "
+                                "wait for it to finish, or pass --wait")
+            if holder != waiting_for:
+                logger.warning("experiment %s is being run by %s; waiting for it", self.experiment, holder)
+                waiting_for = holder
+            time.sleep(min(2.0, self.ttl_s / 6))
+        self._thread.start()
+        return self
+
+    def _heartbeat(self) -> None:
+        while not self._stop.wait(self.ttl_s / 6):
+            try:
+                with self.Session() as s:
+                    ours = store.renew_lease(s, self.experiment, self.holder, self.ttl_s, time.time())
+                    s.commit()
+            except Exception:  # a busy or full database: try again at the next beat, the lease is still ours
+                logger.debug("lease renewal failed; retrying at the next beat", exc_info=True)
+                continue
+            if not ours:
+                self.lost.set()
+                return
+
+    def check(self) -> None:
+        """Raise when the lease was lost (the driver stalled past its expiry and another driver took over)."""
+        if self.lost.is_set():
+            raise LeaseLost(f"experiment {self.experiment!r}: this driver's lease lapsed and another driver took "
+                            "the experiment over; stopping")
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        try:
+            with self.Session() as s:
+                store.release_lease(s, self.experiment, self.holder)
+                s.commit()
+        except Exception:  # e.g. a full disk: the lease lapses by itself after ttl_s
+            logger.info("could not release the lease of %s; it lapses in %.0f s", self.experiment, self.ttl_s)
+
+
+@contextmanager
+def _sigterm_as_interrupt():
+    """SIGTERM (kill, a scheduler's stop) stops the run as Ctrl-C does; only in the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _ray_up(opts: RunOptions) -> bool:
@@ -147,9 +262,17 @@ def _ray_up(opts: RunOptions) -> bool:
 class _Loop:
     """One pass over an experiment's pending cells: Ray calls and database writes around the `Scheduler`."""
 
-    def __init__(self, spec: Spec, exp_id: int, Session: Any, opts: RunOptions, progress: Progress):
+    def __init__(self, spec: Spec, exp_id: int, Session: Any, opts: RunOptions, progress: Progress,
+                 lease: ExperimentLease | None = None):
         self.spec, self.exp_id, self.Session, self.opts, self.progress = spec, exp_id, Session, opts, progress
+        self.lease = lease
+        self.rebuilt: set[str] = set()  # artifact keys put back to pending in this run (each at most once)
         with Session() as s:
+            for key in store.missing_artifacts(s, exp_id):  # a deleted instance base is rebuilt, not failed on
+                logger.warning("artifact %s... is missing on disk; rebuilding it", key[:12])
+                store.requeue_artifact(s, exp_id, key)
+                self.rebuilt.add(key)
+            s.commit()
             cells = store.pending_cells(s, exp_id, CELL_KINDS)  # artifacts of every kind, references, sweeps
             self.paths = store.artifact_paths(s, exp_id)   # artifact cell key -> file
         e = spec.experiment
@@ -183,6 +306,8 @@ class _Loop:
         self.progress.start(total, done, failed)
         try:
             while self.sched.busy() or self.builds or self.batches:
+                if self.lease is not None:
+                    self.lease.check()
                 self._submit_artifacts()
                 self._dispatch()
                 self._collect()
@@ -270,9 +395,17 @@ class _Loop:
         cls = self.opts.worker_cls or AcceleratorWorker
         cpus = os.cpu_count() or 1
         threads = max(1, cpus - 1) if self.spec.experiment.overlap else cpus
-        options = {"runtime_env": {"env_vars": self.opts.worker_env}} if self.opts.worker_env else {}
+        env = {**{k: v for k, v in os.environ.items() if k.startswith(FAULT_ENV)}, **self.opts.worker_env}
+        options = {"runtime_env": {"env_vars": env}} if env else {}
         self.actor = cls.options(**options).remote(runner_config(self.spec, threads))
-        info = ray.get(self.actor.info.remote())  # waits for the verifier to load; fails fast on a bad model
+        try:
+            info = ray.get(self.actor.info.remote())  # waits for the verifier to load; fails fast on a bad model
+        except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError) as err:
+            self.actor = None
+            cause = getattr(err, "cause", None) or err
+            first = next((ln for ln in str(cause).splitlines() if ln.strip()), type(cause).__name__)
+            raise ModelError(f"verifier.model: {self.spec.verifier.model} could not be loaded by the accelerator "
+                             f"worker ({first.strip()[:200]})") from err
         with self.Session() as s:
             store.set_device(s, self.exp_id, info["device"], info.get("idle_power_w"))
             s.commit()
@@ -334,6 +467,8 @@ class _Loop:
         by_key = {c.key: c for c in cells}
         for o in out.outcomes:
             c = by_key[o.key]
+            if not o.ok and self._rebuild_for(c, o.error, s):
+                continue
             if not o.ok:
                 final = self.sched.is_final(c)
                 store.mark_failure(s, c.id, o.error, final)
@@ -352,6 +487,24 @@ class _Loop:
                 store.store_generation(s, c.id, o.generation)
             store.mark_finished(s, c.id, o.worker)
         store.store_samples(s, self.exp_id, out.samples)
+
+    def _rebuild_for(self, c: QueuedCell, error: str, s) -> bool:
+        """A cell that found its instance base missing or corrupt: the artifact is rebuilt (once per run) and the
+        cell waits for it without losing an attempt. False when that does not apply."""
+        if not store.is_artifact_error(error) or not c.needs:
+            return False
+        keys = [key for _, key in c.needs]
+        if all(key in self.rebuilt and key in self.sched.built for key in keys):
+            return False  # rebuilt already in this run and still failing: a real failure
+        for key in keys:
+            if key not in self.rebuilt:
+                self.rebuilt.add(key)
+                if (cell := store.requeue_artifact(s, self.exp_id, key)) is not None:
+                    logger.warning("%s: rebuilding artifact %s... (%s)", c.strategy, key[:12], error.splitlines()[0])
+                    self.sched.rebuild(cell)
+        store.mark_failure(s, c.id, error, final=False, refund=True)
+        self.sched.retry(replace(c, attempts=max(0, c.attempts - 1)))
+        return True
 
     def _collect(self) -> None:
         import ray

@@ -1,56 +1,166 @@
 """Preparation before any write: built-in inputs, path and model checks, prompts, grid expansion.
 
-Everything that can refuse bad input runs here, so a refused spec leaves the database untouched.
+Everything that can refuse bad input runs here, so a refused spec leaves the database untouched: paths,
+models (config and weights present, before the verifier is ever loaded), the verifier's context length
+against prompt_words + max_new_tokens + k, and cells that would collide on one key.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+from dataclasses import replace
+from pathlib import Path
 
 from orchestrator.cells import CellSpec, TaskPrompts, expand
-from orchestrator.spec import Spec, check_paths, model_options
-from workers.errors import ModelError
+from orchestrator.spec import BUILTIN, Spec, check_paths, model_options
+from workers.errors import ModelError, SpecError
 from workers.runner import RunnerConfig
 
 logger = logging.getLogger(__name__)
 
+# Files of which at least one must exist in a local model folder for from_pretrained to find weights.
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                "pytorch_model.bin.index.json")
+CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
+
 
 def load_prompts(spec: Spec) -> list[TaskPrompts]:
-    """Every task's prompts, read before anything is stored so a missing source changes nothing."""
+    """Every task's prompts, read before anything is stored; a prompt repeated within a task is used once."""
     from workers.tasks import load_prompts as load
 
     out = []
     for t in spec.tasks:
         ps = load(t.source(), t.prompts, t.prompt_words, articles=t.articles)
-        out.append(TaskPrompts(task=t.name, texts=tuple(p.text for p in ps.prompts), skipped_short=ps.skipped_short))
-        if len(ps.prompts) < t.prompts:
-            logger.warning("task %s: only %d usable prompts of %d asked", t.name, len(ps.prompts), t.prompts)
+        texts = tuple(dict.fromkeys(p.text for p in ps.prompts))  # same first prompt_words words: one prompt
+        if len(texts) < len(ps.prompts):
+            logger.warning("task %s: %d prompts repeat an earlier one (same first %d words) and are used once",
+                           t.name, len(ps.prompts) - len(texts), t.prompt_words)
+        out.append(TaskPrompts(task=t.name, texts=texts, skipped_short=ps.skipped_short))
     return out
 
 
-def preflight_models(spec: Spec) -> None:
-    """Refuse a local model path that holds no loadable model config (one line, before any write)."""
+# ----------------------------------------------------------------------------- models
+
+def _weights_present(folder: Path) -> bool:
+    """Whether a local model folder holds weights (every shard an index names, too)."""
+    for name in WEIGHT_FILES:
+        path = folder / name
+        if path.is_file() and name.endswith(".index.json"):
+            try:
+                shards = set(json.loads(path.read_text()).get("weight_map", {}).values())
+            except (OSError, ValueError, AttributeError):
+                return False
+            return bool(shards) and all((folder / s).is_file() for s in shards)
+        if path.is_file():
+            return True
+    return False
+
+
+def _load_config(key: str, value: str):
+    """The model config of a local folder (refused in one line when unloadable or without weights)."""
     from transformers import AutoConfig
 
-    paths = [("verifier.model", spec.verifier.model), *(kv for s in spec.strategies for kv in model_options(s))]
-    for key, value in paths:
+    try:
+        config = AutoConfig.from_pretrained(value)
+    except (OSError, ValueError, KeyError) as err:
+        raise ModelError(f"{key}: {value} is not a loadable model ({str(err).splitlines()[0][:120]})") from err
+    if Path(value).is_dir() and not _weights_present(Path(value)):
+        raise ModelError(f"{key}: {value} has a config.json but no weights ({' or '.join(WEIGHT_FILES[::2])} "
+                         "expected); copy the model's weight files there")
+    return config
+
+
+def context_length(config) -> int | None:
+    """The most positions the model accepts, from its config (None when the config does not say)."""
+    for name in CONTEXT_KEYS:
+        if isinstance(n := getattr(config, name, None), int) and n > 0:
+            return n
+    return None
+
+
+def check_context(spec: Spec, n_ctx: int, where: str) -> None:
+    """Refuse prompts + max_new_tokens + k that cannot fit the verifier's context, in one line."""
+    k_max = max([*spec.sweep.k, *(k for s in spec.strategies for k in (s.k or []))])
+    sw = spec.sweep
+    for t in spec.tasks:
+        need = t.prompt_words + sw.max_new_tokens + k_max + 1  # every word is at least one token
+        if need > n_ctx:
+            raise SpecError(f"sweep.max_new_tokens = {sw.max_new_tokens}: task {t.name!r} (prompt_words = "
+                            f"{t.prompt_words}) with k up to {k_max} needs at least {need} positions, more than "
+                            f"the verifier's context of {n_ctx} ({where}); lower max_new_tokens, prompt_words or k")
+
+
+def preflight_models(spec: Spec) -> None:
+    """Refuse a local model that has no loadable config or no weights, and a grid longer than the verifier's
+    context (one line, before any write; hub ids are checked only from the local cache)."""
+    entries = [("verifier.model", spec.verifier.model), *(kv for s in spec.strategies for kv in model_options(s))]
+    for key, value in entries:
         if value and os.path.isabs(value):
-            try:
-                AutoConfig.from_pretrained(value)
-            except (OSError, ValueError) as err:
-                raise ModelError(f"{key}: {value} is not a loadable model ({str(err).splitlines()[0][:120]})") from err
+            config = _load_config(key, value)
+            n_ctx = context_length(config) if key == "verifier.model" else None
+            if n_ctx:
+                check_context(spec, n_ctx, f"{value}/config.json")
+
+
+# ----------------------------------------------------------------------------- the grid
+
+def _collision(a: CellSpec, b: CellSpec) -> str:
+    """One line saying why two cells have the same key."""
+    if a.kind in ("train", "datastore"):
+        return f"corpora {a.corpus!r} and {b.corpus!r} are the same source with the same options; keep one"
+    if a.kind == "sweep" and a.strategy != b.strategy:
+        return (f"strategies {a.strategy!r} and {b.strategy!r} are the same draft with the same options "
+                f"(k={a.k}, {a.regime}); change one's options or drop it")
+    words = " ".join(a.params.get("prompt", "").split()[:6])
+    return (f"tasks {a.task!r} (prompt {a.prompt_index}) and {b.task!r} (prompt {b.prompt_index}) give the same "
+            f"prompt ({words!r}...): two tasks read the same documents; keep one")
+
+
+def check_unique(cells: list[CellSpec]) -> None:
+    """Refuse a grid in which two cells share one key (they would be one cell stored twice)."""
+    seen: dict[str, CellSpec] = {}
+    for c in cells:
+        if c.key in seen:
+            raise SpecError(f"duplicate cells: {_collision(seen[c.key], c)}")
+        seen[c.key] = c
+
+
+def link_references(cells: list[CellSpec]) -> list[CellSpec]:
+    """Each sweep cell names the reference cell of its prompt (`params["reference"]`): results are matched by
+    the prompt they were made for, never by position."""
+    refs = {(c.task, c.params["prompt"]): c.key for c in cells if c.kind == "reference"}
+    return [replace(c, params={**c.params, "reference": refs.get((c.task, c.params["prompt"]))})
+            if c.kind == "sweep" else c for c in cells]
+
+
+def check_grid(spec: Spec) -> None:
+    """What `validate` can check without data or models: strategies or corpora that would collide."""
+    stand_in = [TaskPrompts(task=t.name, texts=(f"<prompt of {t.name}>",)) for t in spec.tasks]
+    check_unique(expand(spec, stand_in))
+
+
+def validate_spec(spec: Spec) -> None:
+    """`greenspec validate`: paths, colliding cells, and (for local models and files) weights, context and prompts."""
+    check_paths(spec)
+    check_grid(spec)
+    preflight_models(spec)
+    if all(t.path and not t.path.startswith(BUILTIN) for t in spec.tasks):
+        check_unique(expand(spec, load_prompts(spec)))
 
 
 def prepare(spec: Spec) -> tuple[Spec, list[TaskPrompts], list[CellSpec]]:
-    """Resolve built-in sources, check paths and models, load prompts, expand the grid."""
+    """Resolve built-in sources, check paths and models, load prompts, expand the grid (refusing collisions)."""
     from orchestrator.demo.builtin import materialize
 
     spec = materialize(spec)
     check_paths(spec)
     preflight_models(spec)
     prompts = load_prompts(spec)
-    return spec, prompts, expand(spec, prompts)
+    cells = expand(spec, prompts)
+    check_unique(cells)
+    return spec, prompts, link_references(cells)
 
 
 def runner_config(spec: Spec, threads: int | None) -> RunnerConfig:

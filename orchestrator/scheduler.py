@@ -61,6 +61,12 @@ class Scheduler:
         self.building.discard(cell.key)
         self.built.add(cell.key)
 
+    def rebuild(self, cell: QueuedCell) -> None:
+        """A built artifact turned out missing or corrupt: build it again before its dependents run."""
+        self.built.discard(cell.key)
+        if cell.key not in self.building and all(c.key != cell.key for c in self.artifacts):
+            self.artifacts.append(cell)
+
     def artifact_failed(self, cell: QueuedCell) -> list[QueuedCell]:
         """The artifact could not be built: its dependents, and theirs, leave the queues (returned, to be failed)."""
         self.building.discard(cell.key)

@@ -24,6 +24,13 @@ from workers.errors import DraftError, SpecError
 REGIMES = ("uncached", "cached", "cached-standard")  # workers.decoding.REGIMES
 Name = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")]
 PositiveInt = Annotated[int, Field(gt=0)]
+# Static upper bounds (a typo must not mean work that never ends); the verifier's context length bounds
+# prompt_words + max_new_tokens + k further, checked in orchestrator.prepare where its config is read.
+MAX_K = 64
+MAX_NEW_TOKENS = 32_768
+MAX_PROMPTS = 100_000
+MAX_PROMPT_WORDS = 10_000
+KValue = Annotated[int, Field(gt=0, le=MAX_K)]
 
 
 class _Model(BaseModel):
@@ -102,8 +109,8 @@ class CorpusSection(_Source):
 
 class TaskSection(_Source):
     split: str = "test"
-    prompts: PositiveInt = 100
-    prompt_words: PositiveInt = 50
+    prompts: Annotated[int, Field(gt=0, le=MAX_PROMPTS)] = 100
+    prompt_words: Annotated[int, Field(gt=0, le=MAX_PROMPT_WORDS)] = 50
     articles: bool | None = None        # group WikiText rows into articles (None: when the source is WikiText)
 
 
@@ -112,7 +119,7 @@ class StrategySection(_Model):
 
     name: Name
     draft: str
-    k: Annotated[list[PositiveInt], Field(min_length=1)] | None = None  # this strategy's k values (default: [sweep] k)
+    k: Annotated[list[KValue], Field(min_length=1)] | None = None  # this strategy's k values (default: [sweep] k)
     tasks: Annotated[list[str], Field(min_length=1)] | None = None      # only these [[tasks]] (default: all)
     options: SerializeAsAny[DraftOptions]
 
@@ -155,9 +162,9 @@ class StrategySection(_Model):
 
 
 class SweepSection(_Model):
-    k: Annotated[list[PositiveInt], Field(min_length=1)] = [3, 5, 8]
+    k: Annotated[list[KValue], Field(min_length=1)] = [3, 5, 8]
     regimes: Annotated[list[Literal["uncached", "cached", "cached-standard"]], Field(min_length=1)] = ["uncached", "cached"]
-    max_new_tokens: PositiveInt = 100
+    max_new_tokens: Annotated[int, Field(gt=0, le=MAX_NEW_TOKENS)] = 100
     warmup: bool = True
     temperatures: Annotated[list[Annotated[float, Field(ge=0, le=10)]], Field(min_length=1)] = [0.0]  # 0 = greedy
     top_k: Annotated[int, Field(ge=0)] = 0                  # sampling: keep the k likeliest tokens (0 = all)
@@ -299,6 +306,9 @@ def load_spec(path: str | Path) -> Spec:
         text = path.read_text(encoding="utf-8")
     except OSError as err:
         raise SpecError(f"{path}: cannot read spec ({err.strerror})") from err
+    except UnicodeDecodeError as err:
+        raise SpecError(f"{path}: not UTF-8 text (byte {err.object[err.start]:#04x} at offset {err.start}); "
+                        "save the spec as UTF-8") from err
     return resolve_paths(parse_spec(text, str(path)), path.parent)
 
 

@@ -129,13 +129,15 @@ class Reference(Base):
     """The independent plain-greedy continuation of one prompt (for ROUGE-L and exact match)."""
 
     __tablename__ = "references"
-    __table_args__ = (Index("ix_references_task_prompt", "experiment_id", "task", "prompt_index"),)
+    __table_args__ = (Index("ix_references_task_prompt", "experiment_id", "task", "prompt_index"),
+                      Index("ix_references_prompt_key", "experiment_id", "prompt_key"))
 
     id: Mapped[int] = mapped_column(primary_key=True)
     cell_id: Mapped[int] = mapped_column(ForeignKey("cells.id"), unique=True)
     experiment_id: Mapped[int] = mapped_column(ForeignKey("experiments.id"))
     task: Mapped[str] = mapped_column(String(100))
     prompt_index: Mapped[int] = mapped_column(Integer)
+    prompt_key: Mapped[str | None] = mapped_column(String(64))  # its cell's key: what generations match it by
     prompt_text: Mapped[str] = mapped_column(Text)
     prompt_tokens: Mapped[list[int]] = mapped_column(JSON)
     tokens: Mapped[list[int]] = mapped_column(JSON)
@@ -171,7 +173,8 @@ class Generation(Base):
     __tablename__ = "generations"
     __table_args__ = (
         Index("ix_generations_group", "experiment_id", "strategy", "task", "k", "regime"),
-        Index("ix_generations_experiment_id", "experiment_id", "id"),  # the data version: max(id) in one probe
+        Index("ix_generations_experiment_id", "experiment_id", "id"),
+        Index("ix_generations_prompt_key", "experiment_id", "prompt_key"),  # the data version: max(id) in one probe
         # the summary's GROUP BY and the histogram read an index, never the wide rows; PostgreSQL cannot put a json
         # column in a btree key, so there it rides along as an INCLUDE column
         Index("ix_generations_summary", *SUMMARY_INDEX_COLUMNS, "accept_hist").ddl_if(dialect="sqlite"),
@@ -186,6 +189,7 @@ class Generation(Base):
     draft: Mapped[str] = mapped_column(String(32))
     task: Mapped[str] = mapped_column(String(100))
     prompt_index: Mapped[int] = mapped_column(Integer)
+    prompt_key: Mapped[str | None] = mapped_column(String(64))  # the key of the reference cell of its prompt
     k: Mapped[int] = mapped_column(Integer)
     regime: Mapped[str] = mapped_column(String(16))
     temperature: Mapped[float] = mapped_column(Float, default=0.0)   # 0 = greedy; > 0: speculative sampling
@@ -239,3 +243,14 @@ class PowerSample(Base):
     power_w: Mapped[float | None] = mapped_column(Float)
     energy_j: Mapped[float | None] = mapped_column(Float)
     measured: Mapped[bool] = mapped_column(Boolean)
+
+
+class Lease(Base):
+    """Which driver holds an experiment (by name), until when: a second driver refuses or waits."""
+
+    __tablename__ = "leases"
+
+    experiment: Mapped[str] = mapped_column(String(200), primary_key=True)
+    holder: Mapped[str] = mapped_column(String(300))            # host:pid:start of the driver
+    expires_at: Mapped[float] = mapped_column(Float)            # epoch s; renewed every few seconds
+    acquired_at: Mapped[float] = mapped_column(Float)

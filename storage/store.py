@@ -5,7 +5,12 @@ transaction: a kill at any moment leaves each cell either finished with its row,
 
 A cell's life: pending -> running (`mark_running`, one more attempt) -> done (`mark_finished`, with its result
 row) or back to pending / failed (`mark_failure`); `reset_running` puts a dead driver's running cells back;
-`fail_dependents` fails the pending cells that needed an artifact which could not be built.
+`fail_dependents` fails the pending cells that needed an artifact which could not be built;
+`requeue_artifact` puts a done artifact cell whose file is missing or corrupt back to pending.
+
+A reference is matched to generations by its prompt key (the reference cell's key, which hashes the prompt,
+the verifier and max_new_tokens), never by position, and a stored ROUGE-L/exact match is never rewritten.
+Leases (`acquire_lease`, `renew_lease`, `release_lease`) keep a second driver off a running experiment.
 """
 
 from __future__ import annotations
@@ -15,10 +20,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import case, select, update
+from sqlalchemy import case, delete, insert, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from storage.models import Artifact, Cell, Experiment, Generation, InstanceBase, PowerSample, Reference, utcnow
+from storage.models import (Artifact, Cell, Experiment, Generation, InstanceBase, Lease, PowerSample, Reference,
+                            utcnow)
 from workers.contracts import ArtifactInfo, GenerationRecord, LabelRecord, ReferenceRecord
 from workers.metrics import acceptance_rate, mal, rouge_l, tokens_per_s
 
@@ -28,6 +35,8 @@ if TYPE_CHECKING:
 
 ARTIFACT_KINDS = ("train", "datastore", "distill")  # cell kinds that build an artifact other cells need (on CPU workers)
 ACCELERATOR_ARTIFACT_KINDS = ("label",)  # cell kinds that build an artifact on the accelerator worker (verifier labels)
+ARTIFACT_ERRORS = ("IBaseError",)         # a sweep cell failing with these found its artifact missing or corrupt
+_REFUND = case((Cell.attempts > 0, Cell.attempts - 1), else_=0)  # an attempt that was not the cell's fault
 
 
 @dataclass(frozen=True)
@@ -118,17 +127,45 @@ def cell_params(session: Session, cell_id: int) -> dict[str, Any]:
 
 
 def reset_running(session: Session, exp_id: int) -> int:
-    """Cells left `running` by a killed or interrupted driver go back to pending; returns how many."""
+    """Cells left `running` by a killed or interrupted driver go back to pending, their attempt given back."""
     res = session.execute(update(Cell).where(Cell.experiment_id == exp_id, Cell.state == "running")
-                          .values(state="pending", worker=None))
+                          .values(state="pending", worker=None, attempts=_REFUND))
     return res.rowcount or 0
 
 
 def retry_failed(session: Session, exp_id: int) -> int:
-    """Failed cells go back to pending with a fresh attempt count; returns how many."""
+    """Failed cells go back to pending with a fresh attempt count (and a missing/corrupt artifact they needed
+    is rebuilt); returns how many cells."""
+    failed = session.execute(select(Cell.params, Cell.error).where(Cell.experiment_id == exp_id,
+                                                                   Cell.state == "failed")).all()
+    for key in {k for params, error in failed if is_artifact_error(error) for k in (params or {}).get("needs", {}).values()}:
+        requeue_artifact(session, exp_id, key)
     res = session.execute(update(Cell).where(Cell.experiment_id == exp_id, Cell.state == "failed")
                           .values(state="pending", attempts=0, error=None))
     return res.rowcount or 0
+
+
+def is_artifact_error(error: str | None) -> bool:
+    """Whether a cell's error says an artifact it needs is missing or corrupt (so rebuilding it may help)."""
+    return bool(error) and error.startswith(ARTIFACT_ERRORS)
+
+
+def requeue_artifact(session: Session, exp_id: int, key: str) -> QueuedCell | None:
+    """A done artifact cell whose file is missing or corrupt goes back to pending (its result row dropped)."""
+    cell = session.scalars(select(Cell).where(Cell.experiment_id == exp_id, Cell.key == key)).first()
+    if cell is None or cell.kind not in ARTIFACT_KINDS:
+        return None
+    for table in (InstanceBase, Artifact):
+        session.execute(delete(table).where(table.cell_id == cell.id))
+    cell.state, cell.attempts, cell.error, cell.finished_at = "pending", 0, None, None
+    return QueuedCell(id=cell.id, key=cell.key, kind=cell.kind, corpus=cell.corpus, params=cell.params or {})
+
+
+def missing_artifacts(session: Session, exp_id: int) -> list[str]:
+    """Keys of done artifact cells whose file no longer exists."""
+    from pathlib import Path
+
+    return sorted(key for key, path in artifact_paths(session, exp_id).items() if not Path(path).exists())
 
 
 def mark_running(session: Session, cell_ids: list[int], worker: str | None = None) -> None:
@@ -144,16 +181,18 @@ def mark_finished(session: Session, cell_id: int, worker: str | None) -> None:
 
 
 def refund_attempt(session: Session, cell_id: int) -> None:
-    """A dispatched cell that never started (its worker died first, or the user stopped the run) goes back to
-    pending without spending the attempt its dispatch counted."""
-    session.execute(update(Cell).where(Cell.id == cell_id)
-                    .values(state="pending", worker=None, attempts=case((Cell.attempts > 0, Cell.attempts - 1), else_=0)))
+    """A dispatched cell that never started (its worker died first) goes back to pending without spending the
+    attempt its dispatch counted."""
+    session.execute(update(Cell).where(Cell.id == cell_id).values(state="pending", worker=None, attempts=_REFUND))
 
 
-def mark_failure(session: Session, cell_id: int, error: str, final: bool) -> None:
-    """Record a failed attempt: the cell fails for good when `final`, else goes back to pending."""
-    session.execute(update(Cell).where(Cell.id == cell_id).values(
-        state="failed" if final else "pending", error=error, finished_at=utcnow() if final else None))
+def mark_failure(session: Session, cell_id: int, error: str, final: bool, refund: bool = False) -> None:
+    """Record a failed attempt: the cell fails for good when `final`, else goes back to pending (`refund`: the
+    attempt does not count, e.g. its artifact is being rebuilt)."""
+    values = {"state": "failed" if final else "pending", "error": error, "finished_at": utcnow() if final else None}
+    if refund:
+        values["attempts"] = _REFUND
+    session.execute(update(Cell).where(Cell.id == cell_id).values(**values))
 
 
 def cell_error(session: Session, cell_id: int) -> str | None:
@@ -218,36 +257,39 @@ def artifact_paths(session: Session, exp_id: int) -> dict[str, str]:
 
 
 def store_reference(session: Session, cell_id: int, r: ReferenceRecord) -> None:
-    """A greedy reference, and the ROUGE-L/exact match of generations already stored for its prompt."""
+    """A greedy reference, and the ROUGE-L/exact match of stored generations of its very prompt still lacking them."""
     cell = session.get(Cell, cell_id)
     session.add(Reference(cell_id=cell.id, experiment_id=cell.experiment_id, task=cell.task,
-                          prompt_index=cell.prompt_index, prompt_text=r.prompt_text,
+                          prompt_index=cell.prompt_index, prompt_key=cell.key, prompt_text=r.prompt_text,
                           prompt_tokens=list(r.prompt_tokens), tokens=list(r.tokens), text=r.text, wall_s=r.wall_s))
     gens = session.scalars(select(Generation).where(Generation.experiment_id == cell.experiment_id,
-                                                    Generation.task == cell.task,
-                                                    Generation.prompt_index == cell.prompt_index,
+                                                    Generation.prompt_key == cell.key,
+                                                    Generation.rouge_l.is_(None),
                                                     Generation.temperature == 0))
-    for g in gens:
+    for g in gens:  # a metric once stored is never rewritten, so only generations waiting for this reference
         g.rouge_l, g.exact_match = rouge_l(g.tokens, list(r.tokens)), list(g.tokens) == list(r.tokens)
 
 
-def _reference_tokens(session: Session, cell: Cell) -> list[int] | None:
-    return session.scalars(select(Reference.tokens).where(Reference.experiment_id == cell.experiment_id,
-                                                          Reference.task == cell.task,
-                                                          Reference.prompt_index == cell.prompt_index)).first()
+def _reference_tokens(session: Session, exp_id: int, prompt_key: str | None) -> list[int] | None:
+    if prompt_key is None:
+        return None
+    return session.scalars(select(Reference.tokens).where(Reference.experiment_id == exp_id,
+                                                          Reference.prompt_key == prompt_key)).first()
 
 
 def store_generation(session: Session, cell_id: int, g: GenerationRecord) -> None:
     """One sweep generation with its metrics, energy and (when its reference exists) ROUGE-L."""
     cell = session.get(Cell, cell_id)
-    ref = _reference_tokens(session, cell)
+    prompt_key = (cell.params or {}).get("reference")  # the key of its prompt's reference cell (prepare.py)
+    ref = _reference_tokens(session, cell.experiment_id, prompt_key)
     tokens, n, e = list(g.tokens), len(g.tokens), g.energy
     greedy = not cell.temperature  # a sampled text is not meant to equal the greedy reference: no quality figures
     session.add(Generation(
         cell_id=cell.id, experiment_id=cell.experiment_id, strategy=cell.strategy, draft=cell.draft, task=cell.task,
-        prompt_index=cell.prompt_index, k=cell.k, regime=cell.regime, n_prompt_tokens=g.n_prompt_tokens,
-        temperature=cell.temperature or 0.0, top_k=(cell.params or {}).get("top_k", 0),
-        top_p=(cell.params or {}).get("top_p", 1.0), first_checked=g.first_checked,
+        prompt_index=cell.prompt_index, prompt_key=prompt_key, k=cell.k, regime=cell.regime,
+        n_prompt_tokens=g.n_prompt_tokens, temperature=cell.temperature or 0.0,
+        top_k=(cell.params or {}).get("top_k", 0), top_p=(cell.params or {}).get("top_p", 1.0),
+        first_checked=g.first_checked,
         n_tokens=n, steps=g.steps, drafted=g.drafted, accepted=g.accepted,
         acceptance=acceptance_rate(g.accepted, g.drafted) if g.drafted else None, mal=mal(g.accepted, g.steps),
         accept_hist=list(g.accept_hist), accepted_per_step=list(g.accepted_per_step),
@@ -274,3 +316,40 @@ def set_device(session: Session, exp_id: int, device: str, idle_power_w: float |
     """The accelerator worker's device and idle power, on the experiment row."""
     session.execute(update(Experiment).where(Experiment.id == exp_id)
                     .values(device=device, idle_power_w=idle_power_w, updated_at=dt.datetime.now(dt.timezone.utc)))
+
+
+# ----------------------------------------------------------------------------- leases (one driver per experiment)
+
+def acquire_lease(session: Session, experiment: str, holder: str, ttl_s: float, now_s: float) -> str | None:
+    """Take the experiment's lease if it is free, lapsed or ours; None when taken, else the holder that keeps it.
+
+    Atomic on SQLite and PostgreSQL: a conditional UPDATE, else an INSERT that the primary key lets only one
+    driver win. Call it in a fresh session and commit at once (a refusal rolls the session back)."""
+    values = {"holder": holder, "expires_at": now_s + ttl_s, "acquired_at": now_s}
+    res = session.execute(update(Lease).where(Lease.experiment == experiment,
+                                              (Lease.expires_at < now_s) | (Lease.holder == holder)).values(**values))
+    if res.rowcount:
+        return None
+    try:
+        session.execute(insert(Lease).values(experiment=experiment, **values))
+        return None
+    except IntegrityError:  # a live lease, or a racing driver inserted first
+        session.rollback()
+        return session.scalar(select(Lease.holder).where(Lease.experiment == experiment)) or "another driver"
+
+
+def renew_lease(session: Session, experiment: str, holder: str, ttl_s: float, now_s: float) -> bool:
+    """Push our lease's expiry forward; False when it is no longer ours (it lapsed and another driver took it)."""
+    res = session.execute(update(Lease).where(Lease.experiment == experiment, Lease.holder == holder)
+                          .values(expires_at=now_s + ttl_s))
+    return bool(res.rowcount)
+
+
+def release_lease(session: Session, experiment: str, holder: str) -> None:
+    """Give our lease up (a finished or interrupted driver)."""
+    session.execute(delete(Lease).where(Lease.experiment == experiment, Lease.holder == holder))
+
+
+def lease_holder(session: Session, experiment: str, now_s: float) -> str | None:
+    """Who holds the experiment's lease now (None when free or lapsed)."""
+    return session.scalar(select(Lease.holder).where(Lease.experiment == experiment, Lease.expires_at >= now_s))

@@ -22,7 +22,8 @@ def cells() -> list[CellSpec]:
     return [CellSpec(key="t", kind="train", corpus="c", params={"tokenizer": "mistral"}),
             CellSpec(key="r", kind="reference", task="q", prompt_index=0, params={"prompt": "p"}),
             CellSpec(key="g", kind="sweep", strategy="o", draft="olifant", task="q", corpus="c", prompt_index=0, k=3,
-                     regime="cached", params={"prompt": "p", "options": {"corpus": "c"}, "needs": {"ibase": "t"}})]
+                     regime="cached", params={"prompt": "p", "options": {"corpus": "c"}, "needs": {"ibase": "t"},
+                                             "reference": "r"})]
 
 
 def gen(tokens=(5, 6, 7), energy_j=2.0) -> GenerationRecord:

@@ -1,0 +1,190 @@
+"""Issue 13 with real processes: a second driver refuses or waits (case 2), a kill -9'd driver's lease lapses,
+SIGTERM stops a run as Ctrl-C does without using up attempts, stale scratch folders go, and the dashboard's
+Streamlit child never outlives `greenspec dashboard` (case 8)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from sqlalchemy import func, select
+
+from orchestrator.cli import main
+from storage.db import open_db
+from storage.models import Cell, Generation, Lease
+
+pytestmark = [pytest.mark.usefixtures("ray_local"), pytest.mark.slow]
+
+GREENSPEC = [sys.executable, "-m", "orchestrator.cli"]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+SMALL = {'regimes = ["uncached", "cached"]': 'regimes = ["cached"]',
+         '[[strategies]]\nname = "ngram"\ndraft = "ngram"\n': ""}  # plain and olifant, one regime: a quick grid
+
+
+def small_spec(write_spec, k: list[int], **replace: str):
+    """The test spec cut down to what these tests need (the grid's size does not matter to them)."""
+    return write_spec(k=k, **SMALL, **replace)
+
+
+def cli(*args: str):
+    res = CliRunner().invoke(main, list(args))
+    return res.exit_code, res.stdout, res.stderr
+
+
+def start_driver(url: str, *args: str, slow_s: float = 0.3, lease_s: float = 30) -> subprocess.Popen:
+    env = {**os.environ, "GREENSPEC_FAULT_SLOW": str(slow_s), "GREENSPEC_LEASE_S": str(lease_s),
+           "RAY_AUTH_MODE": "disabled"}
+    return subprocess.Popen([*GREENSPEC, "--db", url, *args], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def wait_for(url: str, proc: subprocess.Popen, generations: int, timeout_s: float = 180) -> str:
+    """Wait until the driver holds its lease and stored `generations`; returns the lease holder."""
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        assert proc.poll() is None, proc.communicate()[1][-2000:]
+        try:
+            engine, Session = open_db(url, migrate=False)
+            with Session() as s:
+                holder = s.scalar(select(Lease.holder))
+                n = s.scalar(select(func.count()).select_from(Generation)) or 0
+            engine.dispose()
+            if holder and n >= generations:
+                return holder
+        except Exception:  # the schema is not there yet
+            pass
+        time.sleep(0.3)
+    raise AssertionError(f"no lease and {generations} generations within {timeout_s} s")
+
+
+def counts(url: str) -> dict[str, int]:
+    engine, Session = open_db(url, migrate=False)
+    with Session() as s:
+        out = dict(s.execute(select(Cell.state, func.count()).group_by(Cell.state)).all())
+        out["generations"] = s.scalar(select(func.count()).select_from(Generation))
+        out["sweep"] = s.scalar(select(func.count()).select_from(Cell).where(Cell.kind == "sweep"))
+    engine.dispose()
+    return out
+
+
+def test_a_second_driver_refuses_or_waits(db_url, write_spec, tmp_path):
+    spec = write_spec(k=[2, 3])
+    first = start_driver(db_url, "run", str(spec))
+    try:
+        holder = wait_for(db_url, first, 2)
+        assert f":{first.pid}:" in holder
+        # a second `run` of the same spec and a `resume`: refused in one line naming the holder, nothing touched
+        for cmd in (["run", str(spec)], ["resume"]):
+            code, _, err = cli("--db", db_url, *cmd)
+            lines = err.strip().splitlines()
+            assert code == 2 and len(lines) == 1 and holder in lines[0] and "--wait" in lines[0], err
+        # another experiment in the same database runs side by side
+        code, out, err = cli("--db", db_url, "run", str(small_spec(write_spec, [2], name="other")))
+        assert code == 0 and "0 failed" in out, err
+        # `--wait` waits for the first driver, then finds nothing left to do
+        waiter = start_driver(db_url, "resume", "-e", "t", "--wait")
+        _, err = first.communicate(timeout=300)
+        assert first.returncode == 0, err[-2000:]
+        out, err = waiter.communicate(timeout=300)
+        assert waiter.returncode == 0 and "0 pending" in out, err[-2000:]
+    finally:
+        for p in (first,):
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+    c = counts(db_url)
+    assert c.get("running", 0) == 0 and c.get("failed", 0) == 0 and c.get("pending", 0) == 0
+    assert c["generations"] == c["sweep"]
+
+
+def test_a_killed_drivers_lease_lapses(write_spec, tmp_path):
+    url = f"sqlite:///{tmp_path / 'g.db'}"
+    lease_s = 8
+    first = start_driver(url, "run", str(write_spec(k=[2, 3])), lease_s=lease_s)
+    try:
+        holder = wait_for(url, first, 2)
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)  # the driver and its Ray die at once: no chance to release
+        first.wait()
+    code, _, err = cli("--db", url, "resume")
+    assert code == 2 and holder in err, err    # still held: it has not lapsed yet
+    t0 = time.monotonic()
+    code, out, err = cli("--db", url, "resume", "--wait")
+    assert code == 0 and "0 pending" in out and "0 failed" in out, err
+    assert time.monotonic() - t0 < lease_s + 120
+    c = counts(url)
+    assert c["generations"] == c["sweep"] and c.get("running", 0) == 0
+
+
+def test_sigterm_stops_a_run_like_ctrl_c_and_keeps_attempts(write_spec, tmp_path):
+    url = f"sqlite:///{tmp_path / 'g.db'}"
+    proc = start_driver(url, "run", str(write_spec(k=[2, 3])))
+    try:
+        wait_for(url, proc, 2)
+        proc.send_signal(signal.SIGTERM)  # to the driver only, as `kill PID` does
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err[-2000:]
+    assert "interrupted" in err and "Traceback" not in err
+    engine, Session = open_db(url, migrate=False)
+    with Session() as s:
+        assert s.scalar(select(func.count()).select_from(Cell).where(Cell.state == "running")) == 0
+        assert s.scalar(select(func.max(Cell.attempts)).where(Cell.state == "pending")) == 0  # none used up
+        assert s.scalar(select(func.count()).select_from(Lease)) == 0  # given back
+    engine.dispose()
+    code, out, err = cli("--db", url, "resume")
+    assert code == 0 and "0 pending" in out, err
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _healthy(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
+            return r.read() == b"ok"
+    except OSError:
+        return False
+
+
+def test_sigterm_to_the_dashboard_stops_streamlit(tmp_path):
+    port = _free_port()
+    proc = subprocess.Popen([*GREENSPEC, "--db", f"sqlite:///{tmp_path / 'g.db'}", "dashboard", "--port", str(port)],
+                            cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 90
+        while not _healthy(port):
+            assert proc.poll() is None and time.monotonic() < deadline, "the dashboard did not come up"
+            time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)  # to greenspec only, not its process group
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 15
+        while _healthy(port) and time.monotonic() < deadline:
+            time.sleep(0.3)
+        assert not _healthy(port), "the Streamlit child still serves the port"
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind(("127.0.0.1", port))  # the port is free again
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        else:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)  # anything left in its group (the test's own cleanup)
+            except ProcessLookupError:
+                pass

@@ -1,0 +1,139 @@
+"""Issue 13 through the CLI with real runs, on SQLite and PostgreSQL: prompt-matched references (case 1), a
+missing or corrupt instance base rebuilt (case 4), read-only readers (case 7), a full disk (case 5)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from sqlalchemy import func, select, text
+
+from orchestrator.cli import main
+from storage.db import MAX_PAGES_ENV, open_db
+from storage.models import Cell, Generation, InstanceBase, Reference
+from workers.igtree import IGTree
+
+pytestmark = [pytest.mark.usefixtures("ray_local"), pytest.mark.slow]
+
+
+SMALL = {'regimes = ["uncached", "cached"]': 'regimes = ["cached"]',
+         '[[strategies]]\nname = "ngram"\ndraft = "ngram"\n': ""}  # plain and olifant, one regime: a quick grid
+
+
+def small_spec(write_spec, k: list[int], **replace: str):
+    """The test spec cut down to what these tests need (the grid's size does not matter to them)."""
+    return write_spec(k=k, **SMALL, **replace)
+
+
+def cli(*args: str):
+    res = CliRunner().invoke(main, list(args))
+    return res.exit_code, res.stdout, res.stderr
+
+
+def metrics(url: str) -> dict[int, tuple]:
+    """generation id -> (cell, prompt key, ROUGE-L, exact match, tokens)."""
+    engine, Session = open_db(url, migrate=False)
+    with Session() as s:
+        rows = s.execute(select(Generation.id, Generation.cell_id, Generation.prompt_key, Generation.rouge_l,
+                                Generation.exact_match, Generation.tokens)).all()
+    engine.dispose()
+    return {r[0]: tuple(r[1:]) for r in rows}
+
+
+def test_changed_prompts_never_touch_stored_metrics(db_url, write_spec):
+    code, _, err = cli("--db", db_url, "run", str(small_spec(write_spec, [2])))
+    assert code == 0, err
+    before = metrics(db_url)
+    assert before and all(m[3] is True for m in before.values())
+    # the same tasks and prompt positions, other prompt texts: new references and generations
+    spec = small_spec(write_spec, [2], **{"prompt_words = 20": "prompt_words = 25"})
+    code, _, err = cli("--db", db_url, "run", str(spec))
+    assert code == 0, err
+    for cmd in (["resume"], ["retry", "--failed"]):
+        code, _, err = cli("--db", db_url, *cmd)
+        assert code == 0, err
+    after = metrics(db_url)
+    assert len(after) == 2 * len(before)
+    assert {i: after[i] for i in before} == before                     # no stored metric rewritten
+    assert all(m[3] is True and m[2] == 1.0 for m in after.values())   # each compared with its own prompt's reference
+    engine, Session = open_db(db_url, migrate=False)
+    with Session() as s:
+        refs = dict(s.execute(select(Reference.prompt_key, Reference.prompt_text)).all())
+        assert len(refs) == 4 and all(m[1] in refs for m in after.values())
+    engine.dispose()
+
+
+def _corrupt(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[-100] ^= 0xFF  # one flipped byte in the arrays: the data checksum no longer matches
+    path.write_bytes(bytes(data))
+
+
+def test_a_corrupt_or_missing_instance_base_is_rebuilt(db_url, write_spec, tmp_path):
+    arts = tmp_path / "arts"
+    spec = lambda k: small_spec(write_spec, k, **{"[experiment]": f'[experiment]\nartifacts = "{arts}"'})  # noqa: E731
+    assert cli("--db", db_url, "run", str(spec([2])))[0] == 0
+    engine, Session = open_db(db_url, migrate=False)
+    with Session() as s:
+        ibase = Path(s.scalars(select(InstanceBase.path)).one())
+    _corrupt(ibase)
+    code, out, err = cli("--db", db_url, "run", str(spec([2, 3])))   # new olifant cells meet the corrupt file
+    assert code == 0, err
+    assert "0 failed" in out
+    IGTree.load(ibase)  # retrained: the checksum holds again
+    ibase.unlink()
+    code, out, err = cli("--db", db_url, "run", str(spec([2, 3, 4])))  # a deleted file is rebuilt before use
+    assert code == 0 and "0 failed" in out, err
+    assert ibase.is_file()
+    # `retry --failed` does the same for cells that failed on a corrupt file for good
+    _corrupt(ibase)
+    with Session() as s:
+        olifant = list(s.scalars(select(Cell.id).where(Cell.strategy == "olifant-pydoc")))
+        s.execute(Generation.__table__.delete().where(Generation.cell_id.in_(olifant)))
+        s.execute(Cell.__table__.update().where(Cell.id.in_(olifant))
+                  .values(state="failed", attempts=2, error=f"IBaseError: {ibase}: data checksum mismatch"))
+        s.commit()
+    code, out, err = cli("--db", db_url, "retry", "--failed")
+    assert code == 0 and "0 failed" in out, err
+    IGTree.load(ibase)
+    with Session() as s:
+        assert s.scalar(select(func.count()).select_from(InstanceBase)) == 1
+        gens = s.scalars(select(Generation)).all()
+        assert len(gens) == s.scalar(select(func.count()).select_from(Cell).where(Cell.kind == "sweep"))
+        assert all(g.exact_match for g in gens)
+    engine.dispose()
+
+
+def test_readers_never_write(write_spec, tmp_path):
+    db = tmp_path / "g.db"
+    url = f"sqlite:///{db}"
+    assert cli("--db", url, "run", str(small_spec(write_spec, [2])))[0] == 0
+    files = lambda: {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("g.db")}  # noqa: E731
+    before = files()
+    assert set(before) == {"g.db"}  # the driver closed its connections: no -wal/-shm left
+    for cmd in (["status"], ["status", "--json"], ["export", "--format", "markdown"]):
+        code, _, err = cli("--db", url, *cmd)
+        assert code == 0, err
+        assert files() == before
+
+
+def test_a_full_disk_is_one_line_and_loses_nothing(write_spec, tmp_path, monkeypatch):
+    db = tmp_path / "g.db"
+    url = f"sqlite:///{db}"
+    assert cli("--db", url, "run", str(small_spec(write_spec, [2])))[0] == 0
+    before = metrics(url)
+    engine = open_db(url, migrate=False)[0]
+    with engine.connect() as conn:
+        pages = conn.execute(text("PRAGMA page_count")).scalar()
+    engine.dispose()
+    monkeypatch.setenv(MAX_PAGES_ENV, str(pages + 3))  # the database can grow by 3 pages, then the "disk" is full
+    code, _, err = cli("--db", url, "run", str(small_spec(write_spec, [2, 3, 4])))
+    errors = [ln for ln in err.strip().splitlines() if ln.startswith("greenspec: error")]
+    assert code != 0 and len(errors) == 1 and "Traceback" not in err, err  # besides the progress bar: one line
+    assert str(db) in errors[0] and "disk is full" in errors[0] and "nothing stored was lost" in errors[0]
+    monkeypatch.delenv(MAX_PAGES_ENV)
+    after = metrics(url)
+    assert {i: after[i] for i in before} == before
+    code, out, err = cli("--db", url, "resume")
+    assert code == 0 and "0 failed" in out and "0 pending" in out, err
