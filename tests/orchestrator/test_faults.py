@@ -41,7 +41,8 @@ def _wait_for_generations(url: str, at_least: int, timeout_s: float, proc: subpr
 def test_kill_driver_then_resume(tmp_path, write_spec, ray_local):
     url = f"sqlite:///{tmp_path / 'g.db'}"
     spec = write_spec(k=[2, 3, 4])
-    env = {**os.environ, "GREENSPEC_FAULT_SLOW": "0.15", "RAY_AUTH_MODE": "disabled"}
+    # a short lease: the killed driver's lapses in 3 s and `resume` waits for that (it refuses a live one)
+    env = {**os.environ, "GREENSPEC_FAULT_SLOW": "0.15", "RAY_AUTH_MODE": "disabled", "GREENSPEC_LEASE_S": "3"}
     proc = subprocess.Popen([*GREENSPEC, "--db", url, "run", str(spec)], cwd=ROOT, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     try:
@@ -56,7 +57,7 @@ def test_kill_driver_then_resume(tmp_path, write_spec, ray_local):
         assert s.scalar(select(func.count()).select_from(Cell).where(Cell.state == "running")) > 0
     assert 0 < len(done_before) < total
 
-    report = resume(RunOptions(db_url=url))
+    report = resume(RunOptions(db_url=url, wait=True))
 
     assert report.counts == {"pending": 0, "running": 0, "done": total, "failed": 0}
     with Session() as s:
