@@ -102,9 +102,10 @@ def _digest(path: Path) -> str:
 
 @pytest.fixture(scope="module")
 def base_spec(tmp_path_factory, tiny_verifier, text_files):
-    from tests.orchestrator.conftest import SPEC
+    from tests.orchestrator.conftest import MAX_NEW_TOKENS, SPEC
 
-    text = SPEC.format(name="t", attempts=2, model=tiny_verifier, corpus=text_files[0], task=text_files[1], k=[2, 3])
+    text = SPEC.format(name="t", attempts=2, model=tiny_verifier, corpus=text_files[0], task=text_files[1], k=[2, 3],
+                       max_new=MAX_NEW_TOKENS)
     return tomllib.loads(text)
 
 

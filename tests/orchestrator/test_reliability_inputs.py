@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import socket
 from pathlib import Path
 
@@ -132,7 +133,7 @@ def test_verifier_with_config_but_no_weights(tmp_path, write_spec, tiny_verifier
 
 def test_huge_max_new_tokens_is_refused_by_validate(write_spec):
     spec = write_spec()
-    spec.write_text(spec.read_text().replace("max_new_tokens = 10", "max_new_tokens = 2000000000"))
+    spec.write_text(re.sub(r"max_new_tokens = \d+", "max_new_tokens = 2000000000", spec.read_text()))
     code, _, err = cli("validate", str(spec))
     one_line_error(code, err, "sweep.max_new_tokens", str(MAX_NEW_TOKENS))
 
@@ -151,7 +152,7 @@ def test_huge_k_and_prompts_are_refused(write_spec, old, new):
 def test_grid_longer_than_the_verifiers_context(write_spec, tmp_path, tiny_verifier):
     n_ctx = json.loads((tiny_verifier / "config.json").read_text())["max_position_embeddings"]
     spec = write_spec()
-    spec.write_text(spec.read_text().replace("max_new_tokens = 10", f"max_new_tokens = {n_ctx - 10}"))
+    spec.write_text(re.sub(r"max_new_tokens = \d+", f"max_new_tokens = {n_ctx - 10}", spec.read_text()))
     for cmd in (["validate", str(spec)], ["--db", f"sqlite:///{tmp_path / 'g.db'}", "run", str(spec)]):
         code, _, err = cli(*cmd)
         one_line_error(code, err, "sweep.max_new_tokens", f"context of {n_ctx}")
