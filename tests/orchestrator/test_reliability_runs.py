@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from sqlalchemy import func, select, text
+from sqlalchemy import func, select
 
 from orchestrator.cli import main
-from storage.db import MAX_PAGES_ENV, open_db
+from storage.db import open_db
 from storage.models import Cell, Generation, InstanceBase, Reference
 from workers.igtree import IGTree
 
@@ -116,24 +116,3 @@ def test_readers_never_write(write_spec, tmp_path):
         code, _, err = cli("--db", url, *cmd)
         assert code == 0, err
         assert files() == before
-
-
-def test_a_full_disk_is_one_line_and_loses_nothing(write_spec, tmp_path, monkeypatch):
-    db = tmp_path / "g.db"
-    url = f"sqlite:///{db}"
-    assert cli("--db", url, "run", str(small_spec(write_spec, [2])))[0] == 0
-    before = metrics(url)
-    engine = open_db(url, migrate=False)[0]
-    with engine.connect() as conn:
-        pages = conn.execute(text("PRAGMA page_count")).scalar()
-    engine.dispose()
-    monkeypatch.setenv(MAX_PAGES_ENV, str(pages + 3))  # the database can grow by 3 pages, then the "disk" is full
-    code, _, err = cli("--db", url, "run", str(small_spec(write_spec, [2, 3, 4])))
-    errors = [ln for ln in err.strip().splitlines() if ln.startswith("greenspec: error")]
-    assert code != 0 and len(errors) == 1 and "Traceback" not in err, err  # besides the progress bar: one line
-    assert str(db) in errors[0] and "disk is full" in errors[0] and "nothing stored was lost" in errors[0]
-    monkeypatch.delenv(MAX_PAGES_ENV)
-    after = metrics(url)
-    assert {i: after[i] for i in before} == before
-    code, out, err = cli("--db", url, "resume")
-    assert code == 0 and "0 failed" in out and "0 pending" in out, err

@@ -9,6 +9,7 @@ from sqlalchemy import select
 
 from orchestrator.driver import RunOptions, run_spec_file
 from storage.db import open_db
+from tests.orchestrator.conftest import MAX_NEW_TOKENS
 from storage.models import Artifact, Cell, Generation
 from workers.datastore import Datastore
 
@@ -45,4 +46,4 @@ def test_rest_lookup_and_suffix_run_through_the_driver(tmp_path, write_spec):
     # rest at k 2 and 3, lookup and suffix at k 3; 2 prompts x 2 regimes each
     assert {k: len(v) for k, v in by_strategy.items() if k != "plain"} == \
         {"ngram": 8, "rest-pydoc": 8, "lookup": 4, "suffix": 4}
-    assert all(g.exact_match and g.n_tokens == 10 for _, g in gens)
+    assert all(g.exact_match and g.n_tokens == MAX_NEW_TOKENS for _, g in gens)
