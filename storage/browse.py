@@ -3,9 +3,9 @@ accepted-length counts and the texts Table 5 needs. Only what a page shows is fe
 
 Example:
     >>> version = data_version(s, exp_id)                      # (last generation id, count): changes with new results
-    >>> distinct_values(s, exp_id, "task", {"strategy": "ngram"})
+    >>> distinct_values(s, exp_id, "task", {"strategy": "my-strategy"})
     ['pubmed', 'wikitext']
-    >>> gen_id = generation_id(s, exp_id, GridPoint("ngram", "pubmed", 3, "cached", 0))
+    >>> gen_id = generation_id(s, exp_id, GridPoint("my-strategy", "pubmed", 3, "cached", 0))
 """
 
 from __future__ import annotations

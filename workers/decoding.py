@@ -29,7 +29,7 @@ used at temperature > 0 only (the neural draft has it).
 `tokens_per_step[i]` tokens came from the draft, the rest from the verifier.
 
 Example:
-    >>> result = speculative_generate(verifier, make_draft("ngram"), prompt_ids, 100, k=5, cached=True)
+    >>> result = speculative_generate(verifier, draft, prompt_ids, 100, k=5, cached=True)  # any workers.drafts draft
     >>> result.tokens == tuple(greedy_reference(verifier, prompt_ids, 100))
     True
     >>> sampled = speculative_generate(verifier, draft, prompt_ids, 100, k=5, cached=True, temperature=0.8, seed=1)
