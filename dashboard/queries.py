@@ -20,7 +20,7 @@ from dashboard.launch import DB_ENV
 from storage import browse, summary as ssum
 from storage import queries as sq
 from storage.browse import GridPoint, Selection
-from storage.db import DEFAULT_URL, open_db
+from storage.db import DEFAULT_URL, reader_sessions
 
 logger = logging.getLogger(__name__)
 
@@ -37,8 +37,11 @@ def db_url() -> str:
 
 @st.cache_resource
 def _sessions(url: str):
-    """One engine and session factory per URL for the server's lifetime (never migrates: the dashboard only reads)."""
-    return open_db(url, migrate=False)[1]
+    """One read-only session factory per URL for the server's lifetime: the dashboard never changes the database.
+
+    Not called before `db_state` has seen the file (a reader never creates an empty database).
+    """
+    return reader_sessions(url)
 
 
 def _session(url: str):

@@ -118,9 +118,34 @@ def upgrade(engine: Engine) -> None:
 
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
-    with engine.begin() as conn:
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "head")
+    migrating = _transactional_sqlite(engine) if engine.dialect.name == "sqlite" else engine
+    try:
+        with migrating.begin() as conn:
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "head")
+    finally:
+        if migrating is not engine:
+            migrating.dispose()
+
+
+def _transactional_sqlite(engine: Engine) -> Engine:
+    """A SQLite engine whose transactions really enclose DDL, so a migration lands whole or not at all.
+
+    pysqlite begins a transaction only before INSERT/UPDATE/DELETE: a CREATE TABLE runs in autocommit, and a
+    driver killed part-way through creating a new database left tables without Alembic's version stamp (the
+    next run then failed with "table experiments already exists"). Here the driver's own transaction handling
+    is off and every transaction is an explicit BEGIN IMMEDIATE (SQLAlchemy's documented recipe), which also
+    makes two drivers migrating one new file at once take turns instead of both creating tables.
+    """
+    migrating = create_engine(engine.url, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000}, poolclass=NullPool)
+
+    def autocommit_driver(dbapi_conn, record) -> None:
+        dbapi_conn.isolation_level = None
+        _sqlite_pragmas(dbapi_conn, record)
+
+    event.listen(migrating, "connect", autocommit_driver)
+    event.listen(migrating, "begin", lambda conn: conn.exec_driver_sql("BEGIN IMMEDIATE"))
+    return migrating
 
 
 def open_db(url: str = DEFAULT_URL, *, migrate: bool = True) -> tuple[Engine, sessionmaker]:
@@ -149,6 +174,14 @@ def reader_engine(url: str = DEFAULT_URL) -> Engine | None:
         if not path.exists():
             return None
     return make_engine(url, readonly=True)
+
+
+def reader_sessions(url: str = DEFAULT_URL) -> sessionmaker:
+    """A read-only session factory for a long-lived reader (the dashboard), which checks the schema itself."""
+    engine = reader_engine(url)
+    if engine is None:
+        raise DatabaseError(f"--db {url!r}: no database file yet")
+    return sessionmaker(engine)
 
 
 def open_reader(url: str = DEFAULT_URL) -> sessionmaker | None:

@@ -185,3 +185,19 @@ def test_new_results_show_on_the_next_render(monkeypatch, tmp_path):
     at.run()
     assert ngram_prompts(at) == 4
     assert {m.label: m.value for m in at.metric}["generations"] == "61"
+
+
+def test_the_dashboard_never_writes(monkeypatch, tmp_path, fixture_db):
+    """Every page over a finished database leaves its file byte for byte as it was, and no -wal/-shm beside it."""
+    import sqlite3
+
+    from storage.db import sqlite_path
+
+    with sqlite3.connect(sqlite_path(fixture_db)) as src, sqlite3.connect(tmp_path / "g.db") as dst:
+        src.backup(dst)  # a self-contained copy (the fixture's writer may still hold rows in its -wal)
+    files = lambda: {p.name: p.read_bytes() for p in tmp_path.iterdir()}  # noqa: E731
+    before = files()
+    at = _app(monkeypatch, f"sqlite:///{tmp_path / 'g.db'}")
+    for page in ("throughput", "acceptance", "energy", "texts", "paper"):
+        _open(at, page)
+    assert files() == before

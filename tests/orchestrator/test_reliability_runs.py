@@ -3,6 +3,10 @@ missing or corrupt instance base rebuilt (case 4), read-only readers (case 7), a
 
 from __future__ import annotations
 
+import os
+import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,7 +14,7 @@ from click.testing import CliRunner
 from sqlalchemy import func, select
 
 from orchestrator.cli import main
-from storage.db import open_db
+from storage.db import MAX_PAGES_ENV, open_db
 from storage.models import Cell, Generation, InstanceBase, Reference
 from workers.igtree import IGTree
 
@@ -116,3 +120,27 @@ def test_readers_never_write(write_spec, tmp_path):
         code, _, err = cli("--db", url, *cmd)
         assert code == 0, err
         assert files() == before
+
+
+def test_a_full_disk_is_one_line_and_loses_nothing(write_spec, tmp_path, ray_local):
+    """The database fills up mid-run (a page cap: the "disk"): one line naming it, nothing lost, resume finishes."""
+    db = tmp_path / "g.db"
+    url = f"sqlite:///{db}"
+    assert cli("--db", url, "run", str(small_spec(write_spec, [2])))[0] == 0
+    before = metrics(url)
+    with sqlite3.connect(db) as conn:
+        pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    # a real `greenspec run` process (joining the session's Ray) whose database may grow by 3 pages, then is full
+    env = {**os.environ, MAX_PAGES_ENV: str(pages + 3), "RAY_AUTH_MODE": "disabled"}
+    address = ray_local.get_runtime_context().gcs_address
+    proc = subprocess.run([sys.executable, "-m", "orchestrator.cli", "--db", url, "--address", address, "run",
+                           str(small_spec(write_spec, [2, 3, 4]))], cwd=Path(__file__).resolve().parents[2], env=env,
+                          capture_output=True, text=True, timeout=600)
+    errors = [ln for ln in proc.stderr.strip().splitlines() if ln.startswith("greenspec: error")]
+    assert proc.returncode != 0 and len(errors) == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert str(db) in errors[0] and "disk is full" in errors[0] and "nothing stored was lost" in errors[0]
+    after = metrics(url)
+    assert {i: after[i] for i in before} == before
+    code, out, err = cli("--db", url, "resume")
+    assert code == 0 and "0 failed" in out and "0 pending" in out, err
+    assert len(metrics(url)) > len(after)

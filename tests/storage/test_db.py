@@ -147,3 +147,49 @@ def test_insert_fills_rounds_and_first_accepted(tmp_path):
     with make_engine(url).connect() as conn:
         rows = conn.execute(text("select rounds, first_accepted from generations order by id")).all()
     assert rows[2] == (5, 3) and rows[6] == (7, 4)  # [2,0,2,1,0]: 5 rounds, 2 empty; [2,0,0,2,1,0,2]: 7, 3 empty
+
+
+KILLED_MID_MIGRATION = """
+import sys, time
+from sqlalchemy import event
+import storage.db as db
+
+real = db._transactional_sqlite
+
+def paused(engine):
+    eng = real(engine)
+
+    @event.listens_for(eng, "before_cursor_execute")
+    def pause(conn, cursor, statement, *args):
+        if statement.lstrip().upper().startswith("CREATE TABLE GENERATIONS"):  # some tables are created by now
+            print("paused", flush=True)
+            time.sleep(600)
+    return eng
+
+db._transactional_sqlite = paused
+db.open_db(sys.argv[1])
+"""
+
+
+def test_a_driver_killed_mid_migration_leaves_no_half_schema(tmp_path):
+    """kill -9 while a new SQLite file is being migrated: nothing half-made stays, and the next open migrates."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    url = f"sqlite:///{tmp_path / 'g.db'}"
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_MID_MIGRATION, url], cwd=root, stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout.readline().strip() == "paused"
+        with sqlite3.connect(tmp_path / "g.db", timeout=0.1) as conn:  # the half-made tables are not visible
+            assert conn.execute("select count(*) from sqlite_master").fetchone()[0] == 0
+    finally:
+        proc.kill()
+        proc.wait()
+    with sqlite3.connect(tmp_path / "g.db") as conn:  # the killed transaction left nothing behind
+        assert conn.execute("select name from sqlite_master where type = 'table'").fetchall() == []
+    engine, _ = open_db(url)
+    assert has_schema(engine) and "alembic_version" in inspect(engine).get_table_names()
+    engine.dispose()
