@@ -27,14 +27,15 @@ def export_frame(session: Session, experiment: str | None, pooled: bool = False)
     return df[EXPORT_COLUMNS + rest]
 
 
-def render(df: pd.DataFrame, fmt: str) -> str | bytes:
-    """The table in `fmt` (parquet as bytes)."""
+def render(df: pd.DataFrame, fmt: str, shown: list[str] | None = None) -> str | bytes:
+    """The table in `fmt`: csv and parquet (bytes) keep every column, markdown and latex the `shown` ones."""
+    shown = EXPORT_COLUMNS if shown is None else shown
     if fmt == "csv":
         return df.to_csv(index=False)
     if fmt == "markdown":
-        return df[EXPORT_COLUMNS].to_markdown(index=False, floatfmt=".3g")
+        return df[shown].to_markdown(index=False, floatfmt=".3g")
     if fmt == "latex":
-        return df[EXPORT_COLUMNS].to_latex(index=False, float_format="%.3g", na_rep="--")
+        return df[shown].to_latex(index=False, float_format="%.3g", na_rep="--")
     if fmt == "parquet":
         import io
 
@@ -44,14 +45,17 @@ def render(df: pd.DataFrame, fmt: str) -> str | bytes:
     raise GreenspecError(f"--format {fmt!r}: use csv, parquet, markdown or latex")
 
 
-def write_summary(session: Session, experiment: str | None, fmt: str, out: str, pooled: bool = False) -> None:
-    """Write the rendered table to `out` ("-" is stdout; parquet needs a file)."""
-    data = render(export_frame(session, experiment, pooled), fmt)
+def write_output(data: str | bytes, out: str) -> None:
+    """Write a rendered table to `out` ("-" is stdout; parquet needs a file)."""
     if out == "-":
         if isinstance(data, bytes):
             raise GreenspecError("--format parquet needs --out FILE")
         sys.stdout.write(data if data.endswith("\n") else data + "\n")
         return
-    mode = "wb" if isinstance(data, bytes) else "w"
-    with open(out, mode) as fh:
+    with open(out, "wb" if isinstance(data, bytes) else "w") as fh:
         fh.write(data)
+
+
+def write_summary(session: Session, experiment: str | None, fmt: str, out: str, pooled: bool = False) -> None:
+    """Write the summary table to `out` ("-" is stdout)."""
+    write_output(render(export_frame(session, experiment, pooled), fmt), out)

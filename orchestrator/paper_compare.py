@@ -7,8 +7,6 @@ reference continuations: decoding is output-preserving, so those are the texts e
 
 from __future__ import annotations
 
-import sys
-
 import pandas as pd
 
 from storage.db import Session
@@ -32,30 +30,11 @@ def comparison_frame(session: Session, experiment: str | None) -> pd.DataFrame:
     return compare(run_frame(summary, latency_frame(session, name), redundancy_frame(refs)))
 
 
-def render(df: pd.DataFrame, fmt: str) -> str | bytes:
-    """The comparison in `fmt` (csv keeps every column; markdown and latex the main ones; parquet as bytes)."""
-    if fmt == "csv":
-        return df.to_csv(index=False)
-    if fmt == "markdown":
-        return df[SHOWN].to_markdown(index=False, floatfmt=".3g")
-    if fmt == "latex":
-        return df[SHOWN].to_latex(index=False, float_format="%.3g", na_rep="--")
-    if fmt == "parquet":
-        import io
-
-        buf = io.BytesIO()
-        df.astype({"k": str, "in_range": object}).to_parquet(buf, index=False)
-        return buf.getvalue()
-    raise GreenspecError(f"--format {fmt!r}: use csv, parquet, markdown or latex")
-
-
 def write_comparison(session: Session, experiment: str | None, fmt: str, out: str) -> None:
-    """Write the comparison to `out` ("-" is stdout; parquet needs a file)."""
-    data = render(comparison_frame(session, experiment), fmt)
-    if out == "-":
-        if isinstance(data, bytes):
-            raise GreenspecError("--format parquet needs --out FILE")
-        sys.stdout.write(data if data.endswith("\n") else data + "\n")
-        return
-    with open(out, "wb" if isinstance(data, bytes) else "w") as fh:
-        fh.write(data)
+    """Write the comparison to `out` ("-" is stdout): csv and parquet keep every column, markdown and latex SHOWN."""
+    from orchestrator.export import render, write_output
+
+    df = comparison_frame(session, experiment)
+    if fmt == "parquet":  # k mixes numbers and "best"; in_range mixes booleans and blanks
+        df = df.astype({"k": str, "in_range": object})
+    write_output(render(df, fmt, SHOWN), out)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import os
+from collections import deque
 from collections.abc import Iterator, Sequence
 from typing import Annotated
 
@@ -66,15 +67,19 @@ class SuffixDraft(Draft):
     name = "suffix"
 
     def __init__(self, max_tree_depth: int = 64, max_spec_factor: float = 1.0, max_spec_offset: float = 0.0,
-                 min_token_prob: float = 0.1, remember_outputs: bool = False, corpus=None):
+                 min_token_prob: float = 0.1, remember_outputs: bool = False, corpus=None,
+                 max_remembered_outputs: int = 1000):
         if not (isinstance(max_tree_depth, int) and max_tree_depth >= 1) or max_spec_factor <= 0 \
-                or not 0.0 <= min_token_prob <= 1.0:
+                or not 0.0 <= min_token_prob <= 1.0 or not (isinstance(max_remembered_outputs, int)
+                                                            and max_remembered_outputs >= 1):
             raise DraftError(f"suffix: max_tree_depth={max_tree_depth!r}, max_spec_factor={max_spec_factor!r}, "
-                             f"min_token_prob={min_token_prob!r} not accepted; give an integer depth >= 1, a "
-                             "factor > 0 and a probability in [0, 1]")
+                             f"min_token_prob={min_token_prob!r}, max_remembered_outputs={max_remembered_outputs!r} "
+                             "not accepted; give an integer depth >= 1, a factor > 0, a probability in [0, 1] and "
+                             "an integer count >= 1")
         self.max_tree_depth, self.max_spec_factor = max_tree_depth, float(max_spec_factor)
         self.max_spec_offset, self.min_token_prob = float(max_spec_offset), float(min_token_prob)
-        self.remember_outputs = remember_outputs
+        self.remember_outputs, self.max_remembered_outputs = remember_outputs, max_remembered_outputs
+        self._remembered: deque[str] = deque()  # outputs in the global tree, oldest first (the corpus never goes)
         self.cache = suffix_cache(max_tree_depth, keep=remember_outputs or corpus is not None)
         self.corpus_tokens = self._absorb_corpus(corpus) if corpus is not None else 0
         self._rid: str | None = None
@@ -98,7 +103,11 @@ class SuffixDraft(Draft):
     def _stop(self) -> None:
         if self._rid is not None:
             self.cache.stop_request(self._rid)
-            if not self.remember_outputs and self._rid in self.cache.cached_requests:
+            if self.remember_outputs:
+                self._remembered.append(self._rid)
+                while len(self._remembered) > self.max_remembered_outputs:  # bounded memory: the oldest goes
+                    self.cache.evict_cached_response(self._remembered.popleft())
+            elif self._rid in self.cache.cached_requests:
                 self.cache.evict_cached_response(self._rid)  # the global tree keeps the corpus only
             self._rid, self._seen = None, []
 
@@ -130,7 +139,8 @@ class SuffixDraft(Draft):
 
 class SuffixOptions(DraftOptions):
     """SuffixDecoding's knobs (arctic-inference's defaults); `remember_outputs`: a global tree of earlier outputs;
-    `corpus`: a [[corpora]] entry whose tokens (its datastore) seed the global tree."""
+    `max_remembered_outputs`: how many (the newest) it keeps, so its memory is bounded; `corpus`: a [[corpora]]
+    entry whose tokens (its datastore) seed the global tree."""
 
     corpus_fields = ("corpus",)
     max_tree_depth: Annotated[int, Field(ge=1)] = 64
@@ -138,7 +148,15 @@ class SuffixOptions(DraftOptions):
     max_spec_offset: float = 0.0
     min_token_prob: Annotated[float, Field(ge=0, le=1)] = 0.1
     remember_outputs: bool = False
+    max_remembered_outputs: Annotated[int, Field(ge=1)] = 1000
     corpus: str | None = None
+
+    def identity(self) -> dict:
+        """As every draft's, but the bound on remembered outputs counts only when outputs are remembered."""
+        out = super().identity()
+        if not self.remember_outputs:
+            out.pop("max_remembered_outputs")
+        return out
 
     def requires(self) -> dict[str, Requirement]:
         return {"datastore": Requirement("datastore", self.corpus)} if self.corpus else {}
@@ -147,7 +165,8 @@ class SuffixOptions(DraftOptions):
 def build(opts: SuffixOptions, ctx: BuildContext) -> SuffixDraft:
     return SuffixDraft(max_tree_depth=opts.max_tree_depth, max_spec_factor=opts.max_spec_factor,
                        max_spec_offset=opts.max_spec_offset, min_token_prob=opts.min_token_prob,
-                       remember_outputs=opts.remember_outputs, corpus=ctx.artifacts.get("datastore"))
+                       remember_outputs=opts.remember_outputs, corpus=ctx.artifacts.get("datastore"),
+                       max_remembered_outputs=opts.max_remembered_outputs)
 
 
 ENTRY = DraftEntry("suffix", SuffixDraft, SuffixOptions, build,

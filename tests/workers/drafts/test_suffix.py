@@ -38,6 +38,29 @@ def test_reset_starts_a_new_request_and_forgets_outputs_unless_remembered():
         assert len(draft.cache.active_requests) == 1
 
 
+def test_remembered_outputs_are_bounded_and_the_oldest_go_first():
+    """Only the newest max_remembered_outputs outputs stay in the global tree; a seeding corpus is never evicted."""
+    draft = make_draft("suffix", remember_outputs=True, max_remembered_outputs=2, corpus=[[40, 41, 42, 43]],
+                       max_spec_factor=2.0, min_token_prob=0.0)
+    for start in (10, 20, 30):  # three generations: outputs start+1 start+2 start+3
+        draft.reset()
+        draft.propose([start], 3)
+        draft.propose([start, start + 1, start + 2, start + 3], 3)
+    draft.reset()
+    assert len(draft.cache.cached_requests) == 1 + 2  # the corpus and the 2 newest outputs
+    assert draft.propose([99, 11, 12], 1) == []     # the oldest output was evicted
+    assert draft.propose([99, 11, 12, 21, 22], 1) == [23]  # the newer ones remain
+    assert draft.propose([99, 11, 12, 21, 22, 41, 42], 1) == [43]  # and the corpus
+    with pytest.raises(DraftError, match="max_remembered_outputs=0"):
+        make_draft("suffix", remember_outputs=True, max_remembered_outputs=0)
+
+
+def test_the_bound_enters_the_cell_key_only_when_outputs_are_remembered():
+    options = lookup("suffix").options
+    assert "max_remembered_outputs" not in options().identity()
+    assert options(remember_outputs=True, max_remembered_outputs=5).identity()["max_remembered_outputs"] == 5
+
+
 def test_a_context_that_does_not_continue_the_request_starts_a_new_one():
     draft = make_draft("suffix", min_token_prob=0.0)
     assert draft.propose([1, 2, 3, 1, 2], 1) == [3]
