@@ -104,7 +104,7 @@ def generation_picker(f: Filters, key: str) -> int | None:
             return None
         first = next((i for i, v in enumerate(opts) if v != tables.PLAIN), 0) if column == "strategy" else 0
         fixed[column] = col.selectbox(PICK_LABELS[column], opts, index=first, key=f"{key}_{column}")
-    return queries.generation_id(f.url, f.exp_id, f.version, GridPoint(**fixed))
+    return queries.generation_id(f.url, f.exp_id, f.version, GridPoint(**fixed, temperature=f.selection.temperature))
 
 
 def slug(text: str) -> str:

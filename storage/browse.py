@@ -59,6 +59,7 @@ class GridPoint:
     k: int
     regime: str
     prompt_index: int
+    temperature: float | None = None  # the sidebar's one temperature (None: any; the newest then)
 
 
 def data_version(session: Session, exp_id: int) -> tuple[int, int]:
@@ -81,6 +82,8 @@ def generation_id(session: Session, exp_id: int, point: GridPoint) -> int | None
     """The id of the generation at `point` (the newest if a cell was somehow stored twice)."""
     stmt = select(func.max(G.id)).where(G.experiment_id == exp_id, G.strategy == point.strategy, G.task == point.task,
                                         G.k == point.k, G.regime == point.regime, G.prompt_index == point.prompt_index)
+    if point.temperature is not None:
+        stmt = stmt.where(G.temperature == point.temperature)
     return session.scalar(stmt)
 
 

@@ -42,6 +42,28 @@ def test_generation_by_grid_point_and_its_detail(session):
     assert browse.reference(session, 1, "t", 1)["text"] == "one two three four five"
 
 
+def test_a_grid_point_at_another_temperature_is_another_generation(tmp_path):
+    """Greedy and sampled generations share strategy, task, k, regime and prompt: the temperature tells them apart."""
+    from sqlalchemy import insert, select
+
+    from storage.models import Cell, Generation
+
+    url = f"sqlite:///{tmp_path / 'known.db'}"
+    build(url)
+    engine, Session = open_db(url, migrate=False)
+    with engine.begin() as conn:
+        cols = [c for c in Generation.__table__.columns if c.name not in ("id", "cell_id", "temperature")]
+        row = conn.execute(select(*cols).where(Generation.id == 7)).mappings().one()
+        cell = conn.execute(insert(Cell).values(experiment_id=1, key="sampled", kind="sweep", state="done",
+                                                params={})).inserted_primary_key[0]
+        conn.execute(insert(Generation).values(**row, cell_id=cell, temperature=0.8))
+    point = dict(strategy="ngram", task="t", k=2, regime="cached", prompt_index=0)
+    with Session() as s:
+        assert browse.generation_id(s, 1, GridPoint(**point, temperature=0.0)) == 7
+        assert browse.generation_id(s, 1, GridPoint(**point, temperature=0.8)) == 8
+    engine.dispose()
+
+
 def test_accepted_length_counts_sum_histograms_in_sql(session):
     counts = browse.accepted_length_counts(session, 1, 3)
     k2 = counts[counts["k"] == 2]["rounds"].tolist()
