@@ -5,17 +5,19 @@ Example:
     >>> draft.propose(context_ids, k=3)          # three lookups, each fed the previous guess
     [1014, 272, 907]
 
-With `gate=AdaptiveLength(...)` (spec: `adaptive = true`, `threshold`, `online`) each guess is scored by its
-match depth over the window (depth / window: 1.0 when all `window` positions matched, 0.0 for the root's
-label) and drafting stops at the first guess below the threshold (`workers.drafts.adaptive`). The depth is
-that of the deepest *stored* node: pruning removed children that agreed with their parent, so a pruned
-match reports the depth where the prediction was decided.
+With `gate=AdaptiveLength(...)` (spec: `adaptive = true`, `threshold`, `online`) each guess is scored and
+drafting stops at the first guess below the threshold (`workers.drafts.adaptive`). `confidence` picks the score:
+"depth" (default), the match depth over the window (1.0 when all `window` positions matched, 0.0 for the
+root's label); "share", the majority share of the matched node (the fraction of its training instances whose
+next token is the guess); "depth_share", their product. The node is the deepest *stored* one: pruning removed
+children that agreed with their parent, so a pruned match reports the node where the prediction was decided.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import Any, Literal
 
 from workers.drafts.adaptive import AdaptiveLength, AdaptiveOptions
 from workers.drafts.base import Draft
@@ -35,19 +37,27 @@ def load_ibase(ibase):
     return ibase
 
 
+CONFIDENCES = ("depth", "share", "depth_share")
+
+
 class OlifantDraft(Draft):
     """Memory-based draft: k chained IGTree predictions from the last `window` tokens."""
 
     name = "olifant"
 
-    def __init__(self, ibase, gate: AdaptiveLength | None = None):
+    def __init__(self, ibase, gate: AdaptiveLength | None = None, confidence: str = "depth"):
         if ibase is None:
             raise DraftError("olifant: needs ibase=<an IGTree or the path of a saved instance base>")
         self.ibase = load_ibase(ibase)
         self.window = int(self.ibase.window)
         self.gate = gate
+        if confidence not in CONFIDENCES:
+            raise DraftError(f"olifant: confidence={confidence!r} is not accepted; use one of {', '.join(CONFIDENCES)}")
+        self.confidence = confidence
         if gate is not None and self.ibase.lookup([0] * self.window)[1] is None:
             raise DraftError("olifant: adaptive drafting needs match depths; the TiMBL backend gives none (use native)")
+        if gate is not None and confidence != "depth" and not hasattr(self.ibase, "lookup_scored"):
+            raise DraftError(f"olifant: confidence={confidence!r} needs node shares; only the native backend has them")
 
     def reset(self) -> None:
         if self.gate is not None:
@@ -68,29 +78,43 @@ class OlifantDraft(Draft):
         return out
 
     def scored(self, context: Sequence[int], k: int) -> list[tuple[int, float]]:
-        """k chained guesses with their confidence: match depth / window."""
+        """k chained guesses with their confidence (`confidence`: depth / window, majority share, or both)."""
         w = self.window
         tail = [int(t) for t in context[-w:]]
         out: list[tuple[int, float]] = []
         for _ in range(k):
-            token, depth = self.ibase.lookup(tail)
-            out.append((int(token), depth / w))
+            if self.confidence == "depth":
+                token, depth = self.ibase.lookup(tail)
+                score = depth / w
+            else:
+                token, depth, share = self.ibase.lookup_scored(tail)
+                score = share if self.confidence == "share" else share * depth / w
+            out.append((int(token), score))
             tail = (tail + [int(token)])[-w:]
         return out
 
 
 class OlifantOptions(AdaptiveOptions):
-    """`corpus`: the [[corpora]] entry whose instance base drafts; `adaptive`/`threshold`/`online`: draft length."""
+    """`corpus`: the [[corpora]] entry whose instance base drafts; `adaptive`/`threshold`/`online`/`confidence`:
+    draft length."""
 
     corpus_fields = ("corpus",)
     corpus: str
+    confidence: Literal["depth", "share", "depth_share"] = "depth"
+
+    def identity(self) -> dict[str, Any]:
+        """As adaptive drafts', with `confidence` only when it is not the default (existing cells keep their keys)."""
+        out = super().identity()
+        if not self.adaptive or self.confidence == "depth":
+            out.pop("confidence", None)
+        return out
 
     def requires(self) -> dict[str, Requirement]:
         return {"ibase": Requirement("ibase", self.corpus)}
 
 
 def build(opts: OlifantOptions, ctx: BuildContext) -> OlifantDraft:
-    return OlifantDraft(ibase=ctx.artifacts["ibase"], gate=opts.gate())
+    return OlifantDraft(ibase=ctx.artifacts["ibase"], gate=opts.gate(), confidence=opts.confidence)
 
 
 ENTRY = DraftEntry("olifant", OlifantDraft, OlifantOptions, build, summary="IGTree instance base trained on a corpus")

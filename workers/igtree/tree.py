@@ -50,6 +50,7 @@ class IGTree:
         self._index: dict[int, int] | None = None
         self._labels: list[int] | None = None
         self._keys: np.ndarray | None = None
+        self._shares: list[float] | None = None
 
     # -- training ------------------------------------------------------------------------------------------
 
@@ -82,7 +83,23 @@ class IGTree:
 
     def lookup(self, context: Sequence[int]) -> tuple[int, int]:
         """(label of the deepest matching node, its depth: 0 = root) for the last `window` tokens of context."""
-        index, labels = self._single_index()
+        node, depth = self._walk(context)
+        return self._labels[node], depth
+
+    def lookup_scored(self, context: Sequence[int]) -> tuple[int, int, float]:
+        """(label, depth, majority share) of the deepest matching node; the share is the fraction of that node's
+        training instances whose next token is its label (an estimate of how often the guess is right)."""
+        node, depth = self._walk(context)
+        if self._shares is None:
+            parts = [np.array([self.meta["root"]["majority"] / max(1, self.meta["root"]["total"])])]
+            parts += [self.arrays[f"d{d}.majority"] / np.maximum(1, self.arrays[f"d{d}.total"].astype(np.float64))
+                      for d in range(1, self.window + 1)]
+            self._shares = np.concatenate(parts).tolist()
+        return self._labels[node], depth, self._shares[node]
+
+    def _walk(self, context: Sequence[int]) -> tuple[int, int]:
+        """(global id of the deepest node matching the last `window` tokens, its depth)."""
+        index, _ = self._single_index()
         tail = context_tail(context, self.window)
         node, depth = 0, 0
         for pos in self.order:
@@ -90,7 +107,7 @@ class IGTree:
             if child is None:
                 break
             node, depth = child, depth + 1
-        return labels[node], depth
+        return node, depth
 
     def predict(self, context: Sequence[int]) -> int:
         """The predicted next token for the last `window` tokens of context (left-padded with PAD if short)."""

@@ -115,3 +115,26 @@ def test_build_passes_the_gate(tree, tmp_path):
     draft = build_draft("olifant", {"corpus": "c", "adaptive": True, "threshold": 0.9},
                         BuildContext(artifacts={"ibase": str(path)}))
     assert draft.gate is not None and draft.gate.threshold == 0.9
+
+
+def test_olifant_confidence_by_the_matched_nodes_majority_share():
+    """Hand-counted: after 1 the next token was 7, 7, 8 (share 2/3); the root: 9 in 5 of 8 (share 0.625)."""
+    contexts = np.array([[1], [1], [1], [2], [2], [2], [2], [3]])
+    tree = IGTree.fit(contexts, np.array([7, 7, 8, 9, 9, 9, 9, 9]))
+    assert tree.lookup_scored([1]) == (7, 1, pytest.approx(2 / 3))
+    assert tree.lookup_scored([2]) == (9, 0, 0.625)  # pruned: it agreed with the root, which decides
+    assert tree.lookup_scored([5]) == (9, 0, 0.625)  # unseen
+    share = make_draft("olifant", ibase=tree, gate=AdaptiveLength(threshold=0.65), confidence="share")
+    assert share.scored([1], 2) == [(7, pytest.approx(2 / 3)), (9, 0.625)]
+    assert share.propose([1], 2) == [7]
+    both = make_draft("olifant", ibase=tree, gate=AdaptiveLength(threshold=0.6), confidence="depth_share")
+    assert both.scored([1], 2) == [(7, pytest.approx(2 / 3)), (9, 0.0)]  # the second guess matched nothing
+    with pytest.raises(DraftError, match="confidence='nope'"):
+        make_draft("olifant", ibase=tree, confidence="nope")
+
+
+def test_olifant_confidence_enters_the_key_only_when_it_is_not_the_default():
+    options = lookup("olifant").options
+    assert "confidence" not in options(corpus="c", adaptive=True).identity()
+    assert "confidence" not in options(corpus="c", confidence="share").identity()  # fixed length: unused
+    assert options(corpus="c", adaptive=True, confidence="share").identity()["confidence"] == "share"
