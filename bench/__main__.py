@@ -1,6 +1,6 @@
 """`make bench`: run every benchmark side by side with its reference and write BENCHMARKS.md.
 
-Usage: python -m bench [igtree|decoding|orchestrator|dashboard|drafts|training ...] [--quick]
+Usage: python -m bench [igtree|decoding|orchestrator|dashboard|drafts|training|confidence ...] [--quick]
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import platform
 import sys
 from pathlib import Path
 
-SUITES = ("igtree", "decoding", "orchestrator", "dashboard", "drafts", "training")
+SUITES = ("igtree", "decoding", "orchestrator", "dashboard", "drafts", "training", "confidence")
 OUT = Path(__file__).resolve().parents[1] / "BENCHMARKS.md"
 GPU_NOTE = Path(__file__).resolve().parent / "gpu.md"
 
