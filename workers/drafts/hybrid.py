@@ -8,7 +8,8 @@ tokens). The session thus takes over where the text repeats itself, including th
 and the instance base drafts everywhere else.
 
 Confidence of each guess, for adaptive length (`adaptive = true`): a session guess scores match / (n-1), an
-instance-base guess scores its match depth / window (see `workers.drafts.adaptive`).
+instance-base guess its `confidence` as in `olifant` (match depth / window by default; see
+`workers.drafts.adaptive`).
 
 Example:
     >>> draft = HybridDraft(ibase=tree, n=4, min_match=2)
@@ -23,11 +24,11 @@ from typing import Annotated
 
 from pydantic import Field
 
-from workers.drafts.adaptive import AdaptiveLength, AdaptiveOptions
+from workers.drafts.adaptive import AdaptiveLength
 from workers.drafts.base import Draft
 from workers.drafts.ngram import NgramTable
-from workers.drafts.olifant import load_ibase
-from workers.drafts.registry import BuildContext, DraftEntry, Requirement
+from workers.drafts.olifant import IBaseOptions, check_confidence, ibase_guess, load_ibase
+from workers.drafts.registry import BuildContext, DraftEntry
 from workers.errors import DraftError
 
 
@@ -40,14 +41,14 @@ def session_match(table: NgramTable, history: Sequence[int]) -> tuple[int | None
     return None, 0
 
 
-def choose(session: tuple[int | None, int], ibase: tuple[int, int | None], min_match: int, n: int,
-           window: int) -> tuple[int, float, str]:
-    """The policy for one token: (token, confidence, source "session" | "ibase")."""
+def choose(session: tuple[int | None, int], ibase: tuple[int, float], min_match: int, n: int) -> tuple[int, float, str]:
+    """The policy for one token, from the session's (token, match length) and the instance base's scored guess:
+    (token, confidence, source "session" | "ibase")."""
     token, match = session
     if token is not None and match >= min_match:
         return token, match / (n - 1), "session"
-    guess, depth = ibase
-    return int(guess), (depth or 0) / window, "ibase"
+    guess, score = ibase
+    return int(guess), score, "ibase"
 
 
 class HybridDraft(Draft):
@@ -55,7 +56,8 @@ class HybridDraft(Draft):
 
     name = "hybrid"
 
-    def __init__(self, ibase, n: int = 4, min_match: int = 2, gate: AdaptiveLength | None = None):
+    def __init__(self, ibase, n: int = 4, min_match: int = 2, gate: AdaptiveLength | None = None,
+                 confidence: str = "depth"):
         if not isinstance(n, int) or n < 2:
             raise DraftError(f"hybrid: n={n!r} is not accepted; give an integer >= 2")
         if not isinstance(min_match, int) or not 1 <= min_match <= n - 1:
@@ -65,6 +67,8 @@ class HybridDraft(Draft):
         self.ibase = load_ibase(ibase)
         self.window = int(self.ibase.window)
         self.n, self.min_match, self.gate = n, min_match, gate
+        check_confidence("hybrid", self.ibase, confidence, gate)
+        self.confidence = confidence
         self.sources: list[str] = []   # which component drafted each guess of the last proposal (for tests/logs)
         self.reset()
 
@@ -89,8 +93,9 @@ class HybridDraft(Draft):
         history = [int(t) for t in context[-max(self.n - 1, self.window):]]
         out, self.sources = [], []
         for _ in range(k):
-            token, conf, source = choose(session_match(self._table, history), self.ibase.lookup(history[-self.window:]),
-                                         self.min_match, self.n, self.window)
+            token, conf, source = choose(session_match(self._table, history),
+                                         ibase_guess(self.ibase, history[-self.window:], self.confidence),
+                                         self.min_match, self.n)
             out.append((token, conf))
             self.sources.append(source)
             history.append(token)
@@ -106,20 +111,17 @@ class HybridDraft(Draft):
         return self.gate.cut(self.scored(context, k), context)
 
 
-class HybridOptions(AdaptiveOptions):
-    """`corpus`: the instance base's [[corpora]] entry; `n`: session order; `min_match`: session tokens needed."""
+class HybridOptions(IBaseOptions):
+    """`corpus`: the instance base's [[corpora]] entry; `n`: session order; `min_match`: session tokens needed;
+    `confidence`: how an instance-base guess is scored for adaptive length."""
 
-    corpus_fields = ("corpus",)
-    corpus: str
     n: Annotated[int, Field(ge=2)] = 4
     min_match: Annotated[int, Field(ge=1)] = 2
 
-    def requires(self) -> dict[str, Requirement]:
-        return {"ibase": Requirement("ibase", self.corpus)}
-
 
 def build(opts: HybridOptions, ctx: BuildContext) -> HybridDraft:
-    return HybridDraft(ibase=ctx.artifacts["ibase"], n=opts.n, min_match=opts.min_match, gate=opts.gate())
+    return HybridDraft(ibase=ctx.artifacts["ibase"], n=opts.n, min_match=opts.min_match, gate=opts.gate(),
+                       confidence=opts.confidence)
 
 
 ENTRY = DraftEntry("hybrid", HybridDraft, HybridOptions, build,

@@ -40,6 +40,23 @@ def load_ibase(ibase):
 CONFIDENCES = ("depth", "share", "depth_share")
 
 
+def check_confidence(draft: str, ibase, confidence: str, gate) -> None:
+    """Refuse an unknown confidence, or one the instance base's backend cannot score."""
+    if confidence not in CONFIDENCES:
+        raise DraftError(f"{draft}: confidence={confidence!r} is not accepted; use one of {', '.join(CONFIDENCES)}")
+    if gate is not None and confidence != "depth" and not hasattr(ibase, "lookup_scored"):
+        raise DraftError(f"{draft}: confidence={confidence!r} needs node shares; only the native backend has them")
+
+
+def ibase_guess(ibase, tail: Sequence[int], confidence: str = "depth") -> tuple[int, float]:
+    """The instance base's guess after `tail` and its score: depth / window, majority share, or their product."""
+    if confidence == "depth":
+        token, depth = ibase.lookup(tail)
+        return int(token), (depth or 0) / ibase.window
+    token, depth, share = ibase.lookup_scored(tail)
+    return int(token), share if confidence == "share" else share * depth / ibase.window
+
+
 class OlifantDraft(Draft):
     """Memory-based draft: k chained IGTree predictions from the last `window` tokens."""
 
@@ -51,13 +68,10 @@ class OlifantDraft(Draft):
         self.ibase = load_ibase(ibase)
         self.window = int(self.ibase.window)
         self.gate = gate
-        if confidence not in CONFIDENCES:
-            raise DraftError(f"olifant: confidence={confidence!r} is not accepted; use one of {', '.join(CONFIDENCES)}")
         self.confidence = confidence
         if gate is not None and self.ibase.lookup([0] * self.window)[1] is None:
             raise DraftError("olifant: adaptive drafting needs match depths; the TiMBL backend gives none (use native)")
-        if gate is not None and confidence != "depth" and not hasattr(self.ibase, "lookup_scored"):
-            raise DraftError(f"olifant: confidence={confidence!r} needs node shares; only the native backend has them")
+        check_confidence("olifant", self.ibase, confidence, gate)
 
     def reset(self) -> None:
         if self.gate is not None:
@@ -83,20 +97,15 @@ class OlifantDraft(Draft):
         tail = [int(t) for t in context[-w:]]
         out: list[tuple[int, float]] = []
         for _ in range(k):
-            if self.confidence == "depth":
-                token, depth = self.ibase.lookup(tail)
-                score = depth / w
-            else:
-                token, depth, share = self.ibase.lookup_scored(tail)
-                score = share if self.confidence == "share" else share * depth / w
-            out.append((int(token), score))
-            tail = (tail + [int(token)])[-w:]
+            token, score = ibase_guess(self.ibase, tail, self.confidence)
+            out.append((token, score))
+            tail = (tail + [token])[-w:]
         return out
 
 
-class OlifantOptions(AdaptiveOptions):
-    """`corpus`: the [[corpora]] entry whose instance base drafts; `adaptive`/`threshold`/`online`/`confidence`:
-    draft length."""
+class IBaseOptions(AdaptiveOptions):
+    """Options of a draft backed by an instance base: `corpus` (its [[corpora]] entry), adaptive length and the
+    `confidence` that scores its guesses."""
 
     corpus_fields = ("corpus",)
     corpus: str
@@ -111,6 +120,11 @@ class OlifantOptions(AdaptiveOptions):
 
     def requires(self) -> dict[str, Requirement]:
         return {"ibase": Requirement("ibase", self.corpus)}
+
+
+class OlifantOptions(IBaseOptions):
+    """`corpus`: the [[corpora]] entry whose instance base drafts; `adaptive`/`threshold`/`online`/`confidence`:
+    draft length."""
 
 
 def build(opts: OlifantOptions, ctx: BuildContext) -> OlifantDraft:

@@ -131,6 +131,11 @@ def test_olifant_confidence_by_the_matched_nodes_majority_share():
     assert both.scored([1], 2) == [(7, pytest.approx(2 / 3)), (9, 0.0)]  # the second guess matched nothing
     with pytest.raises(DraftError, match="confidence='nope'"):
         make_draft("olifant", ibase=tree, confidence="nope")
+    # the hybrid scores its instance-base guesses the same way (here the session has no match to offer)
+    hybrid = make_draft("hybrid", ibase=tree, gate=AdaptiveLength(threshold=0.65), confidence="share", n=2,
+                        min_match=1)
+    assert hybrid.scored([1], 2) == [(7, pytest.approx(2 / 3)), (9, 0.625)] and hybrid.sources == ["ibase"] * 2
+    assert hybrid.propose([1], 2) == [7]
 
 
 def test_olifant_confidence_enters_the_key_only_when_it_is_not_the_default():

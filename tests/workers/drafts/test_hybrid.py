@@ -22,10 +22,10 @@ def tree():
 
 
 def test_choose_prefers_a_long_enough_session_match():
-    assert choose((7, 3), (9, 4), min_match=2, n=4, window=4) == (7, 1.0, "session")
-    assert choose((7, 2), (9, 4), min_match=2, n=4, window=4) == (7, 2 / 3, "session")
-    assert choose((7, 1), (9, 2), min_match=2, n=4, window=4) == (9, 0.5, "ibase")
-    assert choose((None, 0), (9, None), min_match=1, n=4, window=4) == (9, 0.0, "ibase")
+    assert choose((7, 3), (9, 1.0), min_match=2, n=4) == (7, 1.0, "session")
+    assert choose((7, 2), (9, 1.0), min_match=2, n=4) == (7, 2 / 3, "session")
+    assert choose((7, 1), (9, 0.5), min_match=2, n=4) == (9, 0.5, "ibase")
+    assert choose((None, 0), (9, 0.0), min_match=1, n=4) == (9, 0.0, "ibase")
 
 
 def test_session_match_is_the_longest_seen_suffix():
