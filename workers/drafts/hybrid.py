@@ -122,5 +122,5 @@ def build(opts: HybridOptions, ctx: BuildContext) -> HybridDraft:
     return HybridDraft(ibase=ctx.artifacts["ibase"], n=opts.n, min_match=opts.min_match, gate=opts.gate())
 
 
-ENTRY = DraftEntry("hybrid", HybridDraft, HybridOptions, build,
+ENTRY = DraftEntry("hybrid", HybridDraft, HybridOptions, build, parts=("olifant", "ngram"),
                    summary="olifant instance base plus an in-session n-gram (session when its match is long)")
