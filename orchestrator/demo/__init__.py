@@ -71,17 +71,17 @@ def build_costs(session, experiment: str) -> pd.DataFrame:
                                      energy_j=("energy_j", "sum")).reset_index())
 
 
-def future_work_text(df: pd.DataFrame, costs: pd.DataFrame, tasks: list[str]) -> str:
+def future_work_text(df: pd.DataFrame, costs: pd.DataFrame, spec) -> str:
     """What the instance bases cost, and the targets of the distilled, hybrid and adaptive strategies."""
-    from orchestrator.targets import check_all, checks_table
+    from orchestrator.targets import check_all, checks_table, roles
 
     parts = []
     if not costs.empty:
         parts.append("instance bases: build time and energy (distilled = verifier labels + IGTree)\n"
                      + costs.to_markdown(index=False, floatfmt=".1f"))
-    domains = [t for t in tasks if f"hybrid-{t}" in set(df["strategy"])]
-    if domains:
-        parts.append("targets of the future-work strategies\n" + checks_table(check_all(df, domains)))
+    r = roles(spec)
+    if r.distilled or r.hybrid or r.adaptive:
+        parts.append("targets of the future-work strategies\n" + checks_table(check_all(df, r)))
     return "\n\n".join(parts)
 
 
@@ -110,7 +110,7 @@ def run_demo(opts, spec_path: str | None = None, retrain: bool = False, echo: Ca
         texts = redundancy_table(s, report.experiment)
         costs = build_costs(s, report.experiment)
     echo(summary_text(df, texts))
-    echo(future_work_text(df, costs, [t.name for t in spec.tasks]))
+    echo(future_work_text(df, costs, spec))
     c = report.counts
     echo(f"\n{c['done']} cells done, {c['failed']} failed in {report.elapsed_s:.0f} s; results in {opts.db_url}.")
     echo(f"Open the dashboard:  greenspec --db {opts.db_url} dashboard")

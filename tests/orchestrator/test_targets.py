@@ -4,14 +4,74 @@ from __future__ import annotations
 
 import pandas as pd
 
+from orchestrator.demo import DEMO_SPEC
+from orchestrator.spec import load_spec, parse_spec
 from orchestrator.targets import (
+    Roles,
     adaptive_speedup,
     check_all,
     checks_table,
     distilled_acceptance,
     exact_match,
     hybrid_speedup,
+    roles,
 )
+
+# Strategy names that say nothing about their drafts: the roles must come from drafts, corpora and options.
+RENAMED = """
+[experiment]
+name = "r"
+[verifier]
+model = "org/model"
+[[corpora]]
+name = "docs"
+path = "demo:pydoc-train"
+[[corpora]]
+name = "docs-by-verifier"
+path = "demo:pydoc-train"
+labels = "verifier"
+[[corpora]]
+name = "plays"
+path = "demo:shakespeare-train"
+[[tasks]]
+name = "t"
+path = "demo:pydoc-test"
+[[tasks]]
+name = "u"
+path = "demo:shakespeare-test"
+[[strategies]]
+name = "a"
+draft = "plain"
+[[strategies]]
+name = "b"
+draft = "ngram"
+[[strategies]]
+name = "c"
+draft = "olifant"
+corpus = "docs"
+[[strategies]]
+name = "c2"
+draft = "olifant"
+corpus = "plays"
+[[strategies]]
+name = "d"
+draft = "olifant"
+corpus = "docs-by-verifier"
+tasks = ["t"]
+[[strategies]]
+name = "e"
+draft = "hybrid"
+corpus = "docs"
+[[strategies]]
+name = "f"
+draft = "hybrid"
+corpus = "docs"
+adaptive = true
+k = [8]
+[[strategies]]
+name = "g"
+draft = "lookup"
+"""
 
 
 def frame(rows):
@@ -23,30 +83,52 @@ def grid(strategy, task, speedups, acceptances, regime="uncached", ks=(3, 5, 8))
     return [(strategy, task, k, regime, s, a, 1.0) for k, s, a in zip(ks, speedups, acceptances)]
 
 
+def test_roles_come_from_drafts_corpora_and_options_not_names():
+    r = roles(parse_spec(RENAMED))
+    assert r.distilled == (("d", "c"),)              # same draft and options, the corpus-trained twin of its text
+    assert r.hybrid == (("e", ("b", "c")),)          # its declared parts; not c2 (another instance base), not g
+    assert r.adaptive == (("f", "e"),)
+    assert r.runs_on("d") == ("t",) and r.runs_on("e") == ("t", "u")
+
+
+def test_roles_of_the_demo_spec():
+    r = roles(load_spec(DEMO_SPEC))
+    for d in ("pydoc", "shakespeare"):
+        assert (f"distilled-{d}", f"olifant-{d}") in r.distilled
+        assert (f"hybrid-{d}", ("ngram", f"olifant-{d}")) in r.hybrid
+        assert (f"hybrid-{d}-adaptive", f"hybrid-{d}") in r.adaptive
+        assert r.runs_on(f"distilled-{d}") == (d,)
+
+
 def test_distilled_must_win_at_every_k_and_regime():
     rows = grid("olifant-x", "x", [1.1] * 3, [0.1, 0.1, 0.1]) + grid("distilled-x", "x", [1.2] * 3, [0.3, 0.2, 0.1])
-    (check,) = distilled_acceptance(frame(rows), "x")
+    (check,) = distilled_acceptance(frame(rows), "distilled-x", "olifant-x", ("x",))
     assert not check.ok and "k=8: 0.10 vs 0.10" in check.detail       # a tie at k=8 is not higher
     rows[-1] = ("distilled-x", "x", 8, "uncached", 1.2, 0.11, 1.0)
-    assert distilled_acceptance(frame(rows), "x")[0].ok
+    assert distilled_acceptance(frame(rows), "distilled-x", "olifant-x", ("x",))[0].ok
+    (missing,) = distilled_acceptance(frame(rows), "distilled-x", "olifant-x", ("y",))
+    assert not missing.ok and missing.detail == "missing"
 
 
 def test_hybrid_against_its_parts_and_plain():
     rows = (grid("olifant-x", "x", [1.1, 1.2, 1.0], [0.1] * 3) + grid("ngram", "x", [1.5, 1.8, 1.7], [0.3] * 3)
             + grid("hybrid-x", "x", [1.6, 1.75, 1.7], [0.35] * 3)
-            + grid("hybrid-x", "x", [1.0, 0.97, 0.9], [0.35] * 3, regime="cached"))
-    checks = {c.regime: c for c in hybrid_speedup(frame(rows), "x", noise=0.05)}
-    assert checks["uncached"].ok                                   # 1.75 >= 1.8 within 5%
-    assert not checks["cached"].ok and "0.90" in checks["cached"].detail
-    assert not hybrid_speedup(frame(rows), "x", noise=0.0)[0].ok
+            + grid("hybrid-x", "x", [1.0, 0.97, 0.9], [0.35] * 3, regime="cached")
+            + grid("hybrid-x", "x", [1.0, 0.97, 1.1], [0.35] * 3, regime="cached-standard"))
+    parts = ("ngram", "olifant-x")
+    checks = {c.regime: c for c in hybrid_speedup(frame(rows), "hybrid-x", parts, noise=0.05)}
+    assert checks["uncached"].ok and checks["uncached"].detail == "1.75 vs ngram 1.80"   # within 5%
+    assert not checks["cached"].ok and "k=8: 0.90" in checks["cached"].detail
+    assert checks["cached-standard"].ok
+    assert not hybrid_speedup(frame(rows), "hybrid-x", parts, noise=0.0)[0].ok
 
 
 def test_adaptive_against_the_best_fixed_k():
     rows = grid("hybrid-x", "x", [1.2, 1.5, 1.4], [0.3] * 3) + [("hybrid-x-adaptive", "x", 8, "uncached", 1.46, 0.5, 1.0)]
-    (check,) = adaptive_speedup(frame(rows), "hybrid-x", "hybrid-x-adaptive")
-    assert check.ok and check.detail == "1.46 vs 1.50"
+    (check,) = adaptive_speedup(frame(rows), "hybrid-x-adaptive", "hybrid-x")
+    assert check.ok and check.detail == "1.46 vs 1.50 (k=5)"
     rows[-1] = ("hybrid-x-adaptive", "x", 8, "uncached", 1.3, 0.5, 1.0)
-    assert not adaptive_speedup(frame(rows), "hybrid-x", "hybrid-x-adaptive")[0].ok
+    assert not adaptive_speedup(frame(rows), "hybrid-x-adaptive", "hybrid-x")[0].ok
 
 
 def test_exact_match_and_the_table():
@@ -54,5 +136,5 @@ def test_exact_match_and_the_table():
     assert exact_match(frame(rows))[0].ok
     rows[0] = ("ngram", "x", 3, "uncached", 1.5, 0.3, 0.75)
     assert exact_match(frame(rows))[0].detail == "ngram"
-    table = checks_table(check_all(frame(rows), []))
+    table = checks_table(check_all(frame(rows), Roles()))
     assert "exact match 1.0" in table and "False" in table

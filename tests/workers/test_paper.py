@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from workers.paper import COMPARE_COLUMNS, compare, load_results
+from workers.paper import COMPARE_COLUMNS, PAPER_SPEC, compare, load_results, strategy_names
 
 
 @pytest.fixture(scope="module")
@@ -112,3 +112,11 @@ def test_compare_maps_task_names(paper):
                     keep_unmatched=False)
     assert table[["strategy", "task", "k", "paper", "ours"]].values.tolist() == [
         ["olifant-eurlex", "eurlex", 8, 2.43, 1.9]]
+
+
+def test_baseline_names_come_from_the_spec_drafts():
+    assert strategy_names(PAPER_SPEC.read_text()) == {"4-gram": "ngram", "TinyLlama": "neural"}
+    renamed = '[[strategies]]\nname = "words"\ndraft = "ngram-paper"\n[[strategies]]\nname = "small"\ndraft = "neural"\n'
+    paper = load_results(strategy_names(renamed))
+    assert {"words", "small"} <= set(paper["strategy"]) and not {"ngram", "neural"} & set(paper["strategy"])
+    assert "TinyLlama" in set(load_results(strategy_names('[[strategies]]\nname = "w"\ndraft = "ngram-paper"\n'))["strategy"])

@@ -124,5 +124,5 @@ def build(opts: HybridOptions, ctx: BuildContext) -> HybridDraft:
                        confidence=opts.confidence)
 
 
-ENTRY = DraftEntry("hybrid", HybridDraft, HybridOptions, build,
+ENTRY = DraftEntry("hybrid", HybridDraft, HybridOptions, build, parts=("olifant", "ngram"),
                    summary="olifant instance base plus an in-session n-gram (session when its match is long)")

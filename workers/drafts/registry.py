@@ -83,6 +83,7 @@ class DraftEntry:
     build: Callable[[DraftOptions, BuildContext], Any]
     drafts: bool = True      # False for plain: it runs once per prompt and regime with k = 0
     summary: str = ""
+    parts: tuple[str, ...] = ()  # the drafts this one combines (its targets compare it with them)
 
     def parse(self, raw: Mapping[str, Any]) -> DraftOptions:
         """Validate `[[strategies]]` options; DraftError with one line naming the key on bad input."""

@@ -18,13 +18,17 @@ Example:
 from __future__ import annotations
 
 import math
+import tomllib
 from collections.abc import Mapping
 from importlib import resources
+from pathlib import Path
 
 import pandas as pd
 
-# The paper's names -> greenspec's (examples/paper.toml). Olifant variants keep their names.
-STRATEGY_NAMES = {"4-gram": "ngram", "TinyLlama": "neural"}
+# The paper's baselines -> the draft that reproduces each; their greenspec names are read off the paper's spec
+# (examples/paper.toml: the strategy that uses that draft). Olifant variants keep their names.
+PAPER_DRAFTS = {"4-gram": "ngram-paper", "TinyLlama": "neural"}
+PAPER_SPEC = Path(__file__).resolve().parents[2] / "examples" / "paper.toml"
 TASK_NAMES = {"general": "wikitext", "medical": "pubmed", "legal": "eurlex"}
 UNIT_SCALE = {"%": 0.01}     # to greenspec's units: acceptance and redundancy are fractions
 KEYS = ("strategy", "task", "k", "regime")
@@ -38,8 +42,20 @@ def _names(cell: str, table: Mapping[str, str]) -> str:
     return "|".join(table.get(x, x) for x in cell.split("|")) if cell else ""
 
 
-def load_results() -> pd.DataFrame:
+def strategy_names(spec_toml: str) -> dict[str, str]:
+    """The paper's baseline names -> the names of the spec's strategies whose drafts reproduce them."""
+    strategies = tomllib.loads(spec_toml).get("strategies", [])
+    out = {}
+    for paper, draft in PAPER_DRAFTS.items():
+        mine = [s["name"] for s in strategies if s.get("draft") == draft]
+        out.update({paper: mine[0]} if mine else {})
+    return out
+
+
+def load_results(names: Mapping[str, str] | None = None) -> pd.DataFrame:
     """The paper's numbers with greenspec's strategy and task names, values in greenspec's units.
+
+    `names` maps the paper's baselines to strategy names (default: `strategy_names` of examples/paper.toml).
 
     Columns: source, section, regime, strategy, task, k (text: "", "8" or "12|16|24"), metric, value,
     value_max (NaN for a single value), unit (the paper's), quote, note, paper_value (as printed).
@@ -50,7 +66,8 @@ def load_results() -> pd.DataFrame:
     df["paper_value"] = df["value"]
     df["value"] = df["value"].astype(float) * scale
     df["value_max"] = pd.to_numeric(df["value_max"].replace("", math.nan)) * scale
-    df["strategy"] = df["strategy"].map(lambda s: _names(s, STRATEGY_NAMES))
+    names = strategy_names(PAPER_SPEC.read_text()) if names is None else names
+    df["strategy"] = df["strategy"].map(lambda s: _names(s, names))
     df["task"] = df["task"].map(lambda s: _names(s, TASK_NAMES))
     return df
 
@@ -152,6 +169,6 @@ def run_frame(summary: pd.DataFrame, latency: pd.DataFrame, redundancy: pd.DataF
     return pd.concat([p for p in parts if not p.empty], ignore_index=True)
 
 
-__all__ = ["COMPARE_COLUMNS", "STRATEGY_NAMES", "TASK_NAMES", "compare",
+__all__ = ["COMPARE_COLUMNS", "PAPER_DRAFTS", "TASK_NAMES", "compare",
            "latency_for_compare", "load_results", "redundancy_frame",
-           "run_frame"]
+           "run_frame", "strategy_names"]

@@ -7,10 +7,13 @@ from pathlib import Path
 import pytest
 
 from orchestrator.demo.builtin import materialize, uses_builtin
-from orchestrator.demo import DEMO_SPEC, redundancy_table, summary_text
+from orchestrator.demo import DEMO_SPEC, redundancy_table, run_demo, summary_text
+from orchestrator.driver import RunOptions
 from orchestrator.spec import load_spec, parse_spec
+from orchestrator.targets import check_spec, checks_table
+from storage.browse import spec_toml
 from storage.db import open_db
-from storage.queries import summary_frame
+from storage.queries import experiment_id, summary_frame
 from tests.dashboard.populate import populate
 from workers.errors import SpecError
 
@@ -31,6 +34,71 @@ name = "oli"
 draft = "olifant"
 corpus = "shakespeare"
 """
+
+
+# The demo's own spec, shrunk: its pydoc domain (real demo text via `demo:` names), the paper's drafts and the
+# future-work strategies, all three regimes; the tests' tiny trained verifier instead of the demo's models.
+TINY_DEMO = """
+[experiment]
+name = "tiny-demo"
+batch_size = 8
+[verifier]
+model = "{model}"
+tokenizer = "mistral"
+dtype = "float32"
+device = "cpu"
+[[corpora]]
+name = "pydoc"
+path = "demo:pydoc-train"
+max_tokens = 20000
+[[corpora]]
+name = "pydoc-distilled"
+path = "demo:pydoc-train"
+labels = "verifier"
+label_max_tokens = 1500
+label_chunk_tokens = 64
+label_overlap_tokens = 16
+[[tasks]]
+name = "pydoc"
+path = "demo:pydoc-test"
+prompts = 2
+prompt_words = 20
+[[strategies]]
+name = "plain"
+draft = "plain"
+[[strategies]]
+name = "ngram"
+draft = "ngram"
+[[strategies]]
+name = "olifant-pydoc"
+draft = "olifant"
+corpus = "pydoc"
+[[strategies]]
+name = "distilled-pydoc"
+draft = "olifant"
+corpus = "pydoc-distilled"
+[[strategies]]
+name = "hybrid-pydoc"
+draft = "hybrid"
+corpus = "pydoc"
+[[strategies]]
+name = "hybrid-pydoc-adaptive"
+draft = "hybrid"
+corpus = "pydoc"
+adaptive = true
+threshold = 0.3
+online = true
+k = [3]
+[sweep]
+k = [2, 3]
+regimes = ["uncached", "cached", "cached-standard"]
+max_new_tokens = 16
+warmup = false
+[power]
+sources = ["estimate"]
+"""
+
+REGIMES = ("cached", "cached-standard", "uncached")
 
 
 def test_demo_spec_uses_builtins():
@@ -73,3 +141,28 @@ def test_summary_and_redundancy_tables(tmp_path):
     assert set(red["task"]) == {"wikitext", "pubmed"}
     assert (red["texts"] > 1).all()
     assert red[["within_text", "cross_doc", "gzip_ratio"]].stack().between(0, 1.5).all()
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("ray_local")
+def test_targets_over_a_demo_database(tmp_path, tiny_verifier):
+    spec = tmp_path / "demo.toml"
+    spec.write_text(TINY_DEMO.format(model=tiny_verifier))
+    url, printed = f"sqlite:///{tmp_path / 'g.db'}", []
+    run_demo(RunOptions(db_url=url), spec_path=str(spec), echo=printed.append)
+    with open_db(url, migrate=False)[1]() as s:
+        df = summary_frame(s, "tiny-demo")
+        checks = check_spec(df, spec_toml(s, experiment_id(s, "tiny-demo")))   # the roles from the stored spec
+    got = {(c.target, c.task, c.regime): c for c in checks}
+    want = ({("exact match 1.0", "all", "all"), ("hybrid-pydoc >= better part", "pydoc", "uncached")}
+            | {("distilled-pydoc acceptance > olifant-pydoc", "pydoc", r) for r in REGIMES}
+            | {("hybrid-pydoc never loses to plain", "pydoc", r) for r in REGIMES[:2]}
+            | {("hybrid-pydoc-adaptive >= hybrid-pydoc at its best k", "pydoc", r) for r in REGIMES})
+    assert set(got) == want
+    assert got[("exact match 1.0", "all", "all")].ok                     # output-preserving in every cell
+    assert all("missing" not in c.detail and "nan" not in c.detail for c in checks)
+    uncached = df[df["regime"] == "uncached"].groupby("strategy")["speedup"].max()
+    better = max(("ngram", "olifant-pydoc"), key=uncached.get)
+    assert got[("hybrid-pydoc >= better part", "pydoc", "uncached")].detail == (
+        f"{uncached['hybrid-pydoc']:.2f} vs {better} {uncached[better]:.2f}")
+    assert checks_table(checks) in "\n".join(printed)                  # the demo printed these same verdicts
