@@ -13,7 +13,13 @@ prompt generated twice. Every expected number is worked out by hand below (as in
 | f   | 4 | 0      | 1                  | 4       | 2  | 1.0    | 0.0     | 40       | 1.0     | True  |               |
 | g   | 4 | 0      | 1                  | 4       | 2  | 1.0    | 0.0     | None     | 1.0     | True  | (prompt 0 again) |
 
-All ngram except p (plain), one task, the uncached regime. Stored `rounds` = rounds listed, `first_accepted` =
+| h   | 5 | 0      | 1                  | 4       | 2  | 1.0    | 0.0     | 10 (estimate) | 1.0 | True |          |
+| i   | 5 | 1      | 1                  | 4       | 2  | 1.0    | 0.0     | 10 (nvml, measured) | 1.0 | True |    |
+| j   | 6 | 0      | 1                  | 4       | 2  | 1.0    | 0.0     | None     | 1.0     | True  | (no power source) |
+| q   | 0 | 0      | 0 x 4              | 0       | 4  | 1.0    | 0.0     | 10       | 1.0     | True  | temperature 0.8 |
+| s   | 2 | 0      | 1, 1               | 4       | 4  | 0.5    | 0.0     | 10       | 1.0     | True  | temperature 0.8 |
+
+All ngram except p and q (plain), one task, the uncached regime, greedy (temperature 0) unless said. Stored `rounds` = rounds listed, `first_accepted` =
 rounds - rounds accepting nothing, unless the last column says otherwise.
 """
 
@@ -27,7 +33,7 @@ from sqlalchemy import insert
 
 from storage.db import open_db
 from storage.models import Cell, Experiment, Generation
-from storage.queries import summary_frame
+from storage.queries import SUMMARY_COLUMNS, summary_frame
 
 EXPERIMENT = "edges"
 ROWS = {  # name: (k, prompt, accepted per round, drafted, n, wall_s, draft_s, energy_j, rouge_l, exact, overrides)
@@ -39,13 +45,18 @@ ROWS = {  # name: (k, prompt, accepted per round, drafted, n, wall_s, draft_s, e
     "e": (3, 2, [1, 1], 4, 4, 1.0, 0.0, 10.0, 1.0, True, {"first_accepted": None}),
     "f": (4, 0, [1], 4, 2, 1.0, 0.0, 40.0, 1.0, True, {}),
     "g": (4, 0, [1], 4, 2, 1.0, 0.0, None, 1.0, True, {}),
+    "h": (5, 0, [1], 4, 2, 1.0, 0.0, 10.0, 1.0, True, {}),
+    "i": (5, 1, [1], 4, 2, 1.0, 0.0, 10.0, 1.0, True, {"power_source": "nvml", "power_measured": True}),
+    "j": (6, 0, [1], 4, 2, 1.0, 0.0, None, 1.0, True, {}),
+    "q": (0, 0, [0] * 4, 0, 4, 1.0, 0.0, 10.0, 1.0, True, {"temperature": 0.8}),
+    "s": (2, 0, [1, 1], 4, 4, 0.5, 0.0, 10.0, 1.0, True, {"temperature": 0.8}),
 }
 
 
 def _generation(name: str, cell_id: int, exp_id: int) -> dict:
     k, prompt, per_round, drafted, n, wall_s, draft_s, energy_j, rouge_l, exact, overrides = ROWS[name]
     accepted = sum(per_round)
-    return dict(
+    stored = dict(
         cell_id=cell_id, experiment_id=exp_id, strategy="plain" if k == 0 else "ngram", draft="plain" if k == 0 else "ngram",
         task="t", prompt_index=prompt, prompt_key=f"r{name}", k=k, regime="uncached", n_prompt_tokens=5, n_tokens=n,
         steps=len(per_round), drafted=drafted, accepted=accepted, acceptance=accepted / drafted if drafted else None,
@@ -55,7 +66,8 @@ def _generation(name: str, cell_id: int, exp_id: int) -> dict:
         mean_power_w=energy_j / wall_s if energy_j else None, j_per_100_tokens=energy_j / n * 100 if energy_j else None,
         tokens_per_j=n / energy_j if energy_j else None, power_source="estimate" if energy_j else None,
         power_measured=False if energy_j else None, rouge_l=rouge_l, exact_match=exact, bridged=False,
-        stopped="max_new_tokens", device="test", tokens=list(range(n)), text="x", **overrides)
+        stopped="max_new_tokens", device="test", tokens=list(range(n)), text="x", temperature=0.0)
+    return {**stored, **overrides}
 
 
 @pytest.fixture(scope="module")
@@ -70,16 +82,17 @@ def frames(tmp_path_factory) -> tuple[pd.DataFrame, pd.DataFrame]:
             cell_id = conn.execute(insert(Cell).values(
                 experiment_id=exp_id, key=name, kind="sweep", state="done", strategy="plain" if k == 0 else "ngram",
                 draft="plain" if k == 0 else "ngram", task="t", prompt_index=prompt, k=k, regime="uncached",
-                params={})).inserted_primary_key[0]
+                temperature=row[-1].get("temperature", 0.0), params={})).inserted_primary_key[0]
             conn.execute(insert(Generation).values(**_generation(name, cell_id, exp_id)))
     with Session() as s:
         out = summary_frame(s, EXPERIMENT), summary_frame(s, EXPERIMENT, pooled=True)
+        assert list(summary_frame(s, "nope").columns) == SUMMARY_COLUMNS  # no experiment: no rows, same columns
     engine.dispose()
     return out
 
 
-def _row(df: pd.DataFrame, k: int) -> pd.Series:
-    rows = df[df["k"] == k]
+def _row(df: pd.DataFrame, k: int, temperature: float = 0.0) -> pd.Series:
+    rows = df[(df["k"] == k) & (df["temperature"] == temperature)]
     assert len(rows) == 1
     return rows.iloc[0]
 
@@ -142,3 +155,31 @@ def test_partial_energy_is_left_empty_and_prompts_are_distinct(frames):
         assert math.isnan(k4["energy_j"]) and math.isnan(k4["j_per_100_tokens"])  # g has none: no partial sum
         assert math.isnan(k4["energy_ratio"]) and math.isnan(k4["tokens_per_j"])
     assert math.isnan(_row(means, 4)["mean_power_w"]) and math.isnan(_row(pooled, 4)["mean_power_w"])
+
+
+def test_columns_order_and_experiment(frames):
+    for df in frames:
+        assert list(df.columns) == SUMMARY_COLUMNS and list(df.index) == list(range(len(df)))
+        assert set(df["experiment"]) == {EXPERIMENT}
+
+
+def test_pooled_energy(frames):
+    p2 = _row(frames[1], 2)
+    assert p2["j_per_100_tokens"] == pytest.approx(1000.0)  # (50 + 20) J / (5 + 2) tokens * 100
+    assert p2["mean_power_w"] == pytest.approx(70 / 1.5)  # (50 + 20) J / (1.0 + 0.5) s
+    assert p2["energy_ratio"] == pytest.approx(1.0)  # plain's 100 J / 10 tokens * 100 = 1000, over 1000
+
+
+def test_power_sources_mixed_or_absent(frames):
+    for df in frames:
+        k5, k6 = _row(df, 5), _row(df, 6)
+        assert k5["power_source"] == "estimate+nvml"  # two sources in one cell, named both
+        assert k5["power_measured"] is not None and not k5["power_measured"]  # one estimated: not measured
+        assert pd.isna(k6["power_source"]) and k6["power_measured"] is None  # no energy at all: unknown, not False
+
+
+def test_sampled_cells_are_compared_with_plain_at_their_temperature(frames):
+    means = frames[0]
+    assert _row(means, 2, 0.8)["speedup"] == pytest.approx(2.0)  # (4 / 0.5) / plain at 0.8: 4 / 1.0
+    assert _row(means, 2, 0.8)["energy_ratio"] == pytest.approx(1.0)  # 10 / 4 * 100 = 250 J/100 tok both
+    assert _row(means, 2)["speedup"] == pytest.approx(0.9)  # greedy: still over greedy plain's 5 tok/s
