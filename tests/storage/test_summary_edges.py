@@ -16,6 +16,7 @@ prompt generated twice. Every expected number is worked out by hand below (as in
 | h   | 5 | 0      | 1                  | 4       | 2  | 1.0    | 0.0     | 10 (estimate) | 1.0 | True |          |
 | i   | 5 | 1      | 1                  | 4       | 2  | 1.0    | 0.0     | 10 (nvml, measured) | 1.0 | True |    |
 | j   | 6 | 0      | 1                  | 4       | 2  | 1.0    | 0.0     | None     | 1.0     | True  | (no power source) |
+| m   | 7 | 0      | 2                  | 2       | 3  | 1.0    | 0.0     | 10       | 1.0     | True  | rounds NULL   |
 | q   | 0 | 0      | 0 x 4              | 0       | 4  | 1.0    | 0.0     | 10       | 1.0     | True  | temperature 0.8 |
 | s   | 2 | 0      | 1, 1               | 4       | 4  | 0.5    | 0.0     | 10       | 1.0     | True  | temperature 0.8 |
 
@@ -48,6 +49,7 @@ ROWS = {  # name: (k, prompt, accepted per round, drafted, n, wall_s, draft_s, e
     "h": (5, 0, [1], 4, 2, 1.0, 0.0, 10.0, 1.0, True, {}),
     "i": (5, 1, [1], 4, 2, 1.0, 0.0, 10.0, 1.0, True, {"power_source": "nvml", "power_measured": True}),
     "j": (6, 0, [1], 4, 2, 1.0, 0.0, None, 1.0, True, {}),
+    "m": (7, 0, [2], 2, 3, 1.0, 0.0, 10.0, 1.0, True, {"rounds": None}),
     "q": (0, 0, [0] * 4, 0, 4, 1.0, 0.0, 10.0, 1.0, True, {"temperature": 0.8}),
     "s": (2, 0, [1, 1], 4, 4, 0.5, 0.0, 10.0, 1.0, True, {"temperature": 0.8}),
 }
@@ -183,3 +185,9 @@ def test_sampled_cells_are_compared_with_plain_at_their_temperature(frames):
     assert _row(means, 2, 0.8)["speedup"] == pytest.approx(2.0)  # (4 / 0.5) / plain at 0.8: 4 / 1.0
     assert _row(means, 2, 0.8)["energy_ratio"] == pytest.approx(1.0)  # 10 / 4 * 100 = 250 J/100 tok both
     assert _row(means, 2)["speedup"] == pytest.approx(0.9)  # greedy: still over greedy plain's 5 tok/s
+
+
+def test_a_cell_without_known_rounds_has_no_mal(frames):
+    for df in frames:  # m: 2 accepted, rounds NULL: 0 known rounds, so no MAL (not 2 / 0 = infinity)
+        k7 = _row(df, 7)
+        assert math.isnan(k7["mal"]) and math.isnan(k7["mean_accepted_tokens"])
