@@ -7,7 +7,7 @@ tracked and untracked-but-not-ignored files of the repository are copied to a sc
 module goes to `.mutation/summary.md` (copied by hand into BENCHMARKS.md's "Mutation testing" section, which
 `make bench` does not regenerate); survivors' diffs go to `.mutation/<target>/survivors.txt`.
 
-Usage: python -m bench.mutation [metrics decoding queries tables igtree] [--jobs N] [--minutes M]
+Usage: python -m bench.mutation [metrics decoding summary tables igtree] [--jobs N] [--minutes M]
 
 mutmut 3.x has no `--paths-to-mutate` or `--runner` flags (those were 2.x): the module is chosen with
 `source_paths` + `only_mutate` and the tests with `pytest_add_cli_args_test_selection` in the config file.
@@ -49,13 +49,16 @@ class Target:
 TARGETS = {
     "metrics": Target("metrics", ("workers/metrics.py",), ("tests/workers/test_metrics.py",)),
     "decoding": Target("decoding", ("workers/decoding.py",), ("tests/workers/test_decoding.py",)),
-    "queries": Target("queries", ("storage/queries.py",),
-                      ("tests/storage/test_queries*.py", "tests/dashboard/test_queries*.py")),
+    # the summary queries: storage/summary.py since the SQL aggregates moved out of storage/queries.py
+    "summary": Target("summary", ("storage/summary.py", "storage/queries.py"),
+                      ("tests/storage/test_summary*.py", "tests/dashboard/test_queries*.py")),
     "tables": Target("tables", ("dashboard/tables.py",), ("tests/dashboard/test_tables*.py",)),
     # the IGTree lookup: the module, or its lookup file once workers.igtree is a package
     "igtree": Target("igtree", ("workers/igtree/lookup.py", "workers/igtree/tree.py", "workers/igtree.py"),
                      ("tests/workers/test_igtree*.py",)),
 }
+
+ALIASES = {"queries": "summary"}  # the old name of the summary target
 
 
 def copy_repo(dest: Path) -> None:
@@ -75,7 +78,7 @@ def config(module: str, tests: list[str]) -> str:
     others = sorted(p.name for p in ROOT.iterdir() if p.is_dir() and (p / "__init__.py").exists() and p.name != package)
     lines = ["[mutmut]", f"source_paths = {package}", f"only_mutate = {module}",
              "also_copy =", *(f"    {p}" for p in [*others, "examples"]),
-             "pytest_add_cli_args =", "    -p", "    no:cacheprovider", "    -x", "    -q",
+             "pytest_add_cli_args =", "    -p", "    no:cacheprovider", "    -p", "    bench.mutation_widen", "    -x", "    -q",
              "pytest_add_cli_args_test_selection =", *(f"    {t}" for t in tests),
              "process_isolation = forkserver",  # torch is not fork-safe once its thread pool started
              "timeout_multiplier = 5.0", "timeout_constant = 20.0"]
@@ -143,13 +146,13 @@ def table(results: list[dict]) -> str:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.mutation")
-    parser.add_argument("targets", nargs="*", default=list(TARGETS), choices=list(TARGETS))
+    parser.add_argument("targets", nargs="*", default=list(TARGETS), choices=[*TARGETS, *ALIASES])
     parser.add_argument("--jobs", type=int, default=1, help="mutants tested at once (default 1: shared cores)")
     parser.add_argument("--minutes", type=float, default=None, help="stop each module after this long (partial)")
     args = parser.parse_args(argv)
     OUT.mkdir(exist_ok=True)
     results = []
-    for name in args.targets:
+    for name in (ALIASES.get(n, n) for n in args.targets):
         print(f"== mutation {name}", file=sys.stderr)
         results.append(run_target(TARGETS[name], args.jobs, args.minutes))
         (OUT / name / "result.json").write_text(json.dumps(results[-1], indent=2))

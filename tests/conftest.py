@@ -9,6 +9,10 @@ import pytest
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Ray starts its workers 15 nicer than the process that started it (RAY_worker_niceness, default 15): on a shared
+# machine the accelerator workers and training tasks of every test then starve behind other users' processes,
+# and the suite mostly waits. Here they run at the test process's own niceness (set it with `nice`, as CI may).
+os.environ.setdefault("RAY_worker_niceness", "0")
 RAY_START_TRIES = 3
 
 

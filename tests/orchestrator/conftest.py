@@ -92,16 +92,29 @@ def text_files(tmp_path_factory) -> tuple[Path, Path]:
     return train, task
 
 
-@pytest.fixture
-def write_spec(tmp_path, tiny_verifier, text_files):
-    """write_spec(name=..., k=[2, 3], attempts=2) -> path of a spec over the tiny verifier."""
+def spec_writer(folder: Path, tiny_verifier: Path, text_files: tuple[Path, Path]):
+    """write(name=..., k=[2, 3], attempts=2, **replace) -> path of a spec over the tiny verifier, in `folder`."""
     def write(name: str = "t", k: list[int] | None = None, attempts: int = 2, **replace: str) -> Path:
         text = SPEC.format(name=name, attempts=attempts, model=tiny_verifier, corpus=text_files[0],
                            task=text_files[1], k=k or [2, 3], max_new=MAX_NEW_TOKENS)
         for old, new in replace.items():
             text = text.replace(old, new)
-        p = tmp_path / f"{name}.toml"
+        p = folder / f"{name}.toml"
         p.write_text(text)
         return p
 
     return write
+
+
+@pytest.fixture
+def write_spec(tmp_path, tiny_verifier, text_files):
+    """write_spec(name=..., k=[2, 3], attempts=2) -> path of a spec over the tiny verifier."""
+    return spec_writer(tmp_path, tiny_verifier, text_files)
+
+
+def ray_address() -> str:
+    """The session Ray's address, for driver subprocesses (`greenspec --address`): joining it costs seconds where
+    starting a Ray of their own costs tens of seconds on a loaded 2-core machine. Call with `ray_local` active."""
+    import ray
+
+    return ray.get_runtime_context().gcs_address

@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import shutil
 import subprocess
 import sys
 import threading
@@ -23,7 +24,7 @@ from storage.db import open_db
 from storage.models import Cell, Generation, InstanceBase, PowerSample, Reference
 from storage.queries import status_counts, summary_frame
 from tests.orchestrator.checks import decoding_problems
-from tests.orchestrator.conftest import MAX_NEW_TOKENS
+from tests.orchestrator.conftest import MAX_NEW_TOKENS, spec_writer
 from workers.errors import GreenspecError
 
 pytestmark = [pytest.mark.usefixtures("ray_local"), pytest.mark.slow]  # each test runs a real sweep
@@ -31,6 +32,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # plain 1 + ngram 2 k + olifant 2 k = 5 per prompt and regime; 2 prompts x 2 regimes
 SWEEP_CELLS = 5 * 2 * 2
+# at k = 2 only: plain + ngram + olifant = 3 per prompt and regime
+SWEEP_CELLS_K2 = 3 * 2 * 2
 
 
 def opts(tmp_path: Path, **kw) -> RunOptions:
@@ -41,9 +44,28 @@ def sessions(o: RunOptions):
     return open_db(o.db_url, migrate=False)[1]
 
 
-def test_end_to_end_exactly_greedy(tmp_path, write_spec):
-    o = opts(tmp_path)
-    report = run_spec_file(write_spec(), o)
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory, tiny_verifier, text_files, ray_local):
+    """One full sweep of the default spec (k = 2, 3), run once for the tests that read or copy a finished run:
+    (its options, its report, its database file checkpointed so the bytes can be compared)."""
+    folder = tmp_path_factory.mktemp("finished")
+    o = opts(folder)
+    report = run_spec_file(spec_writer(folder, tiny_verifier, text_files)(), o)
+    engine = open_db(o.db_url, migrate=False)[0]
+    with engine.connect() as conn:
+        conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    engine.dispose()
+    return o, report, folder / "g.db"
+
+
+def copy_of(finished, tmp_path: Path) -> RunOptions:
+    """Options over a private copy of the finished run's database (its instance base is shared, read only)."""
+    shutil.copy2(finished[2], tmp_path / "g.db")
+    return opts(tmp_path)
+
+
+def test_end_to_end_exactly_greedy(finished):
+    o, report, _ = finished
     assert report.counts == {"pending": 0, "running": 0, "done": 1 + 2 + SWEEP_CELLS, "failed": 0}
     with sessions(o)() as s:
         gens = s.scalars(select(Generation)).all()
@@ -105,9 +127,8 @@ def test_wrong_generation_is_stored_as_no_match_and_the_figures_move(tmp_path, w
             assert float(rows[strategy, regime]["rouge_l"]) == 1.0
 
 
-def test_rerun_adds_nothing_and_new_k_adds_only_new_cells(tmp_path, write_spec):
-    o = opts(tmp_path)
-    run_spec_file(write_spec(), o)
+def test_rerun_adds_nothing_and_new_k_adds_only_new_cells(tmp_path, write_spec, finished):
+    o = copy_of(finished, tmp_path)  # the default spec, run to the end
     with sessions(o)() as s:
         before = dict(s.execute(select(Generation.cell_id, Generation.id)).all())
     again = run_spec_file(write_spec(), o)
@@ -123,27 +144,27 @@ def test_rerun_adds_nothing_and_new_k_adds_only_new_cells(tmp_path, write_spec):
 
 def test_failing_cells_retried_then_recorded_while_sweep_goes_on(tmp_path, write_spec):
     o = opts(tmp_path, worker_env={"GREENSPEC_FAULT_RAISE": "ngram"})
-    report = run_spec_file(write_spec(attempts=2), o)
-    assert report.counts["failed"] == 2 * 2 * 2
+    report = run_spec_file(write_spec(k=[2], attempts=2), o)
+    assert report.counts["failed"] == 2 * 2  # ngram at k = 2: 2 prompts x 2 regimes
     with sessions(o)() as s:
         failed = s.scalars(select(Cell).where(Cell.state == "failed")).all()
         assert {c.strategy for c in failed} == {"ngram"}
         assert all(c.attempts == 2 and "injected failure" in c.error for c in failed)
-        assert s.scalar(select(func.count()).select_from(Generation)) == SWEEP_CELLS - 8
+        assert s.scalar(select(func.count()).select_from(Generation)) == SWEEP_CELLS_K2 - 4
     # the fault is gone on a fresh worker: retry runs only the failed cells
     report = resume(opts(tmp_path), retry_failed=True)
-    assert report.counts["failed"] == 0 and report.counts["done"] == 3 + SWEEP_CELLS
+    assert report.counts["failed"] == 0 and report.counts["done"] == 3 + SWEEP_CELLS_K2
 
 
 def test_worker_crash_mid_cell_is_retried(tmp_path, write_spec):
     marker = tmp_path / "crashed"
     o = opts(tmp_path, worker_env={"GREENSPEC_FAULT_CRASH_ONCE": str(marker)})
-    report = run_spec_file(write_spec(attempts=3), o)
+    report = run_spec_file(write_spec(k=[2], attempts=3), o)
     assert marker.exists()  # the worker process really died once
-    assert report.counts == {"pending": 0, "running": 0, "done": 3 + SWEEP_CELLS, "failed": 0}
+    assert report.counts == {"pending": 0, "running": 0, "done": 3 + SWEEP_CELLS_K2, "failed": 0}
     with sessions(o)() as s:
         assert s.scalar(select(func.max(Cell.attempts))) == 2
-        assert s.scalar(select(func.count()).select_from(Generation)) == SWEEP_CELLS
+        assert s.scalar(select(func.count()).select_from(Generation)) == SWEEP_CELLS_K2
 
 
 def test_worker_crashing_on_every_attempt_fails_its_cells_at_max_attempts(tmp_path, write_spec):
@@ -198,17 +219,16 @@ def test_overlap_runs_timed_cells_beside_training(tmp_path, write_spec):
         assert decoding_problems(s.scalars(select(Generation)).all()) == []
 
 
-def test_reader_polls_while_driver_writes(tmp_path, write_spec):
-    o = opts(tmp_path)
+def test_reader_polls_while_driver_writes(tmp_path, write_spec, finished):
+    o = copy_of(finished, tmp_path)  # a live database (schema, one finished experiment) before the reader starts
     seen, errors, stop = [], [], threading.Event()
-    run_spec_file(write_spec(name="warm", k=[2]), o)  # creates the schema; the reader starts on a live db
 
     def poll():
         Session = sessions(o)
         while not stop.is_set():
             try:
                 with Session() as s:
-                    seen.append(status_counts(s, "t")["cells"]["done"])
+                    seen.append(status_counts(s, "live")["cells"]["done"])
             except Exception as err:  # any reader failure is the test's finding
                 errors.append(err)
             time.sleep(0.05)
@@ -216,7 +236,7 @@ def test_reader_polls_while_driver_writes(tmp_path, write_spec):
     reader = threading.Thread(target=poll)
     reader.start()
     try:
-        run_spec_file(write_spec(), o)
+        run_spec_file(write_spec(name="live"), o)
     finally:
         stop.set()
         reader.join()
@@ -224,28 +244,23 @@ def test_reader_polls_while_driver_writes(tmp_path, write_spec):
     assert len(seen) > 5 and seen == sorted(seen)
     assert any(0 < n < 3 + SWEEP_CELLS for n in seen)  # the reader saw the run in progress
     with sessions(o)() as s:
-        assert status_counts(s, "t")["cells"]["done"] == 3 + SWEEP_CELLS
+        assert status_counts(s, "live")["cells"]["done"] == 3 + SWEEP_CELLS
 
 
 def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else "absent"
 
 
-def _stored_run(tmp_path, write_spec) -> tuple[RunOptions, Path, str]:
-    """A finished run, then the db file checkpointed so its bytes can be compared."""
-    o = opts(tmp_path)
-    run_spec_file(write_spec(k=[2]), o)
+def _stored_run(tmp_path, finished) -> tuple[RunOptions, Path, str]:
+    """A copy of the finished run's checkpointed db file, and its digest."""
+    o = copy_of(finished, tmp_path)
     db = tmp_path / "g.db"
-    engine = open_db(o.db_url, migrate=False)[0]
-    with engine.connect() as conn:
-        conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
-    engine.dispose()
     return o, db, _digest(db)
 
 
-def test_missing_corpus_at_run_time_changes_nothing(tmp_path, write_spec, text_files):
-    o, db, before = _stored_run(tmp_path, write_spec)
-    spec = write_spec(k=[2, 3])
+def test_missing_corpus_at_run_time_changes_nothing(tmp_path, write_spec, text_files, finished):
+    o, db, before = _stored_run(tmp_path, finished)
+    spec = write_spec(k=[2, 3, 4])  # new cells to add, had the spec been valid
     spec.write_text(spec.read_text().replace(f'path = "{text_files[0]}"', 'path = "/no/such/corpus.txt"'))
     with pytest.raises(GreenspecError, match=r"corpora\[0\]\.path: no such file") as err:
         run_spec_file(spec, o)
@@ -253,12 +268,12 @@ def test_missing_corpus_at_run_time_changes_nothing(tmp_path, write_spec, text_f
     assert _digest(db) == before
 
 
-def test_unreadable_model_at_run_time_changes_nothing(tmp_path, write_spec, tiny_verifier):
-    o, db, before = _stored_run(tmp_path, write_spec)
+def test_unreadable_model_at_run_time_changes_nothing(tmp_path, write_spec, tiny_verifier, finished):
+    o, db, before = _stored_run(tmp_path, finished)
     bogus = tmp_path / "not-a-model"
     bogus.mkdir()
     (bogus / "config.json").write_text("{ this is not json")
-    spec = write_spec(k=[2, 3])
+    spec = write_spec(k=[2, 3, 4])
     spec.write_text(spec.read_text().replace(f'model = "{tiny_verifier}"', f'model = "{bogus}"'))
     with pytest.raises(GreenspecError, match="verifier.model: .* is not a loadable model") as err:
         run_spec_file(spec, o)

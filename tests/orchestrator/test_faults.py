@@ -15,10 +15,14 @@ from sqlalchemy import func, select
 from orchestrator.driver import RunOptions, resume
 from storage.db import open_db
 from storage.models import Cell, Generation
+from tests.orchestrator.conftest import ray_address
 
 pytestmark = pytest.mark.slow  # each test runs a real sweep in a subprocess
 
 GREENSPEC = [sys.executable, "-m", "orchestrator.cli"]
+# each job of the driver under test sleeps this long first, so it is surely mid-sweep when the test strikes (the
+# resume, in this process, runs without it): ~1 s per batch in flight, not per cell of the whole grid
+SLOW_S = "1.0"
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -40,15 +44,16 @@ def _wait_for_generations(url: str, at_least: int, timeout_s: float, proc: subpr
 
 def test_kill_driver_then_resume(tmp_path, write_spec, ray_local):
     url = f"sqlite:///{tmp_path / 'g.db'}"
-    spec = write_spec(k=[2, 3, 4])
+    spec = write_spec(k=[2, 3])
     # a short lease: the killed driver's lapses in 3 s and `resume` waits for that (it refuses a live one)
-    env = {**os.environ, "GREENSPEC_FAULT_SLOW": "0.15", "RAY_AUTH_MODE": "disabled", "GREENSPEC_LEASE_S": "3"}
-    proc = subprocess.Popen([*GREENSPEC, "--db", url, "run", str(spec)], cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    env = {**os.environ, "GREENSPEC_FAULT_SLOW": SLOW_S, "RAY_AUTH_MODE": "disabled", "GREENSPEC_LEASE_S": "3"}
+    # the driver joins the session's Ray (a Ray of its own costs tens of seconds to start on a loaded machine)
+    proc = subprocess.Popen([*GREENSPEC, "--db", url, "--address", ray_address(), "run", str(spec)], cwd=ROOT,
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     try:
         _wait_for_generations(url, 4, timeout_s=120, proc=proc)
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)  # the driver and the local Ray it started die at once
+        os.killpg(proc.pid, signal.SIGKILL)  # the driver dies mid-sweep; Ray reaps its accelerator worker
         proc.wait()
     _, Session = open_db(url, migrate=False)
     with Session() as s:
@@ -99,9 +104,10 @@ def test_two_node_cluster(tmp_path, write_spec):
 
 def test_ctrl_c_stops_cleanly_and_resume_finishes(tmp_path, write_spec, ray_local):
     url = f"sqlite:///{tmp_path / 'g.db'}"
-    env = {**os.environ, "GREENSPEC_FAULT_SLOW": "0.15", "RAY_AUTH_MODE": "disabled"}
-    proc = subprocess.Popen([*GREENSPEC, "--db", url, "run", str(write_spec(k=[2, 3]))], cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    env = {**os.environ, "GREENSPEC_FAULT_SLOW": SLOW_S, "RAY_AUTH_MODE": "disabled"}
+    proc = subprocess.Popen([*GREENSPEC, "--db", url, "--address", ray_address(), "run", str(write_spec(k=[2, 3]))],
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
     try:
         _wait_for_generations(url, 2, timeout_s=120, proc=proc)
         proc.send_signal(signal.SIGINT)  # what Ctrl-C delivers to the driver

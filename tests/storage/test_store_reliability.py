@@ -150,6 +150,31 @@ def test_retry_failed_rebuilds_the_artifact_a_cell_found_corrupt(db_url, tmp_pat
         assert store.missing_artifacts(s, exp_id) == ["tr"]
 
 
+def test_requeue_artifact_drops_its_result_and_resets_the_cell(db_url, tmp_path):
+    """What the driver does when a run meets a missing or corrupt instance base (the end-to-end test of the rebuild,
+    tests/orchestrator/test_reliability_runs.py, runs on SQLite only)."""
+    _, Session = open_db(db_url)
+    train = CellSpec(key="tr", kind="train", corpus="c", params={"tokenizer": "x"})
+    ids = _setup(Session, [train, _sweep("g", "r", "p")])
+    info = IBaseInfo(name="c", path=str(tmp_path / "c.igtree"), sha256="0" * 64, backend="native", window=4,
+                     order="gain_ratio", tokenizer_id="x", tokens=1, instances=1, nodes_before_prune=1,
+                     nodes_after_prune=1, bytes=1, train_s=0.1)
+    with Session() as s:
+        exp_id = store.find_experiment(s, "e").id
+        store.mark_running(s, [ids["tr"]])
+        store.store_artifact(s, ids["tr"], info)
+        store.mark_finished(s, ids["tr"], "w")
+        s.commit()
+        queued = store.requeue_artifact(s, exp_id, "tr")
+        s.commit()
+        assert (queued.id, queued.key, queued.kind, queued.corpus) == (ids["tr"], "tr", "train", "c")
+        cell = s.get(Cell, ids["tr"])
+        assert (cell.state, cell.attempts, cell.error, cell.finished_at) == ("pending", 0, None, None)
+        assert s.scalar(select(func.count()).select_from(InstanceBase)) == 0
+        assert store.requeue_artifact(s, exp_id, "g") is None  # a sweep cell is no artifact
+        assert store.requeue_artifact(s, exp_id, "nosuch") is None
+
+
 def test_interrupted_cells_keep_their_attempts(db_url):
     _, Session = open_db(db_url)
     ids = _setup(Session, [_sweep("g", "r", "p")])
