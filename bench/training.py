@@ -8,6 +8,7 @@ memory is the sampled RSS of its whole process tree (Ray's daemons aside, busy R
 configurations of one size must give the same file (checked by sha256).
 
 Usage: python -m bench.training [--quick] [--large]     (default 10^6 and 10^7 tokens; --large adds 10^8)
+       python -m bench.training --sizes 1e9 --configs 'budget 8 GB, Ray x2' --token-dir DIR   (keeps the file)
 """
 
 from __future__ import annotations
@@ -115,19 +116,37 @@ def run_one(cfg: dict) -> dict:
         ray.init(address="local", num_cpus=cfg["ray_workers"], include_dashboard=False, log_to_driver=False,
                  configure_logging=False)
         run_map = RayMap()
-    t0, cpu0 = time.perf_counter(), time.process_time()
+    t0, cpu0, load0 = time.perf_counter(), time.process_time(), os.getloadavg()[0]
+
+    def progress(stage: str, done: int, total: int) -> None:
+        print(f"{time.strftime('%H:%M:%S')} {stage} {done}/{total} ({time.perf_counter() - t0:.0f} s)",
+              file=sys.stderr, flush=True)
+
     with PeakRss(interval_s=0.1) as peak:
+        summary: dict = {}
         if cfg["mode"] == "memory":
             tree = _build_native(tf, 4, "gain_ratio", 1, local_count_map, {})
             tree.save(out)
             parts = 0
         else:
             plan = plan_training(int(cfg["budget_gb"] * 1e9), max(1, cfg["ray_workers"]))
-            parts = build_partitioned(tf, 4, "gain_ratio", work, out, {}, plan, run_map)["partitions"]
+            summary = build_partitioned(tf, 4, "gain_ratio", work, out, {}, plan, run_map, progress)
+            parts = summary["partitions"]
     wall = time.perf_counter() - t0
     return {"wall_s": wall, "cpu_s": time.process_time() - cpu0 + getattr(run_map, "cpu_s", 0.0),
             "peak_rss_bytes": peak.peak_bytes, "partitions": parts, "bytes": out.stat().st_size,
-            "sha256": hashlib.sha256(out.read_bytes()).hexdigest()}
+            "sha256": _sha256(out), "load_start": load0, "load_end": os.getloadavg()[0],
+            "stages_s": {k: round(v, 1) for k, v in summary.items() if k.endswith("_s")},
+            "hot_values": summary.get("hot_values", 0)}
+
+
+def _sha256(path: Path) -> str:
+    """sha256 of a file, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def tokenise_one(cfg: dict) -> dict:
@@ -158,11 +177,16 @@ def tokenise_one(cfg: dict) -> dict:
 def _child(kind: str, cfg: dict) -> dict:
     """Run one configuration in a fresh process (clean peak memory); its JSON result."""
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    proc = subprocess.run([sys.executable, "-m", "bench.training", f"--{kind}", json.dumps(cfg)], env=env,
-                          capture_output=True, text=True)
-    if proc.returncode:
-        return {"error": (proc.stderr.strip().splitlines() or ["failed"])[-1]}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    proc = subprocess.Popen([sys.executable, "-m", "bench.training", f"--{kind}", json.dumps(cfg)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    last = "failed"
+    for line in proc.stderr:  # passed on live (progress of long runs), the last line kept for a failure
+        sys.stderr.write(line)
+        last = line.strip() or last
+    stdout = proc.stdout.read()
+    if proc.wait():
+        return {"error": last}
+    return json.loads(stdout.strip().splitlines()[-1])
 
 
 # ---------------------------------------------------------------------------------------------- the suite
@@ -175,22 +199,29 @@ CONFIGS = [  # (label, mode, budget GB, Ray workers)
     ("budget 1 GB, Ray x1", "budget", 1.0, 1),
     ("budget 1 GB, Ray x2", "budget", 1.0, 2),
     ("budget 4 GB, Ray x2", "budget", 4.0, 2),
+    ("budget 8 GB, Ray x2", "budget", 8.0, 2),  # for 10^9 tokens: not in the default rows
 ]
+DEFAULT_CONFIGS = [c[0] for c in CONFIGS[:6]]
 IN_MEMORY_LIMIT_TOKENS = 3 * 10**7  # ~300 B/instance: 10^8 would need ~30 GB, more than this 24 GB machine
 
 
-def run(quick: bool = False, sizes: list[int] | None = None, only: list[str] | None = None) -> str:
-    """Measure every configuration (or those labelled in `only`) at each size; return a Markdown section."""
+def run(quick: bool = False, sizes: list[int] | None = None, only: list[str] | None = None,
+        token_dir: str | None = None, tokenise: bool = True) -> str:
+    """Measure the default configurations (or those labelled in `only`) at each size; a Markdown section.
+
+    With `token_dir` the token files are kept there and reused by a later run (10^9 tokens take ~20 min).
+    """
     sizes = sizes or ([10**6] if quick else [10**6, 10**7])
-    root = Path(tempfile.mkdtemp(prefix="bench-training-"))
+    only = only or DEFAULT_CONFIGS
+    root = Path(tempfile.mkdtemp(prefix="bench-training-", dir=token_dir))
     try:
         rows, chain = [], demo_chain()
         for n in sizes:
             t0 = time.perf_counter()
-            tf = generate_token_file(n, root, chain)
+            tf = _token_file(n, Path(token_dir) if token_dir else root, chain)
             gen_s = time.perf_counter() - t0
             for label, mode, budget, workers in CONFIGS:
-                if only and label not in only:
+                if label not in only:
                     continue
                 if mode == "memory" and n > IN_MEMORY_LIMIT_TOKENS:
                     rows.append((n, label, {"error": "not run: needs ~30 GB"}))
@@ -202,10 +233,22 @@ def run(quick: bool = False, sizes: list[int] | None = None, only: list[str] | N
                 rows.append((n, label, result))
                 shutil.rmtree(cfg["work"], ignore_errors=True)
             print(f"generated {n:,} tokens in {gen_s:.1f} s", file=sys.stderr)
-        tok_rows = _tokenise_rows(root)
+        tok_rows = _tokenise_rows(root) if tokenise else []
         return _markdown(rows, tok_rows)
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _token_file(n: int, folder: Path, chain):
+    """The synthetic token file of `n` tokens in `folder`: reused when a previous run left it complete."""
+    from workers.instances import TokenFile
+
+    meta = folder / f"synthetic-{n}.json"
+    if meta.exists():
+        return TokenFile(**json.loads(meta.read_text()))
+    tf = generate_token_file(n, folder, chain)
+    meta.write_text(json.dumps(tf.__dict__))
+    return tf
 
 
 def _tokenise_rows(root: Path) -> list[tuple[str, dict]]:
@@ -254,6 +297,9 @@ def _markdown(rows, tok_rows) -> str:
 
 if __name__ == "__main__":
     if len(sys.argv) > 2 and sys.argv[1] == "--one":
+        import logging
+
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
         print(json.dumps(run_one(json.loads(sys.argv[2]))))
     elif len(sys.argv) > 2 and sys.argv[1] == "--tokenise":
         print(json.dumps(tokenise_one(json.loads(sys.argv[2]))))
@@ -265,6 +311,9 @@ if __name__ == "__main__":
         ap.add_argument("--large", action="store_true", help="10^6, 10^7 and 10^8 tokens")
         ap.add_argument("--sizes", default=None, help="comma-separated token counts, e.g. 1e8")
         ap.add_argument("--configs", default=None, help="semicolon-separated row labels, e.g. 'budget 4 GB'")
+        ap.add_argument("--token-dir", default=None, help="keep (and reuse) the synthetic token files here")
+        ap.add_argument("--no-tokenise", action="store_true", help="skip the tokenisation rows")
         a = ap.parse_args()
         sizes = [int(float(x)) for x in a.sizes.split(",")] if a.sizes else ([10**6, 10**7, 10**8] if a.large else None)
-        print(run(quick=a.quick, sizes=sizes, only=a.configs.split(";") if a.configs else None))
+        print(run(quick=a.quick, sizes=sizes, only=a.configs.split(";") if a.configs else None,
+                  token_dir=a.token_dir, tokenise=not a.no_tokenise))
