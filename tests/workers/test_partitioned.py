@@ -163,7 +163,8 @@ def test_a_budget_too_small_is_refused_with_the_smallest_that_works(corpus, tmp_
             break
         except IBaseError as err:
             assert re.fullmatch(r"memory budget [\d.]+ GB is too small for the most frequent (class|pair of "
-                                r"values at positions \d, \d) \([\d,]+ instances\); the smallest that works is [\d.]+ GB", str(err))
+                                r"values at positions \d, \d) \([\d,]+ instances\); the smallest that works "
+                                r"is [\d.]+ GB", str(err))
             minimums.append(float(str(err).rsplit(" is ", 1)[1].split()[0]))
             budget = minimums[-1]
     assert minimums and minimums == sorted(set(minimums))
