@@ -170,7 +170,7 @@ def tokenise_one(cfg: dict) -> dict:
         t0 = time.perf_counter()
         tf = tokenize_source(source, tok, cfg["work"])
     wall = time.perf_counter() - t0
-    return {"wall_s": wall, "tokens": tf.n_tokens, "tokens_per_s": tf.n_tokens / wall,
+    return {"wall_s": wall, "tokens": tf.n_tokens, "tokens_per_s": tf.n_tokens / wall, "load": os.getloadavg()[0],
             "sha256": hashlib.sha256(Path(tf.tokens_path).read_bytes()).hexdigest()}
 
 
@@ -272,26 +272,29 @@ def _markdown(rows, tok_rows) -> str:
              "tokenisation skipped), window 4, gain ratio. Each row is a fresh process; peak = sampled RSS of its "
              "whole process tree (busy Ray workers included, Ray's daemons aside). `same file`: sha256 equal to "
              "the first row of its size.", "",
-             "| tokens | path | wall (s) | tokens/s | CPU (s) | peak RSS (GB) | partitions | file (MB) | same file |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| tokens | path | wall (s) | tokens/s | CPU (s) | peak RSS (GB) | partitions (hot) | file (MB) | "
+             "same file | load avg |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     first: dict[int, str] = {}
     for n, label, r in rows:
         if "error" in r:
-            lines.append(f"| {n:,} | {label} | {r['error']} | | | | | | |")
+            lines.append(f"| {n:,} | {label} | {r['error']} | | | | | | | |")
             continue
         first.setdefault(n, r["sha256"])
         lines.append(f"| {n:,} | {label} | {r['wall_s']:.1f} | {n / r['wall_s']:,.0f} | {r['cpu_s']:.1f} | "
-                     f"{r['peak_rss_bytes'] / 1e9:.2f} | {r['partitions']} | {r['bytes'] / 1e6:.1f} | "
-                     f"{'yes' if r['sha256'] == first[n] else 'NO'} |")
+                     f"{r['peak_rss_bytes'] / 1e9:.2f} | {r['partitions']} ({r.get('hot_values', 0)}) | "
+                     f"{r['bytes'] / 1e6:.1f} | {'yes' if r['sha256'] == first[n] else 'NO'} | "
+                     f"{r.get('load_start', 0):.0f}-{r.get('load_end', 0):.0f} |")
     lines += ["", "Tokenisation (real text: the demo corpora, Mistral tokenizer), separately:", "",
-              "| tokenisation | tokens | wall (s) | tokens/s | same token file |", "|---|---|---|---|---|"]
+              "| tokenisation | tokens | wall (s) | tokens/s | same token file | load avg |",
+              "|---|---|---|---|---|---|"]
     ref = next((r.get("sha256") for _, r in tok_rows if "sha256" in r), None)
     for label, r in tok_rows:
         if "error" in r:
-            lines.append(f"| {label} | {r['error']} | | | |")
+            lines.append(f"| {label} | {r['error']} | | | | |")
         else:
             lines.append(f"| {label} | {r['tokens']:,} | {r['wall_s']:.1f} | {r['tokens_per_s']:,.0f} | "
-                         f"{'yes' if r['sha256'] == ref else 'NO'} |")
+                         f"{'yes' if r['sha256'] == ref else 'NO'} | {r.get('load', 0):.0f} |")
     return "\n".join(lines) + "\n"
 
 
