@@ -5,7 +5,8 @@ to the demo corpora (Shakespeare + Python docs), each word written directly as i
 tokenised once, with its leading space), documents of ~300 words starting with BOS. Tokenisation is skipped
 there and measured separately on the real demo text. Every configuration runs in a fresh process; its peak
 memory is the sampled RSS of its whole process tree (Ray's daemons aside, busy Ray workers included). All
-configurations of one size must give the same file (checked by sha256).
+configurations of one size must give the same file (checked by sha256). Ray workers run at the driver's priority
+(`RAY_worker_niceness=0`; Ray's default, nice 15, lets any other load on a shared machine starve them).
 
 Usage: python -m bench.training [--quick] [--large]     (default 10^6 and 10^7 tokens; --large adds 10^8)
        python -m bench.training --sizes 1e9 --configs 'budget 8 GB, Ray x2' --token-dir DIR   (keeps the file)
@@ -176,7 +177,8 @@ def tokenise_one(cfg: dict) -> dict:
 
 def _child(kind: str, cfg: dict) -> dict:
     """Run one configuration in a fresh process (clean peak memory); its JSON result."""
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+           "RAY_worker_niceness": "0"}  # Ray's default nice 15 starves its workers on a shared machine
     proc = subprocess.Popen([sys.executable, "-m", "bench.training", f"--{kind}", json.dumps(cfg)], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     last = "failed"
