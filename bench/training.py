@@ -112,10 +112,7 @@ def run_one(cfg: dict) -> dict:
     out, work = Path(cfg["out"]), Path(cfg["work"])
     run_map = local_map
     if cfg["ray_workers"]:
-        import ray
-
-        ray.init(address="local", num_cpus=cfg["ray_workers"], include_dashboard=False, log_to_driver=False,
-                 configure_logging=False)
+        _ray_init(cfg["ray_workers"])
         run_map = RayMap()
     t0, cpu0, load0 = time.perf_counter(), time.process_time(), os.getloadavg()[0]
 
@@ -159,12 +156,9 @@ def tokenise_one(cfg: dict) -> dict:
     source = TextSource(name="demo", path=cfg["text"])
     tok = load_tokenizer("mistral")
     if cfg["ray_workers"]:
-        import ray
-
         from workers.trainer import RayMap
 
-        ray.init(address="local", num_cpus=cfg["ray_workers"], include_dashboard=False, log_to_driver=False,
-                 configure_logging=False)
+        _ray_init(cfg["ray_workers"])
         t0 = time.perf_counter()
         tf = tokenize_parallel(source, "mistral", cfg["work"], RayMap(), workers=cfg["ray_workers"], docs_per_task=2000)
     else:
@@ -173,6 +167,22 @@ def tokenise_one(cfg: dict) -> dict:
     wall = time.perf_counter() - t0
     return {"wall_s": wall, "tokens": tf.n_tokens, "tokens_per_s": tf.n_tokens / wall, "load": os.getloadavg()[0],
             "sha256": hashlib.sha256(Path(tf.tokens_path).read_bytes()).hexdigest()}
+
+
+def _ray_init(workers: int, tries: int = 3) -> None:
+    """A local Ray with `workers` CPUs; tried again when its node misses Ray's 30 s start window (a loaded machine)."""
+    import ray
+
+    for attempt in range(tries):
+        try:
+            ray.init(address="local", num_cpus=workers, include_dashboard=False, log_to_driver=False,
+                     configure_logging=False)
+            return
+        except Exception:
+            ray.shutdown()
+            if attempt == tries - 1:
+                raise
+            time.sleep(5)
 
 
 def _child(kind: str, cfg: dict) -> dict:

@@ -232,3 +232,12 @@ def test_a_changed_corpus_is_not_resumed_from_stale_files(corpus, tmp_path):
     assert not work.exists()
     again = train_instance_base(source, "mistral", tmp_path / "out", reuse=True)
     assert again.reused and again.sha256 == second.sha256 and again.train_s == 0.0
+
+
+def test_the_paper_spec_trains_fineweb_at_the_papers_size_within_its_budget():
+    from orchestrator.spec import load_spec
+
+    fineweb = next(c for c in load_spec(REPO / "examples" / "paper.toml").corpora if c.name == "fineweb")
+    assert fineweb.max_tokens == 1_089_000_000  # the paper's FineWeb-edu instance base, not a shard of it
+    plan = plan_training(int(fineweb.memory_gb * 1e9), workers=2)
+    assert plan.in_memory_rows < fineweb.max_tokens  # so out of core, in partitions of at most build_rows
