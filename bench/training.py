@@ -280,12 +280,12 @@ def _tokenise_rows(root: Path) -> list[tuple[str, dict]]:
 def _markdown(rows, tok_rows) -> str:
     """The section: one table of training runs, one of tokenisation throughput."""
     lines = ["## Training instance bases: in memory and out of core (`bench/training.py`)", "",
-             "Synthetic token files (a word bigram chain fitted to the demo corpora, written as Mistral token ids: "
-             "tokenisation skipped), window 4, gain ratio. Each row is a fresh process; peak = sampled RSS of its "
-             "whole process tree (busy Ray workers included, Ray's daemons aside). `same file`: sha256 equal to "
-             "the first row of its size.", "",
-             "| tokens | path | wall (s) | tokens/s | CPU (s) | peak RSS (GB) | partitions (hot) | file (MB) | "
-             "same file | load avg |",
+             ("Synthetic token files (a word bigram chain fitted to the demo corpora, written as Mistral token ids: "
+              "tokenisation skipped), window 4, gain ratio. Each row is a fresh process; peak = sampled RSS of its "
+              "whole process tree (busy Ray workers included, Ray's daemons aside). `same file`: sha256 equal to "
+              "the first row of its size. `hot`: partitions of one value split by the second position."), "",
+             ("| tokens | path | wall (s) | tokens/s | CPU (s) | peak RSS (GB) | partitions (hot) | file (MB) | "
+              "same file | load avg |"),
              "|---|---|---|---|---|---|---|---|---|---|"]
     first: dict[int, str] = {}
     for n, label, r in rows:
