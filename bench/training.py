@@ -5,9 +5,11 @@ to the demo corpora (Shakespeare + Python docs), each word written directly as i
 tokenised once, with its leading space), documents of ~300 words starting with BOS. Tokenisation is skipped
 there and measured separately on the real demo text. Every configuration runs in a fresh process; its peak
 memory is the sampled RSS of its whole process tree (Ray's daemons aside, busy Ray workers included). All
-configurations of one size must give the same file (checked by sha256).
+configurations of one size must give the same file (checked by sha256). Ray workers run at the driver's priority
+(`RAY_worker_niceness=0`; Ray's default, nice 15, lets any other load on a shared machine starve them).
 
 Usage: python -m bench.training [--quick] [--large]     (default 10^6 and 10^7 tokens; --large adds 10^8)
+       python -m bench.training --sizes 1e9 --configs 'budget 8 GB, Ray x2' --token-dir DIR   (keeps the file)
 """
 
 from __future__ import annotations
@@ -110,24 +112,39 @@ def run_one(cfg: dict) -> dict:
     out, work = Path(cfg["out"]), Path(cfg["work"])
     run_map = local_map
     if cfg["ray_workers"]:
-        import ray
-
-        ray.init(address="local", num_cpus=cfg["ray_workers"], include_dashboard=False, log_to_driver=False,
-                 configure_logging=False)
+        _ray_init(cfg["ray_workers"])
         run_map = RayMap()
-    t0, cpu0 = time.perf_counter(), time.process_time()
+    t0, cpu0, load0 = time.perf_counter(), time.process_time(), os.getloadavg()[0]
+
+    def progress(stage: str, done: int, total: int) -> None:
+        print(f"{time.strftime('%H:%M:%S')} {stage} {done}/{total} ({time.perf_counter() - t0:.0f} s)",
+              file=sys.stderr, flush=True)
+
     with PeakRss(interval_s=0.1) as peak:
+        summary: dict = {}
         if cfg["mode"] == "memory":
             tree = _build_native(tf, 4, "gain_ratio", 1, local_count_map, {})
             tree.save(out)
             parts = 0
         else:
             plan = plan_training(int(cfg["budget_gb"] * 1e9), max(1, cfg["ray_workers"]))
-            parts = build_partitioned(tf, 4, "gain_ratio", work, out, {}, plan, run_map)["partitions"]
+            summary = build_partitioned(tf, 4, "gain_ratio", work, out, {}, plan, run_map, progress)
+            parts = summary["partitions"]
     wall = time.perf_counter() - t0
     return {"wall_s": wall, "cpu_s": time.process_time() - cpu0 + getattr(run_map, "cpu_s", 0.0),
             "peak_rss_bytes": peak.peak_bytes, "partitions": parts, "bytes": out.stat().st_size,
-            "sha256": hashlib.sha256(out.read_bytes()).hexdigest()}
+            "sha256": _sha256(out), "load_start": load0, "load_end": os.getloadavg()[0],
+            "stages_s": {k: round(v, 1) for k, v in summary.items() if k.endswith("_s")},
+            "hot_values": summary.get("hot_values", 0)}
+
+
+def _sha256(path: Path) -> str:
+    """sha256 of a file, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def tokenise_one(cfg: dict) -> dict:
@@ -139,30 +156,49 @@ def tokenise_one(cfg: dict) -> dict:
     source = TextSource(name="demo", path=cfg["text"])
     tok = load_tokenizer("mistral")
     if cfg["ray_workers"]:
-        import ray
-
         from workers.trainer import RayMap
 
-        ray.init(address="local", num_cpus=cfg["ray_workers"], include_dashboard=False, log_to_driver=False,
-                 configure_logging=False)
+        _ray_init(cfg["ray_workers"])
         t0 = time.perf_counter()
         tf = tokenize_parallel(source, "mistral", cfg["work"], RayMap(), workers=cfg["ray_workers"], docs_per_task=2000)
     else:
         t0 = time.perf_counter()
         tf = tokenize_source(source, tok, cfg["work"])
     wall = time.perf_counter() - t0
-    return {"wall_s": wall, "tokens": tf.n_tokens, "tokens_per_s": tf.n_tokens / wall,
+    return {"wall_s": wall, "tokens": tf.n_tokens, "tokens_per_s": tf.n_tokens / wall, "load": os.getloadavg()[0],
             "sha256": hashlib.sha256(Path(tf.tokens_path).read_bytes()).hexdigest()}
+
+
+def _ray_init(workers: int, tries: int = 3) -> None:
+    """A local Ray with `workers` CPUs; tried again when its node misses Ray's 30 s start window (a loaded machine)."""
+    import ray
+
+    for attempt in range(tries):
+        try:
+            ray.init(address="local", num_cpus=workers, include_dashboard=False, log_to_driver=False,
+                     configure_logging=False)
+            return
+        except Exception:
+            ray.shutdown()
+            if attempt == tries - 1:
+                raise
+            time.sleep(5)
 
 
 def _child(kind: str, cfg: dict) -> dict:
     """Run one configuration in a fresh process (clean peak memory); its JSON result."""
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    proc = subprocess.run([sys.executable, "-m", "bench.training", f"--{kind}", json.dumps(cfg)], env=env,
-                          capture_output=True, text=True)
-    if proc.returncode:
-        return {"error": (proc.stderr.strip().splitlines() or ["failed"])[-1]}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+           "RAY_worker_niceness": "0"}  # Ray's default nice 15 starves its workers on a shared machine
+    proc = subprocess.Popen([sys.executable, "-m", "bench.training", f"--{kind}", json.dumps(cfg)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    last = "failed"
+    for line in proc.stderr:  # passed on live (progress of long runs), the last line kept for a failure
+        sys.stderr.write(line)
+        last = line.strip() or last
+    stdout = proc.stdout.read()
+    if proc.wait():
+        return {"error": last}
+    return json.loads(stdout.strip().splitlines()[-1])
 
 
 # ---------------------------------------------------------------------------------------------- the suite
@@ -175,22 +211,29 @@ CONFIGS = [  # (label, mode, budget GB, Ray workers)
     ("budget 1 GB, Ray x1", "budget", 1.0, 1),
     ("budget 1 GB, Ray x2", "budget", 1.0, 2),
     ("budget 4 GB, Ray x2", "budget", 4.0, 2),
+    ("budget 8 GB, Ray x2", "budget", 8.0, 2),  # for 10^9 tokens: not in the default rows
 ]
+DEFAULT_CONFIGS = [c[0] for c in CONFIGS[:6]]
 IN_MEMORY_LIMIT_TOKENS = 3 * 10**7  # ~300 B/instance: 10^8 would need ~30 GB, more than this 24 GB machine
 
 
-def run(quick: bool = False, sizes: list[int] | None = None, only: list[str] | None = None) -> str:
-    """Measure every configuration (or those labelled in `only`) at each size; return a Markdown section."""
+def run(quick: bool = False, sizes: list[int] | None = None, only: list[str] | None = None,
+        token_dir: str | None = None, tokenise: bool = True) -> str:
+    """Measure the default configurations (or those labelled in `only`) at each size; a Markdown section.
+
+    With `token_dir` the token files are kept there and reused by a later run (10^9 tokens take ~20 min).
+    """
     sizes = sizes or ([10**6] if quick else [10**6, 10**7])
-    root = Path(tempfile.mkdtemp(prefix="bench-training-"))
+    only = only or DEFAULT_CONFIGS
+    root = Path(tempfile.mkdtemp(prefix="bench-training-", dir=token_dir))
     try:
         rows, chain = [], demo_chain()
         for n in sizes:
             t0 = time.perf_counter()
-            tf = generate_token_file(n, root, chain)
+            tf = _token_file(n, Path(token_dir) if token_dir else root, chain)
             gen_s = time.perf_counter() - t0
             for label, mode, budget, workers in CONFIGS:
-                if only and label not in only:
+                if label not in only:
                     continue
                 if mode == "memory" and n > IN_MEMORY_LIMIT_TOKENS:
                     rows.append((n, label, {"error": "not run: needs ~30 GB"}))
@@ -202,10 +245,22 @@ def run(quick: bool = False, sizes: list[int] | None = None, only: list[str] | N
                 rows.append((n, label, result))
                 shutil.rmtree(cfg["work"], ignore_errors=True)
             print(f"generated {n:,} tokens in {gen_s:.1f} s", file=sys.stderr)
-        tok_rows = _tokenise_rows(root)
+        tok_rows = _tokenise_rows(root) if tokenise else []
         return _markdown(rows, tok_rows)
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _token_file(n: int, folder: Path, chain):
+    """The synthetic token file of `n` tokens in `folder`: reused when a previous run left it complete."""
+    from workers.instances import TokenFile
+
+    meta = folder / f"synthetic-{n}.json"
+    if meta.exists():
+        return TokenFile(**json.loads(meta.read_text()))
+    tf = generate_token_file(n, folder, chain)
+    meta.write_text(json.dumps(tf.__dict__))
+    return tf
 
 
 def _tokenise_rows(root: Path) -> list[tuple[str, dict]]:
@@ -225,35 +280,41 @@ def _tokenise_rows(root: Path) -> list[tuple[str, dict]]:
 def _markdown(rows, tok_rows) -> str:
     """The section: one table of training runs, one of tokenisation throughput."""
     lines = ["## Training instance bases: in memory and out of core (`bench/training.py`)", "",
-             "Synthetic token files (a word bigram chain fitted to the demo corpora, written as Mistral token ids: "
-             "tokenisation skipped), window 4, gain ratio. Each row is a fresh process; peak = sampled RSS of its "
-             "whole process tree (busy Ray workers included, Ray's daemons aside). `same file`: sha256 equal to "
-             "the first row of its size.", "",
-             "| tokens | path | wall (s) | tokens/s | CPU (s) | peak RSS (GB) | partitions | file (MB) | same file |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             ("Synthetic token files (a word bigram chain fitted to the demo corpora, written as Mistral token ids: "
+              "tokenisation skipped), window 4, gain ratio. Each row is a fresh process; peak = sampled RSS of its "
+              "whole process tree (busy Ray workers included, Ray's daemons aside). `same file`: sha256 equal to "
+              "the first row of its size. `hot`: partitions of one value split by the second position."), "",
+             ("| tokens | path | wall (s) | tokens/s | CPU (s) | peak RSS (GB) | partitions (hot) | file (MB) | "
+              "same file | load avg |"),
+             "|---|---|---|---|---|---|---|---|---|---|"]
     first: dict[int, str] = {}
     for n, label, r in rows:
         if "error" in r:
-            lines.append(f"| {n:,} | {label} | {r['error']} | | | | | | |")
+            lines.append(f"| {n:,} | {label} | {r['error']} | | | | | | | |")
             continue
         first.setdefault(n, r["sha256"])
         lines.append(f"| {n:,} | {label} | {r['wall_s']:.1f} | {n / r['wall_s']:,.0f} | {r['cpu_s']:.1f} | "
-                     f"{r['peak_rss_bytes'] / 1e9:.2f} | {r['partitions']} | {r['bytes'] / 1e6:.1f} | "
-                     f"{'yes' if r['sha256'] == first[n] else 'NO'} |")
+                     f"{r['peak_rss_bytes'] / 1e9:.2f} | {r['partitions']} ({r.get('hot_values', 0)}) | "
+                     f"{r['bytes'] / 1e6:.1f} | {'yes' if r['sha256'] == first[n] else 'NO'} | "
+                     f"{r.get('load_start', 0):.0f}-{r.get('load_end', 0):.0f} |")
     lines += ["", "Tokenisation (real text: the demo corpora, Mistral tokenizer), separately:", "",
-              "| tokenisation | tokens | wall (s) | tokens/s | same token file |", "|---|---|---|---|---|"]
+              "| tokenisation | tokens | wall (s) | tokens/s | same token file | load avg |",
+              "|---|---|---|---|---|---|"]
     ref = next((r.get("sha256") for _, r in tok_rows if "sha256" in r), None)
     for label, r in tok_rows:
         if "error" in r:
-            lines.append(f"| {label} | {r['error']} | | | |")
+            lines.append(f"| {label} | {r['error']} | | | | |")
         else:
             lines.append(f"| {label} | {r['tokens']:,} | {r['wall_s']:.1f} | {r['tokens_per_s']:,.0f} | "
-                         f"{'yes' if r['sha256'] == ref else 'NO'} |")
+                         f"{'yes' if r['sha256'] == ref else 'NO'} | {r.get('load', 0):.0f} |")
     return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":
     if len(sys.argv) > 2 and sys.argv[1] == "--one":
+        import logging
+
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
         print(json.dumps(run_one(json.loads(sys.argv[2]))))
     elif len(sys.argv) > 2 and sys.argv[1] == "--tokenise":
         print(json.dumps(tokenise_one(json.loads(sys.argv[2]))))
@@ -265,6 +326,9 @@ if __name__ == "__main__":
         ap.add_argument("--large", action="store_true", help="10^6, 10^7 and 10^8 tokens")
         ap.add_argument("--sizes", default=None, help="comma-separated token counts, e.g. 1e8")
         ap.add_argument("--configs", default=None, help="semicolon-separated row labels, e.g. 'budget 4 GB'")
+        ap.add_argument("--token-dir", default=None, help="keep (and reuse) the synthetic token files here")
+        ap.add_argument("--no-tokenise", action="store_true", help="skip the tokenisation rows")
         a = ap.parse_args()
         sizes = [int(float(x)) for x in a.sizes.split(",")] if a.sizes else ([10**6, 10**7, 10**8] if a.large else None)
-        print(run(quick=a.quick, sizes=sizes, only=a.configs.split(";") if a.configs else None))
+        print(run(quick=a.quick, sizes=sizes, only=a.configs.split(";") if a.configs else None,
+                  token_dir=a.token_dir, tokenise=not a.no_tokenise))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import JSON, BigInteger, Boolean, DateTime, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 CELL_KINDS = ("train", "datastore", "distill", "label", "reference", "sweep")
@@ -101,6 +101,11 @@ class InstanceBase(Base):
     energy_j: Mapped[float | None] = mapped_column(Float)
     power_source: Mapped[str | None] = mapped_column(String(100))
     power_measured: Mapped[bool | None] = mapped_column(Boolean)
+    partitions: Mapped[int | None] = mapped_column(Integer)  # 0: built in memory
+    memory_budget_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    peak_rss_bytes: Mapped[int | None] = mapped_column(BigInteger)  # the training's process tree
+    cpu_s: Mapped[float | None] = mapped_column(Float)  # its processes' CPU seconds (Ray tasks included)
+    energy_attribution: Mapped[str | None] = mapped_column(String(100))  # how energy_j was assigned
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 

@@ -219,7 +219,10 @@ def store_ibase(session: Session, cell_id: int, info: Any) -> None:
         backend=info.backend, window=info.window, order=info.order, tokenizer_id=info.tokenizer_id, tokens=info.tokens,
         instances=info.instances, nodes_before_prune=info.nodes_before_prune, nodes_after_prune=info.nodes_after_prune,
         bytes=info.bytes, train_s=info.train_s, energy_j=info.energy_j, power_source=info.power_source,
-        power_measured=getattr(info, "power_measured", None)))
+        power_measured=getattr(info, "power_measured", None), partitions=getattr(info, "partitions", None),
+        memory_budget_bytes=getattr(info, "memory_budget_bytes", None),
+        peak_rss_bytes=getattr(info, "peak_rss_bytes", None), cpu_s=getattr(info, "cpu_s", None),
+        energy_attribution=getattr(info, "energy_attribution", None)))
 
 
 def store_artifact(session: Session, cell_id: int, info: Any) -> None:

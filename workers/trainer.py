@@ -9,6 +9,8 @@ of shards or workers give the bit-identical file.
 A training keeps its intermediate files in `<out>/.work-<artifact name>/`: the token file and every finished
 stage of the out-of-core build. Killed part-way (kill -9, Ctrl-C, a lost worker), the same call resumes from
 there; unfinished (`.tmp`) files are deleted first and never used; the folder goes once the file is written.
+Two trainings of the same file at once (two processes, one work folder) do not mix: the second waits on the
+first's lock (`training_lock`), then trains (or, with `reuse`, takes the file the first wrote).
 
 The Ray adapters: `train_task` (one training on a CPU worker, power-logged), `train_sharded` (counting spread
 over CPU tasks) and `RayMap` (the out-of-core stages as Ray tasks, each declaring `memory=` to Ray so that
@@ -24,13 +26,16 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import hashlib
 import json
 import logging
 import os
 import shutil
+import socket
 import time
 from collections.abc import Callable, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -170,45 +175,86 @@ def train_instance_base(source: TextSource, tokenizer_name: str, out_dir, *, win
     name = artifact_name(source, tok_id, window=window, backend=backend, order=order, max_tokens=max_tokens)
     path = Path(out_path) if out_path else Path(out_dir) / name
     fingerprint = source_fingerprint(source)
-    if reuse and (info := _reused(path, fingerprint, backend, order)):
+    with training_lock(path):  # a second training of the same file waits for the first
+        if reuse and (info := _reused(path, fingerprint, backend, order)):
+            return info
+        budget = int(memory_gb * 1e9) if memory_gb else default_budget_bytes()
+        plan = plan_training(budget, workers)
+        work = path.parent / f".work-{path.stem}"
+        run_map = run_map or local_map
+        with PeakRss() as peak:
+            try:
+                tf = _token_file(source, (tokenizer_name, tok), work, max_tokens, fingerprint, progress,
+                                 run_map if workers > 1 and _local_bytes(source) >= parallel_tokenise_bytes else None,
+                                 workers)
+            except CorpusError:
+                shutil.rmtree(work, ignore_errors=True)  # a bad corpus: nothing half-written (a kill keeps work/)
+                raise
+            meta = {"name": source.name, "source": source.describe(), "tokenizer_id": tok_id, "tokens": tf.n_tokens,
+                    "source_fingerprint": fingerprint}
+            if backend == "timbl":
+                contexts, targets = make_instances(tf.tokens(), tf.offsets(), window)
+                tree = TimblIGTree.fit(contexts, targets, order=order, workdir=work / "timbl", **meta)
+                n_bytes, nodes, parts = tree.save(path), (None, tree.n_nodes), 0
+            elif tf.n_instances <= plan.in_memory_rows:
+                tree = _build_native(tf, window, order, shards, count_map, meta)
+                n_bytes, parts = tree.save(path), 0
+                nodes = (tree.meta["nodes_before_prune"], tree.meta["nodes_after_prune"])
+            else:
+                summary = build_partitioned(tf, window, order, work / "partitioned", path, meta, plan, run_map,
+                                            progress)
+                n_bytes, parts = summary["bytes"], summary["partitions"]
+                nodes = (summary["nodes_before_prune"], summary["nodes_after_prune"])
+        shutil.rmtree(work, ignore_errors=True)
+        info = IBaseInfo(name=source.name, path=str(path), sha256=_file_sha256(path), backend=backend, window=window,
+                         order=order, tokenizer_id=tok_id, tokens=tf.n_tokens, instances=tf.n_instances,
+                         nodes_before_prune=nodes[0], nodes_after_prune=nodes[1], bytes=n_bytes,
+                         train_s=time.perf_counter() - t0, partitions=parts, memory_budget_bytes=budget,
+                         peak_rss_bytes=peak.peak_bytes,
+                         cpu_s=time.process_time() - cpu0 + float(getattr(run_map, "cpu_s", 0.0)))
+        logger.info("trained %s: %d tokens, %d instances, %d partitions -> %s (%d bytes, %.2f s, peak %.2f GB)",
+                    info.name, info.tokens, info.instances, parts, info.path, info.bytes, info.train_s,
+                    info.peak_rss_bytes / 1e9)
         return info
-    budget = int(memory_gb * 1e9) if memory_gb else default_budget_bytes()
-    plan = plan_training(budget, workers)
-    work = path.parent / f".work-{path.stem}"
-    run_map = run_map or local_map
-    with PeakRss() as peak:
+
+
+@contextmanager
+def training_lock(path: Path, poll_s: float = 1.0):
+    """Hold the exclusive right to train `path` (its work folder and file) while inside; another training of
+    the same file, in any process, waits here (logging who holds it) until the holder finishes or dies.
+
+    The lock is an flock on `.<file>.lock` beside the file, released by the kernel if the holder is killed; the
+    holder deletes it when done, so a waiter checks that the file it locked is still the one in place.
+    """
+    lock = path.parent / f".{path.name}.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    told = False
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            tf = _token_file(source, (tokenizer_name, tok), work, max_tokens, fingerprint, progress,
-                             run_map if workers > 1 and _local_bytes(source) >= parallel_tokenise_bytes else None,
-                             workers)
-        except CorpusError:
-            shutil.rmtree(work, ignore_errors=True)  # a bad corpus: nothing half-written (a kill keeps work/)
-            raise
-        meta = {"name": source.name, "source": source.describe(), "tokenizer_id": tok_id, "tokens": tf.n_tokens,
-                "source_fingerprint": fingerprint}
-        if backend == "timbl":
-            contexts, targets = make_instances(tf.tokens(), tf.offsets(), window)
-            tree = TimblIGTree.fit(contexts, targets, order=order, workdir=work / "timbl", **meta)
-            n_bytes, nodes, parts = tree.save(path), (None, tree.n_nodes), 0
-        elif tf.n_instances <= plan.in_memory_rows:
-            tree = _build_native(tf, window, order, shards, count_map, meta)
-            n_bytes, parts = tree.save(path), 0
-            nodes = (tree.meta["nodes_before_prune"], tree.meta["nodes_after_prune"])
-        else:
-            summary = build_partitioned(tf, window, order, work / "partitioned", path, meta, plan, run_map, progress)
-            n_bytes, parts = summary["bytes"], summary["partitions"]
-            nodes = (summary["nodes_before_prune"], summary["nodes_after_prune"])
-    shutil.rmtree(work, ignore_errors=True)
-    info = IBaseInfo(name=source.name, path=str(path), sha256=_file_sha256(path), backend=backend, window=window,
-                     order=order, tokenizer_id=tok_id, tokens=tf.n_tokens, instances=tf.n_instances,
-                     nodes_before_prune=nodes[0], nodes_after_prune=nodes[1], bytes=n_bytes,
-                     train_s=time.perf_counter() - t0, partitions=parts, memory_budget_bytes=budget,
-                     peak_rss_bytes=peak.peak_bytes,
-                     cpu_s=time.process_time() - cpu0 + float(getattr(run_map, "cpu_s", 0.0)))
-    logger.info("trained %s: %d tokens, %d instances, %d partitions -> %s (%d bytes, %.2f s, peak %.2f GB)",
-                info.name, info.tokens, info.instances, parts, info.path, info.bytes, info.train_s,
-                info.peak_rss_bytes / 1e9)
-    return info
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if not told:
+                holder = os.pread(fd, 300, 0).decode(errors="replace").strip() or "another process"
+                logger.warning("%s is being trained by %s: waiting for it to finish", path.name, holder)
+                told = True
+            os.close(fd)
+            time.sleep(poll_s)
+            continue
+        try:
+            same = os.fstat(fd).st_ino == os.stat(lock).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)  # the holder finished and removed the file we locked: lock the current one
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%H:%M:%S')}".encode(), 0)
+        yield
+    finally:
+        lock.unlink(missing_ok=True)
+        os.close(fd)
 
 
 def _token_file(source: TextSource, tok: tuple, work: Path, max_tokens: int | None, fingerprint: str,

@@ -25,7 +25,8 @@ RESULT_FORMATS = {
 IBASE_COLUMNS = {"corpus": "corpus", "backend": "backend", "tokens": "tokens", "instances": "instances",
                  "nodes_before_prune": "nodes before prune", "nodes_after_prune": "nodes after prune",
                  "size_mb": "size (MB)", "train_s": "train (s)", "energy_j": "energy (J)",
-                 "power_source": "power source"}
+                 "power_source": "power source", "partitions": "partitions", "peak_gb": "peak RSS (GB)",
+                 "cpu_s": "CPU (s)", "energy_attribution": "energy attributed by"}
 
 
 def live(status: dict) -> bool:
@@ -70,5 +71,6 @@ st.fragment(run_every=REFRESH_S if is_live else None)(queue)(f, is_live)
 ui.frame_block(queries.failures(f.url, f.exp_id), "Failures", "failures", empty="No failed cells.")
 bases = queries.instance_bases(f.url, f.exp_id)
 if not bases.empty:
-    bases = bases.assign(size_mb=bases["bytes"] / 1e6)[list(IBASE_COLUMNS)].rename(columns=IBASE_COLUMNS)
+    bases = bases.assign(size_mb=bases["bytes"] / 1e6, peak_gb=bases["peak_rss_bytes"] / 1e9)
+    bases = bases[list(IBASE_COLUMNS)].rename(columns=IBASE_COLUMNS)
 ui.frame_block(bases, "Instance bases", "instance_bases")

@@ -139,7 +139,8 @@ def _instance_base(s, exp: Experiment, tok_id: str) -> None:
                        sha256=_key("ibase"), backend="igtree", window=4, order="gain_ratio", tokenizer_id=tok_id,
                        tokens=1_270_000, instances=1_269_996, nodes_before_prune=2_430_118,
                        nodes_after_prune=121_850, bytes=3_912_448, train_s=41.7, energy_j=2_710.0,
-                       power_source="estimate", power_measured=False))
+                       power_source="estimate", power_measured=False, partitions=3, memory_budget_bytes=10**9,
+                       peak_rss_bytes=930_000_000, cpu_s=38.2, energy_attribution="cpu-time share"))
 
 
 def _references(s, exp: Experiment, tok) -> dict[tuple[str, int], Reference]:

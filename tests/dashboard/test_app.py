@@ -59,6 +59,8 @@ def test_overview_lists_experiment_queue_failures_and_ibases(app):
     assert {"plain", "ngram", "olifant-wikitext"} <= set(results["strategy"])
     assert failures["error"].iloc[0].startswith("DraftError")
     assert ibases["nodes after prune"].iloc[0] == 121_850
+    assert (ibases["partitions"].iloc[0], ibases["peak RSS (GB)"].iloc[0]) == (3, 0.93)
+    assert ibases["energy attributed by"].iloc[0] == "cpu-time share"
     assert len(_charts(at)) == 1  # queue by state
     assert {m.label: m.value for m in at.metric}["sweep cells"] == "61"
     assert len(at.download_button) == 8  # CSV + LaTeX for each of the four tables

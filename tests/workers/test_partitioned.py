@@ -105,6 +105,50 @@ def test_zipf_token_file_partitions_match_fit(tmp_path, top):
     assert compact_dtype(top + 1) == (np.uint16 if top < 65535 else np.uint32)
 
 
+def test_a_hot_value_is_split_by_the_second_position_into_the_identical_file(tmp_path):
+    rng = np.random.default_rng(7)
+    docs = [np.minimum(rng.zipf(1.3, size=int(rng.integers(2, 400))), 30_000) for _ in range(300)]
+    tf = _token_file(tmp_path, docs, np.uint16)
+    x, y = make_instances(tf.tokens(), tf.offsets(), 4)
+    ref = IGTree.fit(x, y)
+    ref.save(tmp_path / "fit.igtree")
+    plan = Plan(budget_bytes=1 << 30, workers=1, task_bytes=1 << 30, chunk_tokens=3_000, build_rows=1_500,
+                stats_rows=6_000)
+    assert np.bincount(x[:, ref.meta["order"][0]] + 1).max() > 4 * plan.build_rows  # the top value is hot
+
+    class Interrupted(Exception):
+        pass
+
+    def dies_after_two_sub_pieces(fn, calls, memory_bytes, on_done=None, budget_bytes=None):
+        out = []
+        for kwargs in calls:
+            if kwargs.get("parent_label") is not None and len(out) >= 2:
+                raise Interrupted  # a training stopped part-way through a hot value's sub-partitions
+            out.append(fn(**kwargs))
+        return out
+
+    with pytest.raises(Interrupted):
+        build_partitioned(tf, 4, "gain_ratio", tmp_path / "work", tmp_path / "part.igtree", {}, plan,
+                          dies_after_two_sub_pieces)
+    assert list((tmp_path / "work" / "hot").glob("b*.json")) and not (tmp_path / "part.igtree").exists()
+    summary = build_partitioned(tf, 4, "gain_ratio", tmp_path / "work", tmp_path / "part.igtree", {}, plan)
+    assert summary["hot_values"] >= 2 and summary["pieces"] > summary["partitions"] + summary["hot_values"]
+    assert (tmp_path / "part.igtree").read_bytes() == (tmp_path / "fit.igtree").read_bytes()
+    probes = np.minimum(rng.zipf(1.3, size=(5_000, 4)), 30_000)
+    assert np.array_equal(IGTree.load(tmp_path / "part.igtree").predict_batch(probes), ref.predict_batch(probes))
+
+
+def test_hot_values_of_real_text_split_into_the_identical_file(corpus, in_memory, held_out, tmp_path):
+    seen = []
+    info = train_instance_base(corpus, "mistral", tmp_path, memory_gb=0.0014, workers=2,  # 4.7k rows a task
+                               progress=lambda stage, done, total: seen.append((stage, total)))
+    pieces = max(total for stage, total in seen if stage == "partitions")
+    assert pieces > info.partitions >= 10  # the hot value's sub-partitions are built as pieces of their own
+    assert info.sha256 == in_memory.sha256
+    ours, ref = IGTree.load(info.path), IGTree.load(in_memory.path)
+    assert np.array_equal(ours.predict_batch(held_out), ref.predict_batch(held_out))
+
+
 @pytest.mark.slow
 def test_a_budget_too_small_is_refused_with_the_smallest_that_works(corpus, tmp_path):
     with pytest.raises(IBaseError, match=r"too small; the smallest that works is \d+\.\d+ GB") as err:
@@ -118,8 +162,9 @@ def test_a_budget_too_small_is_refused_with_the_smallest_that_works(corpus, tmp_
             info = train_instance_base(corpus, "mistral", tmp_path, memory_gb=budget)
             break
         except IBaseError as err:
-            assert re.fullmatch(r"memory budget [\d.]+ GB is too small for the most frequent (class|value at "
-                                r"position \d) \([\d,]+ instances\); the smallest that works is [\d.]+ GB", str(err))
+            assert re.fullmatch(r"memory budget [\d.]+ GB is too small for the most frequent (class|pair of "
+                                r"values at positions \d, \d) \([\d,]+ instances\); the smallest that works "
+                                r"is [\d.]+ GB", str(err))
             minimums.append(float(str(err).rsplit(" is ", 1)[1].split()[0]))
             budget = minimums[-1]
     assert minimums and minimums == sorted(set(minimums))
@@ -187,3 +232,12 @@ def test_a_changed_corpus_is_not_resumed_from_stale_files(corpus, tmp_path):
     assert not work.exists()
     again = train_instance_base(source, "mistral", tmp_path / "out", reuse=True)
     assert again.reused and again.sha256 == second.sha256 and again.train_s == 0.0
+
+
+def test_the_paper_spec_trains_fineweb_at_the_papers_size_within_its_budget():
+    from orchestrator.spec import load_spec
+
+    fineweb = next(c for c in load_spec(REPO / "examples" / "paper.toml").corpora if c.name == "fineweb")
+    assert fineweb.max_tokens == 1_089_000_000  # the paper's FineWeb-edu instance base, not a shard of it
+    plan = plan_training(int(fineweb.memory_gb * 1e9), workers=2)
+    assert plan.in_memory_rows < fineweb.max_tokens  # so out of core, in partitions of at most build_rows

@@ -178,13 +178,15 @@ def level_arrays(levels, keep, classes: np.ndarray) -> dict[str, np.ndarray]:
     return arrays
 
 
-def build_piece(x: np.ndarray, counts: np.ndarray | None, classes: np.ndarray) -> tuple[dict[str, np.ndarray], int, int]:
+def build_piece(x: np.ndarray, counts: np.ndarray | None, classes: np.ndarray,
+                root_label: int = 0) -> tuple[dict[str, np.ndarray], int, int]:
     """One piece of the tree from rows x (see `trie_levels`): (int64 arrays, nodes before, nodes after pruning).
 
     `classes` maps priority rank -> token id; the root's label is rank 0 (the most frequent class, first seen).
+    A subtree under a node (rows without that node's columns) passes the node's label rank as `root_label`.
     """
     levels = trie_levels(x, counts, len(classes))
-    keep = prune(levels, root_label=0)
+    keep = prune(levels, root_label=root_label)
     arrays = level_arrays(levels, keep, classes)
     return arrays, int(sum(len(lv[0]) for lv in levels)), int(sum(int(k.sum()) for k in keep))
 

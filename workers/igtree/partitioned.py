@@ -10,7 +10,10 @@ Stages, each resumable (results written as tmp + rename; a stage whose file exis
 3. *spill*: the instances are spilled again, bucketed by their value at the most informative position
    (contiguous value ranges sized to the memory budget: the partitions).
 4. *build*: each partition is built into its piece of the tree (`build.build_piece`, the in-memory path's
-   own code) with the global class priority, and saved.
+   own code) with the global class priority, and saved. A partition too big for one task is a single *hot*
+   value (one value is indivisible at depth 1): its rows are split again by the value at the second position
+   of the feature order, each sub-partition built into its part of that value's subtree (pruned against the
+   value's label), and the value's own node (label, counts over all its rows) saved as a head piece.
 5. *join*: pieces are concatenated per depth in value order and written by the streaming file writer.
 
 Stages 1, 3 and 4 are lists of independent calls handed to a `TaskMap` (run here one by one, or as parallel
@@ -280,20 +283,104 @@ def bucket_pair_hists(folder: str, bucket: int, lo: int, hi: int, window: int, d
 
 
 def build_partition(folder: str, bucket: int, window: int, dtype: str, positions: list[int],
-                    prio_lut: np.ndarray, classes: np.ndarray, out: str) -> dict:
-    """Build one partition's piece of the tree and save it atomically to `out` (.npz); returns its sizes."""
+                    prio_lut: np.ndarray, classes: np.ndarray, out: str, parent_label: int | None = None) -> dict:
+    """Build one partition's piece of the tree and save it atomically to `out` (.npz); returns its sizes.
+
+    With `parent_label` (a priority rank) the rows all share one depth-1 value (a hot value's sub-partition):
+    the piece is that node's subtree from depth 2 on, pruned against its label, stored under depths 2..w.
+    """
     rows = load_bucket(folder, bucket, window, dtype)
+    cols = positions if parent_label is None else positions[1:]
     xdt = min_uint_dtype(max(int(rows[:, :window].max(initial=0)), len(classes)))
-    x = np.empty((len(rows), window + 1), dtype=xdt)
-    x[:, :window] = rows[:, positions]
-    x[:, window] = prio_lut[rows[:, window]]
+    x = np.empty((len(rows), len(cols) + 1), dtype=xdt)
+    x[:, :len(cols)] = rows[:, cols]
+    x[:, len(cols)] = prio_lut[rows[:, window]]
     del rows
-    arrays, before, after = build_piece(x, None, classes)
+    if parent_label is None:
+        arrays, before, after = build_piece(x, None, classes)
+    else:
+        sub, before, after = build_piece(x, None, classes, root_label=parent_label)
+        arrays = {n: np.zeros(0, np.int64) for n in array_names(window)}
+        arrays.update({f"d{int(n[1:].split('.')[0]) + 1}.{n.split('.')[1]}": a for n, a in sub.items()})
     del x
+    _save_piece(out, arrays, before, after)
+    return {"bucket": bucket, "before": before, "after": after}
+
+
+def _save_piece(out: str, arrays: dict[str, np.ndarray], before: int, after: int) -> None:
+    """A built piece, saved atomically (tmp + rename)."""
     tmp = f"{out}.tmp.npz"
     np.savez(tmp, before=before, after=after, **arrays)
     os.replace(tmp, out)
-    return {"bucket": bucket, "before": before, "after": after}
+
+
+# ---------------------------------------------------------------------------------------------- hot values
+
+
+def iter_bucket(folder: str, bucket: int, window: int, dtype: str, chunk_rows: int):
+    """A bucket's rows, (m, w+1) chunks of at most `chunk_rows` (memory-mapped, one chunk copied at a time)."""
+    for f in sorted(Path(folder).glob(f"b{bucket:06d}.*.rows")):
+        if f.stat().st_size:
+            rows = np.memmap(f, dtype=dtype, mode="r").reshape(-1, window + 1)
+            for a in range(0, len(rows), chunk_rows):
+                yield np.array(rows[a:a + chunk_rows])
+
+
+def hot_counts(folder: str, bucket: int, window: int, dtype: str, column: int, prio_lut: np.ndarray,
+               chunk_rows: int) -> dict:
+    """One streaming pass over a hot value's bucket: its rows' value counts at `column` and class counts by rank."""
+    values, ranks = np.zeros(0, np.int64), np.zeros(0, np.int64)
+    for rows in iter_bucket(folder, bucket, window, dtype, chunk_rows):
+        values = _grow_add(values, np.bincount(rows[:, column]))
+        ranks = _grow_add(ranks, np.bincount(prio_lut[rows[:, window]]))
+    return {"values": values, "ranks": ranks}
+
+
+def resplit_bucket(folder: str, bucket: int, window: int, dtype: str, column: int,
+                   bounds: Sequence[tuple[int, int]], out_folder: str, chunk_rows: int) -> int:
+    """Spill a hot bucket's rows into sub-buckets by `column` (files `b<k>.s.rows` in `out_folder`, written
+    in a .tmp folder renamed when done); returns rows."""
+    tmp = Path(f"{out_folder}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    edges = np.array([b[0] for b in bounds] + [bounds[-1][1]], dtype=np.int64)
+    handles: dict[int, object] = {}
+    n = 0
+    try:
+        for rows in iter_bucket(folder, bucket, window, dtype, chunk_rows):
+            sub = np.searchsorted(edges, rows[:, column], side="right") - 1
+            o = np.argsort(sub, kind="stable")
+            rows, sub = rows[o], sub[o]
+            starts = np.flatnonzero(np.r_[True, sub[1:] != sub[:-1]])
+            for s, e in zip(starts, list(starts[1:]) + [len(sub)]):
+                k = int(sub[s])
+                if k not in handles:
+                    handles[k] = open(tmp / f"b{k:06d}.s.rows", "wb")
+                handles[k].write(rows[s:e].tobytes())
+            n += len(rows)
+    finally:
+        for fh in handles.values():
+            fh.close()
+    shutil.rmtree(out_folder, ignore_errors=True)
+    os.replace(tmp, out_folder)
+    return n
+
+
+def hot_head(value: int, ranks: np.ndarray, classes: np.ndarray, subs: Sequence[str], window: int, out: str) -> None:
+    """Save a hot value's depth-1 node (label, majority, total over all its rows; children: its sub-partitions'
+    kept depth-2 nodes) as a piece with empty deeper depths; pruned like any depth-1 node."""
+    children = 0
+    for sub in subs:
+        with np.load(sub) as z:
+            children += len(z["d2.value"])
+    label = int(np.argmax(ranks))  # the first of the most frequent: the highest-priority class among ties
+    kept = children > 0 or label != 0
+    arrays = {n: np.zeros(0, np.int64) for n in array_names(window)}
+    if kept:
+        arrays.update({"d1.value": np.array([value]), "d1.label": np.array([int(classes[label])]),
+                       "d1.majority": np.array([int(ranks.max())]), "d1.total": np.array([int(ranks.sum())]),
+                       "d1.children": np.array([children])})
+    _save_piece(out, {k: v.astype(np.int64) for k, v in arrays.items()}, 1, int(kept))
 
 
 # ---------------------------------------------------------------------------------------------- the stages
@@ -380,8 +467,7 @@ def _stage_spill(tf, window, plan, run_map, work: Path, scan: dict, stats: dict,
     """Stage 3 (resumable): the instances spilled into partitions by their value at the first position."""
     path = work / "partitions.json"
     first = stats["order"][0]
-    counts = scan["value_counts"][first]
-    check_fits(int(counts.max()), BUILD_BYTES_PER_ROW, plan, f"the most frequent value at position {first}")
+    counts = scan["value_counts"][first]  # a value over plan.build_rows gets a partition of its own, split later
     if not path.exists():
         bounds = group_consecutive(counts, plan.build_rows)
         shutil.rmtree(work / "built", ignore_errors=True)
@@ -390,8 +476,14 @@ def _stage_spill(tf, window, plan, run_map, work: Path, scan: dict, stats: dict,
     return [tuple(b) for b in json.loads(path.read_text())["bounds"]]
 
 
-def _stage_build(window, plan, run_map, work: Path, scan: dict, stats: dict, bounds, dtype) -> list[Path]:
-    """Stage 4 (resumable): every partition not yet built, built (in parallel through run_map)."""
+def _stage_build(window, plan, run_map, progress, work: Path, scan: dict, stats: dict, bounds,
+                 dtype) -> list[Path]:
+    """Stage 4 (resumable): every piece not yet built, built (in parallel through run_map); the pieces in order.
+
+    A partition over `plan.build_rows` is one hot value: it is split by the value at the second position of the
+    feature order into sub-partitions, each built into its part of the value's subtree, under a head piece
+    holding the value's own node (`hot_head`).
+    """
     cls = scan["class_counts"]
     ids = np.flatnonzero(cls)
     by_prio = class_priority(cls[ids], scan["class_first"][ids])
@@ -402,14 +494,60 @@ def _stage_build(window, plan, run_map, work: Path, scan: dict, stats: dict, bou
     built.mkdir(exist_ok=True)
     for leftover in built.glob("*.tmp.npz"):
         leftover.unlink()  # a build killed part-way: never used
-    outs = [built / f"p{b:06d}.npz" for b in range(len(bounds))]
-    todo = [b for b, out in enumerate(outs) if not out.exists()]
-    counts = scan["value_counts"][stats["order"][0]]
-    calls = [dict(folder=str(work / "by-value"), bucket=b, window=window, dtype=dtype.str, positions=stats["order"],
-                  prio_lut=prio_lut, classes=classes, out=str(outs[b])) for b in todo]
-    mem = [task_bytes(counts[bounds[b][0]:bounds[b][1]].sum(), BUILD_BYTES_PER_ROW) for b in todo]
-    run_map(build_partition, calls, mem, budget_bytes=plan.budget_bytes)
+    order = stats["order"]
+    counts = scan["value_counts"][order[0]]
+    rows = [int(counts[lo:hi].sum()) for lo, hi in bounds]
+    common = dict(window=window, dtype=dtype.str, positions=order, prio_lut=prio_lut, classes=classes)
+    outs, calls, mem, heads = [], [], [], []
+    for b, (lo, _) in enumerate(bounds):
+        head = built / f"p{b:06d}.npz"
+        if rows[b] <= plan.build_rows:
+            outs.append(head)
+            if not head.exists():
+                calls.append(dict(folder=str(work / "by-value"), bucket=b, out=str(head), **common))
+                mem.append(task_bytes(rows[b], BUILD_BYTES_PER_ROW))
+            continue
+        split = _split_hot(window, plan, run_map, work, b, order, prio_lut, dtype)
+        subs = [built / f"p{b:06d}.s{k:06d}.npz" for k in range(len(split["bounds"]))]
+        outs += [head, *subs]
+        if not head.exists():
+            heads.append((lo, np.array(split["ranks"], np.int64), subs, head))
+            for k, sub in enumerate(subs):
+                if not sub.exists():
+                    calls.append(dict(folder=split["folder"], bucket=k, out=str(sub), parent_label=split["label"],
+                                      **common))
+                    mem.append(task_bytes(split["rows"][k], BUILD_BYTES_PER_ROW))
+    total = len(outs) - sum(r > plan.build_rows for r in rows)  # the pieces build_partition makes (no heads)
+    _with_progress(run_map, progress, total)(build_partition, calls, mem, budget_bytes=plan.budget_bytes)
+    for value, ranks, subs, head in heads:
+        hot_head(value, ranks, classes, [str(x) for x in subs], window, str(head))
+        shutil.rmtree(work / "hot" / f"b{int(head.stem[1:]):06d}", ignore_errors=True)
     return outs
+
+
+def _split_hot(window, plan, run_map, work: Path, bucket: int, order, prio_lut, dtype) -> dict:
+    """A hot value's bucket split by the value at the second position (resumable): sub-bounds, rows, its label."""
+    path = work / "hot" / f"b{bucket:06d}.json"
+    folder = work / "hot" / f"b{bucket:06d}"
+    chunk = dict(window=window, dtype=dtype.str, chunk_rows=plan.chunk_tokens)
+    chunk_mem = plan.chunk_tokens * CHUNK_BYTES_PER_TOKEN
+    if not path.exists():
+        path.parent.mkdir(exist_ok=True)
+        (c,) = run_map(hot_counts, [dict(folder=str(work / "by-value"), bucket=bucket, column=order[1],
+                                         prio_lut=prio_lut, **chunk)], chunk_mem)
+        check_fits(int(c["values"].max()), BUILD_BYTES_PER_ROW, plan,
+                   f"the most frequent pair of values at positions {order[0]}, {order[1]}")
+        bounds = group_consecutive(c["values"], plan.build_rows)
+        ranks = c["ranks"]
+        _save_json(path, {"bounds": bounds, "rows": [int(c["values"][lo:hi].sum()) for lo, hi in bounds],
+                          "ranks": ranks.tolist(), "label": int(np.argmax(ranks)), "folder": str(folder)})
+    split = json.loads(path.read_text())
+    head = work / "built" / f"p{bucket:06d}.npz"
+    if not head.exists() and not folder.exists():
+        run_map(resplit_bucket, [dict(folder=str(work / "by-value"), bucket=bucket, column=order[1],
+                                      bounds=[tuple(b) for b in split["bounds"]], out_folder=str(folder), **chunk)],
+                chunk_mem)
+    return split
 
 
 def _join(outs: list[Path], window: int, meta: dict, out_path: Path) -> tuple[int, int]:
@@ -453,8 +591,7 @@ def build_partitioned(tf, window: int, order, work_dir, out_path, meta: dict, pl
     _report(progress, "statistics", 1, 1)
     bounds = _stage_spill(tf, window, plan, run_map, work, scan, stats, dtype)
     step("spill_s")
-    outs = _stage_build(window, plan, _with_progress(run_map, progress, len(bounds)), work, scan, stats,
-                        bounds, dtype)
+    outs = _stage_build(window, plan, run_map, progress, work, scan, stats, bounds, dtype)
     step("build_s")
     nodes = [0, 0]
     for out in outs:
@@ -471,7 +608,9 @@ def build_partitioned(tf, window: int, order, work_dir, out_path, meta: dict, pl
     step("join_s")
     logger.info("igtree (partitioned): %d instances, %d partitions, %d -> %d nodes, %s", cls.sum(), len(bounds),
                 nodes[0], nodes[1], times)
-    return {"instances": int(cls.sum()), "partitions": len(bounds), "nodes_before_prune": nodes[0],
+    hot = len({o.name.split(".")[0] for o in outs if ".s" in o.name})
+    return {"instances": int(cls.sum()), "partitions": len(bounds), "hot_values": hot, "pieces": len(outs) - hot,
+            "nodes_before_prune": nodes[0],
             "nodes_after_prune": nodes[1], "bytes": n_bytes, **times}
 
 
