@@ -250,6 +250,8 @@ def _ray_up(opts: RunOptions) -> bool:
     if ray.is_initialized():
         return False
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    # Ray's workers at the driver's own priority (Ray's default: 15 nicer); `nice` greenspec to yield
+    os.environ.setdefault("RAY_worker_niceness", "0")
     if opts.address:
         ray.init(address=opts.address, log_to_driver=False, configure_logging=False)
     else:

@@ -462,6 +462,8 @@ class RaySession:
     def __enter__(self) -> RaySession:
         if not ray.is_initialized():
             os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+            # Ray's workers at the driver's own priority (Ray's default: 15 nicer); `nice` greenspec to yield
+            os.environ.setdefault("RAY_worker_niceness", "0")
             if self.address:
                 ray.init(address=self.address, log_to_driver=False, configure_logging=False)
             else:
