@@ -5,8 +5,8 @@ accelerator worker, which answers with a `BatchOutcome`: one `JobOutcome` per jo
 `ReferenceRecord` or a `LabelRecord`, or an error) and the power samples taken meanwhile. `storage.store` writes them as they are; nothing is a dict.
 
 Example:
-    >>> job = SweepJob(key="ab12", kind="sweep", prompt="The cat", strategy="ngram", draft="ngram",
-    ...                options={"n": 4, "unit": "token"}, k=3, regime="cached")
+    >>> job = SweepJob(key="ab12", kind="sweep", prompt="The cat", strategy="plain", draft="plain", k=0,
+    ...                regime="uncached")
     >>> outcome = JobOutcome(key=job.key, worker="host:1:cpu", error="RuntimeError: boom")
     >>> outcome.ok
     False

@@ -213,4 +213,5 @@ def build(opts: NeuralOptions, ctx: BuildContext) -> NeuralDraft:
                        gate=opts.gate())
 
 
-ENTRY = DraftEntry("neural", NeuralDraft, NeuralOptions, build, summary="a small causal LM drafting greedily")
+ENTRY = DraftEntry("neural", NeuralDraft, NeuralOptions, build, summary="a small causal LM drafting greedily",
+                   paper="TinyLlama")

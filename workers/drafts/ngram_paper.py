@@ -109,4 +109,4 @@ def build(opts: PaperNgramOptions, ctx: BuildContext) -> PaperNgramDraft:
 
 
 ENTRY = DraftEntry("ngram-paper", PaperNgramDraft, PaperNgramOptions, build,
-                   summary="the paper's word 4-gram: the first sub-token of each predicted word")
+                   summary="the paper's word 4-gram: the first sub-token of each predicted word", paper="4-gram")

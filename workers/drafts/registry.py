@@ -84,6 +84,7 @@ class DraftEntry:
     drafts: bool = True      # False for plain: it runs once per prompt and regime with k = 0
     summary: str = ""
     parts: tuple[str, ...] = ()  # the drafts this one combines (its targets compare it with them)
+    paper: str = ""          # the seed paper's name for the baseline this draft reproduces ("" if none)
 
     def parse(self, raw: Mapping[str, Any]) -> DraftOptions:
         """Validate `[[strategies]]` options; DraftError with one line naming the key on bad input."""

@@ -25,9 +25,12 @@ from pathlib import Path
 
 import pandas as pd
 
-# The paper's baselines -> the draft that reproduces each; their greenspec names are read off the paper's spec
-# (examples/paper.toml: the strategy that uses that draft). Olifant variants keep their names.
-PAPER_DRAFTS = {"4-gram": "ngram-paper", "TinyLlama": "neural"}
+from workers.drafts.registry import lookup, names
+
+# The paper's baselines -> the draft that reproduces each (declared in the draft registry); their greenspec names
+# are read off the paper's spec (examples/paper.toml: the strategy that uses that draft). Olifant variants keep
+# their names.
+PAPER_DRAFTS = {entry.paper: entry.name for entry in map(lookup, names()) if entry.paper}
 PAPER_SPEC = Path(__file__).resolve().parents[2] / "examples" / "paper.toml"
 TASK_NAMES = {"general": "wikitext", "medical": "pubmed", "legal": "eurlex"}
 UNIT_SCALE = {"%": 0.01}     # to greenspec's units: acceptance and redundancy are fractions
