@@ -241,12 +241,7 @@ def spill_range(tokens, offsets, window: int, lo: int, hi: int, chunk_tokens: in
             bucket = np.searchsorted(edges, rows[:, column], side="right") - 1
             o = np.argsort(bucket, kind="stable")
             rows, bucket = rows[o], bucket[o]
-            starts = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]]) if len(bucket) else []
-            for s, e in zip(starts, list(starts[1:]) + [len(bucket)]):
-                k = int(bucket[s])
-                if k not in handles:
-                    handles[k] = open(folder_p / f"b{k:06d}.{tag}.rows.tmp", "wb")
-                handles[k].write(rows[s:e].tobytes())
+            _append_by_bucket(rows, bucket, handles, lambda k: folder_p / f"b{k:06d}.{tag}.rows.tmp")
             n += len(rows)
     finally:
         for fh in handles.values():
@@ -254,6 +249,16 @@ def spill_range(tokens, offsets, window: int, lo: int, hi: int, chunk_tokens: in
     for k in handles:
         os.replace(folder_p / f"b{k:06d}.{tag}.rows.tmp", folder_p / f"b{k:06d}.{tag}.rows")
     return n
+
+
+def _append_by_bucket(rows: np.ndarray, bucket: np.ndarray, handles: dict, path_of) -> None:
+    """Append rows (sorted by bucket) to one file per bucket, opened at `path_of(bucket)` on first use."""
+    starts = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]]) if len(bucket) else []
+    for s, e in zip(starts, list(starts[1:]) + [len(bucket)]):
+        k = int(bucket[s])
+        if k not in handles:
+            handles[k] = open(path_of(k), "wb")
+        handles[k].write(rows[s:e].tobytes())
 
 
 def load_bucket(folder: str, bucket: int, window: int, dtype: str) -> np.ndarray:
@@ -351,12 +356,7 @@ def resplit_bucket(folder: str, bucket: int, window: int, dtype: str, column: in
             sub = np.searchsorted(edges, rows[:, column], side="right") - 1
             o = np.argsort(sub, kind="stable")
             rows, sub = rows[o], sub[o]
-            starts = np.flatnonzero(np.r_[True, sub[1:] != sub[:-1]])
-            for s, e in zip(starts, list(starts[1:]) + [len(sub)]):
-                k = int(sub[s])
-                if k not in handles:
-                    handles[k] = open(tmp / f"b{k:06d}.s.rows", "wb")
-                handles[k].write(rows[s:e].tobytes())
+            _append_by_bucket(rows, sub, handles, lambda k: tmp / f"b{k:06d}.s.rows")
             n += len(rows)
     finally:
         for fh in handles.values():
