@@ -95,7 +95,7 @@ def test_roles_of_the_demo_spec():
     r = roles(load_spec(DEMO_SPEC))
     for d in ("pydoc", "shakespeare"):
         assert (f"distilled-{d}", f"olifant-{d}") in r.distilled
-        assert (f"hybrid-{d}", ("ngram", f"olifant-{d}")) in r.hybrid
+        assert (f"hybrid-{d}", ("ngram", f"distilled-{d}")) in r.hybrid   # the hybrid over the distilled base
         assert (f"hybrid-{d}-adaptive", f"hybrid-{d}") in r.adaptive
         assert r.runs_on(f"distilled-{d}") == (d,)
 

@@ -1,11 +1,15 @@
 """The `hybrid` draft: a fixed olifant instance base plus an in-session n-gram that tracks the running text.
 
 Policy, per drafted token (the paper's §5.3 proposal): look up the longest suffix of the running text (context
-plus the guesses so far, at most n-1 tokens) that the session has seen before. If that match is at least
-`min_match` tokens long, the session's continuation drafts the token (its most frequent follower, ties to
-the most recent: the `ngram` draft's table); otherwise the instance base does (IGTree over the last `window`
-tokens). The session thus takes over where the text repeats itself, including the verifier's own phrases,
-and the instance base drafts everywhere else.
+plus the guesses so far, at most n-1 tokens) that the session has seen before.
+1. If that match is at least `min_match` tokens long, the session's continuation drafts the token (its most
+   frequent follower, ties to the most recent: the `ngram` draft's table).
+2. Otherwise the instance base does (IGTree over the last `window` tokens) if its guess scores at least
+   `ibase_min` by `confidence` (0, the default, takes every guess).
+3. Otherwise a shorter session match (down to one token) drafts it if there is one, and else drafting stops.
+The session thus takes over where the text repeats itself, including the verifier's own phrases, and the
+instance base drafts where it is sure enough; with `ibase_min` above 0 the hybrid drafts whatever the `ngram`
+draft (same n) would, plus the instance base's confident guesses where the session has only a short match.
 
 Confidence of each guess, for adaptive length (`adaptive = true`): a session guess scores match / (n-1), an
 instance-base guess its `confidence` as in `olifant` (match depth / window by default; see
@@ -20,7 +24,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import Field
 
@@ -41,14 +45,19 @@ def session_match(table: NgramTable, history: Sequence[int]) -> tuple[int | None
     return None, 0
 
 
-def choose(session: tuple[int | None, int], ibase: tuple[int, float], min_match: int, n: int) -> tuple[int, float, str]:
+def choose(session: tuple[int | None, int], ibase: tuple[int, float], min_match: int, n: int,
+           ibase_min: float = 0.0) -> tuple[int, float, str] | None:
     """The policy for one token, from the session's (token, match length) and the instance base's scored guess:
-    (token, confidence, source "session" | "ibase")."""
+    (token, confidence, source "session" | "ibase"), or None where drafting stops."""
     token, match = session
     if token is not None and match >= min_match:
         return token, match / (n - 1), "session"
     guess, score = ibase
-    return int(guess), score, "ibase"
+    if score >= ibase_min:
+        return int(guess), score, "ibase"
+    if token is not None:
+        return token, match / (n - 1), "session"
+    return None
 
 
 class HybridDraft(Draft):
@@ -57,7 +66,7 @@ class HybridDraft(Draft):
     name = "hybrid"
 
     def __init__(self, ibase, n: int = 4, min_match: int = 2, gate: AdaptiveLength | None = None,
-                 confidence: str = "depth"):
+                 confidence: str = "depth", ibase_min: float = 0.0):
         if not isinstance(n, int) or n < 2:
             raise DraftError(f"hybrid: n={n!r} is not accepted; give an integer >= 2")
         if not isinstance(min_match, int) or not 1 <= min_match <= n - 1:
@@ -66,8 +75,12 @@ class HybridDraft(Draft):
             raise DraftError("hybrid: needs ibase=<an IGTree or the path of a saved instance base>")
         self.ibase = load_ibase(ibase)
         self.window = int(self.ibase.window)
-        self.n, self.min_match, self.gate = n, min_match, gate
-        check_confidence("hybrid", self.ibase, confidence, gate)
+        if not 0.0 <= ibase_min <= 1.0:
+            raise DraftError(f"hybrid: ibase_min={ibase_min!r} is not accepted; give a confidence in 0..1")
+        self.n, self.min_match, self.gate, self.ibase_min = n, min_match, gate, float(ibase_min)
+        check_confidence("hybrid", self.ibase, confidence, gate is not None or ibase_min > 0)
+        if ibase_min > 0 and self.ibase.lookup([0] * self.window)[1] is None:
+            raise DraftError("hybrid: ibase_min needs match depths or shares; the TiMBL backend gives none (use native)")
         self.confidence = confidence
         self.sources: list[str] = []   # which component drafted each guess of the last proposal (for tests/logs)
         self.reset()
@@ -88,14 +101,17 @@ class HybridDraft(Draft):
             self._table.add(int(t))
 
     def scored(self, context: Sequence[int], k: int) -> list[tuple[int, float]]:
-        """k chained guesses with their confidences, each fed back as context."""
+        """Up to k chained guesses with their confidences, each fed back as context (fewer where the policy stops)."""
         self._absorb(context)
         history = [int(t) for t in context[-max(self.n - 1, self.window):]]
         out, self.sources = [], []
         for _ in range(k):
-            token, conf, source = choose(session_match(self._table, history),
-                                         ibase_guess(self.ibase, history[-self.window:], self.confidence),
-                                         self.min_match, self.n)
+            picked = choose(session_match(self._table, history),
+                            ibase_guess(self.ibase, history[-self.window:], self.confidence),
+                            self.min_match, self.n, self.ibase_min)
+            if picked is None:
+                break
+            token, conf, source = picked
             out.append((token, conf))
             self.sources.append(source)
             history.append(token)
@@ -113,15 +129,27 @@ class HybridDraft(Draft):
 
 class HybridOptions(IBaseOptions):
     """`corpus`: the instance base's [[corpora]] entry; `n`: session order; `min_match`: session tokens needed;
-    `confidence`: how an instance-base guess is scored for adaptive length."""
+    `ibase_min`: the score an instance-base guess needs (0: any); `confidence`: how it is scored (and, for
+    adaptive length, every instance-base guess)."""
 
     n: Annotated[int, Field(ge=2)] = 4
     min_match: Annotated[int, Field(ge=1)] = 2
+    ibase_min: Annotated[float, Field(ge=0.0, le=1.0)] = 0.0
+
+    def identity(self) -> dict[str, Any]:
+        """As instance-base drafts', with `ibase_min` only when set and then `confidence` too (existing cells keep
+        their keys)."""
+        out = super().identity()
+        if self.ibase_min > 0:
+            out["confidence"] = self.confidence
+        else:
+            out.pop("ibase_min", None)
+        return out
 
 
 def build(opts: HybridOptions, ctx: BuildContext) -> HybridDraft:
     return HybridDraft(ibase=ctx.artifacts["ibase"], n=opts.n, min_match=opts.min_match, gate=opts.gate(),
-                       confidence=opts.confidence)
+                       confidence=opts.confidence, ibase_min=opts.ibase_min)
 
 
 ENTRY = DraftEntry("hybrid", HybridDraft, HybridOptions, build, parts=("olifant", "ngram"),

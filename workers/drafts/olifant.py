@@ -40,11 +40,11 @@ def load_ibase(ibase):
 CONFIDENCES = ("depth", "share", "depth_share")
 
 
-def check_confidence(draft: str, ibase, confidence: str, gate) -> None:
-    """Refuse an unknown confidence, or one the instance base's backend cannot score."""
+def check_confidence(draft: str, ibase, confidence: str, scored: bool) -> None:
+    """Refuse an unknown confidence, or one the instance base's backend cannot score when scores are used."""
     if confidence not in CONFIDENCES:
         raise DraftError(f"{draft}: confidence={confidence!r} is not accepted; use one of {', '.join(CONFIDENCES)}")
-    if gate is not None and confidence != "depth" and not hasattr(ibase, "lookup_scored"):
+    if scored and confidence != "depth" and not hasattr(ibase, "lookup_scored"):
         raise DraftError(f"{draft}: confidence={confidence!r} needs node shares; only the native backend has them")
 
 
@@ -71,7 +71,7 @@ class OlifantDraft(Draft):
         self.confidence = confidence
         if gate is not None and self.ibase.lookup([0] * self.window)[1] is None:
             raise DraftError("olifant: adaptive drafting needs match depths; the TiMBL backend gives none (use native)")
-        check_confidence("olifant", self.ibase, confidence, gate)
+        check_confidence("olifant", self.ibase, confidence, gate is not None)
 
     def reset(self) -> None:
         if self.gate is not None:

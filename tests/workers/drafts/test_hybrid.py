@@ -28,6 +28,14 @@ def test_choose_prefers_a_long_enough_session_match():
     assert choose((None, 0), (9, 0.0), min_match=1, n=4) == (9, 0.0, "ibase")
 
 
+def test_choose_takes_only_confident_ibase_guesses_when_ibase_min_is_set():
+    # an unsure guess (0.4 < 0.5) yields to the session's short match, and with no match at all drafting stops
+    assert choose((7, 1), (9, 0.4), min_match=2, n=4, ibase_min=0.5) == (7, 1 / 3, "session")
+    assert choose((None, 0), (9, 0.4), min_match=2, n=4, ibase_min=0.5) is None
+    assert choose((7, 1), (9, 0.5), min_match=2, n=4, ibase_min=0.5) == (9, 0.5, "ibase")
+    assert choose((7, 2), (9, 0.9), min_match=2, n=4, ibase_min=0.5) == (7, 2 / 3, "session")
+
+
 def test_session_match_is_the_longest_seen_suffix():
     table = NgramTable(4)
     for t in [1, 2, 3, 4, 2, 3, 5, 2, 3]:
@@ -57,6 +65,28 @@ def test_min_match_decides_between_the_components(tree):
     assert long.propose(ctx, 1) == [int(tree.predict(ctx[-4:]))] and long.sources == ["ibase"]
 
 
+def test_ibase_min_stops_where_neither_component_is_sure(tree):
+    # 50 51 52 53 was never seen by the session (no match of its last token) and never by the tree (fallback
+    # guess, majority share of the whole base, far below 0.9): the draft is empty; without ibase_min it guesses
+    ctx = [50, 51, 52, 53]
+    sure = make_draft("hybrid", ibase=tree, confidence="share", ibase_min=0.9)
+    assert sure.propose(ctx, 3) == [] and sure.sources == []
+    assert len(make_draft("hybrid", ibase=tree).propose(ctx, 3)) == 3
+    # the repeated pattern's guesses are unanimous in the tree (share 1.0) and drafted by it past the session
+    rep = [10, 11, 12, 13]
+    assert sure.propose(rep, 2) == [14, 15] and sure.sources == ["ibase", "ibase"]
+
+
+def test_hybrid_with_ibase_min_drafts_what_ngram_drafts_where_the_ibase_is_unsure(tree):
+    # with no instance-base guess sure enough, the hybrid is exactly the session n-gram of the same order
+    rng = np.random.default_rng(3)
+    ngram = make_draft("ngram", n=4)
+    hybrid = make_draft("hybrid", ibase=tree, n=4, min_match=3, confidence="share", ibase_min=1.0)
+    for _ in range(20):
+        ctx = [int(t) for t in rng.integers(50, 56, size=30)]   # tokens the tree never saw: fallback shares < 1
+        assert hybrid.propose(ctx, 5) == ngram.propose(ctx, 5)
+
+
 def test_hybrid_adaptive_cuts_by_confidence(tree):
     gate = AdaptiveLength(threshold=0.6)
     draft = make_draft("hybrid", ibase=tree, n=4, min_match=2, gate=gate)
@@ -69,6 +99,10 @@ def test_hybrid_options_and_errors(tree, tmp_path):
     entry = lookup("hybrid")
     opts = entry.parse({"corpus": "c", "min_match": 3})
     assert opts.identity() == {"n": 4, "min_match": 3}
+    gated = entry.parse({"corpus": "c", "ibase_min": 0.5, "confidence": "share"}).identity()
+    assert gated == {"n": 4, "min_match": 2, "ibase_min": 0.5, "confidence": "share"}
+    with pytest.raises(DraftError, match="ibase_min"):
+        make_draft("hybrid", ibase=tree, ibase_min=1.5)
     assert {r.artifact for r in opts.requires().values()} == {"ibase"}
     with pytest.raises(DraftError, match="min_match"):
         make_draft("hybrid", ibase=tree, n=3, min_match=3)
