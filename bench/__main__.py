@@ -1,6 +1,11 @@
 """`make bench`: run every benchmark side by side with its reference and write BENCHMARKS.md.
 
 Usage: python -m bench [igtree|decoding|orchestrator|dashboard|drafts|training|confidence ...] [--quick]
+
+Each suite owns one region of BENCHMARKS.md, between `<!-- bench:NAME -->` and `<!-- /bench:NAME -->`: a full
+(not --quick) run of a suite replaces its region, stamped with the machine and time, and leaves everything else
+(other suites' last results, the sections kept by hand: mutation scores, the suite's time, notes) as it was. A
+suite without a region yet is appended.
 """
 
 from __future__ import annotations
@@ -9,12 +14,12 @@ import datetime as dt
 import importlib
 import os
 import platform
+import re
 import sys
 from pathlib import Path
 
 SUITES = ("igtree", "decoding", "orchestrator", "dashboard", "drafts", "training", "confidence")
 OUT = Path(__file__).resolve().parents[1] / "BENCHMARKS.md"
-GPU_NOTE = Path(__file__).resolve().parent / "gpu.md"
 
 
 def machine() -> str:
@@ -32,19 +37,35 @@ def machine() -> str:
             f"Run {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC.")
 
 
+HEADER = ("# Benchmarks\n\n`make bench` (= `python -m bench`) reruns every suite below and replaces its section; "
+          "`python -m bench NAME` one suite. Each section names the machine and time it ran; sections without a "
+          "`bench:` marker are kept by hand.\n")
+
+
+def replace_region(doc: str, name: str, body: str) -> str:
+    """`doc` with suite `name`'s region replaced by `body` (appended, with its markers, if it has none)."""
+    region = f"<!-- bench:{name} -->\n{body.strip()}\n<!-- /bench:{name} -->"
+    pattern = re.compile(rf"<!-- bench:{re.escape(name)} -->.*?<!-- /bench:{re.escape(name)} -->", re.S)
+    if pattern.search(doc):
+        return pattern.sub(lambda _: region, doc, count=1)
+    return doc.rstrip("\n") + "\n\n" + region + "\n"
+
+
 def main(argv: list[str]) -> int:
     quick = "--quick" in argv
     names = [a for a in argv if not a.startswith("--")] or list(SUITES)
-    sections = [f"# Benchmarks\n\n`make bench` (= `python -m bench`) regenerates this file. {machine()}\n"]
+    if unknown := [n for n in names if n not in SUITES]:
+        print(f"bench: unknown suite {', '.join(unknown)}; choose from {', '.join(SUITES)}", file=sys.stderr)
+        return 2
+    doc = OUT.read_text() if OUT.exists() else HEADER
     for name in names:
         print(f"== bench {name}", file=sys.stderr)
-        sections.append(importlib.import_module(f"bench.{name}").run(quick=quick))
-    sections.append(GPU_NOTE.read_text().strip())  # kept by hand: `bench/gpu.sh` runs only on a GPU machine
-    text = "\n\n".join(sections) + "\n"
-    if set(names) == set(SUITES) and not quick:
-        OUT.write_text(text)
-        print(f"wrote {OUT}", file=sys.stderr)
-    print(text)
+        body = importlib.import_module(f"bench.{name}").run(quick=quick).strip()
+        print(body + "\n")
+        if not quick:   # --quick figures are a smoke run, never recorded
+            doc = replace_region(doc, name, f"{body}\n\n_{machine()}_")
+            OUT.write_text(doc)   # after every suite: a later suite's failure keeps this one's result
+            print(f"wrote {OUT} (section {name})", file=sys.stderr)
     return 0
 
 
