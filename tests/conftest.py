@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import time
 
 import pytest
@@ -53,7 +54,6 @@ PG_SKIP = "PostgreSQL server binaries (initdb, pg_ctl) not installed here; `make
 
 def _pg_bin(name: str) -> str | None:
     import glob
-    import shutil
 
     found = shutil.which(name) or sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))[-1:]
     return found if isinstance(found, str) else (found[0] if found else None)
@@ -110,9 +110,12 @@ def pg_cluster(tmp_path_factory):
     from pathlib import Path
 
     root = Path(tempfile.mkdtemp(prefix="greenspec-pg-"))  # short path: unix socket names are limited to ~100 bytes
-    cluster = _PgCluster(root)
-    yield cluster
-    cluster.stop()
+    try:
+        cluster = _PgCluster(root)
+        yield cluster
+        cluster.stop()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)   # its data folder: ~125 MB a session otherwise left in /tmp
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
