@@ -8,6 +8,7 @@ verifier emits one token repeated, which "repeat the first token" would reproduc
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -60,22 +61,35 @@ VERIFIER_RECIPE = dict(hidden_size=64, n_layers=2, n_heads=4, n_kv_heads=2, inte
                        frequent=0)
 
 
+def run_shared_tmp(tmp_path_factory) -> Path:
+    """A folder shared by every pytest-xdist worker of this run (the run's own temp folder without xdist)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
 @pytest.fixture(scope="session")
 def tiny_verifier(tmp_path_factory, text_files) -> Path:
-    """A tiny Mistral (vocab 32000, 2 layers) trained on the corpus text, saved with save_pretrained."""
+    """A tiny Mistral (vocab 32000, 2 layers) trained on the corpus text, saved with save_pretrained; trained once
+    per test run, by the first xdist worker that needs it (the others wait on a file lock and load it)."""
     import torch
+    from filelock import FileLock
 
     from orchestrator.demo.models import TinyLMSpec, token_streams, train_lm
     from workers.tokenizer import load_tokenizer
 
-    tok = load_tokenizer("mistral")
-    out = tmp_path_factory.mktemp("verifier")
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny matrices: one thread is fastest, and the cores are shared
-    try:
-        train_lm(TinyLMSpec(**VERIFIER_RECIPE), token_streams([text_files[0]], tok), out, tok)
-    finally:
-        torch.set_num_threads(before)
+    shared = run_shared_tmp(tmp_path_factory)
+    out, done = shared / "tiny-verifier", shared / "tiny-verifier.done"
+    with FileLock(str(shared / "tiny-verifier.lock")):
+        if not done.exists():
+            tok = load_tokenizer("mistral")
+            out.mkdir(exist_ok=True)
+            before = torch.get_num_threads()
+            torch.set_num_threads(1)  # tiny matrices: one thread is fastest, and the cores are shared
+            try:
+                train_lm(TinyLMSpec(**VERIFIER_RECIPE), token_streams([text_files[0]], tok), out, tok)
+            finally:
+                torch.set_num_threads(before)
+            done.touch()
     return out
 
 
@@ -118,3 +132,22 @@ def ray_address() -> str:
     import ray
 
     return ray.get_runtime_context().gcs_address
+
+
+SMALL = {'regimes = ["uncached", "cached"]': 'regimes = ["cached"]',
+         '[[strategies]]\nname = "ngram"\ndraft = "ngram"\n': ""}  # plain and olifant, one regime: a quick grid
+
+
+def small_spec(write_spec, k: list[int], **replace: str) -> Path:
+    """The test spec cut down to what a test needs when the grid's size does not matter to it."""
+    return write_spec(k=k, **SMALL, **replace)
+
+
+def cli(*args: str) -> tuple[int, str, str]:
+    """`greenspec ARGS` in this process (click's runner): (exit code, stdout, stderr)."""
+    from click.testing import CliRunner
+
+    from orchestrator.cli import main
+
+    res = CliRunner().invoke(main, list(args))
+    return res.exit_code, res.stdout, res.stderr

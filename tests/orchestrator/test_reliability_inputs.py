@@ -9,17 +9,10 @@ import socket
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from orchestrator.cli import main
 from orchestrator.spec import MAX_NEW_TOKENS
 from storage.db import open_db
-
-
-def cli(*args: str):
-    """greenspec in-process; returns (exit code, stdout, stderr)."""
-    res = CliRunner().invoke(main, list(args))
-    return res.exit_code, res.stdout, res.stderr
+from tests.orchestrator.conftest import cli
 
 
 def one_line_error(code: int, err: str, *words: str) -> None:

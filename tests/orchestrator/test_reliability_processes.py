@@ -14,32 +14,16 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 from sqlalchemy import func, select
 
-from orchestrator.cli import main
 from storage.db import open_db
 from storage.models import Cell, Generation, Lease
-from tests.orchestrator.conftest import ray_address
+from tests.orchestrator.conftest import cli, ray_address, small_spec
 
 pytestmark = [pytest.mark.usefixtures("ray_local"), pytest.mark.slow]
 
 GREENSPEC = [sys.executable, "-m", "orchestrator.cli"]
 ROOT = Path(__file__).resolve().parents[2]
-
-
-SMALL = {'regimes = ["uncached", "cached"]': 'regimes = ["cached"]',
-         '[[strategies]]\nname = "ngram"\ndraft = "ngram"\n': ""}  # plain and olifant, one regime: a quick grid
-
-
-def small_spec(write_spec, k: list[int], **replace: str):
-    """The test spec cut down to what these tests need (the grid's size does not matter to them)."""
-    return write_spec(k=k, **SMALL, **replace)
-
-
-def cli(*args: str):
-    res = CliRunner().invoke(main, list(args))
-    return res.exit_code, res.stdout, res.stderr
 
 
 def start_driver(url: str, *args: str, slow_s: float = 0.3, lease_s: float = 30) -> subprocess.Popen:

@@ -10,29 +10,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 from sqlalchemy import func, select
 
-from orchestrator.cli import main
 from storage.db import MAX_PAGES_ENV, open_db
 from storage.models import Cell, Generation, InstanceBase, Reference
+from tests.orchestrator.conftest import cli, small_spec
 from workers.igtree import IGTree
 
 pytestmark = [pytest.mark.usefixtures("ray_local"), pytest.mark.slow]
-
-
-SMALL = {'regimes = ["uncached", "cached"]': 'regimes = ["cached"]',
-         '[[strategies]]\nname = "ngram"\ndraft = "ngram"\n': ""}  # plain and olifant, one regime: a quick grid
-
-
-def small_spec(write_spec, k: list[int], **replace: str):
-    """The test spec cut down to what these tests need (the grid's size does not matter to them)."""
-    return write_spec(k=k, **SMALL, **replace)
-
-
-def cli(*args: str):
-    res = CliRunner().invoke(main, list(args))
-    return res.exit_code, res.stdout, res.stderr
 
 
 def metrics(url: str) -> dict[int, tuple]:
