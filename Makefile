@@ -48,8 +48,11 @@ postgres:
 demo: install
 	$(BIN)/greenspec demo
 
+# Two pytest-xdist workers, whole files each (module fixtures stay shared): the end-to-end tests mostly wait on
+# driver processes, leases and Ray, so two at once use the 2 cores the suite alone leaves half idle.
+TEST_WORKERS ?= 2
 test: install browser postgres
-	RAY_AUTH_MODE=disabled $(BIN)/python -m pytest -q
+	RAY_AUTH_MODE=disabled $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 bench: install
 	RAY_AUTH_MODE=disabled $(BIN)/python -m bench
