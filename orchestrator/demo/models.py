@@ -79,13 +79,15 @@ class TinyLMSpec:
 # over the 4096 commonest tokens (~95% of training tokens) costs ~0.7x the CPU of scoring all ~14k seen ones
 # for a lower full-vocab loss (measured at 200 steps: 5.44 vs 5.49 nats). With the old recipe (2 x 256, 540
 # steps, 5.58 nats) the verifier's greedy text looped on ", and thee, / I / I" and the olifant drafts were
-# accepted 3-9% of the time; this one (~4.6 nats, ~5 min on 2 cores) accepts 10-16% on its own domain.
+# accepted 3-9% of the time; 450 steps reached ~4.6 nats and accepted 10-16% on its own domain, but took 8.5 min
+# on a 2-core machine whose hypervisor stole a quarter of its time, over half of `make demo`'s 15 minutes from a
+# fresh clone. 300 steps (~4.8 nats at step 300 of that run, the schedule now decaying earlier) take about 2/3.
 DEMO_VERIFIER = TinyLMSpec(
-    hidden_size=256, n_layers=4, n_heads=4, n_kv_heads=2, intermediate_size=768, steps=450, batch_size=8,
+    hidden_size=256, n_layers=4, n_heads=4, n_kv_heads=2, intermediate_size=768, steps=300, batch_size=8,
     negatives=1024, frequent=4096,
 )
 DEMO_DRAFT = TinyLMSpec(
-    hidden_size=128, n_layers=2, n_heads=4, n_kv_heads=2, intermediate_size=384, steps=150, batch_size=8,
+    hidden_size=128, n_layers=2, n_heads=4, n_kv_heads=2, intermediate_size=384, steps=100, batch_size=8,
     negatives=1024, frequent=4096,
 )
 
