@@ -21,10 +21,16 @@ SLOW_FIXTURES = {"ray_local", "tiny_verifier", "write_spec"}  # a real Ray, a tr
 
 
 def pytest_collection_modifyitems(items):
-    """Tests that start Ray or train the driver tests' verifier are `slow`, marked or not (`-m "not slow"`)."""
+    """Tests that start Ray or train the driver tests' verifier are `slow`, marked or not (`-m "not slow"`); files
+    with slow tests run first (under `make test`'s xdist workers, which take whole files, the long end-to-end
+    files then spread over both workers instead of one of them finishing alone)."""
+    slow_files = set()
     for item in items:
         if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+        if item.get_closest_marker("slow"):
+            slow_files.add(item.path)
+    items.sort(key=lambda item: item.path not in slow_files)   # stable: each file keeps its own order
 
 
 @pytest.fixture(scope="session")
