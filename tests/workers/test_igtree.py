@@ -299,3 +299,25 @@ def test_tree_pickles_without_its_caches(trained, real_text):
     clone = pickle.loads(pickle.dumps(ours))
     assert clone._index is None
     assert np.array_equal(clone.predict_batch(xt[:200]), ours.predict_batch(xt[:200]))
+
+
+def test_lookup_scored_gives_each_matched_nodes_majority_share(tmp_path):
+    """Hand-counted, window 2 (features: the last token, then the one before). Targets after (a, b):
+    (1, 5) -> 7, 7, 7, 8; (2, 5) -> 9, 9; (3, 6) -> 4. Root: 7 is 3 of 7 instances, 9 is 2: label 7, share 3/7.
+    Last token 5: 7 in 3 of 6 (share 1/2); its child (1, 5): 7 in 3 of 4 (3/4), but it agrees with its parent and
+    is pruned; (2, 5): 9 in 2 of 2 (share 1). Last token 6: 4 in 1 of 1 (share 1)."""
+    contexts = np.array([[1, 5]] * 4 + [[2, 5]] * 2 + [[3, 6]])
+    targets = np.array([7, 7, 7, 8, 9, 9, 4])
+    tree = IGTree.fit(contexts, targets, order=[1, 0])
+    path = tmp_path / "t.igtree"
+    tree.save(path)
+    for t in (tree, IGTree.load(path)):
+        assert t.lookup_scored([2, 5]) == (9, 2, 1.0)
+        assert t.lookup_scored([1, 5]) == (7, 1, 0.5)        # the pruned child: its parent decides
+        assert t.lookup_scored([4, 5]) == (7, 1, 0.5)        # unseen second feature: the parent
+        assert t.lookup_scored([3, 6]) == (4, 1, 1.0)
+        assert t.lookup_scored([9, 9]) == (7, 0, pytest.approx(3 / 7))   # unseen: the root
+        assert t.lookup_scored([5]) == (7, 1, 0.5)           # a short context is padded on the left
+        assert [t.lookup(c) for c in ([2, 5], [1, 5], [9, 9])] == [(9, 2), (7, 1), (7, 0)]
+    one = IGTree.fit(np.array([[1, 5]]), np.array([7]))            # a single instance: the root is sure
+    assert one.lookup_scored([9, 9]) == (7, 0, 1.0)
