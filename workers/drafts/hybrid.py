@@ -23,7 +23,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any
 
 from pydantic import Field
@@ -45,14 +45,15 @@ def session_match(table: NgramTable, history: Sequence[int]) -> tuple[int | None
     return None, 0
 
 
-def choose(session: tuple[int | None, int], ibase: tuple[int, float], min_match: int, n: int,
+def choose(session: tuple[int | None, int], ibase: Callable[[], tuple[int, float]], min_match: int, n: int,
            ibase_min: float = 0.0) -> tuple[int, float, str] | None:
-    """The policy for one token, from the session's (token, match length) and the instance base's scored guess:
-    (token, confidence, source "session" | "ibase"), or None where drafting stops."""
+    """The policy for one token, from the session's (token, match length) and the instance base's scored guess
+    (asked for only when the session does not decide): (token, confidence, source "session" | "ibase"), or None
+    where drafting stops."""
     token, match = session
     if token is not None and match >= min_match:
         return token, match / (n - 1), "session"
-    guess, score = ibase
+    guess, score = ibase()
     if score >= ibase_min:
         return int(guess), score, "ibase"
     if token is not None:
@@ -79,8 +80,6 @@ class HybridDraft(Draft):
             raise DraftError(f"hybrid: ibase_min={ibase_min!r} is not accepted; give a confidence in 0..1")
         self.n, self.min_match, self.gate, self.ibase_min = n, min_match, gate, float(ibase_min)
         check_confidence("hybrid", self.ibase, confidence, gate is not None or ibase_min > 0)
-        if ibase_min > 0 and self.ibase.lookup([0] * self.window)[1] is None:
-            raise DraftError("hybrid: ibase_min needs match depths or shares; the TiMBL backend gives none (use native)")
         self.confidence = confidence
         self.sources: list[str] = []   # which component drafted each guess of the last proposal (for tests/logs)
         self.reset()
@@ -106,8 +105,9 @@ class HybridDraft(Draft):
         history = [int(t) for t in context[-max(self.n - 1, self.window):]]
         out, self.sources = [], []
         for _ in range(k):
+            tail = history[-self.window:]
             picked = choose(session_match(self._table, history),
-                            ibase_guess(self.ibase, history[-self.window:], self.confidence),
+                            lambda: ibase_guess(self.ibase, tail, self.confidence),
                             self.min_match, self.n, self.ibase_min)
             if picked is None:
                 break

@@ -41,9 +41,12 @@ CONFIDENCES = ("depth", "share", "depth_share")
 
 
 def check_confidence(draft: str, ibase, confidence: str, scored: bool) -> None:
-    """Refuse an unknown confidence, or one the instance base's backend cannot score when scores are used."""
+    """Refuse an unknown confidence, or, when scores are used, a backend that cannot give them (TiMBL's has no
+    match depths and no node shares)."""
     if confidence not in CONFIDENCES:
         raise DraftError(f"{draft}: confidence={confidence!r} is not accepted; use one of {', '.join(CONFIDENCES)}")
+    if scored and ibase.lookup([0] * int(ibase.window))[1] is None:
+        raise DraftError(f"{draft}: scoring guesses needs match depths; the TiMBL backend gives none (use native)")
     if scored and confidence != "depth" and not hasattr(ibase, "lookup_scored"):
         raise DraftError(f"{draft}: confidence={confidence!r} needs node shares; only the native backend has them")
 
@@ -69,8 +72,6 @@ class OlifantDraft(Draft):
         self.window = int(self.ibase.window)
         self.gate = gate
         self.confidence = confidence
-        if gate is not None and self.ibase.lookup([0] * self.window)[1] is None:
-            raise DraftError("olifant: adaptive drafting needs match depths; the TiMBL backend gives none (use native)")
         check_confidence("olifant", self.ibase, confidence, gate is not None)
 
     def reset(self) -> None:

@@ -22,18 +22,18 @@ def tree():
 
 
 def test_choose_prefers_a_long_enough_session_match():
-    assert choose((7, 3), (9, 1.0), min_match=2, n=4) == (7, 1.0, "session")
-    assert choose((7, 2), (9, 1.0), min_match=2, n=4) == (7, 2 / 3, "session")
-    assert choose((7, 1), (9, 0.5), min_match=2, n=4) == (9, 0.5, "ibase")
-    assert choose((None, 0), (9, 0.0), min_match=1, n=4) == (9, 0.0, "ibase")
+    assert choose((7, 3), lambda: (9, 1.0), min_match=2, n=4) == (7, 1.0, "session")
+    assert choose((7, 2), lambda: (9, 1.0), min_match=2, n=4) == (7, 2 / 3, "session")
+    assert choose((7, 1), lambda: (9, 0.5), min_match=2, n=4) == (9, 0.5, "ibase")
+    assert choose((None, 0), lambda: (9, 0.0), min_match=1, n=4) == (9, 0.0, "ibase")
 
 
 def test_choose_takes_only_confident_ibase_guesses_when_ibase_min_is_set():
     # an unsure guess (0.4 < 0.5) yields to the session's short match, and with no match at all drafting stops
-    assert choose((7, 1), (9, 0.4), min_match=2, n=4, ibase_min=0.5) == (7, 1 / 3, "session")
-    assert choose((None, 0), (9, 0.4), min_match=2, n=4, ibase_min=0.5) is None
-    assert choose((7, 1), (9, 0.5), min_match=2, n=4, ibase_min=0.5) == (9, 0.5, "ibase")
-    assert choose((7, 2), (9, 0.9), min_match=2, n=4, ibase_min=0.5) == (7, 2 / 3, "session")
+    assert choose((7, 1), lambda: (9, 0.4), min_match=2, n=4, ibase_min=0.5) == (7, 1 / 3, "session")
+    assert choose((None, 0), lambda: (9, 0.4), min_match=2, n=4, ibase_min=0.5) is None
+    assert choose((7, 1), lambda: (9, 0.5), min_match=2, n=4, ibase_min=0.5) == (9, 0.5, "ibase")
+    assert choose((7, 2), lambda: (9, 0.9), min_match=2, n=4, ibase_min=0.5) == (7, 2 / 3, "session")
 
 
 def test_session_match_is_the_longest_seen_suffix():
