@@ -7,7 +7,12 @@ tracked and untracked-but-not-ignored files of the repository are copied to a sc
 module goes to `.mutation/summary.md` (copied by hand into BENCHMARKS.md's "Mutation testing" section, which
 `make bench` does not regenerate); survivors' diffs go to `.mutation/<target>/survivors.txt`.
 
-Usage: python -m bench.mutation [metrics decoding summary tables igtree] [--jobs N] [--minutes M]
+Usage: python -m bench.mutation [metrics decoding summary tables igtree] [--jobs N] [--minutes M] [--keep]
+       python -m bench.mutation igtree --survivors      # re-run only the last run's survivors against today's tests
+
+`--keep` continues a stopped (partial) run in its scratch copy: mutants with a result keep it, the rest run.
+`--survivors` re-runs, in the kept scratch copy, only the mutants the last run of that target left alive, after
+copying today's tests there; the counts are then those of the whole module with the survivors' new verdicts.
 
 mutmut 3.x has no `--paths-to-mutate` or `--runner` flags (those were 2.x): the module is chosen with
 `source_paths` + `only_mutate` and the tests with `pytest_add_cli_args_test_selection` in the config file.
@@ -85,15 +90,29 @@ def config(module: str, tests: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_target(t: Target, jobs: int, minutes: float | None = None) -> dict:
-    """Run mutmut for one target in a scratch copy; the counts by outcome and the survivors' diffs."""
+def run_target(t: Target, jobs: int, minutes: float | None = None, keep: bool = False,
+               survivors: bool = False) -> dict:
+    """Run mutmut for one target in a scratch copy; the counts by outcome and the survivors' diffs.
+
+    `keep` continues in the last run's scratch copy; `survivors` re-runs only the last run's survivors there.
+    """
     module, tests = t.module(), t.test_files()
     if module is None or not tests:
         return {"target": t.name, "module": module, "not_run": "module or tests not found"}
     work = OUT / t.name / "repo"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
-    copy_repo(work)
+    names: list[str] = []
+    if survivors:
+        last = OUT / t.name / "result.json"
+        if not (last.is_file() and (work / "mutants").is_dir()):
+            return {"target": t.name, "module": module, "not_run": "no earlier run of this target to re-run"}
+        names = json.loads(last.read_text()).get("survivor_names", [])
+        if not names:
+            return {"target": t.name, "module": module, "not_run": "the last run left no survivors"}
+    if not (keep or survivors) or not (work / "mutants").is_dir():
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
+    copy_repo(work)  # today's tests (and unchanged sources) over the kept copy
+    (work / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)  # new tests: which test calls what, again
     pyproject = work / "pyproject.toml"  # mutmut reads [tool.mutmut] first; keep the config in setup.cfg
     pyproject.write_text(re.sub(r"\n\[tool\.mutmut\][^\[]*", "\n", pyproject.read_text()))
     (work / "setup.cfg").write_text(config(module, tests))
@@ -101,9 +120,9 @@ def run_target(t: Target, jobs: int, minutes: float | None = None) -> dict:
     env.update(RAY_AUTH_MODE="disabled", TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS="1")
     mutmut = [sys.executable, "-m", "mutmut"]
     t0 = time.time()
-    log = (OUT / t.name / "run.log").open("w")
-    proc = subprocess.Popen([*mutmut, "run", "--max-children", str(jobs)], cwd=work, env=env, stdout=log, stderr=log,
-                            start_new_session=True)
+    log = (OUT / t.name / "run.log").open("a" if names or keep else "w")
+    proc = subprocess.Popen([*mutmut, "run", "--max-children", str(jobs), *names], cwd=work, env=env, stdout=log,
+                            stderr=log, start_new_session=True)
     try:
         proc.wait(timeout=minutes * 60 if minutes else None)
     except subprocess.TimeoutExpired:  # a partial run: mutants not reached are counted as not checked
@@ -149,13 +168,16 @@ def main(argv: list[str]) -> int:
     parser.add_argument("targets", nargs="*", default=list(TARGETS), choices=[*TARGETS, *ALIASES])
     parser.add_argument("--jobs", type=int, default=1, help="mutants tested at once (default 1: shared cores)")
     parser.add_argument("--minutes", type=float, default=None, help="stop each module after this long (partial)")
+    parser.add_argument("--keep", action="store_true", help="continue the last (partial) run of each target")
+    parser.add_argument("--survivors", action="store_true", help="re-run only the last run's survivors")
     args = parser.parse_args(argv)
     OUT.mkdir(exist_ok=True)
     results = []
     for name in (ALIASES.get(n, n) for n in args.targets):
         print(f"== mutation {name}", file=sys.stderr)
-        results.append(run_target(TARGETS[name], args.jobs, args.minutes))
-        (OUT / name / "result.json").write_text(json.dumps(results[-1], indent=2))
+        results.append(run_target(TARGETS[name], args.jobs, args.minutes, args.keep, args.survivors))
+        if "not_run" not in results[-1]:  # keep the last real run (its survivors) for --survivors
+            (OUT / name / "result.json").write_text(json.dumps(results[-1], indent=2))
     text = table(results)
     (OUT / "summary.md").write_text(text + "\n")
     print(text)

@@ -191,3 +191,24 @@ def test_a_cell_without_known_rounds_has_no_mal(frames):
     for df in frames:  # m: 2 accepted, rounds NULL: 0 known rounds, so no MAL (not 2 / 0 = infinity)
         k7 = _row(df, 7)
         assert math.isnan(k7["mal"]) and math.isnan(k7["mean_accepted_tokens"])
+
+
+def test_an_experiment_without_generations_gives_no_rows_and_the_columns(tmp_path):
+    """An experiment whose cells never ran: `summarize` sees no sums and still returns the export's columns."""
+    engine, Session = open_db(f"sqlite:///{tmp_path / 'empty.db'}")
+    with engine.begin() as conn:
+        exp_id = conn.execute(insert(Experiment).values(name="queued", spec_toml="", spec_hash="")).inserted_primary_key[0]
+        conn.execute(insert(Cell).values(experiment_id=exp_id, key="c", kind="sweep", state="pending", strategy="plain",
+                                         draft="plain", task="t", prompt_index=0, k=0, regime="uncached",
+                                         temperature=0.0, params={}))
+    with Session() as s:
+        for pooled in (False, True):
+            df = summary_frame(s, "queued", pooled=pooled)
+            assert len(df) == 0
+            assert list(df.columns) == ["experiment", "strategy", "draft", "task", "k", "regime", "temperature",
+                                        "prompts", "generations", "n_tokens", "tokens_per_s", "speedup", "acceptance",
+                                        "first_token_acceptance", "mal", "mean_accepted_tokens", "rouge_l",
+                                        "exact_match", "energy_j", "j_per_100_tokens", "tokens_per_j", "energy_ratio",
+                                        "mean_power_w", "power_source", "power_measured", "wall_s", "draft_share",
+                                        "aggregation"]
+    engine.dispose()
