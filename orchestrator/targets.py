@@ -65,6 +65,16 @@ def _identity(strategy) -> dict:
     return {key: v for key, v in strategy.options.identity().items() if key not in ("adaptive", "threshold", "online")}
 
 
+def _same_proposals(adaptive, fixed) -> bool:
+    """Whether `fixed` drafts what `adaptive` would without its stop rule: the same options, where `confidence`
+    counts only if the fixed draft's identity has it (an adaptive draft's identity names how it scores its
+    guesses even where, at fixed length, the score changes nothing)."""
+    mine, theirs = _identity(adaptive), _identity(fixed)
+    if "confidence" not in theirs:
+        mine.pop("confidence", None)
+    return mine == theirs
+
+
 def _same_text(spec, distilled: str, trained: str) -> bool:
     """Whether corpus `trained` is the corpus-trained instance base of the text `distilled` relabels."""
     d, t = spec.corpus(distilled), spec.corpus(trained)
@@ -96,7 +106,7 @@ def roles(spec) -> Roles:
             hybrid.append((s.name, parts))
         if not _fixed(s):
             base = [t.name for t in spec.strategies if t.draft == s.draft and _fixed(t)
-                    and _requirements(t) == _requirements(s) and _identity(t) == _identity(s)]
+                    and _requirements(t) == _requirements(s) and _same_proposals(s, t)]
             adaptive += [(s.name, b) for b in base[:1]]
     tasks = tuple((s.name, tuple(t.name for t in spec.tasks if s.runs_on(t.name))) for s in spec.strategies)
     return Roles(tuple(distilled), tuple(hybrid), tuple(adaptive), tasks)
@@ -125,6 +135,20 @@ def _best(df: pd.DataFrame, strategy: str, task: str, regime: str) -> float:
     return float(s.max()) if len(s) else float("nan")
 
 
+def _passes(df: pd.DataFrame, strategies: tuple[str, str], task: str, regime: str) -> str:
+    """"; tokens/pass a vs b" at each one's best speedup: timing-free, so a speedup gap between equal figures
+    is the machine's noise ("" without the column)."""
+    if "mean_accepted_tokens" not in df:
+        return ""
+    vals = []
+    for s in strategies:
+        rows = _rows(df, s, task, regime)
+        if not len(rows):
+            return ""
+        vals.append(float(rows.loc[rows["speedup"].idxmax(), "mean_accepted_tokens"]))
+    return f"; tokens/pass {vals[0]:.2f} vs {vals[1]:.2f}"
+
+
 def hybrid_speedup(df: pd.DataFrame, hybrid: str, parts: tuple[str, ...], noise: float = NOISE) -> list[Check]:
     """Uncached: hybrid's best speedup >= its better part's best (within noise); other regimes: never below plain."""
     out = []
@@ -136,7 +160,8 @@ def hybrid_speedup(df: pd.DataFrame, hybrid: str, parts: tuple[str, ...], noise:
             top = max(best, key=best.get) if best else "no part"
             ok = bool(best) and h >= best[top] * (1 - noise)
             out.append(Check(f"{hybrid} >= better part", task, UNCACHED, ok,
-                             f"{h:.2f} vs {top} {best.get(top, float('nan')):.2f}"))
+                             f"{h:.2f} vs {top} {best.get(top, float('nan')):.2f}"
+                             + (_passes(df, (hybrid, top), task, UNCACHED) if best else "")))
         for regime in sorted(set(df["regime"]) - {UNCACHED}):
             s = _rows(df, hybrid, task, regime).sort_values("k")
             if len(s):
@@ -154,7 +179,7 @@ def adaptive_speedup(df: pd.DataFrame, adaptive: str, base: str, noise: float = 
         b = _best(df, base, task, regime)
         k = int(fixed.loc[fixed["speedup"].idxmax(), "k"]) if len(fixed) else None
         out.append(Check(f"{adaptive} >= {base} at its best k", task, regime, bool(a >= b * (1 - noise)),
-                         f"{a:.2f} vs {b:.2f} (k={k})"))
+                         f"{a:.2f} vs {b:.2f} (k={k})" + _passes(df, (adaptive, base), task, regime)))
     return out
 
 

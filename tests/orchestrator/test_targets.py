@@ -138,3 +138,17 @@ def test_exact_match_and_the_table():
     assert exact_match(frame(rows))[0].detail == "ngram"
     table = checks_table(check_all(frame(rows), Roles()))
     assert "exact match 1.0" in table and "False" in table
+
+
+def test_an_adaptive_hybrid_scoring_by_share_has_the_fixed_hybrid_as_its_base():
+    """At fixed length and ibase_min 0 the confidence changes no proposal (it is not in the fixed hybrid's cell
+    key), so the adaptive hybrid that names one compares with the fixed hybrid; with ibase_min > 0 it does
+    change proposals, and only the fixed hybrid with the same confidence is the base."""
+    spec = RENAMED.replace('name = "f"\ndraft = "hybrid"\ncorpus = "docs"\n',
+                           'name = "f"\ndraft = "hybrid"\ncorpus = "docs"\nconfidence = "share"\nthreshold = 0.1\n')
+    assert roles(parse_spec(spec)).adaptive == (("f", "e"),)
+    gated = spec.replace('name = "e"\ndraft = "hybrid"\ncorpus = "docs"\n',
+                         'name = "e"\ndraft = "hybrid"\ncorpus = "docs"\nibase_min = 0.5\nconfidence = "depth_share"\n')
+    gated = gated.replace('confidence = "share"\nthreshold = 0.1\n', 'confidence = "share"\nibase_min = 0.5\n')
+    assert roles(parse_spec(gated)).adaptive == ()
+    assert roles(parse_spec(gated.replace('"depth_share"', '"share"'))).adaptive == (("f", "e"),)
