@@ -10,6 +10,7 @@ import logging
 import os
 import socket
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -17,6 +18,8 @@ from workers.contracts import EnergyRecord, GenerationRecord, JobOutcome, LabelJ
 from workers.power.base import PowerSample
 
 logger = logging.getLogger(__name__)
+
+MAX_DRAFTS = 32  # drafts kept loaded at once: a prompt's strategies take turns (instance bases are memory-mapped)
 
 
 @dataclass(frozen=True)
@@ -55,8 +58,7 @@ class SweepRunner:
         self.sampler = PowerSampler(find_sources(cfg.power_sources), hz=cfg.power_hz)
         self.sampler.start()
         self.idle = self.sampler.idle_baseline(cfg.idle_baseline_s) if cfg.idle_baseline_s > 0 else None
-        self._draft_key: tuple | None = None
-        self._draft = None
+        self._drafts: OrderedDict[tuple, Any] = OrderedDict()  # loaded drafts by strategy, least recent first
         self._warm: set[tuple] = set()
         self.worker = f"{socket.gethostname()}:{os.getpid()}:{self.verifier.device}"
 
@@ -69,7 +71,7 @@ class SweepRunner:
     def close(self) -> None:
         """Stop sampling and free the draft."""
         self.sampler.stop()
-        self._draft = None
+        self._drafts.clear()
 
     def drain_samples(self) -> tuple[PowerSample, ...]:
         """Raw power samples taken since the last drain."""
@@ -100,20 +102,23 @@ class SweepRunner:
         """The verifier's greedy next token over a corpus (teacher forcing, batched), written beside its tokens."""
         from workers.labels import label_corpus
 
-        self._draft, self._draft_key = None, None  # free a draft's memory for the large batched passes
+        self._drafts.clear()  # free the drafts' memory for the large batched passes
         return label_corpus(self.verifier, self.tokenizer, job)
 
     def _draft_for(self, job: SweepJob):
-        """The draft of this job's strategy: reused while the strategy stays, released when it changes."""
+        """The draft of this job's strategy, kept loaded (the least recently used of more than `MAX_DRAFTS`
+        released): cells run prompt by prompt, so one prompt's strategies take turns."""
         from workers.drafts import BuildContext, build_draft
 
         key = (job.strategy, job.draft, tuple(sorted(job.artifacts.items())))
-        if key == self._draft_key:
-            return self._draft
-        self._draft, self._draft_key = None, None  # release the previous draft before loading the next
+        if key in self._drafts:
+            self._drafts.move_to_end(key)
+            return self._drafts[key]
+        while len(self._drafts) >= MAX_DRAFTS:
+            self._drafts.popitem(last=False)  # release before loading the next
         ctx = BuildContext(tokenizer=self.tokenizer, device=self.verifier.device, artifacts=dict(job.artifacts))
         draft = build_draft(job.draft, dict(job.options), ctx)
-        self._draft, self._draft_key = draft, key
+        self._drafts[key] = draft
         logger.info("loaded draft %s for strategy %s", job.draft, job.strategy)
         return draft
 
