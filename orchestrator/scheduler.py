@@ -4,18 +4,20 @@ No Ray, no SQL: the driver (`orchestrator.driver`) feeds it the pending cells an
 what it says. Artifact cells (instance bases) build on CPU workers, all at once as soon as the artifacts
 they read are built; label cells (verifier labels for a distilled instance base) are artifacts built on the
 accelerator worker, queued before references; reference and sweep cells go to the one accelerator worker
-in batches of one kind, each batch only when the artifacts its cells need are built; at most `in_flight`
-batches are queued at the worker. Dependencies chain: sweep -> distill (CPU) -> label (accelerator).
+in batches of one strategy and kind, each batch only when the artifacts its cells need are built; at most
+`in_flight` batches are queued at the worker. Dependencies chain: sweep -> distill (CPU) -> label (accelerator).
 
 Sweep cells run prompt by prompt: every strategy and k of one (task, regime, prompt), plain first, back to
 back. Strategies that are compared (a draft and plain, a hybrid and its parts, an adaptive draft and its
 base) are then timed seconds apart, a paired measurement: on a shared machine whose speed drifts, running
-one strategy's cells after another's turned the same verifier passes into speedups up to ~20% apart.
+one strategy's cells after another's turned the same verifier passes into speedups up to ~20% apart. A batch
+still holds one strategy (its k values for that prompt), so a draft that kills the worker costs attempts to
+its own cells, not to the other strategies of the prompt.
 
 Example:
     >>> s = Scheduler(cells, batch_size=8, max_attempts=3)
     >>> s.start_artifacts()          # every pending artifact cell, to submit now
-    >>> s.next_batch()               # up to 8 ready cells of one kind, or [] while inputs are missing
+    >>> s.next_batch()               # up to 8 ready cells of one strategy, or [] while inputs are missing
 """
 
 from __future__ import annotations
@@ -30,9 +32,10 @@ KIND_ORDER = {"label": -1, "reference": 0, "sweep": 1}
 
 
 def run_order(c: QueuedCell) -> tuple:
-    """Labels, then references, then sweep cells by task, regime and prompt, each prompt's cells by k (plain's 0
-    first) and strategy: the strategies of one prompt run back to back."""
-    return (KIND_ORDER.get(c.kind, 2), c.task or "", c.regime or "", c.prompt_index or 0, c.k or 0, c.strategy or "")
+    """Labels, then references, then sweep cells by task, regime and prompt, each prompt's cells plain first, then
+    by strategy and k: the strategies of one prompt run back to back."""
+    return (KIND_ORDER.get(c.kind, 2), c.task or "", c.regime or "", c.prompt_index or 0, bool(c.k),
+            c.strategy or "", c.k or 0)
 
 
 class Scheduler:
@@ -105,7 +108,7 @@ class Scheduler:
         return all(key in self.built for _, key in c.needs)
 
     def next_batch(self) -> list[QueuedCell]:
-        """Up to batch_size queued cells of one kind whose artifacts are built; [] if none or full."""
+        """Up to batch_size queued cells of one strategy and kind whose artifacts are built; [] if none or full."""
         if self.running_batches >= self.in_flight or not self.sweep_ready():
             return []
         batch: list[QueuedCell] = []
@@ -115,7 +118,7 @@ class Scheduler:
             if not self._inputs_ready(c):
                 waiting.append(c)
                 continue
-            if batch and c.kind != batch[0].kind:
+            if batch and (c.strategy, c.kind) != (batch[0].strategy, batch[0].kind):
                 self.queue.appendleft(c)
                 break
             batch.append(c)

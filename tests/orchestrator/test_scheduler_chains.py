@@ -38,7 +38,7 @@ def test_chain_runs_label_then_distill_then_its_sweeps():
     while batch := s.next_batch():
         order.append([c.key for c in batch])
         s.batch_finished()
-    assert order == [["R"], ["S1", "S3", "S2"]]          # one batch of sweeps, by k then strategy
+    assert order == [["R"], ["S1", "S2"], ["S3"]]
     assert not s.busy()
 
 
