@@ -1,11 +1,10 @@
 """The Ray driver: spec -> cells -> CPU trainer tasks and one accelerator worker -> the database.
 
-The driver is the database's one writer. Train (and distill) cells run as Ray CPU tasks in parallel; label, sweep
-and reference cells go in batches to the single `AcceleratorWorker` (prompt by prompt, every strategy of a prompt
-back to back: a paired measurement), two batches in flight so it never idles; results are stored in completion
-order (`ray.wait`). A failed cell is retried up to `max_attempts`, then stored as failed with its error while the
-sweep goes on; a worker that dies mid-batch is restarted by Ray and its cells retried. A killed driver leaves
-`running` cells that the next run resets.
+The driver is the database's one writer. Train (and distill) cells run as Ray CPU tasks in parallel; label,
+sweep and reference cells go in batches (grouped by strategy) to the single `AcceleratorWorker`, two batches in
+flight so it never idles; results are stored in completion order (`ray.wait`). A failed cell is retried up
+to `max_attempts`, then stored as failed with its error while the sweep goes on; a worker that dies mid-batch
+is restarted by Ray and its cells retried. A killed driver leaves `running` cells that the next run resets.
 
 One driver per experiment: the driver takes the experiment's lease (a row renewed every few seconds by a
 heartbeat thread; see `storage.store.acquire_lease`) before its first write and gives it back at the end; a

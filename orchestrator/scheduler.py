@@ -7,13 +7,6 @@ accelerator worker, queued before references; reference and sweep cells go to th
 in batches of one strategy and kind, each batch only when the artifacts its cells need are built; at most
 `in_flight` batches are queued at the worker. Dependencies chain: sweep -> distill (CPU) -> label (accelerator).
 
-Sweep cells run prompt by prompt: every strategy and k of one (task, regime, prompt), plain first, back to
-back. Strategies that are compared (a draft and plain, a hybrid and its parts, an adaptive draft and its
-base) are then timed seconds apart, a paired measurement: on a shared machine whose speed drifts, running
-one strategy's cells after another's turned the same verifier passes into speedups up to ~20% apart. A batch
-still holds one strategy (its k values for that prompt), so a draft that kills the worker costs attempts to
-its own cells, not to the other strategies of the prompt.
-
 Example:
     >>> s = Scheduler(cells, batch_size=8, max_attempts=3)
     >>> s.start_artifacts()          # every pending artifact cell, to submit now
@@ -32,10 +25,8 @@ KIND_ORDER = {"label": -1, "reference": 0, "sweep": 1}
 
 
 def run_order(c: QueuedCell) -> tuple:
-    """Labels, then references, then sweep cells by task, regime and prompt, each prompt's cells plain first, then
-    by strategy and k: the strategies of one prompt run back to back."""
-    return (KIND_ORDER.get(c.kind, 2), c.task or "", c.regime or "", c.prompt_index or 0, bool(c.k),
-            c.strategy or "", c.k or 0)
+    """References first, then grouped by strategy, task, regime and k, prompts in order."""
+    return (KIND_ORDER.get(c.kind, 2), c.strategy or "", c.task or "", c.regime or "", c.k or 0, c.prompt_index or 0)
 
 
 class Scheduler:

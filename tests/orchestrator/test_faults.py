@@ -117,7 +117,7 @@ def test_ctrl_c_stops_cleanly_and_resume_finishes(tmp_path, write_spec, ray_loca
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode == 130
+    assert proc.returncode == 130, err[-3000:]
     assert "interrupted" in err and "greenspec resume" in err and "Traceback" not in err
     _, Session = open_db(url, migrate=False)
     with Session() as s:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from orchestrator.scheduler import Scheduler
 from storage.store import QueuedCell
 
@@ -16,34 +14,12 @@ def cell(i: int, kind: str = "sweep", strategy: str | None = "s", needs: tuple =
 def test_references_first_then_batches_of_one_strategy_up_to_batch_size():
     cells = [cell(1, strategy="b"), cell(2, strategy="a"), cell(3, strategy="a"), cell(4, strategy="a"),
              cell(5, kind="reference", strategy=None)]
-    cells = [c if c.kind == "reference" else replace(c, prompt_index=0) for c in cells]   # one prompt
     s = Scheduler(cells, batch_size=2, max_attempts=3, in_flight=5)
     assert [c.id for c in s.next_batch()] == [5]
     assert [c.id for c in s.next_batch()] == [2, 3]
     assert [c.id for c in s.next_batch()] == [4]      # the next strategy starts a new batch
     assert [c.id for c in s.next_batch()] == [1]
     assert s.next_batch() == []
-
-
-def test_sweep_cells_run_prompt_by_prompt_every_strategy_of_a_prompt_back_to_back():
-    """Order: task, regime, prompt, then plain first, then strategy and k; strategies compared are timed together,
-    and a batch holds one strategy's k values for one prompt."""
-    grid = [(st, k, rg, p) for rg in ("uncached", "cached") for st, k in (("olifant", 8), ("ngram", 3),
-                                                                          ("plain", 0), ("olifant", 3))
-            for p in (1, 0)]
-    cells = [QueuedCell(id=i, key=f"k{i}", kind="sweep", strategy=st, task="t", prompt_index=p, k=k, regime=rg)
-             for i, (st, k, rg, p) in enumerate(grid, start=1)]
-    s = Scheduler(cells, batch_size=100, max_attempts=1, in_flight=100)
-    batches = []
-    while batch := s.next_batch():
-        batches.append([(c.regime, c.prompt_index, c.strategy, c.k) for c in batch])
-    assert batches == [
-        [("cached", 0, "plain", 0)], [("cached", 0, "ngram", 3)], [("cached", 0, "olifant", 3), ("cached", 0, "olifant", 8)],
-        [("cached", 1, "plain", 0)], [("cached", 1, "ngram", 3)], [("cached", 1, "olifant", 3), ("cached", 1, "olifant", 8)],
-        [("uncached", 0, "plain", 0)], [("uncached", 0, "ngram", 3)],
-        [("uncached", 0, "olifant", 3), ("uncached", 0, "olifant", 8)],
-        [("uncached", 1, "plain", 0)], [("uncached", 1, "ngram", 3)],
-        [("uncached", 1, "olifant", 3), ("uncached", 1, "olifant", 8)]]
 
 
 def test_in_flight_limit_and_attempts_counted_on_dispatch():
