@@ -102,6 +102,13 @@ def test_two_node_cluster(tmp_path, write_spec):
         assert len(gens) == 3 * 2 * 2 and all(g.exact_match for g in gens)
 
 
+def _sigint_default() -> None:
+    """The driver starts with SIGINT's default action, as from a terminal: a process whose SIGINT is ignored
+    (SIG_IGN is inherited; here, seen in full-suite runs, from whatever the pytest worker ran before) starts
+    Python with Ctrl-C ignored, and the driver then finishes its sweep instead of stopping."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_stops_cleanly_and_resume_finishes(tmp_path, write_spec, ray_local):
     url = f"sqlite:///{tmp_path / 'g.db'}"
     env = {**os.environ, "GREENSPEC_FAULT_SLOW": SLOW_S, "RAY_AUTH_MODE": "disabled"}
@@ -109,7 +116,7 @@ def test_ctrl_c_stops_cleanly_and_resume_finishes(tmp_path, write_spec, ray_loca
     # driver once finished first in a full suite run)
     proc = subprocess.Popen([*GREENSPEC, "--db", url, "--address", ray_address(), "run",
                              str(write_spec(k=[2, 3, 4]))], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=_sigint_default)
     try:
         _wait_for_generations(url, 1, timeout_s=120, proc=proc)
         proc.send_signal(signal.SIGINT)  # what Ctrl-C delivers to the driver
