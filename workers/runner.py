@@ -10,7 +10,6 @@ import logging
 import os
 import socket
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -18,8 +17,6 @@ from workers.contracts import EnergyRecord, GenerationRecord, JobOutcome, LabelJ
 from workers.power.base import PowerSample
 
 logger = logging.getLogger(__name__)
-
-MAX_DRAFTS = 32  # drafts kept loaded at once: a prompt's strategies take turns (instance bases are memory-mapped)
 
 
 @dataclass(frozen=True)
@@ -58,7 +55,8 @@ class SweepRunner:
         self.sampler = PowerSampler(find_sources(cfg.power_sources), hz=cfg.power_hz)
         self.sampler.start()
         self.idle = self.sampler.idle_baseline(cfg.idle_baseline_s) if cfg.idle_baseline_s > 0 else None
-        self._drafts: OrderedDict[tuple, Any] = OrderedDict()  # loaded drafts by strategy, least recent first
+        self._draft_key: tuple | None = None
+        self._draft = None
         self._warm: set[tuple] = set()
         self.worker = f"{socket.gethostname()}:{os.getpid()}:{self.verifier.device}"
 
@@ -71,7 +69,7 @@ class SweepRunner:
     def close(self) -> None:
         """Stop sampling and free the draft."""
         self.sampler.stop()
-        self._drafts.clear()
+        self._draft = None
 
     def drain_samples(self) -> tuple[PowerSample, ...]:
         """Raw power samples taken since the last drain."""
@@ -102,23 +100,20 @@ class SweepRunner:
         """The verifier's greedy next token over a corpus (teacher forcing, batched), written beside its tokens."""
         from workers.labels import label_corpus
 
-        self._drafts.clear()  # free the drafts' memory for the large batched passes
+        self._draft, self._draft_key = None, None  # free a draft's memory for the large batched passes
         return label_corpus(self.verifier, self.tokenizer, job)
 
     def _draft_for(self, job: SweepJob):
-        """The draft of this job's strategy, kept loaded (the least recently used of more than `MAX_DRAFTS`
-        released): cells run prompt by prompt, so one prompt's strategies take turns."""
+        """The draft of this job's strategy: reused while the strategy stays, released when it changes."""
         from workers.drafts import BuildContext, build_draft
 
         key = (job.strategy, job.draft, tuple(sorted(job.artifacts.items())))
-        if key in self._drafts:
-            self._drafts.move_to_end(key)
-            return self._drafts[key]
-        while len(self._drafts) >= MAX_DRAFTS:
-            self._drafts.popitem(last=False)  # release before loading the next
+        if key == self._draft_key:
+            return self._draft
+        self._draft, self._draft_key = None, None  # release the previous draft before loading the next
         ctx = BuildContext(tokenizer=self.tokenizer, device=self.verifier.device, artifacts=dict(job.artifacts))
         draft = build_draft(job.draft, dict(job.options), ctx)
-        self._drafts[key] = draft
+        self._draft, self._draft_key = draft, key
         logger.info("loaded draft %s for strategy %s", job.draft, job.strategy)
         return draft
 
