@@ -67,6 +67,20 @@ def two_row_table() -> pd.DataFrame:
     return frame([(10.0, 1.0), (30.0, NAN)], [("plain", 0), ("ngram", 3)], [("wiki", "tok/s"), ("wiki", "speedup")])
 
 
+# The tabular of two_row_table() in to_latex, with the table's end; what precedes it varies by test.
+TWO_ROW_TABULAR = ("\\begin{tabular}{llrr}\n"
+                   "\\toprule\n"
+                   " & task & \\multicolumn{2}{c}{wiki} \\\\\n"
+                   " &  & tok/s & speedup \\\\\n"
+                   "strategy & k &  &  \\\\\n"
+                   "\\midrule\n"
+                   "plain & 0 & 10.0 & \\textbf{1.00x} \\\\\n"
+                   "ngram & 3 & \\textbf{30.0} & \u2013 \\\\\n"
+                   "\\bottomrule\n"
+                   "\\end{tabular}\n"
+                   "\\end{table}\n")
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # constants and specs
 
@@ -280,35 +294,13 @@ def test_to_latex_exact_with_caption_and_label():
     assert latex == ("\\begin{table}\n"
                      "\\centering\n"
                      "\\caption{Speed}\n"
-                     "\\label{tab:speed}\n"
-                     "\\begin{tabular}{llrr}\n"
-                     "\\toprule\n"
-                     " & task & \\multicolumn{2}{c}{wiki} \\\\\n"
-                     " &  & tok/s & speedup \\\\\n"
-                     "strategy & k &  &  \\\\\n"
-                     "\\midrule\n"
-                     "plain & 0 & 10.0 & \\textbf{1.00x} \\\\\n"
-                     "ngram & 3 & \\textbf{30.0} & \u2013 \\\\\n"
-                     "\\bottomrule\n"
-                     "\\end{tabular}\n"
-                     "\\end{table}\n")
+                     "\\label{tab:speed}\n" + TWO_ROW_TABULAR)
 
 
 def test_to_latex_exact_without_caption_or_label():
     latex = to_latex(two_row_table(), SPEED)
     assert latex == ("\\begin{table}\n"
-                     "\\centering\n"
-                     "\\begin{tabular}{llrr}\n"
-                     "\\toprule\n"
-                     " & task & \\multicolumn{2}{c}{wiki} \\\\\n"
-                     " &  & tok/s & speedup \\\\\n"
-                     "strategy & k &  &  \\\\\n"
-                     "\\midrule\n"
-                     "plain & 0 & 10.0 & \\textbf{1.00x} \\\\\n"
-                     "ngram & 3 & \\textbf{30.0} & \u2013 \\\\\n"
-                     "\\bottomrule\n"
-                     "\\end{tabular}\n"
-                     "\\end{table}\n")
+                     "\\centering\n" + TWO_ROW_TABULAR)
 
 
 def test_to_latex_label_without_caption():
