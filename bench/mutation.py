@@ -9,6 +9,7 @@ module goes to `.mutation/summary.md` (copied by hand into BENCHMARKS.md's "Muta
 
 Usage: python -m bench.mutation [metrics decoding summary tables igtree] [--jobs N] [--minutes M] [--keep]
        python -m bench.mutation igtree --survivors      # re-run only the last run's survivors against today's tests
+       python -m bench.mutation decoding --sample 150   # 150 random mutants not yet checked (after a partial run)
 
 `--keep` continues a stopped (partial) run in its scratch copy: mutants with a result keep it, the rest run.
 `--survivors` re-runs, in the kept scratch copy, only the mutants the last run of that target left alive, after
@@ -53,7 +54,8 @@ class Target:
 
 TARGETS = {
     "metrics": Target("metrics", ("workers/metrics.py",), ("tests/workers/test_metrics.py",)),
-    "decoding": Target("decoding", ("workers/decoding.py",), ("tests/workers/test_decoding.py",)),
+    "decoding": Target("decoding", ("workers/decoding.py",), ("tests/workers/test_decoding*.py",
+                                                              "tests/workers/test_sampling.py")),
     # the summary queries: storage/summary.py since the SQL aggregates moved out of storage/queries.py
     "summary": Target("summary", ("storage/summary.py", "storage/queries.py"),
                       ("tests/storage/test_summary*.py", "tests/dashboard/test_queries*.py")),
@@ -91,10 +93,12 @@ def config(module: str, tests: list[str]) -> str:
 
 
 def run_target(t: Target, jobs: int, minutes: float | None = None, keep: bool = False,
-               survivors: bool = False) -> dict:
+               survivors: bool = False, sample: int = 0) -> dict:
     """Run mutmut for one target in a scratch copy; the counts by outcome and the survivors' diffs.
 
-    `keep` continues in the last run's scratch copy; `survivors` re-runs only the last run's survivors there.
+    `keep` continues in the last run's scratch copy; `survivors` re-runs only the last run's survivors there;
+    `sample` runs that many of the kept copy's mutants not yet checked, drawn at random (seeded: the same draw on a
+    rerun), so a module too large for one sitting gets an unbiased estimate instead of its first functions only.
     """
     module, tests = t.module(), t.test_files()
     if module is None or not tests:
@@ -108,7 +112,13 @@ def run_target(t: Target, jobs: int, minutes: float | None = None, keep: bool = 
         names = json.loads(last.read_text()).get("survivor_names", [])
         if not names:
             return {"target": t.name, "module": module, "not_run": "the last run left no survivors"}
-    if not (keep or survivors) or not (work / "mutants").is_dir():
+    if sample:
+        if not (work / "mutants").is_dir():
+            return {"target": t.name, "module": module, "not_run": "no earlier run of this target to sample from"}
+        names = unchecked_sample(work, sample)
+        if not names:
+            return {"target": t.name, "module": module, "not_run": "every mutant is already checked"}
+    if not (keep or survivors or sample) or not (work / "mutants").is_dir():
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)
     copy_repo(work)  # today's tests (and unchanged sources) over the kept copy
@@ -131,6 +141,11 @@ def run_target(t: Target, jobs: int, minutes: float | None = None, keep: bool = 
     subprocess.run([*mutmut, "export-cicd-stats"], cwd=work, env=env, stdout=log, stderr=log)
     stats = json.loads((work / "mutants" / "mutmut-cicd-stats.json").read_text())
     survivors = subprocess.run([*mutmut, "results"], cwd=work, env=env, capture_output=True, text=True).stdout
+    status = {line.split(":")[0].strip(): line.rsplit(":", 1)[1].strip() for line in survivors.splitlines() if ":" in line}
+    drawn = {}
+    if sample:  # the draw's own outcomes (`mutmut results` lists every mutant but the killed ones)
+        for name in names:
+            drawn[status.get(name, "killed")] = drawn.get(status.get(name, "killed"), 0) + 1
     names = [line.split(":")[0].strip() for line in survivors.splitlines() if ": survived" in line]
     with (OUT / t.name / "survivors.txt").open("w") as fh:
         for name in names:
@@ -139,7 +154,18 @@ def run_target(t: Target, jobs: int, minutes: float | None = None, keep: bool = 
     return {"target": t.name, "module": module, "tests": tests, "minutes": round((time.time() - t0) / 60, 1),
             **stats, "checked": sum(stats.get(k, 0) for k in ("killed", "survived", "timeout", "segfault",
                                                                "suspicious", "skipped", "no_tests")),
-            "survivor_names": names}
+            "survivor_names": names, **({"sample": drawn} if sample else {})}
+
+
+def unchecked_sample(work: Path, n: int, seed: int = 0) -> list[str]:
+    """Up to n names of the kept copy's mutants that no run has checked yet, drawn at random with `seed`."""
+    import random
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run([sys.executable, "-m", "mutmut", "results"], cwd=work, env=env, capture_output=True,
+                         text=True).stdout
+    names = sorted(line.split(":")[0].strip() for line in out.splitlines() if line.rstrip().endswith(": not checked"))
+    return sorted(random.Random(seed).sample(names, min(n, len(names))))
 
 
 def score(r: dict) -> str:
@@ -170,12 +196,14 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--minutes", type=float, default=None, help="stop each module after this long (partial)")
     parser.add_argument("--keep", action="store_true", help="continue the last (partial) run of each target")
     parser.add_argument("--survivors", action="store_true", help="re-run only the last run's survivors")
+    parser.add_argument("--sample", type=int, default=0, metavar="N",
+                        help="run N randomly drawn mutants not yet checked (in the kept copy)")
     args = parser.parse_args(argv)
     OUT.mkdir(exist_ok=True)
     results = []
     for name in (ALIASES.get(n, n) for n in args.targets):
         print(f"== mutation {name}", file=sys.stderr)
-        results.append(run_target(TARGETS[name], args.jobs, args.minutes, args.keep, args.survivors))
+        results.append(run_target(TARGETS[name], args.jobs, args.minutes, args.keep, args.survivors, args.sample))
         if "not_run" not in results[-1]:  # keep the last real run (its survivors) for --survivors
             (OUT / name / "result.json").write_text(json.dumps(results[-1], indent=2))
     text = table(results)

@@ -169,4 +169,5 @@ def runner_config(spec: Spec, threads: int | None) -> RunnerConfig:
     return RunnerConfig(model=v.model, tokenizer=v.tokenizer, revision=v.revision, dtype=v.dtype, device=v.device,
                         max_new_tokens=spec.sweep.max_new_tokens, warmup=spec.sweep.warmup,
                         power_sources=tuple(spec.power.sources), power_hz=spec.power.hz,
-                        idle_baseline_s=spec.power.idle_baseline_s, threads=threads)
+                        idle_baseline_s=spec.power.idle_baseline_s, threads=threads,
+                        repeats=spec.sweep.repeats, max_drafts=1 if spec.sweep.order == "strategy" else 32)

@@ -7,6 +7,15 @@ accelerator worker, queued before references; reference and sweep cells go to th
 in batches of one strategy and kind, each batch only when the artifacts its cells need are built; at most
 `in_flight` batches are queued at the worker. Dependencies chain: sweep -> distill (CPU) -> label (accelerator).
 
+The sweep's order (`[sweep] order`):
+- `"paired"` (the default): prompt by prompt, every strategy and k of one (task, regime, temperature, prompt)
+  back to back, plain first. Strategies that are compared (a draft and plain, a hybrid and its parts, an adaptive
+  draft and its base) are then timed seconds apart: a paired measurement. On a shared machine whose speed
+  drifts over minutes, timing one strategy's cells minutes after another's put identical verifier passes up to
+  ~40% apart (measured on the demo). A batch still holds one strategy (its k values for that prompt), so a
+  draft that kills the worker costs attempts to its own cells only; the worker keeps the drafts loaded.
+- `"strategy"`: each strategy's cells together (fewer draft loads, one draft in memory at a time).
+
 Example:
     >>> s = Scheduler(cells, batch_size=8, max_attempts=3)
     >>> s.start_artifacts()          # every pending artifact cell, to submit now
@@ -24,20 +33,31 @@ from storage.store import ACCELERATOR_ARTIFACT_KINDS, ARTIFACT_KINDS, QueuedCell
 KIND_ORDER = {"label": -1, "reference": 0, "sweep": 1}
 
 
-def run_order(c: QueuedCell) -> tuple:
-    """References first, then grouped by strategy, task, regime and k, prompts in order."""
-    return (KIND_ORDER.get(c.kind, 2), c.strategy or "", c.task or "", c.regime or "", c.k or 0, c.prompt_index or 0)
+ORDERS = ("paired", "strategy")
+
+
+def run_order(c: QueuedCell, order: str = "paired") -> tuple:
+    """Labels, then references, then sweep cells: `paired`, by task, regime, temperature and prompt, plain first,
+    then strategy and k; `strategy`, grouped by strategy, task, regime, temperature and k, prompts in order."""
+    if order == "strategy":
+        return (KIND_ORDER.get(c.kind, 2), c.strategy or "", c.task or "", c.regime or "", c.temperature or 0.0,
+                c.k or 0, c.prompt_index or 0)
+    return (KIND_ORDER.get(c.kind, 2), c.task or "", c.regime or "", c.temperature or 0.0, c.prompt_index or 0,
+            bool(c.k), c.strategy or "", c.k or 0)
 
 
 class Scheduler:
     """Queue, batching, retries and artifact dependencies of one experiment's run."""
 
     def __init__(self, cells: Iterable[QueuedCell], batch_size: int, max_attempts: int, *,
-                 overlap: bool = False, in_flight: int = 2, built: Iterable[str] = ()):
+                 overlap: bool = False, in_flight: int = 2, built: Iterable[str] = (), order: str = "paired"):
+        if order not in ORDERS:
+            raise ValueError(f"unknown sweep order {order!r}; one of {', '.join(ORDERS)}")
         cells = list(cells)
         self.batch_size, self.max_attempts, self.overlap, self.in_flight = batch_size, max_attempts, overlap, in_flight
         self.artifacts = [c for c in cells if c.kind in ARTIFACT_KINDS]
-        self.queue: deque[QueuedCell] = deque(sorted((c for c in cells if c.kind not in ARTIFACT_KINDS), key=run_order))
+        self.queue: deque[QueuedCell] = deque(sorted((c for c in cells if c.kind not in ARTIFACT_KINDS),
+                                                     key=lambda c: run_order(c, order)))
         self.building: set[str] = set()      # artifact keys being built now
         self.built: set[str] = set(built)    # artifact keys whose file exists
         self.running_batches = 0

@@ -166,6 +166,8 @@ class SweepSection(_Model):
     regimes: Annotated[list[Literal["uncached", "cached", "cached-standard"]], Field(min_length=1)] = ["uncached", "cached"]
     max_new_tokens: Annotated[int, Field(gt=0, le=MAX_NEW_TOKENS)] = 100
     warmup: bool = True
+    repeats: Annotated[int, Field(ge=1, le=20)] = 1  # time each generation this many times, keep the fastest
+    order: Literal["paired", "strategy"] = "paired"  # paired: every strategy of a prompt back to back (scheduler)
     temperatures: Annotated[list[Annotated[float, Field(ge=0, le=10)]], Field(min_length=1)] = [0.0]  # 0 = greedy
     top_k: Annotated[int, Field(ge=0)] = 0                  # sampling: keep the k likeliest tokens (0 = all)
     top_p: Annotated[float, Field(gt=0, le=1)] = 1.0        # sampling: nucleus mass
@@ -212,6 +214,9 @@ class Spec(_Model):
             for name in sorted(s.options.corpora() - corpora):
                 known = ", ".join(sorted(corpora)) or "none defined"
                 raise ValueError(f"strategies[{i}] ({s.name}): corpus {name!r} is not a [[corpora]] name ({known})")
+            if self.sweep.repeats > 1 and s.options.carries_outputs():
+                raise ValueError(f"strategies[{i}] ({s.name}): [sweep] repeats = {self.sweep.repeats} cannot time a draft "
+                                 f"that remembers earlier outputs (a repeat would draft the text it just generated)")
         return self
 
     def corpus(self, name: str) -> CorpusSection:

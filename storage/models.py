@@ -214,7 +214,8 @@ class Generation(Base):
     fastpath_rejects: Mapped[int] = mapped_column(Integer, default=0)
     rounds: Mapped[int | None] = mapped_column(Integer, default=_rounds)  # len(accepted_per_step)
     first_accepted: Mapped[int | None] = mapped_column(Integer, default=_first_accepted)  # rounds - accept_hist[0]
-    wall_s: Mapped[float] = mapped_column(Float)
+    wall_s: Mapped[float] = mapped_column(Float)                     # the fastest timed run's (see wall_s_runs)
+    wall_s_runs: Mapped[list[float] | None] = mapped_column(JSON)    # every timed run's wall time ([sweep] repeats)
     draft_s: Mapped[float] = mapped_column(Float)
     verify_s: Mapped[float] = mapped_column(Float)
     tokens_per_s: Mapped[float] = mapped_column(Float)

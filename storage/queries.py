@@ -126,6 +126,22 @@ def summary_frame(session: Session, experiment: str | None = None, pooled: bool 
     return summarize(group_sums(session, exp_id), pooled=pooled, experiment=name)
 
 
+def timing_spread(session: Session, exp_id: int | None) -> dict | None:
+    """How far apart the timed runs of the same generation were (`[sweep] repeats` > 1): per generation, its slowest
+    run over its fastest, minus 1; the median and 90th percentile over the experiment. None without repeats."""
+    stmt = (select(Generation.wall_s_runs).where(Generation.experiment_id == exp_id)
+            .execution_options(yield_per=10_000))
+    spreads, runs = [], 0
+    for (walls,) in session.execute(stmt):
+        if walls and len(walls) > 1 and min(walls) > 0:
+            spreads.append(max(walls) / min(walls) - 1)
+            runs = max(runs, len(walls))
+    if not spreads:
+        return None
+    q = pd.Series(spreads).quantile([0.5, 0.9])
+    return {"generations": len(spreads), "runs": runs, "median": float(q[0.5]), "p90": float(q[0.9])}
+
+
 def plain_texts(session: Session, exp_id: int | None) -> list[tuple[str, list[int], str]]:
     """(task, token ids, text) of the experiment's plain uncached generations: the texts Table 5 describes."""
     return [tuple(r) for r in session.execute(select(Generation.task, Generation.tokens, Generation.text).where(

@@ -297,6 +297,7 @@ def store_generation(session: Session, cell_id: int, g: GenerationRecord) -> Non
         acceptance=acceptance_rate(g.accepted, g.drafted) if g.drafted else None, mal=mal(g.accepted, g.steps),
         accept_hist=list(g.accept_hist), accepted_per_step=list(g.accepted_per_step),
         tokens_per_step=list(g.tokens_per_step), fastpath_rejects=g.fastpath_rejects, wall_s=g.wall_s,
+        wall_s_runs=list(g.wall_s_runs) or [g.wall_s],
         draft_s=g.draft_s, verify_s=g.verify_s, tokens_per_s=tokens_per_s(n, g.wall_s), started_at=g.started_at,
         ended_at=g.ended_at, energy_j=e and e.energy_j, mean_power_w=e and e.mean_power_w,
         j_per_100_tokens=e and e.j_per_100_tokens, tokens_per_j=e and e.tokens_per_j,

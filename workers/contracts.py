@@ -83,6 +83,7 @@ class GenerationRecord:
     first_checked: int | None = None            # rounds whose first draft token was checked by the verifier
     first_accepted: int | None = None           # ... and accepted
     energy: EnergyRecord | None = None
+    wall_s_runs: tuple[float, ...] = ()         # every timed run's wall time ([sweep] repeats); wall_s is the least
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ import logging
 import os
 import socket
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -34,6 +35,19 @@ class RunnerConfig:
     power_hz: float = 10.0
     idle_baseline_s: float = 0.0
     threads: int | None = None
+    repeats: int = 1               # timed runs per generation; the fastest is kept (the same tokens each time)
+    max_drafts: int = 32           # drafts kept loaded (least recently used released): a prompt's strategies take turns
+
+
+def fastest(runs: list, strategy: str = "?"):
+    """The fastest of a generation's timed runs, after checking that every run made the same tokens and passes
+    (a repeat only re-times the same work; a draft or sampler that differs between runs cannot be timed so)."""
+    first = runs[0]
+    for i, r in enumerate(runs[1:], start=2):
+        if list(r.tokens) != list(first.tokens) or list(r.tokens_per_step) != list(first.tokens_per_step):
+            raise RuntimeError(f"timed run {i} of strategy {strategy!r} made other tokens or passes than run 1; "
+                               f"[sweep] repeats needs a generation that repeats exactly")
+    return min(runs, key=lambda r: r.wall_s)
 
 
 class SweepRunner:
@@ -55,8 +69,7 @@ class SweepRunner:
         self.sampler = PowerSampler(find_sources(cfg.power_sources), hz=cfg.power_hz)
         self.sampler.start()
         self.idle = self.sampler.idle_baseline(cfg.idle_baseline_s) if cfg.idle_baseline_s > 0 else None
-        self._draft_key: tuple | None = None
-        self._draft = None
+        self._drafts: OrderedDict[tuple, Any] = OrderedDict()  # loaded drafts by strategy, least recent first
         self._warm: set[tuple] = set()
         self.worker = f"{socket.gethostname()}:{os.getpid()}:{self.verifier.device}"
 
@@ -69,7 +82,7 @@ class SweepRunner:
     def close(self) -> None:
         """Stop sampling and free the draft."""
         self.sampler.stop()
-        self._draft = None
+        self._drafts.clear()
 
     def drain_samples(self) -> tuple[PowerSample, ...]:
         """Raw power samples taken since the last drain."""
@@ -100,20 +113,23 @@ class SweepRunner:
         """The verifier's greedy next token over a corpus (teacher forcing, batched), written beside its tokens."""
         from workers.labels import label_corpus
 
-        self._draft, self._draft_key = None, None  # free a draft's memory for the large batched passes
+        self._drafts.clear()  # free the drafts' memory for the large batched passes
         return label_corpus(self.verifier, self.tokenizer, job)
 
     def _draft_for(self, job: SweepJob):
-        """The draft of this job's strategy: reused while the strategy stays, released when it changes."""
+        """The draft of this job's strategy, kept loaded; the least recently used of more than `cfg.max_drafts` is
+        released first (the paired order runs one prompt's strategies in turn; the strategy order needs only one)."""
         from workers.drafts import BuildContext, build_draft
 
         key = (job.strategy, job.draft, tuple(sorted(job.artifacts.items())))
-        if key == self._draft_key:
-            return self._draft
-        self._draft, self._draft_key = None, None  # release the previous draft before loading the next
+        if key in self._drafts:
+            self._drafts.move_to_end(key)
+            return self._drafts[key]
+        while self._drafts and len(self._drafts) >= max(1, self.cfg.max_drafts):
+            self._drafts.popitem(last=False)  # release before loading the next
         ctx = BuildContext(tokenizer=self.tokenizer, device=self.verifier.device, artifacts=dict(job.artifacts))
         draft = build_draft(job.draft, dict(job.options), ctx)
-        self._draft, self._draft_key = draft, key
+        self._drafts[key] = draft
         logger.info("loaded draft %s for strategy %s", job.draft, job.strategy)
         return draft
 
@@ -129,9 +145,11 @@ class SweepRunner:
             warmup(self.verifier, draft, prompt_ids, k, cached, min(8, self.cfg.max_new_tokens), fastpath=fastpath,
                    temperature=job.temperature, top_k=job.top_k, top_p=job.top_p, seed=job.seed)
             self._warm.add(warm_key)
-        res = speculative_generate(self.verifier, draft, prompt_ids, self.cfg.max_new_tokens, k, cached,
-                                   eos_id=self.eos_id, fastpath=fastpath, temperature=job.temperature,
-                                   top_k=job.top_k, top_p=job.top_p, seed=job.seed)
+        runs = [speculative_generate(self.verifier, draft, prompt_ids, self.cfg.max_new_tokens, k, cached,
+                                     eos_id=self.eos_id, fastpath=fastpath, temperature=job.temperature,
+                                     top_k=job.top_k, top_p=job.top_p, seed=job.seed)
+                for _ in range(max(1, self.cfg.repeats))]
+        res = fastest(runs, job.strategy)
         return GenerationRecord(
             n_prompt_tokens=len(prompt_ids), tokens=tuple(res.tokens),
             text=self.tokenizer.decode(list(res.tokens), skip_special_tokens=True),
@@ -139,7 +157,8 @@ class SweepRunner:
             accepted_per_step=tuple(res.accepted_per_step), tokens_per_step=tuple(res.tokens_per_step),
             fastpath_rejects=res.fastpath_rejects, wall_s=res.wall_s, draft_s=res.draft_s, verify_s=res.verify_s,
             started_at=res.started_at, ended_at=res.ended_at, bridged=bool(res.bridged), stopped=res.stopped,
-            device=str(self.verifier.device), first_checked=res.first_checked, first_accepted=res.first_accepted)
+            device=str(self.verifier.device), first_checked=res.first_checked, first_accepted=res.first_accepted,
+            wall_s_runs=tuple(r.wall_s for r in runs))
 
     def attach_energy(self, outcomes: list[JobOutcome]) -> list[JobOutcome]:
         """Integrate the power trace over each generation's [started_at, ended_at] window."""

@@ -92,7 +92,7 @@ def run_demo(opts, spec_path: str | None = None, retrain: bool = False, echo: Ca
     from orchestrator.progress import BarProgress
     from orchestrator.spec import load_spec
     from storage.db import open_db
-    from storage.queries import summary_frame
+    from storage.queries import experiment_id, summary_frame, timing_spread
 
     path = Path(spec_path) if spec_path else DEMO_SPEC
     if not path.is_file():
@@ -109,7 +109,12 @@ def run_demo(opts, spec_path: str | None = None, retrain: bool = False, echo: Ca
         df = summary_frame(s, report.experiment)
         texts = redundancy_table(s, report.experiment)
         costs = build_costs(s, report.experiment)
+        spread = timing_spread(s, experiment_id(s, report.experiment))
     echo(summary_text(df, texts))
+    if spread:
+        echo(f"\ntiming: each generation run {spread['runs']} times, the fastest kept; the slowest run of a generation "
+             f"took {spread['median']:.0%} longer than its fastest (median of {spread['generations']}), "
+             f"{spread['p90']:.0%} (90th percentile)")
     echo(future_work_text(df, costs, spec))
     c = report.counts
     echo(f"\n{c['done']} cells done, {c['failed']} failed in {report.elapsed_s:.0f} s; results in {opts.db_url}.")

@@ -219,6 +219,18 @@ def test_overlap_runs_timed_cells_beside_training(tmp_path, write_spec):
         assert decoding_problems(s.scalars(select(Generation)).all()) == []
 
 
+def test_repeats_store_every_timed_run_and_keep_the_fastest(tmp_path, write_spec):
+    spec = write_spec(k=[2], **{f"max_new_tokens = {MAX_NEW_TOKENS}": f"max_new_tokens = {MAX_NEW_TOKENS}\nrepeats = 3"})
+    o = opts(tmp_path)
+    assert run_spec_file(spec, o).counts["failed"] == 0
+    with sessions(o)() as s:
+        gens = s.scalars(select(Generation)).all()
+        assert len(gens) == 12 and decoding_problems(gens) == []  # each run checked equal, the kept one exact
+        for g in gens:
+            assert len(g.wall_s_runs) == 3 and g.wall_s == min(g.wall_s_runs)
+            assert g.tokens_per_s == pytest.approx(g.n_tokens / g.wall_s)
+
+
 def test_reader_polls_while_driver_writes(tmp_path, write_spec, finished):
     o = copy_of(finished, tmp_path)  # a live database (schema, one finished experiment) before the reader starts
     seen, errors, stop = [], [], threading.Event()

@@ -54,6 +54,13 @@ def test_examples_are_valid(name):
     assert "sweep cells" in spec.summary()
 
 
+def test_repeats_default_and_allowed_for_a_forgetting_suffix(tmp_path, corpus):
+    assert load_spec(write(tmp_path, MINIMAL.format(corpus="c.txt"))).sweep.repeats == 1
+    text = MINIMAL.format(corpus="c.txt").replace('name = "oli"\ndraft = "olifant"\ncorpus = "c"',
+                                                  'name = "suf"\ndraft = "suffix"\n[sweep]\nrepeats = 3')
+    assert load_spec(write(tmp_path, text)).sweep.repeats == 3
+
+
 def test_paper_grid_size():
     spec = load_spec(ROOT / "examples" / "paper.toml")
     # 8 drafting strategies (the paper's 4-gram, two stronger n-grams, neural, 4 olifant) x 3 k + plain,
@@ -88,6 +95,10 @@ BAD = [
     ("path and dataset", ('name = "t1"', 'name = "t1"\ndataset = "x/y"'), ["tasks[0]", "exactly one"]),
     ("duplicate strategy", ('name = "oli"', 'name = "plain"'), ["duplicate", "plain"]),
     ("bad toml", ('[experiment]', '[experiment'), ["TOML"]),
+    ("repeats zero", ('[[strategies]]\nname = "plain"', '[sweep]\nrepeats = 0\n[[strategies]]\nname = "plain"'), ["sweep.repeats", "0"]),
+    ("repeats with remembered outputs", ('name = "oli"\ndraft = "olifant"\ncorpus = "c"',
+                                         'name = "suf"\ndraft = "suffix"\nremember_outputs = true\n[sweep]\nrepeats = 2'),
+     ["strategies[1] (suf)", "repeats = 2", "remembers earlier outputs"]),
     ("bad power source", ('[[strategies]]\nname = "plain"', '[power]\nsources = ["gas"]\n[[strategies]]\nname = "plain"'), ["power.sources", "gas"]),
 ]
 

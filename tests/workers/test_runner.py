@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
 from workers.contracts import JobOutcome, SweepJob
 from workers.errors import DraftError
-from workers.runner import RunnerConfig, SweepRunner
+from workers.runner import RunnerConfig, SweepRunner, fastest
 
 PROMPT = "The quick brown fox jumps over the lazy dog and the quick brown fox"
 
@@ -61,12 +64,23 @@ def test_reference_and_every_draft_give_the_reference_tokens(runner, ibase_path)
     assert olifant.accepted > 0 and olifant.steps < 12   # drafts from the verifier's own text are accepted
 
 
-def test_draft_is_reused_while_the_strategy_stays(runner):
-    job = SweepJob(key="n", kind="sweep", prompt=PROMPT, strategy="ng", draft="ngram", options={"n": 4}, k=2,
-                   regime="uncached")
-    first = runner._draft_for(job)
-    assert runner._draft_for(job) is first
-    assert runner._draft_for(SweepJob(key="m", kind="sweep", prompt=PROMPT, strategy="plain", draft="plain")) is not first
+def test_drafts_stay_loaded_up_to_max_drafts_least_recent_released_first(runner):
+    def job(strategy: str) -> SweepJob:
+        return SweepJob(key=strategy, kind="sweep", prompt=PROMPT, strategy=strategy, draft="ngram", options={"n": 4},
+                        k=2, regime="uncached")
+
+    first = runner._draft_for(job("a"))
+    assert runner._draft_for(job("b")) is not first and runner._draft_for(job("a")) is first  # a prompt's turns
+    runner.cfg = replace(runner.cfg, max_drafts=2)
+    try:
+        b = runner._draft_for(job("b"))
+        runner._draft_for(job("c"))                   # a third: "a" (least recently used) is released, "b" stays
+        assert runner._draft_for(job("b")) is b and runner._draft_for(job("a")) is not first
+        runner.cfg = replace(runner.cfg, max_drafts=1)  # the strategy order: one draft at a time
+        only = runner._draft_for(job("c"))
+        assert len(runner._drafts) == 1 and runner._draft_for(job("a")) is not only and len(runner._drafts) == 1
+    finally:
+        runner.cfg = replace(runner.cfg, max_drafts=32)
 
 
 def test_unknown_draft_or_option_is_a_draft_error(runner):
@@ -83,3 +97,32 @@ def test_sampled_jobs_are_reproducible_by_seed_and_record_first_token_counts(run
     a, b = runner.run(job).generation, runner.run(job).generation
     assert a.tokens == b.tokens and len(a.tokens) == 12
     assert 0 <= a.first_accepted <= a.first_checked and a.first_checked > 0
+
+
+def test_repeats_time_the_same_generation_and_keep_the_fastest(runner, ibase_path):
+    jobs = [SweepJob(key="o", kind="sweep", prompt=PROMPT, strategy="ol", draft="olifant", options={"corpus": "c"},
+                     artifacts={"ibase": ibase_path}, k=3, regime=regime, temperature=t, seed=5)
+            for regime in ("uncached", "cached") for t in (0.0, 0.8)]
+    once = [runner.run(j).generation for j in jobs]
+    runner.cfg = replace(runner.cfg, repeats=3)
+    try:
+        thrice = [runner.run(j).generation for j in jobs]
+    finally:
+        runner.cfg = replace(runner.cfg, repeats=1)
+    for a, b in zip(once, thrice):
+        assert b.tokens == a.tokens and b.tokens_per_step == a.tokens_per_step and b.accepted == a.accepted
+        assert len(a.wall_s_runs) == 1 and a.wall_s_runs[0] == a.wall_s
+        assert len(b.wall_s_runs) == 3 and b.wall_s == min(b.wall_s_runs)
+        assert b.ended_at - b.started_at == pytest.approx(b.wall_s, abs=0.05)  # the energy window is the kept run's
+
+
+def test_fastest_refuses_runs_that_made_different_work():
+    def run(tokens, steps, wall):
+        return SimpleNamespace(tokens=tokens, tokens_per_step=steps, wall_s=wall)
+
+    same = [run([1, 2, 3], [2, 1], 0.3), run([1, 2, 3], [2, 1], 0.1), run([1, 2, 3], [2, 1], 0.2)]
+    assert fastest(same) is same[1]
+    with pytest.raises(RuntimeError, match="timed run 2 of strategy 'x' made other tokens or passes than run 1"):
+        fastest([run([1, 2, 3], [2, 1], 0.3), run([1, 2, 4], [2, 1], 0.1)], "x")
+    with pytest.raises(RuntimeError, match="timed run 3 of strategy 'x'"):
+        fastest([run([1, 2, 3], [2, 1], 0.3), run([1, 2, 3], [2, 1], 0.2), run([1, 2, 3], [1, 1, 1], 0.1)], "x")

@@ -68,6 +68,10 @@ class DraftOptions(BaseModel):
         """The option values that change the draft's proposals (they enter the cell key)."""
         return self.model_dump(exclude=set(self.corpus_fields))
 
+    def carries_outputs(self) -> bool:
+        """True when the draft keeps earlier generations' outputs (its proposals then depend on what ran before)."""
+        return False
+
     def corpora(self) -> set[str]:
         """Corpus names this strategy refers to."""
         return {r.corpus for r in self.requires().values()}

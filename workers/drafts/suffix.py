@@ -161,6 +161,9 @@ class SuffixOptions(DraftOptions):
     def requires(self) -> dict[str, Requirement]:
         return {"datastore": Requirement("datastore", self.corpus)} if self.corpus else {}
 
+    def carries_outputs(self) -> bool:
+        return self.remember_outputs
+
 
 def build(opts: SuffixOptions, ctx: BuildContext) -> SuffixDraft:
     return SuffixDraft(max_tree_depth=opts.max_tree_depth, max_spec_factor=opts.max_spec_factor,

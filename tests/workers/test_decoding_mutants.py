@@ -1,0 +1,166 @@
+"""The decoding ladder's small parts on hand-made tensors: Tally.record's cuts, the judges' edge rows, fit_vocab.
+
+The end-to-end tests in test_decoding.py and test_sampling.py run these parts only through valid generations,
+where some edges never show: a round longer than the room left after earlier rounds, an EOS beyond that room,
+a chain whose logits have no row after the last draft, a distribution with two ids left, a residual against a
+draft's q, a q in float32 or on another device, the verifier's vocab_size reaching a distribution draft.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from tests.workers.test_decoding import tiny_lm
+from workers.decoding import (
+    STOP_EOS,
+    STOP_MAX,
+    GreedyJudge,
+    SamplingJudge,
+    Tally,
+    fit_vocab,
+    greedy_tokens,
+)
+from workers.drafts import make_draft
+from workers.sampling import Warp
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+F64 = torch.float64
+T1 = Warp(1.0)
+
+
+def sampling_judge(warp: Warp = T1) -> SamplingJudge:
+    """A sampling judge whose generator is seeded, so the draft's draws repeat."""
+    return SamplingJudge(warp, torch.Generator().manual_seed(0))
+
+
+# ---------------------------------------------------------------- Tally.record
+
+
+def test_record_cuts_a_round_at_the_room_left_after_earlier_rounds():
+    tally = Tally(k=3)
+    tally.record([7, 8], 2, None, 5)
+    # room = 5 - 2 = 3: of [1, 2, 3, 4] only [1, 2, 3] fit; 3 accepted, all kept
+    tally.record([1, 2, 3, 4], 3, None, 5)
+    assert tally.tokens == [7, 8, 1, 2, 3]
+    assert tally.tokens_per_step == [2, 3]
+    assert tally.accepted_per_step == [2, 3]
+    assert tally.stopped == STOP_MAX and tally.done(5)
+
+
+def test_record_counts_only_the_accepted_tokens_kept():
+    tally = Tally(k=3)
+    tally.record([1, 2, 3, 4], 3, None, 2)  # room 2: 3 accepted, 2 of them kept
+    assert tally.tokens == [1, 2] and tally.accepted_per_step == [2] and tally.tokens_per_step == [2]
+
+
+def test_record_ignores_an_eos_beyond_the_room():
+    tally = Tally(k=2)
+    tally.record([4], 0, 9, 3)
+    # room = 3 - 1 = 2: the EOS (9) is the third new token, past the room, so the cut is max_new_tokens's
+    tally.record([6, 7, 9], 2, 9, 3)
+    assert tally.tokens == [4, 6, 7]
+    assert tally.stopped == STOP_MAX
+    assert tally.tokens_per_step == [1, 2] and tally.accepted_per_step == [0, 2]
+
+
+def test_record_stops_at_an_eos_within_the_room():
+    tally = Tally(k=3)
+    tally.record([6, 9, 7], 3, 9, 10)  # kept up to and including the EOS; 2 of the 3 accepted survive
+    assert tally.tokens == [6, 9] and tally.stopped == STOP_EOS and tally.accepted_per_step == [2]
+
+
+# ---------------------------------------------------------------- greedy
+
+
+def test_greedy_tokens_is_the_argmax_of_the_last_axis():
+    logits = torch.tensor([[0.0, 2.0, 1.0], [3.0, 0.0, 1.0]])
+    assert greedy_tokens(logits) == [1, 0]
+    # with a leading batch axis the vocabulary is still the last one: [[1, 0]], not the argmax over positions
+    # (per id over the 2 rows: [1, 0, 0])
+    assert greedy_tokens(logits[None]) == [[1, 0]]
+
+
+def test_greedy_chain_with_no_row_after_the_last_draft_gives_none():
+    logits = torch.tensor([[0.0, 2.0, 1.0], [3.0, 0.0, 1.0]])  # argmax 1, then 0
+    assert GreedyJudge().chain(logits, [1, 0], [None, None]) == (2, None)
+
+
+def test_greedy_chain_gives_the_row_after_the_accepted_drafts():
+    logits = torch.tensor([[0.0, 2.0, 1.0], [3.0, 0.0, 1.0], [0.0, 0.0, 4.0]])
+    n, row = GreedyJudge().chain(logits, [1, 2], [None, None])  # 1 passes, 2 fails against argmax 0
+    assert n == 1 and row.tolist() == [3.0, 0.0, 1.0]
+
+
+# ---------------------------------------------------------------- sampling judge
+
+
+def test_known_is_the_token_of_a_point_mass_only():
+    judge = sampling_judge()
+    assert judge.known(torch.tensor([0.0, 0.0, 1.0, 0.0], dtype=F64)) == 2
+    assert judge.known(torch.tensor([0.0, 0.5, 0.5, 0.0], dtype=F64)) is None  # two ids left
+    assert judge.known(torch.tensor([0.25, 0.25, 0.25, 0.25], dtype=F64)) is None
+
+
+def test_reject_of_a_point_mass_draft_removes_the_token():
+    p = torch.tensor([0.5, 0.25, 0.25], dtype=F64)
+    # p without id 0, normalised: [0, 0.25, 0.25] / 0.5
+    assert sampling_judge().reject(p, 0, None).tolist() == [0.0, 0.5, 0.5]
+
+
+def test_reject_of_a_distribution_draft_takes_the_residual_against_q():
+    p = torch.tensor([0.5, 0.25, 0.25], dtype=F64)
+    q = torch.tensor([0.25, 0.75, 0.0], dtype=F64)
+    # max(0, p - q) = [0.25, 0, 0.25], normalised [0.5, 0, 0.5]; p without the token (1) would be [2/3, 0, 1/3]
+    assert sampling_judge().reject(p, 1, q).tolist() == [0.5, 0.0, 0.5]
+
+
+def test_sampling_chain_with_no_row_after_the_last_draft_gives_none():
+    # top_k=1 makes every row a point mass, so both drafts pass with probability 1 (no draw decides)
+    judge = sampling_judge(Warp(1.0, top_k=1))
+    logits = torch.tensor([[0.0, 5.0, 1.0], [3.0, 0.0, 1.0]])
+    assert judge.chain(logits, [1, 0], [None, None]) == (2, None)
+
+
+def test_sampling_chain_gives_the_distribution_after_the_accepted_drafts():
+    judge = sampling_judge(Warp(1.0, top_k=1))
+    logits = torch.tensor([[0.0, 5.0, 1.0], [3.0, 0.0, 1.0], [0.0, 0.0, 2.0]])
+    n, row = judge.chain(logits, [1, 0], [None, None])
+    assert n == 2 and row.dtype == F64 and row.tolist() == [0.0, 0.0, 1.0]
+
+
+def test_propose_passes_the_verifiers_vocab_size_to_a_distribution_draft():
+    # a draft over 10 ids before a verifier of 6: the draft must put no mass on ids 6..9, so that fit_vocab's
+    # cut loses nothing; without vocab_size its q would lose that mass and sum to less than 1
+    draft = make_draft("neural", model=tiny_lm("mistral", seed=0, vocab=10, hidden=16, layers=1))
+    draft.reset()
+    tokens, qs = sampling_judge().propose(draft, [1, 2, 3], 3, 6)
+    assert len(tokens) == len(qs) == 3
+    for q in qs:
+        assert q.shape == (6,) and q.dtype == F64
+        assert float(q.sum()) == pytest.approx(1.0, abs=1e-12)
+    assert all(0 <= t < 6 for t in tokens)
+
+
+# ---------------------------------------------------------------- fit_vocab
+
+
+def test_fit_vocab_pads_a_short_q_with_zeros_in_float64():
+    q = fit_vocab(torch.tensor([0.25, 0.75]), 4)  # float32 in (0.25 and 0.75 are exact in float32)
+    assert q.dtype == F64 and q.tolist() == [0.25, 0.75, 0.0, 0.0]
+
+
+def test_fit_vocab_cuts_a_long_q_and_keeps_a_fitting_one():
+    q = torch.tensor([0.5, 0.5, 0.0, 0.0, 0.0], dtype=F64)
+    assert fit_vocab(q, 3).tolist() == [0.5, 0.5, 0.0]
+    assert fit_vocab(q[:3].to(torch.float32), 3).dtype == F64
+
+
+def test_fit_vocab_brings_a_q_from_another_device_to_the_cpu():
+    # a GPU draft's q, without a GPU: fake tensors on the meta device carry device and dtype through the ops
+    with FakeTensorMode():
+        q = torch.empty(3, device="meta", dtype=torch.float32)
+        out = fit_vocab(q, 5)
+        assert out.device.type == "cpu" and out.dtype == F64 and out.shape == (5,)
