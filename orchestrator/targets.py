@@ -7,8 +7,9 @@ draft registry, compared with the fixed-length strategies of those drafts that n
 own instance base, the session draft); an *adaptive* strategy (`adaptive = true`) is compared with the
 fixed-length strategy of the same draft, artifacts and options. Each check is then pure pandas over
 `storage.queries.summary_frame` (one row per strategy x task x k x regime) and returns `Check` rows, so a test,
-the demo and the README read the same verdicts. Speedups are compared within `noise` (relative), since
-tokens/s of a few short generations on a shared CPU vary by a few percent.
+the demo and the README read the same verdicts. Speedups are compared within `noise` (relative): at least 5%,
+and where a run measured its own timing noise (cells that made identical verifier passes), two standard errors of
+a speedup ratio at that noise (`tolerance`), since tokens/s of a few short generations on a shared CPU vary.
 
 Example:
     >>> [c for c in check_all(df, roles(spec)) if not c.ok]
@@ -17,11 +18,12 @@ Example:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import pandas as pd
 
-NOISE = 0.05  # relative: two runs of the same cells differ by about this much here
+NOISE = 0.05  # relative: the least tolerance; `tolerance` widens it to what a run measured of its own noise
 UNCACHED = "uncached"  # the regime where the hybrid must match its better part; elsewhere it must not lose to plain
 
 
@@ -181,6 +183,15 @@ def adaptive_speedup(df: pd.DataFrame, adaptive: str, base: str, noise: float = 
         out.append(Check(f"{adaptive} >= {base} at its best k", task, regime, bool(a >= b * (1 - noise)),
                          f"{a:.2f} vs {b:.2f} (k={k})" + _passes(df, (adaptive, base), task, regime)))
     return out
+
+
+def tolerance(sd: float | None, prompts: int, floor: float = NOISE) -> float:
+    """How far apart two speedups may be and still count as equal: two standard errors of the ratio of two
+    strategies' summed times over `prompts` prompts, each generation's time off by `sd` (relative, measured by
+    `storage.queries.identical_pass_noise`), i.e. 2 sd sqrt(2 / prompts); never below `floor`."""
+    if sd is None or prompts < 1:
+        return floor
+    return max(floor, 2 * sd * math.sqrt(2 / prompts))
 
 
 def exact_match(df: pd.DataFrame) -> list[Check]:

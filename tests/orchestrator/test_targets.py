@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
 from orchestrator.demo import DEMO_SPEC
 from orchestrator.spec import load_spec, parse_spec
 from orchestrator.targets import (
+    NOISE,
     Roles,
     adaptive_speedup,
     check_all,
@@ -15,6 +17,7 @@ from orchestrator.targets import (
     exact_match,
     hybrid_speedup,
     roles,
+    tolerance,
 )
 
 # Strategy names that say nothing about their drafts: the roles must come from drafts, corpora and options.
@@ -152,3 +155,12 @@ def test_an_adaptive_hybrid_scoring_by_share_has_the_fixed_hybrid_as_its_base():
     gated = gated.replace('confidence = "share"\nthreshold = 0.1\n', 'confidence = "share"\nibase_min = 0.5\n')
     assert roles(parse_spec(gated)).adaptive == ()
     assert roles(parse_spec(gated.replace('"depth_share"', '"share"'))).adaptive == (("f", "e"),)
+
+
+def test_tolerance_is_two_standard_errors_of_a_speedup_ratio_at_least_the_floor():
+    # 2 x 0.10 x sqrt(2 / 3) = 0.163299; 2 x 0.02 x sqrt(2 / 3) = 0.0327 < the 5% floor
+    assert tolerance(0.10, 3) == pytest.approx(0.163299, abs=1e-6)
+    assert tolerance(0.02, 3) == NOISE == 0.05
+    assert tolerance(0.10, 8) == pytest.approx(0.1)   # 2 x 0.10 x sqrt(2 / 8) = 0.1
+    assert tolerance(None, 3) == NOISE                # no cells with identical passes: the floor
+    assert tolerance(0.10, 0) == NOISE
