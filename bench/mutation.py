@@ -146,7 +146,7 @@ def run_target(t: Target, jobs: int, minutes: float | None = None, keep: bool = 
     if sample:  # the draw's own outcomes (`mutmut results` lists every mutant but the killed ones)
         for name in names:
             drawn[status.get(name, "killed")] = drawn.get(status.get(name, "killed"), 0) + 1
-    names = [line.split(":")[0].strip() for line in survivors.splitlines() if ": survived" in line]
+    names = [name for name, verdict in status.items() if verdict == "survived"]
     with (OUT / t.name / "survivors.txt").open("w") as fh:
         for name in names:
             fh.write(subprocess.run([*mutmut, "show", name], cwd=work, env=env, capture_output=True, text=True).stdout)

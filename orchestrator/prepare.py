@@ -170,4 +170,4 @@ def runner_config(spec: Spec, threads: int | None) -> RunnerConfig:
                         max_new_tokens=spec.sweep.max_new_tokens, warmup=spec.sweep.warmup,
                         power_sources=tuple(spec.power.sources), power_hz=spec.power.hz,
                         idle_baseline_s=spec.power.idle_baseline_s, threads=threads,
-                        repeats=spec.sweep.repeats, max_drafts=1 if spec.sweep.order == "strategy" else 32)
+                        repeats=spec.sweep.repeats, max_drafts=1 if spec.sweep.order == "strategy" else RunnerConfig.max_drafts)

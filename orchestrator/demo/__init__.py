@@ -115,8 +115,8 @@ def run_demo(opts, spec_path: str | None = None, retrain: bool = False, echo: Ca
         df = summary_frame(s, report.experiment)
         texts = redundancy_table(s, report.experiment)
         costs = build_costs(s, report.experiment)
-        spread = timing_spread(s, experiment_id(s, report.experiment))
-        noise = identical_pass_noise(s, experiment_id(s, report.experiment))
+        exp_id = experiment_id(s, report.experiment)
+        spread, noise = timing_spread(s, exp_id), identical_pass_noise(s, exp_id)
     echo(summary_text(df, texts))
     if spread:
         echo(f"\ntiming: each generation run {spread['runs']} times, the fastest kept; the slowest run of a generation "
