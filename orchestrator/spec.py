@@ -52,6 +52,8 @@ class VerifierSection(_Model):
     revision: str | None = None
     dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
     device: Literal["auto", "cuda", "mps", "cpu"] = "auto"
+    threads: PositiveInt | None = None  # the accelerator worker's torch threads on CPU (default: every core, one
+                                        # fewer with overlap); 1 for a tiny model on a shared machine
 
 
 class _Source(_Model):

@@ -75,7 +75,9 @@ class SweepRunner:
 
     def info(self) -> dict[str, Any]:
         """Device and power sources, for the experiment row."""
-        return {"device": str(self.verifier.device), "worker": self.worker,
+        import torch
+
+        return {"device": str(self.verifier.device), "worker": self.worker, "threads": torch.get_num_threads(),
                 "power_sources": [s.name for s in self.sampler.sources],
                 "idle_power_w": self.idle["mean_power_w"] if self.idle else None}
 

@@ -74,6 +74,7 @@ def test_minimal_defaults_and_relative_paths(tmp_path, corpus):
     assert spec.sweep.max_new_tokens == 100 and spec.tasks[0].prompt_words == 50
     assert spec.corpora[0].path == str(corpus)  # resolved next to the spec
     assert spec.verifier.model == "some/model"  # hub ids stay as they are
+    assert spec.verifier.threads is None  # the driver's default: every core
     assert spec.cell_counts() == {"train": 1, "reference": 3, "sweep": 3 * 2 * (3 + 1)}
 
 
@@ -99,6 +100,7 @@ BAD = [
     ("repeats with remembered outputs", ('name = "oli"\ndraft = "olifant"\ncorpus = "c"',
                                          'name = "suf"\ndraft = "suffix"\nremember_outputs = true\n[sweep]\nrepeats = 2'),
      ["strategies[1] (suf)", "repeats = 2", "remembers earlier outputs"]),
+    ("threads zero", ('model = "some/model"', 'model = "some/model"\nthreads = 0'), ["verifier.threads", "0"]),
     ("bad power source", ('[[strategies]]\nname = "plain"', '[power]\nsources = ["gas"]\n[[strategies]]\nname = "plain"'), ["power.sources", "gas"]),
 ]
 

@@ -47,6 +47,7 @@ model = "{model}"
 tokenizer = "mistral"
 dtype = "float32"
 device = "cpu"
+threads = 1  # a tiny model: one torch thread is fastest, and the suite shares the cores
 [[corpora]]
 name = "pydoc"
 path = "demo:pydoc-train"
