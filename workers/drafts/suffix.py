@@ -7,6 +7,11 @@ of the context (up to `max_tree_depth` tokens) and proposes the continuation wit
 probability falls under `min_token_prob`, and never more than k. One generation is one request of the cache:
 `reset()` ends the previous request (kept in the global tree only when outputs are remembered).
 
+Remembered outputs are those of *other* prompts: a request starting at a prompt first evicts the outputs stored
+for that same prompt. A sweep generates each prompt once per k, regime and temperature; without this, every run
+after the first would draft the text an earlier run of the same prompt just produced, which a deployment serving
+distinct requests never sees.
+
 Example:
     >>> draft = SuffixDraft()
     >>> draft.reset()
@@ -79,11 +84,13 @@ class SuffixDraft(Draft):
         self.max_tree_depth, self.max_spec_factor = max_tree_depth, float(max_spec_factor)
         self.max_spec_offset, self.min_token_prob = float(max_spec_offset), float(min_token_prob)
         self.remember_outputs, self.max_remembered_outputs = remember_outputs, max_remembered_outputs
-        self._remembered: deque[str] = deque()  # outputs in the global tree, oldest first (the corpus never goes)
+        self._remembered: deque[tuple[str, tuple[int, ...]]] = deque()  # (request, its prompt) in the global tree,
+        # oldest first (the corpus never goes)
         self.cache = suffix_cache(max_tree_depth, keep=remember_outputs or corpus is not None)
         self.corpus_tokens = self._absorb_corpus(corpus) if corpus is not None else 0
         self._rid: str | None = None
         self._seen: list[int] = []
+        self._prompt: tuple[int, ...] = ()
 
     def _absorb_corpus(self, corpus) -> int:
         """Put corpus documents (token sequences, or a datastore path split at its documents) in the global tree."""
@@ -104,9 +111,9 @@ class SuffixDraft(Draft):
         if self._rid is not None:
             self.cache.stop_request(self._rid)
             if self.remember_outputs:
-                self._remembered.append(self._rid)
+                self._remembered.append((self._rid, self._prompt))
                 while len(self._remembered) > self.max_remembered_outputs:  # bounded memory: the oldest goes
-                    self.cache.evict_cached_response(self._remembered.popleft())
+                    self.cache.evict_cached_response(self._remembered.popleft()[0])
             elif self._rid in self.cache.cached_requests:
                 self.cache.evict_cached_response(self._rid)  # the global tree keeps the corpus only
             self._rid, self._seen = None, []
@@ -116,14 +123,26 @@ class SuffixDraft(Draft):
         if self._rid is not None and common_prefix_len(self._seen, context) < len(self._seen):
             self._stop()  # not a continuation of this request: a new generation without reset()
         if self._rid is None:
+            self._seen = [int(t) for t in context]
+            self._prompt = tuple(self._seen)
+            self._forget(self._prompt)
             self._rid = f"gen-{next(_request_ids)}"
             self.cache.start_request(self._rid, contiguous_ids(context))
-            self._seen = [int(t) for t in context]
             return
         new = context[len(self._seen):]
         if len(new):
             self.cache.add_active_response(self._rid, contiguous_ids(new))
             self._seen.extend(int(t) for t in new)
+
+    def _forget(self, prompt: tuple[int, ...]) -> None:
+        """Evict the remembered outputs of `prompt`: a request never drafts from its own prompt's earlier runs."""
+        kept: deque[tuple[str, tuple[int, ...]]] = deque()
+        for rid, p in self._remembered:
+            if p == prompt:
+                self.cache.evict_cached_response(rid)
+            else:
+                kept.append((rid, p))
+        self._remembered = kept
 
     def propose(self, context: Sequence[int], k: int) -> list[int]:
         """Up to k tokens: the continuation of the longest matched suffix, cut by the adaptive length."""
@@ -152,9 +171,12 @@ class SuffixOptions(DraftOptions):
     corpus: str | None = None
 
     def identity(self) -> dict:
-        """As every draft's, but the bound on remembered outputs counts only when outputs are remembered."""
+        """As every draft's, but the bound on remembered outputs counts only when outputs are remembered; then
+        `remembers` names which (other prompts' only, since a prompt's own were found to leak into its other k's)."""
         out = super().identity()
-        if not self.remember_outputs:
+        if self.remember_outputs:
+            out["remembers"] = "other prompts"
+        else:
             out.pop("max_remembered_outputs")
         return out
 

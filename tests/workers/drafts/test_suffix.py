@@ -38,6 +38,25 @@ def test_reset_starts_a_new_request_and_forgets_outputs_unless_remembered():
         assert len(draft.cache.active_requests) == 1
 
 
+def test_a_prompt_never_drafts_from_its_own_earlier_outputs_only_from_other_prompts():
+    """A sweep runs each prompt once per k and regime: the second run must not draft the first one's output."""
+    draft = make_draft("suffix", remember_outputs=True, max_spec_factor=4.0, min_token_prob=0.0)
+    prompt, output = [7, 1, 2], [3, 4, 5, 6]
+    draft.reset()
+    draft.propose(prompt, 3)
+    draft.propose(prompt + output, 3)   # the output enters the request
+    draft.reset()                       # and the global tree
+    first = set(draft.cache.cached_requests)
+    assert draft.propose([8, 1, 2, 3], 2) == [4, 5]  # another prompt drafts from it
+    draft.reset()
+    assert draft.propose(prompt, 3) == []
+    assert draft.propose(prompt + [3], 2) == []     # the same prompt again: "3 4 5" is no longer there to draft
+    draft.reset()
+    # one output per prompt: the other prompt's and this run's ("3"); the first run's is gone
+    assert len(draft.cache.cached_requests) == 2 and first.isdisjoint(draft.cache.cached_requests)
+    assert draft.propose([8, 3], 2) == []
+
+
 def test_remembered_outputs_are_bounded_and_the_oldest_go_first():
     """Only the newest max_remembered_outputs outputs stay in the global tree; a seeding corpus is never evicted."""
     draft = make_draft("suffix", remember_outputs=True, max_remembered_outputs=2, corpus=[[40, 41, 42, 43]],
@@ -58,7 +77,9 @@ def test_remembered_outputs_are_bounded_and_the_oldest_go_first():
 def test_the_bound_enters_the_cell_key_only_when_outputs_are_remembered():
     options = lookup("suffix").options
     assert "max_remembered_outputs" not in options().identity()
-    assert options(remember_outputs=True, max_remembered_outputs=5).identity()["max_remembered_outputs"] == 5
+    remembering = options(remember_outputs=True, max_remembered_outputs=5).identity()
+    assert remembering["max_remembered_outputs"] == 5 and remembering["remembers"] == "other prompts"
+    assert "remembers" not in options().identity()
 
 
 def test_a_context_that_does_not_continue_the_request_starts_a_new_one():
