@@ -164,3 +164,20 @@ def test_fit_vocab_brings_a_q_from_another_device_to_the_cpu():
         q = torch.empty(3, device="meta", dtype=torch.float32)
         out = fit_vocab(q, 5)
         assert out.device.type == "cpu" and out.dtype == F64 and out.shape == (5,)
+
+
+# ---------------------------------------------------------------- warmup
+
+
+def test_warmup_warms_the_timed_runs_own_path(monkeypatch):
+    """The warm-up is one short generation in the regime and with the options of the run it precedes (an uncached
+    or greedy warm-up before a cached or sampled run would leave that run's first-call costs in its timing)."""
+    import workers.decoding as decoding
+
+    calls = []
+    monkeypatch.setattr(decoding, "speculative_generate", lambda *args, **kw: calls.append((args, kw)))
+    verifier, draft, prompt = object(), object(), [5, 6, 7]
+    decoding.warmup(verifier, draft, prompt, 3, cached=True, fastpath=False, temperature=0.8, top_k=5, seed=11)
+    decoding.warmup(verifier, draft, prompt, 2, cached=False)
+    assert calls == [((verifier, draft, prompt, 8, 3, True), dict(fastpath=False, temperature=0.8, top_k=5, seed=11)),
+                     ((verifier, draft, prompt, 8, 2, False), {})]
