@@ -8,6 +8,8 @@ draft's q, a q in float32 or on another device, the verifier's vocab_size reachi
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
@@ -181,3 +183,52 @@ def test_warmup_warms_the_timed_runs_own_path(monkeypatch):
     decoding.warmup(verifier, draft, prompt, 2, cached=False)
     assert calls == [((verifier, draft, prompt, 8, 3, True), dict(fastpath=False, temperature=0.8, top_k=5, seed=11)),
                      ((verifier, draft, prompt, 8, 2, False), {})]
+
+
+# ---------------------------------------------------------------- the timers and the draft's id range
+
+
+class StubVerifier:
+    """What `propose` and `timed_pass` use of a verifier: its vocabulary size and a device sync."""
+
+    vocab_size = 10
+
+    def sync(self) -> None:
+        pass
+
+
+class SleepyDraft:
+    """Proposes `tokens` after sleeping `pause_s`, so its time is known from below."""
+
+    def __init__(self, tokens: list[int], pause_s: float = 0.0):
+        self.tokens, self.pause_s = tokens, pause_s
+
+    def propose(self, context, k: int) -> list[int]:
+        time.sleep(self.pause_s)
+        return self.tokens[:k]
+
+
+def test_draft_and_verify_times_add_up_over_rounds():
+    """draft_s and verify_s are sums over the generation's rounds: each round's time is added, never replaces."""
+    from workers.decoding import propose, timed_pass
+
+    tally, verifier, pause = Tally(k=2), StubVerifier(), 0.02
+    draft = SleepyDraft([1, 2], pause)
+    for _ in range(3):
+        propose(draft, [5], 2, verifier, tally, GreedyJudge())
+        timed_pass(verifier, tally, time.sleep, pause)
+    # three rounds of >= 20 ms each way: at least 60 ms in each timer (one round's alone would be ~20 ms)
+    assert tally.draft_s >= 3 * pause and tally.verify_s >= 3 * pause
+    assert tally.draft_s < 3 * pause + 0.5 and tally.verify_s < 3 * pause + 0.5  # and no more than a sum
+    assert tally.steps == 3 and tally.drafted == 6 and tally.drafted_per_step == [2, 2, 2]
+
+
+def test_a_draft_id_outside_the_verifiers_vocabulary_cuts_the_draft_there():
+    from workers.decoding import propose
+
+    verifier = StubVerifier()  # ids 0..9
+    for tokens, kept in (([1, 10, 2], [1]), ([9, 3], [9, 3]), ([4, -1, 5], [4]), ([10], [])):
+        tally = Tally(k=3)
+        drafts, qs = propose(SleepyDraft(tokens), [5], 3, verifier, tally, GreedyJudge())
+        assert drafts == kept and qs == [None] * len(kept), tokens
+        assert tally.drafted == len(kept) and tally.drafted_per_step == [len(kept)]
