@@ -232,3 +232,18 @@ def test_a_draft_id_outside_the_verifiers_vocabulary_cuts_the_draft_there():
         drafts, qs = propose(SleepyDraft(tokens), [5], 3, verifier, tally, GreedyJudge())
         assert drafts == kept and qs == [None] * len(kept), tokens
         assert tally.drafted == len(kept) and tally.drafted_per_step == [len(kept)]
+
+
+def test_cached_round_ends_on_the_verifiers_own_eos_without_asking_the_draft():
+    """When the pending row's token is EOS, the cached round emits it at once: the draft is not asked (nothing
+    drafted, no draft time, no fast-path reject counted) and no pass runs."""
+    from workers.decoding import cached_round
+
+    draft, tally = SleepyDraft([3, 3]), Tally(k=2)
+    draft.propose = lambda context, k: pytest.fail("the draft was asked")  # noqa: ARG005
+    pending = torch.tensor([0.0, 1.0, 5.0, 0.0])  # the verifier's next token: 2, the EOS
+    new, n, row = cached_round(StubVerifier(), draft, [7, 8], pending, room=5, k=2, tally=tally, judge=GreedyJudge(),
+                               eos_id=2)
+    assert (new, n, row) == ([2], 0, None)
+    assert tally.drafted_per_step == [0] and tally.drafted == 0 and tally.fastpath_rejects == 0
+    assert tally.steps == 0 and tally.draft_s == 0.0
