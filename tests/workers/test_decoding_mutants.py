@@ -247,3 +247,31 @@ def test_cached_round_ends_on_the_verifiers_own_eos_without_asking_the_draft():
     assert (new, n, row) == ([2], 0, None)
     assert tally.drafted_per_step == [0] and tally.drafted == 0 and tally.fastpath_rejects == 0
     assert tally.steps == 0 and tally.draft_s == 0.0
+
+
+def test_every_pass_computes_the_vocabulary_head_only_for_the_positions_it_uses():
+    """The output head (hidden x 32000 here) is most of a small model's pass: the paper's cached prefill asks for
+    the last position only, and every other pass for no more rows than it feeds (keep = 0 means all of them)."""
+    from workers.decoding import speculative_generate
+    from workers.verifier import Verifier
+
+    asked = []
+
+    class Spy(Verifier):
+        def prefill(self, ids, keep=0):
+            asked.append(("prefill", len(ids), keep))
+            return super().prefill(ids, keep)
+
+        def extend(self, new_ids, keep=0):
+            asked.append(("extend", len(new_ids), keep))
+            return super().extend(new_ids, keep)
+
+    verifier = Spy(tiny_lm("llama", seed=0, echo=0.3))
+    draft = make_draft("ngram", n=2)
+    for regime, (cached, fastpath) in (("cached", (True, True)), ("cached-standard", (True, False))):
+        asked.clear()
+        speculative_generate(verifier, draft, [5, 6, 7, 5, 6, 7, 5, 6], 12, 3, cached, fastpath=fastpath)
+        assert asked[0][0] == "prefill" and [a[0] for a in asked].count("prefill") == 1, (regime, asked)
+        assert len(asked) > 2 and all(keep == 0 or keep <= fed for _, fed, keep in asked), (regime, asked)
+        if regime == "cached":  # the prompt's last position only: its row is the first pending one
+            assert asked[0] == ("prefill", 8, 1)
