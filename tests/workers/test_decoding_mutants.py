@@ -275,3 +275,50 @@ def test_every_pass_computes_the_vocabulary_head_only_for_the_positions_it_uses(
         assert len(asked) > 2 and all(keep == 0 or keep <= fed for _, fed, keep in asked), (regime, asked)
         if regime == "cached":  # the prompt's last position only: its row is the first pending one
             assert asked[0] == ("prefill", 8, 1)
+
+
+# ---------------------------------------------------------------- speculative_generate's own arguments
+
+
+@pytest.fixture(scope="module")
+def small_verifier():
+    from workers.verifier import Verifier
+
+    return Verifier(tiny_lm("mistral", seed=5, echo=0.3))
+
+
+def test_k_zero_is_plain_greedy_in_every_regime(small_verifier):
+    """k = 0 is how plain runs: allowed (only k < 0 is refused), nothing drafted, the greedy text."""
+    from workers.decoding import REGIMES, greedy_reference, speculative_generate
+
+    prompt = [5, 6, 7, 8]
+    ref = greedy_reference(small_verifier, prompt, 10)
+    for regime, (cached, fastpath) in REGIMES.items():
+        res = speculative_generate(small_verifier, make_draft("ngram", n=2), prompt, 10, 0, cached, fastpath=fastpath)
+        assert list(res.tokens) == ref and res.drafted == 0 and set(res.drafted_per_step) == {0}, regime
+
+
+def test_sampling_defaults_warp_nothing_but_the_temperature(small_verifier):
+    """temperature > 0 with top_k and top_p left out samples from the whole distribution: the same tokens as
+    top_k = 0, top_p = 1 for each seed, and not the greedy text that top_k = 1 gives."""
+    from workers.decoding import speculative_generate
+
+    prompt, draft = [5, 6, 7, 8], make_draft("ngram", n=2)
+    greedy = list(speculative_generate(small_verifier, draft, prompt, 10, 3, True, temperature=1.0, top_k=1,
+                                       seed=0).tokens)
+    defaults = []
+    for seed in range(3):
+        res = speculative_generate(small_verifier, draft, prompt, 10, 3, True, temperature=1.0, seed=seed)
+        whole = speculative_generate(small_verifier, draft, prompt, 10, 3, True, temperature=1.0, top_k=0, top_p=1.0,
+                                     seed=seed)
+        assert res.tokens == whole.tokens and res.seed == seed
+        defaults.append(list(res.tokens))
+    assert any(tokens != greedy for tokens in defaults)
+
+
+def test_an_empty_prompt_is_refused_in_words_that_say_what_to_give():
+    from workers.decoding import speculative_generate
+
+    with pytest.raises(ValueError) as err:
+        speculative_generate(StubVerifier(), make_draft("plain"), [], 5, 3, cached=False)
+    assert str(err.value) == "speculative_generate: prompt_ids is empty; give at least one token (e.g. BOS)"
