@@ -207,6 +207,9 @@ class SleepyDraft:
         time.sleep(self.pause_s)
         return self.tokens[:k]
 
+    def reset(self) -> None:
+        pass
+
 
 def test_draft_and_verify_times_add_up_over_rounds():
     """draft_s and verify_s are sums over the generation's rounds: each round's time is added, never replaces."""
@@ -322,3 +325,15 @@ def test_an_empty_prompt_is_refused_in_words_that_say_what_to_give():
     with pytest.raises(ValueError) as err:
         speculative_generate(StubVerifier(), make_draft("plain"), [], 5, 3, cached=False)
     assert str(err.value) == "speculative_generate: prompt_ids is empty; give at least one token (e.g. BOS)"
+
+
+def test_the_result_records_its_own_wall_time_histogram_and_bridging(small_verifier):
+    """wall_s is the generation's own span (not a clock reading), the histogram has one bin per accepted count
+    0..k, and a draft object without a `bridged` attribute (any duck-typed draft) counts as not bridged."""
+    from workers.decoding import speculative_generate
+
+    for k in (1, 3):
+        res = speculative_generate(small_verifier, SleepyDraft([5, 6, 7]), [5, 6, 7, 5, 6], 8, k, True)
+        assert 0 < res.wall_s <= res.ended_at - res.started_at + 0.05
+        assert len(res.accept_hist) == k + 1 and sum(res.accept_hist) == len(res.accepted_per_step)
+        assert res.bridged is False
