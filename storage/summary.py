@@ -178,7 +178,7 @@ def summarize(sums: pd.DataFrame, pooled: bool = False, experiment: str | None =
 def with_ratios_to_plain(df: pd.DataFrame) -> pd.DataFrame:
     """Speedup (tokens/s over plain's) and energy ratio (plain's J/100 tokens over the cell's) at the same task and
     regime (and temperature: sampled cells are compared with plain sampling at the same temperature)."""
-    keys = ["task", "regime", *(["temperature"] if "temperature" in df else [])]
+    keys = ["task", "regime", "temperature"]
     plain = df[df["draft"] == PLAIN].groupby(keys)[["tokens_per_s", "j_per_100_tokens"]].mean()
     idx = pd.MultiIndex.from_frame(df[keys])
     base = plain.reindex(idx)

@@ -212,3 +212,23 @@ def test_an_experiment_without_generations_gives_no_rows_and_the_columns(tmp_pat
                                         "mean_power_w", "power_source", "power_measured", "wall_s", "draft_share",
                                         "aggregation"]
     engine.dispose()
+
+
+def test_without_any_reference_rouge_and_exact_match_are_empty_floats(tmp_path):
+    """An experiment none of whose prompts has a reference: ROUGE-L and exact match are NaN in float columns (the
+    database's NULL averages come back as None objects; the tables and charts format floats)."""
+    engine, Session = open_db(f"sqlite:///{tmp_path / 'norefs.db'}")
+    with engine.begin() as conn:
+        exp_id = conn.execute(insert(Experiment).values(name="norefs", spec_toml="", spec_hash="")).inserted_primary_key[0]
+        cell_id = conn.execute(insert(Cell).values(
+            experiment_id=exp_id, key="b", kind="sweep", state="done", strategy="ngram", draft="ngram", task="t",
+            prompt_index=1, k=2, regime="uncached", temperature=0.0, params={})).inserted_primary_key[0]
+        conn.execute(insert(Generation).values(**{**_generation("b", cell_id, exp_id), "rouge_l": None,
+                                                  "exact_match": None}))
+    with Session() as s:
+        for pooled in (False, True):
+            df = summary_frame(s, "norefs", pooled=pooled)
+            assert len(df) == 1
+            for column in ("rouge_l", "exact_match"):
+                assert df[column].dtype == "float64" and math.isnan(df[column].iloc[0]), (pooled, column)
+    engine.dispose()
