@@ -49,8 +49,9 @@ LEASE_S = 30.0         # a dead driver's lease lapses after this long (env GREEN
 def worker_threads(asked: int | None, overlap: bool, cpus: int) -> int:
     """The accelerator worker's torch threads: `[verifier] threads` if given, else every core (one fewer with
     `overlap`, for the training beside it). Where other processes share the cores, fewer threads can be far
-    faster: torch's threads wait for each other, and a busy core stalls them all (a tiny model's 16-token
-    generation took 3.4 s with 2 threads beside one busy process, 0.07 s with 1)."""
+    faster: torch's threads wait for each other, and a busy core stalls them all (a tiny model's uncached 16-token
+    generation took 0.07 s with 2 threads on an idle machine, 3.4 s with 2 beside one busy process, 0.08-0.1 s with
+    1 beside it)."""
     return asked or (max(1, cpus - 1) if overlap else cpus)
 
 

@@ -75,9 +75,7 @@ class SweepRunner:
 
     def info(self) -> dict[str, Any]:
         """Device and power sources, for the experiment row."""
-        import torch
-
-        return {"device": str(self.verifier.device), "worker": self.worker, "threads": torch.get_num_threads(),
+        return {"device": str(self.verifier.device), "worker": self.worker,
                 "power_sources": [s.name for s in self.sampler.sources],
                 "idle_power_w": self.idle["mean_power_w"] if self.idle else None}
 

@@ -15,17 +15,25 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from tests.workers.test_decoding import tiny_lm
+import workers.decoding as decoding
 from workers.decoding import (
+    REGIMES,
     STOP_EOS,
     STOP_MAX,
     GreedyJudge,
     SamplingJudge,
     Tally,
+    cached_round,
     fit_vocab,
+    greedy_reference,
     greedy_tokens,
+    propose,
+    speculative_generate,
+    timed_pass,
 )
 from workers.drafts import make_draft
 from workers.sampling import Warp
+from workers.verifier import Verifier
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -174,8 +182,6 @@ def test_fit_vocab_brings_a_q_from_another_device_to_the_cpu():
 def test_warmup_warms_the_timed_runs_own_path(monkeypatch):
     """The warm-up is one short generation in the regime and with the options of the run it precedes (an uncached
     or greedy warm-up before a cached or sampled run would leave that run's first-call costs in its timing)."""
-    import workers.decoding as decoding
-
     calls = []
     monkeypatch.setattr(decoding, "speculative_generate", lambda *args, **kw: calls.append((args, kw)))
     verifier, draft, prompt = object(), object(), [5, 6, 7]
@@ -213,8 +219,6 @@ class SleepyDraft:
 
 def test_draft_and_verify_times_add_up_over_rounds():
     """draft_s and verify_s are sums over the generation's rounds: each round's time is added, never replaces."""
-    from workers.decoding import propose, timed_pass
-
     tally, verifier, pause = Tally(k=2), StubVerifier(), 0.02
     draft = SleepyDraft([1, 2], pause)
     for _ in range(3):
@@ -227,8 +231,6 @@ def test_draft_and_verify_times_add_up_over_rounds():
 
 
 def test_a_draft_id_outside_the_verifiers_vocabulary_cuts_the_draft_there():
-    from workers.decoding import propose
-
     verifier = StubVerifier()  # ids 0..9
     for tokens, kept in (([1, 10, 2], [1]), ([9, 3], [9, 3]), ([4, -1, 5], [4]), ([10], [])):
         tally = Tally(k=3)
@@ -240,8 +242,6 @@ def test_a_draft_id_outside_the_verifiers_vocabulary_cuts_the_draft_there():
 def test_cached_round_ends_on_the_verifiers_own_eos_without_asking_the_draft():
     """When the pending row's token is EOS, the cached round emits it at once: the draft is not asked (nothing
     drafted, no draft time, no fast-path reject counted) and no pass runs."""
-    from workers.decoding import cached_round
-
     draft, tally = SleepyDraft([3, 3]), Tally(k=2)
     draft.propose = lambda context, k: pytest.fail("the draft was asked")  # noqa: ARG005
     pending = torch.tensor([0.0, 1.0, 5.0, 0.0])  # the verifier's next token: 2, the EOS
@@ -255,9 +255,6 @@ def test_cached_round_ends_on_the_verifiers_own_eos_without_asking_the_draft():
 def test_every_pass_computes_the_vocabulary_head_only_for_the_positions_it_uses():
     """The output head (hidden x 32000 here) is most of a small model's pass: the paper's cached prefill asks for
     the last position only, and every other pass for no more rows than it feeds (keep = 0 means all of them)."""
-    from workers.decoding import speculative_generate
-    from workers.verifier import Verifier
-
     asked = []
 
     class Spy(Verifier):
@@ -285,15 +282,11 @@ def test_every_pass_computes_the_vocabulary_head_only_for_the_positions_it_uses(
 
 @pytest.fixture(scope="module")
 def small_verifier():
-    from workers.verifier import Verifier
-
     return Verifier(tiny_lm("mistral", seed=5, echo=0.3))
 
 
 def test_k_zero_is_plain_greedy_in_every_regime(small_verifier):
     """k = 0 is how plain runs: allowed (only k < 0 is refused), nothing drafted, the greedy text."""
-    from workers.decoding import REGIMES, greedy_reference, speculative_generate
-
     prompt = [5, 6, 7, 8]
     ref = greedy_reference(small_verifier, prompt, 10)
     for regime, (cached, fastpath) in REGIMES.items():
@@ -304,8 +297,6 @@ def test_k_zero_is_plain_greedy_in_every_regime(small_verifier):
 def test_sampling_defaults_warp_nothing_but_the_temperature(small_verifier):
     """temperature > 0 with top_k and top_p left out samples from the whole distribution: the same tokens as
     top_k = 0, top_p = 1 for each seed, and not the greedy text that top_k = 1 gives."""
-    from workers.decoding import speculative_generate
-
     prompt, draft = [5, 6, 7, 8], make_draft("ngram", n=2)
     greedy = list(speculative_generate(small_verifier, draft, prompt, 10, 3, True, temperature=1.0, top_k=1,
                                        seed=0).tokens)
@@ -320,8 +311,6 @@ def test_sampling_defaults_warp_nothing_but_the_temperature(small_verifier):
 
 
 def test_an_empty_prompt_is_refused_in_words_that_say_what_to_give():
-    from workers.decoding import speculative_generate
-
     with pytest.raises(ValueError) as err:
         speculative_generate(StubVerifier(), make_draft("plain"), [], 5, 3, cached=False)
     assert str(err.value) == "speculative_generate: prompt_ids is empty; give at least one token (e.g. BOS)"
@@ -330,8 +319,6 @@ def test_an_empty_prompt_is_refused_in_words_that_say_what_to_give():
 def test_the_result_records_its_own_wall_time_histogram_and_bridging(small_verifier):
     """wall_s is the generation's own span (not a clock reading), the histogram has one bin per accepted count
     0..k, and a draft object without a `bridged` attribute (any duck-typed draft) counts as not bridged."""
-    from workers.decoding import speculative_generate
-
     for k in (1, 3):
         res = speculative_generate(small_verifier, SleepyDraft([5, 6, 7]), [5, 6, 7, 5, 6], 8, k, True)
         assert 0 < res.wall_s <= res.ended_at - res.started_at + 0.05
