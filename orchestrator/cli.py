@@ -45,7 +45,12 @@ class GreenspecGroup(click.Group):
                 raise
             click.echo(f"greenspec: error: {err}", err=True)
             sys.exit(130 if type(err).__name__ == "Interrupted" else 2)
-        except (click.exceptions.Exit, click.ClickException, click.Abort, KeyboardInterrupt, SystemExit):
+        except KeyboardInterrupt:  # before the driver's own handling began (loading, the lease): nothing written
+            if ctx.obj is not None and getattr(ctx.obj, "debug", False):
+                raise
+            click.echo("greenspec: error: interrupted", err=True)
+            sys.exit(130)
+        except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit):
             raise
         except Exception as err:  # the CLI boundary: one line, never a raw traceback (--debug shows it)
             if ctx.obj is not None and getattr(ctx.obj, "debug", False):
@@ -93,28 +98,46 @@ def validate(spec: str) -> None:
     click.echo(s.summary())
 
 
-def _run_options(obj: Context, wait: bool = False):
+def _run_options(obj: Context, wait: bool = False, drop_stale: bool = False):
     from orchestrator.driver import RunOptions
 
-    return RunOptions(db_url=obj.db, address=obj.address, wait=wait)
+    return RunOptions(db_url=obj.db, address=obj.address, wait=wait, drop_stale=drop_stale)
 
 
 WAIT = click.option("--wait", is_flag=True, help="If another driver runs this experiment, wait for it instead of refusing.")
+DROP_STALE = click.option("--drop-stale", is_flag=True,
+                          help="Drop unfinished cells of an earlier version of the spec (refused otherwise).")
 
 
 def _print_report(report, db: str) -> None:
+    """The run's counts; with failed cells, a last line naming how many and exit 1 (2 stays for refused input)."""
     c = report.counts
     click.echo(f"{report.experiment}: {c['done']} done, {c['failed']} failed, {c['pending']} pending "
                f"({report.added} new cells, {report.elapsed_s:.0f} s). Results in {db}.")
     if c["failed"]:
-        click.echo("Failed cells: `greenspec status` shows their errors; `greenspec retry --failed` runs them again.")
+        click.echo(f"{c['failed']} cell{'s' if c['failed'] != 1 else ''} failed: `greenspec status` shows their errors; "
+                   "`greenspec retry --failed` runs them again.")
+        sys.exit(1)
+
+
+FORCE = click.option("--force", is_flag=True, help="Replace --out if the file exists (never a database).")
+
+
+def _check_out(obj: Context, out: str | None, force: bool) -> None:
+    """Refuse an --out that is a database or an existing file (without --force), before any work."""
+    from orchestrator.outputs import check_out_path
+    from storage.db import sqlite_path
+
+    if out is not None and out != "-":
+        check_out_path(out, "--out", force, sqlite_path(obj.db))
 
 
 @main.command()
 @click.argument("spec", type=click.Path(dir_okay=False))
 @WAIT
+@DROP_STALE
 @click.pass_obj
-def run(obj: Context, spec: str, wait: bool) -> None:
+def run(obj: Context, spec: str, wait: bool, drop_stale: bool) -> None:
     """Run every cell of SPEC not already done (re-running adds only new cells).
 
     \b
@@ -125,15 +148,16 @@ def run(obj: Context, spec: str, wait: bool) -> None:
     from orchestrator.progress import BarProgress
 
     with BarProgress() as bar:
-        report = run_spec_file(spec, _run_options(obj, wait), bar)
+        report = run_spec_file(spec, _run_options(obj, wait, drop_stale), bar)
     _print_report(report, obj.db)
 
 
 @main.command()
 @click.option("--experiment", "-e", default=None, help="Experiment name (default: the newest).")
 @WAIT
+@DROP_STALE
 @click.pass_obj
-def resume(obj: Context, experiment: str | None, wait: bool) -> None:
+def resume(obj: Context, experiment: str | None, wait: bool, drop_stale: bool) -> None:
     """Continue an interrupted or killed run from the database.
 
     \b
@@ -144,7 +168,7 @@ def resume(obj: Context, experiment: str | None, wait: bool) -> None:
     from orchestrator.progress import BarProgress
 
     with BarProgress() as bar:
-        report = do_resume(_run_options(obj, wait), experiment, bar)
+        report = do_resume(_run_options(obj, wait, drop_stale), experiment, bar)
     _print_report(report, obj.db)
 
 
@@ -152,8 +176,9 @@ def resume(obj: Context, experiment: str | None, wait: bool) -> None:
 @click.option("--failed", is_flag=True, required=True, help="Run failed cells again (attempts reset).")
 @click.option("--experiment", "-e", default=None, help="Experiment name (default: the newest).")
 @WAIT
+@DROP_STALE
 @click.pass_obj
-def retry(obj: Context, failed: bool, experiment: str | None, wait: bool) -> None:
+def retry(obj: Context, failed: bool, experiment: str | None, wait: bool, drop_stale: bool) -> None:
     """Run failed cells again.
 
     \b
@@ -164,7 +189,7 @@ def retry(obj: Context, failed: bool, experiment: str | None, wait: bool) -> Non
     from orchestrator.progress import BarProgress
 
     with BarProgress() as bar:
-        report = do_resume(_run_options(obj, wait), experiment, bar, retry_failed=True)
+        report = do_resume(_run_options(obj, wait, drop_stale), experiment, bar, retry_failed=True)
     _print_report(report, obj.db)
 
 
@@ -197,9 +222,7 @@ def status(obj: Context, as_json: bool, experiment: str | None) -> None:
         click.echo(json.dumps(counts) if as_json else "no experiments yet")
         return
     with Session() as s:
-        names = list(queries.experiments_frame(s)["name"])
-        if experiment and experiment not in names:
-            raise GreenspecError(f"no experiment {experiment!r} in {obj.db} (known: {', '.join(names) or 'none'})")
+        names = _experiment_names(s, experiment, obj.db)
         counts = queries.status_counts(s, experiment)
         per = {n: queries.status_counts(s, n) for n in ([experiment] if experiment else names)}
         fails = {n: queries.failures_frame(s, queries.experiment_id(s, n)) for n in per}
@@ -212,6 +235,16 @@ def status(obj: Context, as_json: bool, experiment: str | None) -> None:
         _print_status(name, c, fails[name])
 
 
+def _experiment_names(s, experiment: str | None, db: str) -> list[str]:
+    """The stored experiments' names; refuses an `--experiment` that is not among them."""
+    from storage import queries
+
+    names = list(queries.experiments_frame(s)["name"])
+    if experiment and experiment not in names:
+        raise GreenspecError(f"no experiment {experiment!r} in {db} (known: {', '.join(names) or 'none'})")
+    return names
+
+
 def _print_status(name: str, counts: dict, fails) -> None:
     """One experiment's counts and its first failures."""
     c, w = counts["cells"], counts["sweep"]
@@ -221,8 +254,21 @@ def _print_status(name: str, counts: dict, fails) -> None:
     if fails is not None and not fails.empty:
         click.echo("  failed cells:")
         for r in fails.head(20).itertuples():
-            click.echo(f"    {r.kind} {r.strategy or r.corpus or ''} {r.task or ''} k={r.k} {r.regime or ''}: "
-                       f"{str(r.error).splitlines()[0] if r.error else ''}")
+            click.echo(f"    {_failure_line(r)}")
+
+
+def _failure_line(r) -> str:
+    """A failed cell in one line: its kind and the coordinates it has (no `nan` for the ones it has not)."""
+    def given(v) -> bool:
+        return v is not None and v == v and v != ""  # v != v: NaN, as pandas fills a missing number
+
+    parts = [r.kind, *(str(v) for v in (r.strategy, r.corpus, r.task) if given(v))]
+    if given(r.k) and (r.kind == "sweep" or int(r.k)):
+        parts.append(f"k={int(r.k)}")
+    if given(r.regime):
+        parts.append(str(r.regime))
+    error = str(r.error).splitlines()[0] if given(r.error) and str(r.error).strip() else ""
+    return f"{' '.join(parts)}: {error}"
 
 
 @main.command()
@@ -232,8 +278,10 @@ def _print_status(name: str, counts: dict, fails) -> None:
 @click.option("--compare", "compare_with", type=click.Choice(["paper"]), default=None,
               help="Instead: the run's numbers beside the seed paper's, cell by cell, with differences.")
 @click.option("--pooled", is_flag=True, help="Ratios of sums over each cell instead of the paper's per-prompt means.")
+@FORCE
 @click.pass_obj
-def export(obj: Context, fmt: str, out: str, experiment: str | None, compare_with: str | None, pooled: bool) -> None:
+def export(obj: Context, fmt: str, out: str, experiment: str | None, compare_with: str | None, pooled: bool,
+           force: bool) -> None:
     """One row per strategy x task x k x regime with speed, acceptance, quality and energy.
 
     \b
@@ -241,16 +289,14 @@ def export(obj: Context, fmt: str, out: str, experiment: str | None, compare_wit
       greenspec export --format latex --out table.tex
       greenspec export --compare paper --format markdown
     """
-    from pathlib import Path
-
     from orchestrator.export import write_summary
 
-    if out != "-" and not Path(out).resolve().parent.is_dir():
-        raise GreenspecError(f"--out {out}: folder {Path(out).resolve().parent} does not exist")
+    _check_out(obj, out, force)
     Session = _reader(obj.db)
     if Session is None:
         raise GreenspecError(f"{obj.db}: no results yet; start with `greenspec demo` or `greenspec run SPEC`")
     with Session() as s:
+        _experiment_names(s, experiment, obj.db)
         if compare_with == "paper":
             from orchestrator.paper_compare import write_comparison
 
@@ -260,7 +306,7 @@ def export(obj: Context, fmt: str, out: str, experiment: str | None, compare_wit
 
 
 @main.command()
-@click.option("--port", default=8501, show_default=True, type=int)
+@click.option("--port", default=8501, show_default=True, type=int, help="TCP port, 1-65535.")
 @click.pass_obj
 def dashboard(obj: Context, port: int) -> None:
     """Open the Streamlit dashboard on 127.0.0.1.
@@ -271,6 +317,8 @@ def dashboard(obj: Context, port: int) -> None:
     """
     from dashboard.launch import launch, port_free
 
+    if not 1 <= port <= 65535:
+        raise GreenspecError(f"--port {port}: give a TCP port from 1 to 65535")
     if not port_free(port):
         raise GreenspecError(f"--port {port}: 127.0.0.1:{port} is already in use (another dashboard?); pick another port")
     click.echo(f"dashboard: http://127.0.0.1:{port}  (database {obj.db}; Ctrl-C stops)")
@@ -319,21 +367,30 @@ def power(seconds: float, sources: tuple[str, ...]) -> None:
 @click.option("--repeats", default=5, show_default=True, type=int, help="Timed single-token queries per prompt.")
 @click.option("--timbl/--no-timbl", default=True, show_default=True, help="Also time olifant with TiMBL.")
 @click.option("--out", default=None, type=click.Path(dir_okay=False), help="Also write the rows as CSV.")
+@FORCE
 @click.pass_obj
-def latency(obj: Context, spec: str, prompts: int, repeats: int, timbl: bool, out: str | None) -> None:
+def latency(obj: Context, spec: str, prompts: int, repeats: int, timbl: bool, out: str | None, force: bool) -> None:
     """Standalone next-token latency of each strategy's draft, no verifier (the paper's §2.3); stored in --db.
 
     \b
     Example:
       greenspec latency examples/demo.toml --prompts 10 --repeats 5
     """
-    from orchestrator.latency import LatencyOptions, format_table, measure_spec_file, rows_frame, store_rows
+    from orchestrator.latency import LatencyOptions, format_table, load_latency_spec, measure, rows_frame, store_rows
+    from orchestrator.latency import timbl_notes
+    from orchestrator.outputs import write_failed
 
-    name, rows = measure_spec_file(spec, LatencyOptions(prompts=prompts, repeats=repeats, timbl=timbl))
-    store_rows(obj.db, name, rows, prompts, repeats)
-    click.echo(format_table(rows))
+    _check_out(obj, out, force)
+    opts = LatencyOptions(prompts=prompts, repeats=repeats, timbl=timbl)
+    s = load_latency_spec(spec)
+    rows = measure(s, opts)
+    store_rows(obj.db, s.experiment.name, rows, prompts, repeats)
+    click.echo(format_table(rows, timbl_notes(s, opts)))
     if out:
-        rows_frame(rows).to_csv(out, index=False)
+        try:
+            rows_frame(rows).to_csv(out, index=False)
+        except OSError as err:
+            raise write_failed(out, "--out", err) from err
 
 
 @main.command()
@@ -356,16 +413,22 @@ def doctor() -> None:
               help="Write the instance base here (default: the spec's artifact store, where a run finds it).")
 @click.option("--memory-gb", default=None, type=click.FloatRange(min=0, min_open=True),
               help="Bound the training's resident memory (default: the corpus's memory_gb, else half the free memory).")
+@FORCE
 @click.pass_obj
-def train(obj: Context, spec: str, corpus: str, out: str | None, memory_gb: float | None) -> None:
+def train(obj: Context, spec: str, corpus: str, out: str | None, memory_gb: float | None, force: bool) -> None:
     """Train one corpus's instance base exactly as a run would (resumes a killed training).
 
     \b
     Example:
       greenspec train examples/paper.toml --corpus fineweb --memory-gb 8
     """
+    import math
+
     from orchestrator.train import TrainBar, TrainRequest, closing_line, train_corpus
 
+    if memory_gb is not None and not math.isfinite(memory_gb):
+        raise GreenspecError(f"--memory-gb {memory_gb}: give a finite number of gigabytes above 0")
+    _check_out(obj, out, force)
     with TrainBar() as bar:
         info = train_corpus(TrainRequest(spec, corpus, out, memory_gb, obj.address), progress=bar)
     click.echo(closing_line(info))

@@ -9,8 +9,10 @@ is restarted by Ray and its cells retried. A killed driver leaves `running` cell
 
 One driver per experiment: the driver takes the experiment's lease (a row renewed every few seconds by a
 heartbeat thread; see `storage.store.acquire_lease`) before its first write and gives it back at the end; a
-second driver refuses with the holder's name, or waits (`wait=True`). A kill -9'd driver's lease lapses after
-`lease_s`. SIGTERM stops a run as Ctrl-C does: running cells back to pending, their attempt not counted.
+second driver refuses with the holder's name, or waits (`wait=True`). A kill -9'd driver of this host is seen to
+be dead and its lease taken at once; one elsewhere lets its lease lapse after `lease_s` (`orchestrator.lease`).
+SIGTERM stops a run as Ctrl-C does, at any moment (Ray's start-up included): running cells back to pending, their
+attempt not counted, the Ray this run started shut down. Nothing to run: Ray is not started at all.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ import itertools
 import logging
 import os
 import signal
-import socket
 import threading
 import time
 from contextlib import contextmanager
@@ -27,11 +28,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from orchestrator.lease import ExperimentLease, LeaseHeld, LeaseLost  # noqa: F401 (LeaseHeld/Lost re-exported)
 from orchestrator.prepare import prepare, runner_config
 from orchestrator.scheduler import Scheduler
 from orchestrator.spec import Spec, load_spec, parse_spec, resolve_paths, spec_hash
 from storage import store
-from storage.db import guard, open_db
+from storage.db import guard, open_db, sqlite_path
 from storage.queries import state_counts, status_counts
 from storage.models import CELL_KINDS
 from storage.store import QueuedCell
@@ -43,7 +45,6 @@ logger = logging.getLogger(__name__)
 IN_FLIGHT = 2          # accelerator batches queued at once: the next is ready the moment one finishes
 WAIT_S = 1.0           # ray.wait timeout; bounds how late a Ctrl-C or a state change is noticed
 FAULT_ENV = "GREENSPEC_FAULT_"  # fault-injection variables (workers/faults.py) reach the worker on any cluster
-LEASE_S = 30.0         # a dead driver's lease lapses after this long (env GREENSPEC_LEASE_S; renewed every 1/6)
 
 
 def worker_threads(asked: int | None, overlap: bool, cpus: int) -> int:
@@ -76,16 +77,12 @@ class _NoProgress:
     def update(self, done: int, failed: int, label: str) -> None: ...
 
 
+class StaleCells(GreenspecError):
+    """Unfinished cells keyed by an earlier version of the spec: they would run with today's settings."""
+
+
 class Interrupted(GreenspecError):
     """Ctrl-C: running cells were put back to pending."""
-
-
-class LeaseHeld(GreenspecError):
-    """Another driver is running this experiment."""
-
-
-class LeaseLost(GreenspecError):
-    """This driver's lease lapsed and another driver took the experiment."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +96,7 @@ class RunOptions:
     worker_cls: Any = None                                     # a Ray actor class replacing AcceleratorWorker
     wait: bool = False                                         # wait for another driver's lease instead of refusing
     lease_s: float | None = None                               # lease expiry (default: GREENSPEC_LEASE_S or 30 s)
+    drop_stale: bool = False                                   # drop unfinished cells of an earlier spec version
 
 
 @dataclass(frozen=True)
@@ -123,6 +121,9 @@ def run_spec_file(path: str | Path, opts: RunOptions, progress: Progress | None 
 def resume(opts: RunOptions, experiment: str | None = None, progress: Progress | None = None,
            retry_failed: bool = False) -> RunReport:
     """Continue an experiment from its stored spec (`greenspec resume`, `greenspec retry --failed`)."""
+    path = sqlite_path(opts.db_url)
+    if path is not None and not path.is_file():  # a mistyped --db: say so, create nothing there
+        raise GreenspecError(f"no database at {path} (--db {opts.db_url}); start one with `greenspec run SPEC`")
     engine, Session = open_db(opts.db_url)
     try:
         with guard(opts.db_url, "reading"), Session() as s:
@@ -153,97 +154,106 @@ def run(spec: Spec, spec_text: str, spec_path: str | None, opts: RunOptions,
 
 def _run_leased(spec: Spec, cells: list, source: tuple[str, str | None], opts: RunOptions, Session: Any,
                 progress: Progress | None, retry_failed: bool) -> RunReport:
-    """The run proper, under the experiment's lease: register the cells, reset dead ones, run the loop."""
-    name, (spec_text, spec_path) = spec.experiment.name, source
-    with guard(opts.db_url), ExperimentLease(Session, name, opts) as lease:
-        with Session() as s:
-            exp = store.upsert_experiment(s, name, spec_text, spec_hash(spec_text), spec_path)
-            added = store.add_cells(s, exp.id, cells)
-            reset = store.reset_running(s, exp.id)
-            failed = store.retry_failed(s, exp.id) if retry_failed else 0
-            s.commit()
-            exp_id = exp.id
-        if reset or failed:
-            logger.info("%d cells left running by an earlier driver and %d failed ones set back to pending", reset, failed)
-        logger.info("experiment %s: %d new cells", name, added)
-        started_ray = _ray_up(opts)
-        try:
-            with _sigterm_as_interrupt():  # after ray.init, which installs its own (aborting) SIGTERM handler
-                _Loop(spec, exp_id, Session, opts, progress or _NoProgress(), lease).run()
-        finally:
-            if started_ray:
-                import ray
-
-                ray.shutdown()
+    """The run proper, under the experiment's lease: register the cells, reset dead ones, run the loop (on Ray
+    only when there is something to run)."""
+    name = spec.experiment.name
+    with guard(opts.db_url), ExperimentLease(Session, name, opts.wait, opts.lease_s) as lease:
+        exp_id, added = _register(spec, cells, source, Session, retry_failed, opts.drop_stale)
+        if _has_work(Session, exp_id):
+            _run_on_ray(spec, exp_id, Session, opts, progress or _NoProgress(), lease)
+        else:
+            logger.info("experiment %s: no cell to run; Ray not started", name)
         with Session() as s:
             counts = status_counts(s, name)["cells"]
     return RunReport(name, added, counts, 0.0)
 
 
-# ----------------------------------------------------------------------------- one driver per experiment
+def _register(spec: Spec, cells: list, source: tuple[str, str | None], Session: Any, retry_failed: bool,
+              drop_stale: bool = False) -> tuple[int, int]:
+    """Store the experiment and its new cells, put cells left running (and, retrying, failed ones) back to pending;
+    (experiment id, cells added). Unfinished cells of an earlier spec version are refused, or dropped."""
+    name, (spec_text, spec_path) = spec.experiment.name, source
+    with Session() as s:
+        _drop_or_refuse_stale(s, name, {c.key for c in cells}, drop_stale)
+        exp = store.upsert_experiment(s, name, spec_text, spec_hash(spec_text), spec_path)
+        added = store.add_cells(s, exp.id, cells)
+        reset = store.reset_running(s, exp.id)
+        failed = store.retry_failed(s, exp.id) if retry_failed else 0
+        s.commit()
+    if reset or failed:
+        logger.info("%d cells left running by an earlier driver and %d failed ones set back to pending", reset, failed)
+    logger.info("experiment %s: %d new cells", name, added)
+    return exp.id, added
 
-class ExperimentLease:
-    """The experiment's lease, held while the `with` block runs and renewed by a heartbeat thread."""
 
-    def __init__(self, Session: Any, experiment: str, opts: RunOptions):
-        self.Session, self.experiment, self.wait = Session, experiment, opts.wait
-        self.ttl_s = opts.lease_s or float(os.environ.get("GREENSPEC_LEASE_S", LEASE_S))
-        now = time.time()
-        started = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now * 1000) % 1000:03d}Z"
-        self.holder = f"{socket.gethostname()}:{os.getpid()}:{started}"
-        self.lost = threading.Event()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._heartbeat, name="greenspec-lease", daemon=True)
+def _drop_or_refuse_stale(s: Any, name: str, keys: set[str], drop: bool) -> None:
+    """A cell runs as it was keyed or not at all: unfinished cells the spec no longer makes (another max_new_tokens,
+    a removed strategy or prompt) are refused in one line, before anything is written, or dropped with `drop`."""
+    exp = store.find_experiment(s, name)
+    stale = store.stale_cells(s, exp.id, keys) if exp is not None else []
+    if stale and not drop:
+        raise StaleCells(f"experiment {name!r}: {len(stale)} unfinished cells were keyed by an earlier version of its "
+                         "spec (or of greenspec) and would run with this one's settings; pass --drop-stale to drop "
+                         "them, or run the earlier spec")
+    if stale:
+        logger.warning("experiment %s: dropped %d unfinished cells of an earlier version of its spec", name,
+                       store.drop_cells(s, stale))
 
-    def _try(self) -> str | None:
-        with self.Session() as s:
-            holder = store.acquire_lease(s, self.experiment, self.holder, self.ttl_s, time.time())
+
+def _has_work(Session: Any, exp_id: int) -> bool:
+    """Whether a pending cell, or a built artifact whose file is gone (rebuilt by the loop), awaits."""
+    with Session() as s:
+        return state_counts(s, exp_id)["pending"] > 0 or bool(store.missing_artifacts(s, exp_id))
+
+
+def _run_on_ray(spec: Spec, exp_id: int, Session: Any, opts: RunOptions, progress: Progress,
+                lease: ExperimentLease) -> None:
+    """Start (or join) Ray and run the loop. Ctrl-C or SIGTERM at any moment, Ray's start-up included, ends in
+    `Interrupted` with no cell left running and the Ray this run started shut down."""
+    started_ray = not _ray_initialized()  # then this run starts (or joins) Ray, and shuts it down (or leaves)
+    try:
+        with _sigterm_as_interrupt():
+            with _interrupts_deferred():  # a signal during ray.init lands once it returns (our handlers restored)
+                _ray_up(opts)
+            _Loop(spec, exp_id, Session, opts, progress, lease).run()
+    except (KeyboardInterrupt, SystemExit) as err:  # SystemExit: Ray's SIGTERM handler, if it struck inside init
+        with Session() as s:
+            store.reset_running(s, exp_id)
             s.commit()
-        return holder
+        raise Interrupted("interrupted: running cells were put back; `greenspec resume` continues") from err
+    finally:
+        if started_ray:
+            import ray
 
-    def __enter__(self) -> ExperimentLease:
-        waiting_for = None
-        while (holder := self._try()) is not None:
-            if not self.wait:
-                raise LeaseHeld(f"experiment {self.experiment!r} is being run by another driver ({holder}); "
-                                "wait for it to finish, or pass --wait")
-            if holder != waiting_for:
-                logger.warning("experiment %s is being run by %s; waiting for it", self.experiment, holder)
-                waiting_for = holder
-            time.sleep(min(2.0, self.ttl_s / 6))
-        self._thread.start()
-        return self
+            ray.shutdown()
 
-    def _heartbeat(self) -> None:
-        while not self._stop.wait(self.ttl_s / 6):
-            try:
-                with self.Session() as s:
-                    ours = store.renew_lease(s, self.experiment, self.holder, self.ttl_s, time.time())
-                    s.commit()
-            except Exception:  # a busy or full database: try again at the next beat, the lease is still ours
-                logger.debug("lease renewal failed; retrying at the next beat", exc_info=True)
-                continue
-            if not ours:
-                self.lost.set()
-                return
 
-    def check(self) -> None:
-        """Raise when the lease was lost (the driver stalled past its expiry and another driver took over)."""
-        if self.lost.is_set():
-            raise LeaseLost(f"experiment {self.experiment!r}: this driver's lease lapsed and another driver took "
-                            "the experiment over; stopping")
+def _ray_initialized() -> bool:
+    import ray
 
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
-        try:
-            with self.Session() as s:
-                store.release_lease(s, self.experiment, self.holder)
-                s.commit()
-        except Exception:  # e.g. a full disk: the lease lapses by itself after ttl_s
-            logger.info("could not release the lease of %s; it lapses in %.0f s", self.experiment, self.ttl_s)
+    return ray.is_initialized()
 
+
+@contextmanager
+def _interrupts_deferred():
+    """Hold SIGINT and SIGTERM while the block runs and raise KeyboardInterrupt after it if one came (main thread
+    only): Ray's start-up, interrupted half-way, leaves processes that no shutdown finds."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    came: list[int] = []
+    previous = {sig: signal.signal(sig, lambda signum, frame: came.append(signum))
+                for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if came:
+        raise KeyboardInterrupt
+
+
+# ----------------------------------------------------------------------------- one driver per experiment
 
 @contextmanager
 def _sigterm_as_interrupt():

@@ -9,6 +9,7 @@ import sys
 
 import pandas as pd
 
+from orchestrator.outputs import write_failed
 from storage.db import Session
 from storage.queries import summary_frame
 from workers.errors import GreenspecError
@@ -52,8 +53,11 @@ def write_output(data: str | bytes, out: str) -> None:
             raise GreenspecError("--format parquet needs --out FILE")
         sys.stdout.write(data if data.endswith("\n") else data + "\n")
         return
-    with open(out, "wb" if isinstance(data, bytes) else "w") as fh:
-        fh.write(data)
+    try:
+        with open(out, "wb" if isinstance(data, bytes) else "w") as fh:
+            fh.write(data)
+    except OSError as err:  # a full disk or device (/dev/full): one line
+        raise write_failed(out, "--out", err) from err
 
 
 def write_summary(session: Session, experiment: str | None, fmt: str, out: str, pooled: bool = False) -> None:

@@ -7,6 +7,9 @@ context, a neural draft prefills its KV cache), so the timed repeats are the ste
 running session. Olifant strategies are timed with the native IGTree engine and, beside it, with TiMBL
 (`TimblIGTree`) on the same corpus; an instance base the run already trained is reused, otherwise it is
 trained here, in-process, by the trainer's own code path (same file name, so a later run reuses it too).
+A strategy that scores its guesses (adaptive length, `ibase_min`, a `confidence` other than depth) reads match
+depths or node shares, which TiMBL's lookups do not give: it is timed on the native engine only, and the table
+says so under it (`timbl_notes`).
 
 Example:
     >>> rows = measure_spec_file("examples/demo.toml", LatencyOptions(prompts=10, repeats=5))
@@ -21,6 +24,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -127,18 +131,46 @@ def artifact_path(spec: Spec, req: Requirement, backend: str | None) -> str:
     return build(job).path
 
 
+def timbl_gap(options: dict[str, Any]) -> str | None:
+    """Why TiMBL cannot time a draft with these options, or None: TiMBL's lookups give neither the match depth
+    nor the node's majority share, and adaptive length, `ibase_min` and a `confidence` other than depth read them."""
+    if options.get("adaptive"):
+        return "adaptive length"
+    if options.get("ibase_min", 0) > 0:
+        return f"ibase_min = {options['ibase_min']}"
+    if options.get("confidence", "depth") != "depth":
+        return f'confidence = "{options["confidence"]}"'
+    return None
+
+
+def timbl_notes(spec: Spec, opts: LatencyOptions) -> list[str]:
+    """One line per strategy that `measure` times on the native engine only although TiMBL was asked for."""
+    if not opts.timbl:
+        return []
+    out = []
+    for s in spec.strategies:
+        reqs = s.options.requires() if s.entry.drafts else {}
+        gap = timbl_gap(s.options.model_dump())
+        if gap and any(r.artifact == "ibase" for r in reqs.values()):
+            out.append(f"{s.name}: native engine only ({gap} scores guesses by match depth or node share, "
+                       "which TiMBL's lookups do not give)")
+    return out
+
+
 def strategy_drafts(spec: Spec, s: StrategySection, tokenizer, opts: LatencyOptions) -> Iterator[tuple[str, Draft]]:
     """(engine, draft) pairs to time for one strategy, built as the sweep builds them; none for plain.
 
-    A draft drafting from an instance base is timed with its corpus's backend and, with `opts.timbl`, with TiMBL.
+    A draft drafting from an instance base is timed with its corpus's backend and, with `opts.timbl`, with TiMBL
+    (unless its options score guesses: `timbl_gap`).
     """
     if not s.entry.drafts:
         return
     reqs = s.options.requires()
     engines: list[str | None] = [None]
     if any(r.artifact == "ibase" for r in reqs.values()):
+        timbl = opts.timbl and timbl_gap(s.options.model_dump()) is None
         engines = list(dict.fromkeys([spec.corpus(next(iter(reqs.values())).corpus).backend,
-                                      *(["timbl"] if opts.timbl else [])]))
+                                      *(["timbl"] if timbl else [])]))
     for engine in engines:
         artifacts = {role: artifact_path(spec, req, engine) for role, req in reqs.items()}
         ctx = BuildContext(tokenizer=tokenizer, device=opts.device, artifacts=artifacts)
@@ -162,13 +194,19 @@ def measure(spec: Spec, opts: LatencyOptions = LatencyOptions()) -> list[Latency
     return rows
 
 
-def measure_spec_file(path: str | Path, opts: LatencyOptions = LatencyOptions()) -> tuple[str, list[LatencyRow]]:
-    """Load a spec (building `demo:` inputs if named) and time its strategies; (experiment name, rows)."""
+def load_latency_spec(path: str | Path) -> Spec:
+    """Load a spec with its `demo:` inputs built and its paths checked."""
     from orchestrator.demo.builtin import materialize
     from orchestrator.spec import check_paths, load_spec
 
     spec = materialize(load_spec(path))
     check_paths(spec)
+    return spec
+
+
+def measure_spec_file(path: str | Path, opts: LatencyOptions = LatencyOptions()) -> tuple[str, list[LatencyRow]]:
+    """Load a spec (building `demo:` inputs if named) and time its strategies; (experiment name, rows)."""
+    spec = load_latency_spec(path)
     return spec.experiment.name, measure(spec, opts)
 
 
@@ -179,10 +217,10 @@ def rows_frame(rows: Sequence[LatencyRow]):
     return pd.DataFrame([asdict(r) for r in rows], columns=list(LatencyRow.__dataclass_fields__))
 
 
-def format_table(rows: Sequence[LatencyRow]) -> str:
-    """A Markdown table of the rows (microseconds, 1 decimal)."""
+def format_table(rows: Sequence[LatencyRow], notes: Sequence[str] = ()) -> str:
+    """A Markdown table of the rows (microseconds, 1 decimal), then one line per note (`timbl_notes`)."""
     df = rows_frame(rows).drop(columns=["min_us"])
-    return df.to_markdown(index=False, floatfmt=".1f")
+    return "\n".join([df.to_markdown(index=False, floatfmt=".1f"), *(f"note: {n}" for n in notes)])
 
 
 def store_rows(db_url: str, experiment: str, rows: Sequence[LatencyRow], prompts: int, repeats: int) -> None:

@@ -82,7 +82,8 @@ class CorpusSection(_Source):
     backend: Literal["native", "timbl"] = "native"
     order: Literal["gain_ratio", "info_gain"] = "gain_ratio"
     shards: PositiveInt = 1
-    memory_gb: Annotated[float, Field(gt=0)] | None = None  # bounds training memory (default: half of free memory)
+    # bounds training memory (default: half of free memory); finite: `inf` would mean no bound, found only when training
+    memory_gb: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
     # "verifier": a distilled instance base, each target the verifier's greedy next token (a label cell on the
     # accelerator worker, then a distill cell on CPU); the label_* keys apply only then
     labels: Literal["corpus", "verifier"] = "corpus"

@@ -19,7 +19,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from storage.db import has_schema, sqlite_path
+from storage.db import DatabaseError, has_schema, sqlite_path
 from storage.models import Experiment, Generation as G, Reference
 
 logger = logging.getLogger(__name__)
@@ -150,6 +150,6 @@ def database_state(url: str, sessions) -> str:
             return "no_schema"
         with factory() as s:
             return "ready" if s.scalar(select(Experiment.id).limit(1)) is not None else "empty"
-    except SQLAlchemyError as err:
+    except (SQLAlchemyError, DatabaseError) as err:  # unreadable, or another program's database
         logger.warning("database %s unreadable: %s", url, err)
         return "no_schema"

@@ -159,11 +159,22 @@ def open_db(url: str = DEFAULT_URL, *, migrate: bool = True) -> tuple[Engine, se
     return engine, sessionmaker(engine, expire_on_commit=False)
 
 
+GREENSPEC_TABLES = frozenset({"alembic_version", "experiments", "cells", "generations"})
+
+
 def has_schema(engine: Engine) -> bool:
-    """Whether the database already holds greenspec's tables (readers check before querying)."""
+    """Whether the database already holds greenspec's tables (readers check before querying); a database with
+    other tables (another program's, even one with a `cells` table) is refused in one line."""
     from sqlalchemy import inspect
 
-    return inspect(engine).has_table("cells")
+    tables = set(inspect(engine).get_table_names())
+    if not tables:
+        return False
+    if not GREENSPEC_TABLES <= tables:
+        shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
+        raise DatabaseError(f"{engine.url.render_as_string(hide_password=True)}: not a greenspec database "
+                            f"(its tables: {shown}); give another --db")
+    return True
 
 
 def reader_engine(url: str = DEFAULT_URL) -> Engine | None:

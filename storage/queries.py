@@ -61,9 +61,7 @@ def status_counts(session: Session, experiment: str | None = None) -> dict:
     return {
         "experiment": experiment,
         "cells": cells,
-        "sweep": by_kind["sweep"],
-        "train": by_kind["train"],
-        "reference": by_kind["reference"],
+        **by_kind,  # every kind (train, datastore, distill, label, reference, sweep), so the kinds add up to cells
         "generations": int(session.scalar(gens) or 0),
     }
 

@@ -115,6 +115,22 @@ def pending_cells(session: Session, exp_id: int, kinds: Iterable[str]) -> list[Q
             for r in rows]
 
 
+def stale_cells(session: Session, exp_id: int, keys: set[str]) -> list[int]:
+    """Ids of the experiment's unfinished cells (pending, running or failed) whose key is not in `keys`: cells of an
+    earlier version of its spec, which the current one would run with other settings."""
+    rows = session.execute(select(Cell.id, Cell.key).where(Cell.experiment_id == exp_id, Cell.state != "done")).all()
+    return [r.id for r in rows if r.key not in keys]
+
+
+def drop_cells(session: Session, cell_ids: list[int]) -> int:
+    """Delete unfinished cells (they have no result rows); returns how many."""
+    n = 0
+    for lo in range(0, len(cell_ids), 10_000):
+        res = session.execute(delete(Cell).where(Cell.id.in_(cell_ids[lo: lo + 10_000]), Cell.state != "done"))
+        n += res.rowcount or 0
+    return n
+
+
 def cell_states(session: Session, ids: Iterable[int]) -> dict[int, str]:
     """id -> state of these cells."""
     ids = list(ids)
@@ -340,6 +356,13 @@ def acquire_lease(session: Session, experiment: str, holder: str, ttl_s: float, 
     except IntegrityError:  # a live lease, or a racing driver inserted first
         session.rollback()
         return session.scalar(select(Lease.holder).where(Lease.experiment == experiment)) or "another driver"
+
+
+def take_over_lease(session: Session, experiment: str, dead: str, holder: str, ttl_s: float, now_s: float) -> bool:
+    """Take the lease from a holder known to be dead; False when it is no longer `dead`'s (another driver was quicker)."""
+    res = session.execute(update(Lease).where(Lease.experiment == experiment, Lease.holder == dead)
+                          .values(holder=holder, expires_at=now_s + ttl_s, acquired_at=now_s))
+    return bool(res.rowcount)
 
 
 def renew_lease(session: Session, experiment: str, holder: str, ttl_s: float, now_s: float) -> bool:

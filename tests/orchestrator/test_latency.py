@@ -118,3 +118,46 @@ def test_contexts_may_outnumber_the_sweeps_prompts(spec_path):
     contexts = prompt_contexts(spec, tok, 5)
     assert len(contexts) == 5 and all(c[0] == tok.bos_token_id for c in contexts)
     assert len(prompt_contexts(spec, tok, 500)) < 500  # a source with fewer documents gives what it has
+
+
+SCORED = '''
+[[strategies]]
+name = "hybrid-share"
+draft = "hybrid"
+corpus = "pydoc"
+confidence = "share"
+[[strategies]]
+name = "hybrid-adaptive"
+draft = "hybrid"
+corpus = "pydoc"
+confidence = "share"
+adaptive = true
+'''
+
+
+def test_timbl_gap_names_what_needs_native_scores():
+    from orchestrator.latency import timbl_gap
+
+    assert timbl_gap({"corpus": "c", "confidence": "depth", "adaptive": False}) is None
+    assert timbl_gap({"corpus": "c", "confidence": "share"}) == 'confidence = "share"'
+    assert timbl_gap({"corpus": "c", "adaptive": True}) == "adaptive length"
+    assert timbl_gap({"corpus": "c", "ibase_min": 0.5}) == "ibase_min = 0.5"
+
+
+@pytest.mark.slow
+def test_scored_hybrids_are_timed_on_the_native_engine_and_the_table_says_so(write_spec, tmp_path):
+    """Issue 32: `greenspec latency` on a spec with `confidence = "share"` hybrids crashed in TiMBL's engine."""
+    path = write_spec(name="scored")
+    text = path.read_text().replace("[sweep]", SCORED + "[sweep]")
+    path.write_text(text.replace('[experiment]\n', f'[experiment]\nartifacts = "{tmp_path / "artifacts"}"\n'))
+    res = CliRunner().invoke(main, ["--db", f"sqlite:///{tmp_path / 'l.db'}", "latency", str(path), "--prompts", "1",
+                                    "--repeats", "1"])
+    assert res.exit_code == 0, res.output
+    rows = [ln.split("|")[1:4] for ln in res.stdout.splitlines() if ln.startswith("| ") and "strategy" not in ln]
+    engines = {(s.strip(), e.strip()) for s, _, e in rows}
+    assert {("olifant-pydoc", "native"), ("olifant-pydoc", "timbl"), ("hybrid-share", "native"),
+            ("hybrid-adaptive", "native")} <= engines
+    assert not {("hybrid-share", "timbl"), ("hybrid-adaptive", "timbl")} & engines
+    notes = [ln for ln in res.stdout.splitlines() if ln.startswith("note: ")]
+    assert len(notes) == 2 and all("native engine only" in n for n in notes)
+    assert 'confidence = "share"' in notes[0] and "adaptive length" in notes[1]
