@@ -11,8 +11,9 @@ One driver per experiment: the driver takes the experiment's lease (a row renewe
 heartbeat thread; see `storage.store.acquire_lease`) before its first write and gives it back at the end; a
 second driver refuses with the holder's name, or waits (`wait=True`). A kill -9'd driver of this host is seen to
 be dead and its lease taken at once; one elsewhere lets its lease lapse after `lease_s` (`orchestrator.lease`).
-SIGTERM stops a run as Ctrl-C does, at any moment (Ray's start-up included): running cells back to pending, their
-attempt not counted, the Ray this run started shut down. Nothing to run: Ray is not started at all.
+SIGTERM stops a run as Ctrl-C does: running cells back to pending, their attempt not counted, the Ray this run
+started shut down; Ctrl-C during Ray's start-up lands once it is up (SIGTERM late in ray.init still kills the
+driver outright: Ray's core worker holds SIGTERM until init returns). Nothing to run: Ray is not started at all.
 """
 
 from __future__ import annotations
@@ -208,8 +209,8 @@ def _has_work(Session: Any, exp_id: int) -> bool:
 
 def _run_on_ray(spec: Spec, exp_id: int, Session: Any, opts: RunOptions, progress: Progress,
                 lease: ExperimentLease) -> None:
-    """Start (or join) Ray and run the loop. Ctrl-C or SIGTERM at any moment, Ray's start-up included, ends in
-    `Interrupted` with no cell left running and the Ray this run started shut down."""
+    """Start (or join) Ray and run the loop. Ctrl-C at any moment, Ray's start-up included, or SIGTERM once Ray is up,
+    ends in `Interrupted` with no cell left running and the Ray this run started shut down."""
     started_ray = not _ray_initialized()  # then this run starts (or joins) Ray, and shuts it down (or leaves)
     try:
         with _sigterm_as_interrupt():
