@@ -123,7 +123,7 @@ def resume(opts: RunOptions, experiment: str | None = None, progress: Progress |
            retry_failed: bool = False) -> RunReport:
     """Continue an experiment from its stored spec (`greenspec resume`, `greenspec retry --failed`)."""
     path = sqlite_path(opts.db_url)
-    if path is not None and not path.is_file():  # a mistyped --db: say so, create nothing there
+    if path is not None and path.parent.is_dir() and not path.exists():  # a mistyped --db: say so, create nothing
         raise GreenspecError(f"no database at {path} (--db {opts.db_url}); start one with `greenspec run SPEC`")
     engine, Session = open_db(opts.db_url)
     try:
