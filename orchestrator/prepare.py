@@ -95,9 +95,15 @@ def check_context(spec: Spec, n_ctx: int, where: str) -> None:
 def preflight_models(spec: Spec) -> None:
     """Refuse a local model that has no loadable config or no weights, and a grid longer than the verifier's
     context (one line, before any write; hub ids are checked only from the local cache)."""
+    from workers.pretrained import gguf_context_length, is_gguf
+
     entries = [("verifier.model", spec.verifier.model), *(kv for s in spec.strategies for kv in model_options(s))]
     for key, value in entries:
-        if value and os.path.isabs(value):
+        if is_gguf(value):  # a built-in name or a .gguf file: present, and its context from the GGUF's metadata
+            n_ctx = gguf_context_length(value)
+            if n_ctx and key == "verifier.model":
+                check_context(spec, n_ctx, f"{value} (GGUF metadata)")
+        elif value and os.path.isabs(value):
             config = _load_config(key, value)
             n_ctx = context_length(config) if key == "verifier.model" else None
             if n_ctx:

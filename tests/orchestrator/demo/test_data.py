@@ -11,11 +11,13 @@ from orchestrator.demo.data import (
     DOMAINS,
     MIN_DOC_WORDS,
     chunk_text,
+    license_texts,
     play_markdown_to_text,
     pydoc_texts,
     split_keys,
     write_demo_corpora,
 )
+from workers.errors import CorpusError
 from workers.tasks import load_prompts
 
 
@@ -43,9 +45,20 @@ def test_sizes_and_split_ratio(written):
     _, corpora = written
     shakespeare, pydoc = corpora["shakespeare"], corpora["pydoc"]
     assert shakespeare.n_words > 800_000 and pydoc.n_words > 50_000  # the whole of both packages' text
-    for c in corpora.values():
+    for c in (shakespeare, pydoc):
         assert c.n_docs_test >= 35
         assert 0.05 < c.n_docs_test / (c.n_docs_train + c.n_docs_test) < 0.15
+    legal = corpora["legal"]   # 14 license texts split whole: the test share is a few short licenses
+    assert legal.n_words > 30_000 and legal.n_docs_test >= 3 and legal.n_docs_train > 150
+
+
+def test_license_aliases_are_read_once(tmp_path):
+    (tmp_path / "GPL-3").write_text("the GNU General Public License")
+    (tmp_path / "GPL").symlink_to(tmp_path / "GPL-3")
+    (tmp_path / "MIT").write_text("Permission is hereby granted")
+    assert license_texts(tmp_path) == {"GPL-3": "the GNU General Public License", "MIT": "Permission is hereby granted"}
+    with pytest.raises(CorpusError, match="legal demo domain: .*nowhere not found"):
+        license_texts(tmp_path / "nowhere")
 
 
 def test_documents_are_paragraph_sized(written):

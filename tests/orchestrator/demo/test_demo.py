@@ -102,15 +102,27 @@ sources = ["estimate"]
 REGIMES = ("cached", "cached-standard", "uncached")
 
 
-def test_demo_spec_uses_builtins():
+def test_demo_spec_runs_the_real_verifier_on_three_domains():
     spec = load_spec(DEMO_SPEC)
+    assert spec.verifier.model == "smollm2-135m" and spec.verifier.tokenizer is None   # SmolLM2's own tokenizer
+    assert {t.name for t in spec.tasks} == {"shakespeare", "pydoc", "legal"}
+    assert set(spec.sweep.regimes) == set(REGIMES)
+    olifants = [s for s in spec.strategies if s.draft == "olifant" and s.name.startswith("olifant-")]
+    assert len(olifants) == 3 and all(s.tasks is None for s in olifants)   # every base on every task: the diagonal
+    names = {s.name for s in spec.strategies}
+    assert all({f"distilled-{t}", f"hybrid-{t}", f"rest-{t}"} <= names for t in ("shakespeare", "pydoc", "legal"))
+
+
+@pytest.mark.parametrize("name", ["demo.toml", "demo-toy.toml"])
+def test_demo_specs_use_builtins(name):
+    spec = load_spec(DEMO_SPEC.with_name(name))
     assert uses_builtin(spec)
     assert {s.draft for s in spec.strategies} >= {"plain", "ngram", "neural", "olifant", "hybrid", "lookup", "suffix", "rest"}
     corpus_trained = {c.name for c in spec.corpora if not c.distilled}
     assert {t.name for t in spec.tasks} == corpus_trained  # task names equal corpus names
     assert {c.name for c in spec.corpora if c.distilled} == {f"{t}-distilled" for t in corpus_trained}
     names = {s.name for s in spec.strategies}
-    assert all({f"distilled-{t}", f"hybrid-{t}", f"hybrid-{t}-adaptive"} <= names for t in corpus_trained)
+    assert all({f"distilled-{t}", f"hybrid-{t}"} <= names for t in corpus_trained)
 
 
 def test_materialize_writes_demo_corpora(tmp_path, monkeypatch):

