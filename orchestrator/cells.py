@@ -146,7 +146,7 @@ def sweep_cells(spec: Spec, prompts: TaskPrompts, artifacts: dict[Requirement, C
         corpus = next((r.corpus for r in s.options.requires().values()), None)
         draft = {"draft": s.draft, **s.options.identity(), **needs}
         for i, text in enumerate(prompts.texts):
-            for k, regime, temperature in itertools.product(s.ks(spec.sweep.k), spec.sweep.regimes,
+            for k, regime, temperature in itertools.product(s.ks(spec.sweep.k), s.regimes_in(spec.sweep.regimes),
                                                             spec.sweep.temperatures):
                 sampling = sampling_identity(spec, temperature)
                 ident = {"kind": "sweep", "verifier": verifier_identity(spec), "prompt": text, "k": k,

@@ -328,15 +328,23 @@ def dashboard(obj: Context, port: int) -> None:
 @main.command()
 @click.option("--retrain", is_flag=True, help="Rebuild the demo models even if cached.")
 @click.option("--spec", "spec_path", default=None, help="Demo spec (default: the bundled examples/demo.toml).")
+@click.option("--toy", is_flag=True, help="The toy demo (examples/demo-toy.toml): a small verifier trained here.")
 @click.pass_obj
-def demo(obj: Context, retrain: bool, spec_path: str | None) -> None:
-    """Offline demo: train, sweep and summarise on Shakespeare and Python docs with small local models.
+def demo(obj: Context, retrain: bool, spec_path: str | None, toy: bool) -> None:
+    """Offline demo: SmolLM2-135M verifies every draft on Shakespeare, Python docs and license texts, then a summary
+    and the paper's findings checked on the run.
 
     \b
     Example:
       greenspec demo && greenspec dashboard
+      greenspec --db sqlite:///toy.db demo --toy
     """
-    from orchestrator.demo import run_demo
+    from orchestrator.demo import DEMO_SPEC, run_demo
+
+    if toy and spec_path:
+        raise GreenspecError("--toy and --spec: give one (--toy is --spec examples/demo-toy.toml)")
+    if toy:
+        spec_path = str(DEMO_SPEC.with_name("demo-toy.toml"))
 
     run_demo(_run_options(obj), spec_path=spec_path, retrain=retrain, echo=click.echo)
 

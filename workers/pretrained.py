@@ -121,11 +121,32 @@ def resolve_model(name: str) -> str:
     return str(convert(name).folder) if is_gguf(name) else name
 
 
+def converted_folder(name: str, cache_root: Path | None = None) -> Path:
+    """Where the converted folder of a GGUF model lives (whether or not it has been converted yet)."""
+    path = gguf_path(name)
+    return (cache_root or _models_dir()) / f"{path.name.removesuffix(GGUF_SUFFIX)}-{_file_digest(path)}"
+
+
+def describe(name: str) -> str:
+    """One line for `greenspec doctor`: the GGUF file, its size, and the converted folder if there is one."""
+    try:
+        path = gguf_path(name)
+    except ModelError as err:
+        return f"NOT available ({err})"
+    folder = converted_folder(name)
+    if (folder / INFO_FILE).is_file():
+        info = json.loads((folder / INFO_FILE).read_text())
+        cached = f"{info['n_params'] / 1e6:.1f}M parameters, converted in {info['convert_s']:.0f} s, loads from {folder}"
+    else:
+        cached = f"not converted yet (the first load converts it, about 20 s, into {folder})"
+    return f"{path} ({path.stat().st_size / 1e6:.0f} MB); {cached}"
+
+
 def convert(name: str, cache_root: Path | None = None) -> ConvertedModel:
     """The cached transformers folder of a GGUF model, converting it first if needed (once, under a file lock)."""
     path = gguf_path(name)
     root = cache_root or _models_dir()
-    folder = root / f"{path.name.removesuffix(GGUF_SUFFIX)}-{_file_digest(path)}"
+    folder = converted_folder(name, root)
     if not (folder / INFO_FILE).is_file():
         with _locked(root / f".{folder.name}.lock"):  # two workers starting at once convert it once
             if not (folder / INFO_FILE).is_file():

@@ -91,6 +91,18 @@ def future_work_text(df: pd.DataFrame, costs: pd.DataFrame, spec, noise: dict | 
     return "\n\n".join(parts)
 
 
+def claims_text(df: pd.DataFrame, spec, noise: dict | None = None) -> str:
+    """The seed paper's findings checked on this run (`orchestrator.claims`), as a titled table."""
+    from orchestrator.claims import check_claims, claims_table, own_domains
+    from orchestrator.targets import tolerance
+
+    if df.empty:
+        return ""
+    tol = tolerance(noise["sd"] if noise else None, int(df["prompts"].min()))
+    return ("the seed paper's findings on this run (acceptance pooled over k; speedups at each strategy's best k)\n"
+            + claims_table(check_claims(df, own_domains(spec), tol)))
+
+
 def run_demo(opts, spec_path: str | None = None, retrain: bool = False, echo: Callable[[str], None] = print) -> None:
     """Build the offline inputs (cached), run the demo spec through the orchestrator, print the summary."""
     from orchestrator.demo.builtin import materialize
@@ -123,6 +135,7 @@ def run_demo(opts, spec_path: str | None = None, retrain: bool = False, echo: Ca
              f"took {spread['median']:.0%} longer than its fastest (median of {spread['generations']}), "
              f"{spread['p90']:.0%} (90th percentile)")
     echo(future_work_text(df, costs, spec, noise))
+    echo("\n" + claims_text(df, spec, noise))
     c = report.counts
     echo(f"\n{c['done']} cells done, {c['failed']} failed in {report.elapsed_s:.0f} s; results in {opts.db_url}.")
     echo(f"Open the dashboard:  greenspec --db {opts.db_url} dashboard")

