@@ -115,6 +115,9 @@ def test_distilled_must_win_at_every_k_and_regime():
     assert distilled_acceptance(frame(rows), "distilled-x", "olifant-x", ("x",))[0].ok
     (missing,) = distilled_acceptance(frame(rows), "distilled-x", "olifant-x", ("y",))
     assert not missing.ok and missing.detail == "missing"
+    cached = grid("distilled-x", "x", [1.2] * 3, [0.3] * 3, regime="cached")   # the trained base ran uncached only
+    checks = distilled_acceptance(frame(rows + cached), "distilled-x", "olifant-x", ("x",))
+    assert [c.regime for c in checks] == ["uncached"] and checks[0].ok     # a regime one of them skipped is not checked
 
 
 def test_hybrid_against_its_parts_and_plain():
