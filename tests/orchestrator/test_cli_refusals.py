@@ -1,4 +1,4 @@
-"""Issue 32: one-line refusals before any work, no output over a database or an existing file, true messages.
+"""One-line refusals before any work, no output over a database or an existing file, true messages.
 
 In-process (click's runner) over a real SQLite file with hand-made results (`tests.storage.known`).
 """

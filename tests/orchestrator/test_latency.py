@@ -146,7 +146,7 @@ def test_timbl_gap_names_what_needs_native_scores():
 
 @pytest.mark.slow
 def test_scored_hybrids_are_timed_on_the_native_engine_and_the_table_says_so(write_spec, tmp_path):
-    """Issue 32: `greenspec latency` on a spec with `confidence = "share"` hybrids crashed in TiMBL's engine."""
+    """`greenspec latency` on a spec with `confidence = "share"` hybrids crashed in TiMBL's engine."""
     path = write_spec(name="scored")
     text = path.read_text().replace("[sweep]", SCORED + "[sweep]")
     path.write_text(text.replace('[experiment]\n', f'[experiment]\nartifacts = "{tmp_path / "artifacts"}"\n'))

@@ -1,4 +1,4 @@
-"""`orchestrator.lease`: a dead driver of this host is seen to be dead and its lease taken at once (issue 32);
+"""`orchestrator.lease`: a dead driver of this host is seen to be dead and its lease taken at once;
 a live one, or one on another host, keeps it."""
 
 from __future__ import annotations

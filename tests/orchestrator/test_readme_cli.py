@@ -1,4 +1,4 @@
-"""Issue 32: every command of the README's CLI table, as written there, against a small spec and the small finished
+"""Every command of the README's CLI table, as written there, against a small spec and the small finished
 database its `run` leaves: each exits 0 with no traceback. A row added to the table without a case here fails."""
 
 from __future__ import annotations

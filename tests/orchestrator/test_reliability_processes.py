@@ -104,7 +104,7 @@ def test_a_second_driver_refuses_or_waits(db_url, write_spec, tmp_path):
 
 
 def test_a_killed_driver_loses_nothing_and_its_lease_is_taken_at_once(write_spec, tmp_path):
-    """kill -9 mid-sweep, then `resume` at once (issue 32): the dead driver's lease, though far from lapsing, is
+    """kill -9 mid-sweep, then `resume` at once: the dead driver's lease, though far from lapsing, is
     taken with one line saying so; every finished cell's result is kept as it was (nothing re-run), the rest
     finish once each."""
     url = f"sqlite:///{tmp_path / 'g.db'}"

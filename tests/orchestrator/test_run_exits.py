@@ -1,4 +1,4 @@
-"""Issue 32: `run`, `resume` and `retry` exit 1 when cells ended failed (the last line counts them; 2 stays for
+"""`run`, `resume` and `retry` exit 1 when cells ended failed (the last line counts them; 2 stays for
 refused input), and answer at once, without Ray, when no cell is left to run."""
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def test_failed_cells_exit_1_and_nothing_to_run_starts_no_ray(write_spec, tmp_pa
 
 
 def test_unfinished_cells_of_an_earlier_spec_are_refused_or_dropped(write_spec, tmp_path, monkeypatch):
-    """Issue 32: cells keyed for max_new_tokens = 16, left pending, must not run under a spec that says 8."""
+    """Cells keyed for max_new_tokens = 16, left pending, must not run under a spec that says 8."""
     from sqlalchemy import func, select
 
     from storage.db import open_db

@@ -1,4 +1,4 @@
-"""Issue 32: Ctrl-C while the driver starts its own Ray gives the one-line message and exit 130, and leaves no Ray
+"""Ctrl-C while the driver starts its own Ray gives the one-line message and exit 130, and leaves no Ray
 process behind (before, SIGINT there gave `Aborted!`, exit 1, and orphaned Ray agents).
 
 Not yet: SIGTERM in the last part of ray.init kills the driver by the default action (exit -15): Ray's core
