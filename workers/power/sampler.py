@@ -26,7 +26,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -99,10 +99,12 @@ def source_energy(samples: Sequence[PowerSample], t0: float, t1: float) -> float
 class PowerSampler:
     """Samples every source at `hz` on a daemon thread; answers the energy of past windows.
 
-    The sampler owns its sources: `close()` (and leaving a `with` block) stops it and closes them.
+    The sampler owns its sources: `close()` (and leaving a `with` block) stops it and closes them. `clock` (epoch
+    seconds) stamps `measure()` spans and the idle baseline and ages retained samples; it must be the sources' clock.
     """
 
-    def __init__(self, sources: Sequence[PowerSource], hz: float = DEFAULT_HZ, retain_s: float = RETAIN_S):
+    def __init__(self, sources: Sequence[PowerSource], hz: float = DEFAULT_HZ, retain_s: float = RETAIN_S,
+                 clock: Callable[[], float] = time.time):
         names = [s.name for s in sources]
         if not sources:
             raise PowerError("PowerSampler needs at least one power source (see `greenspec power`)")
@@ -113,6 +115,7 @@ class PowerSampler:
         self.sources = list(sources)
         self.hz = float(hz)
         self.retain_s = retain_s
+        self.clock = clock
         self._measured = {s.name: s.measured for s in sources}
         self._traces: dict[str, list[PowerSample]] = {name: [] for name in names}
         self._pending: collections.deque[PowerSample] = collections.deque(maxlen=MAX_PENDING)
@@ -203,7 +206,7 @@ class PowerSampler:
                 self._traces[src.name].append(sample)
                 taken.append(sample)
             self._pending.extend(taken)
-            self._prune(time.time() - self.retain_s)
+            self._prune(self.clock() - self.retain_s)
         return taken
 
     def _prune(self, before_s: float) -> None:
@@ -262,9 +265,9 @@ class PowerSampler:
     @contextlib.contextmanager
     def measure(self) -> Iterator[Span]:
         """Time a block and fill `span.window` with its energy on exit (e.g. around training an instance base)."""
-        span = Span(t0_s=time.time())
+        span = Span(t0_s=self.clock())
         yield span
-        span.window = self.window(span.t0_s, time.time())
+        span.window = self.window(span.t0_s, self.clock())
 
     def idle_baseline(self, seconds: float) -> dict:
         """Sample an idle machine for `seconds`: its mean power, reported beside (not subtracted from) totals."""
@@ -272,9 +275,9 @@ class PowerSampler:
         if started_here:
             self.start()
         try:
-            t0 = time.time()
+            t0 = self.clock()
             time.sleep(seconds)
-            win = self.window(t0, time.time())
+            win = self.window(t0, self.clock())
         finally:
             if started_here:
                 self.stop()
