@@ -49,14 +49,15 @@ def rapl_tree(tmp_path):
 
 
 def test_sampler_on_the_estimate_is_labelled_estimated():
-    with PowerSampler([EstimateSource.open()], hz=20.0) as sampler:
+    src = EstimateSource.open()
+    with PowerSampler([src], hz=20.0) as sampler:
         t0 = time.time()
         sum(i * i for i in range(200_000))  # some CPU work inside the window
         time.sleep(0.25)
         t1 = time.time()
         win = sampler.window(t0, t1)
     assert win.sources == ("estimate",) and win.measured is False and win.source_label == "estimate"
-    assert 10.0 * (t1 - t0) * 0.999 <= win.energy_j <= 65.0 * (t1 - t0) * 1.001  # idle floor .. TDP
+    assert src.idle_w * (t1 - t0) * 0.999 <= win.energy_j <= src.tdp_w * (t1 - t0) * 1.001  # idle floor .. TDP
     assert win.mean_power_w == pytest.approx(win.energy_j / (t1 - t0))
     assert win.n_samples >= 3
     samples = sampler.drain_samples()
@@ -121,11 +122,14 @@ def test_measured_and_estimated_joules_are_never_summed(rapl_tree):
 
 
 def test_idle_baseline_reports_mean_watts_per_source():
-    with PowerSampler([EstimateSource.open()], hz=20.0) as sampler:
+    src = EstimateSource.open()
+    with PowerSampler([src], hz=20.0) as sampler:
         base = sampler.idle_baseline(0.2)
     assert base["sources"] == ["estimate"] and base["measured"] is False
-    assert base["seconds"] == pytest.approx(0.2, abs=0.1)
-    assert 10.0 <= base["mean_power_w"] <= 65.0
+    # the window is the sampler's own clock around the sleep: at least the 0.2 s asked (a loaded machine only adds)
+    assert base["seconds"] == base["t1_s"] - base["t0_s"] and base["seconds"] >= 0.2
+    assert src.idle_w <= base["mean_power_w"] <= src.tdp_w
+    assert base["energy_j"] == pytest.approx(base["mean_power_w"] * base["seconds"])
     assert base["by_source_w"]["estimate"] == pytest.approx(base["mean_power_w"])
 
 
@@ -169,8 +173,9 @@ def test_auto_takes_every_measured_source_present(no_meters, rapl_tree, monkeypa
 def test_survey_and_its_table(no_meters):
     rows = survey(seconds=0.3, hz=20.0)
     [row] = rows
+    tdp_w = EstimateSource.open().tdp_w
     assert row.name == "estimate" and row.measured is False and row.n_samples >= 3
-    assert 10.0 <= row.mean_power_w <= 65.0 and row.energy_j == pytest.approx(row.mean_power_w * row.seconds)
+    assert 10.0 <= row.mean_power_w <= tdp_w and row.energy_j == pytest.approx(row.mean_power_w * row.seconds)
     table = format_survey(rows)
     assert "ESTIMATED" in table and "estimate" in table and "No power meter found" in table
     with pytest.raises(PowerError, match="--seconds 0 must be > 0"):
