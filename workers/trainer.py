@@ -431,7 +431,7 @@ def train_with_energy(source: TextSource, tokenizer_name: str, out_dir, *, power
     energy times (CPU seconds of its own processes: this one and the tasks it ran) / (busy CPU seconds of the
     whole machine over the window), so concurrent trainings' shares add up to at most the measured energy.
     """
-    from workers.memwatch import cpu_share, machine_busy_cpu_s
+    from workers.memwatch import machine_busy_cpu_s
 
     options.setdefault("count_map", ray_count_map if options.get("shards", 1) > 1 else local_count_map)
     options.setdefault("workers", cluster_cpus())
@@ -440,10 +440,19 @@ def train_with_energy(source: TextSource, tokenizer_name: str, out_dir, *, power
         with sampler.measure() as span:
             info = train_instance_base(source, tokenizer_name, out_dir, run_map=RayMap(), **options)
     w = span.window
-    share = cpu_share(info.cpu_s or 0.0, machine_busy_cpu_s() - machine0)
-    energy = None if w.energy_j is None else w.energy_j * share
+    energy = attributed_energy_j(w.energy_j, info.cpu_s or 0.0, machine_busy_cpu_s() - machine0)
     return dataclasses.replace(info, energy_j=energy, power_source=w.source_label, power_measured=w.measured,
                                energy_attribution=ENERGY_ATTRIBUTION)
+
+
+def attributed_energy_j(window_energy_j: float | None, own_cpu_s: float, machine_cpu_s: float) -> float | None:
+    """A training's joules: its window's measured energy x its CPU seconds / the machine's busy CPU seconds there.
+
+    Example: 400 J over a window where the machine was busy 15 CPU s, 10 of them this training's: 266.7 J.
+    """
+    from workers.memwatch import cpu_share
+
+    return None if window_energy_j is None else window_energy_j * cpu_share(own_cpu_s, machine_cpu_s)
 
 
 @ray.remote(num_cpus=1)
