@@ -39,14 +39,20 @@ arctic:
 	$(BIN)/pip install --quiet --no-deps $(ABUILD)/dist/arctic_inference-*.whl
 	rm -rf $(ABUILD)
 
-# Headless Chromium for the dashboard's end-to-end test (Debian package; skipped with a reason if absent).
+# Headless Chromium for the dashboard's end-to-end test (Debian package; skipped with a reason if absent, except
+# under CI=true, where a missing Chromium fails the run).
 browser:
-	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || echo "chromium could not be installed; the browser test will be skipped"
+	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || \
+		{ if [ "$$CI" = true ]; then echo "CI=true: chromium could not be installed (apt-get install chromium failed)" >&2; exit 1; fi; \
+		  echo "chromium could not be installed; the browser test will be skipped"; }
 
 # A PostgreSQL server for the storage, driver and lease tests (Debian package; the test session starts a
-# throwaway cluster on a unix socket; those tests are skipped with a reason if it cannot be installed).
+# throwaway cluster on a unix socket; those tests are skipped with a reason if it cannot be installed, except under
+# CI=true, where it fails the run).
 postgres:
-	@(command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1) || (apt-get update -qq && apt-get install -y -qq postgresql >/dev/null) || echo "postgresql could not be installed; the PostgreSQL tests will be skipped"
+	@(command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1) || (apt-get update -qq && apt-get install -y -qq postgresql >/dev/null) || \
+		{ if [ "$$CI" = true ]; then echo "CI=true: postgresql could not be installed (apt-get install postgresql failed)" >&2; exit 1; fi; \
+		  echo "postgresql could not be installed; the PostgreSQL tests will be skipped"; }
 
 demo: install
 	$(BIN)/greenspec demo

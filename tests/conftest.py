@@ -20,6 +20,26 @@ RAY_START_TRIES = 3
 SLOW_FIXTURES = {"ray_local", "tiny_verifier", "write_spec"}  # a real Ray, a trained model, a real sweep
 
 
+def in_ci() -> bool:
+    """Whether this run is CI's (`.ci/run` sets CI=true): there a missing test dependency fails, never skips."""
+    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
+
+
+def missing_test_tools() -> list[str]:
+    """The system tools some tests need that are absent here: Chromium (the browser test), PostgreSQL's server."""
+    missing = [] if shutil.which("chromium") else ["chromium (the dashboard's browser test; `make browser`)"]
+    if not (_pg_bin("initdb") and _pg_bin("pg_ctl")):
+        missing.append("PostgreSQL's initdb/pg_ctl (the PostgreSQL storage, lease and driver tests; `make postgres`)")
+    return missing
+
+
+def pytest_sessionstart(session):
+    """Under CI a missing Chromium or PostgreSQL ends the run at once, with one line saying what is missing."""
+    missing = missing_test_tools() if in_ci() else []
+    if missing:
+        pytest.exit("CI=true but missing: " + "; ".join(missing), returncode=1)
+
+
 def pytest_collection_modifyitems(items):
     """Tests that start Ray or train the driver tests' verifier are `slow`, marked or not (`-m "not slow"`); files
     with slow tests run first (under `make test`'s xdist workers, which take whole files, the long end-to-end
@@ -111,6 +131,8 @@ class _PgCluster:
 def pg_cluster(tmp_path_factory):
     """A PostgreSQL server for the whole test session; skipped with the reason when it cannot be started."""
     if not (_pg_bin("initdb") and _pg_bin("pg_ctl")):
+        if in_ci():
+            pytest.fail(f"CI=true: {PG_SKIP}", pytrace=False)
         pytest.skip(PG_SKIP)
     import tempfile
     from pathlib import Path
