@@ -91,6 +91,7 @@ class RaplSource(PowerSource):
         self._counters = [WrappingCounter(_read_int(z.path / "max_energy_range_uj")) for z in zones]
         self._power = PowerFromCounter()
         self.detail = ", ".join(z.label for z in zones)
+        self.clock = time.time  # epoch seconds; a test may set its own (the sampler's)
         self.read()  # prime the counters: energy counts from open
 
     @classmethod
@@ -100,7 +101,7 @@ class RaplSource(PowerSource):
 
     def read(self) -> Reading:
         """Joules since open over all zones, and mean watts since the previous read."""
-        t_s = time.time()
+        t_s = self.clock()
         total_uj = sum(c.update(_read_int(z.path / "energy_uj")) for z, c in zip(self.zones, self._counters))
         energy_j = total_uj * 1e-6
         return Reading(t_s=t_s, power_w=self._power.update(t_s, energy_j), energy_j=energy_j)
