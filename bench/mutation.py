@@ -7,7 +7,7 @@ tracked and untracked-but-not-ignored files of the repository are copied to a sc
 module goes to `.mutation/summary.md` (copied by hand into BENCHMARKS.md's "Mutation testing" section, which
 `make bench` does not regenerate); survivors' diffs go to `.mutation/<target>/survivors.txt`.
 
-Usage: python -m bench.mutation [metrics decoding summary tables igtree] [--jobs N] [--minutes M] [--keep]
+Usage: python -m bench.mutation [metrics decoding summary tables igtree sampler estimate] [--jobs N] [--minutes M] [--keep]
        python -m bench.mutation igtree --survivors      # re-run only the last run's survivors against today's tests
        python -m bench.mutation decoding --sample 150   # 150 random mutants not yet checked (after a partial run)
 
@@ -63,6 +63,12 @@ TARGETS = {
     # the IGTree lookup: the module, or its lookup file once workers.igtree is a package
     "igtree": Target("igtree", ("workers/igtree/lookup.py", "workers/igtree/tree.py", "workers/igtree.py"),
                      ("tests/workers/test_igtree*.py",)),
+    # the energy figures: window integration and the labelled estimate, against the replayed-trace tests
+    "sampler": Target("sampler", ("workers/power/sampler.py",),
+                      ("tests/workers/test_power.py", "tests/workers/test_power_integrate.py",
+                       "tests/workers/test_power_trace.py", "tests/workers/test_power_rapl.py")),
+    "estimate": Target("estimate", ("workers/power/estimate.py",),
+                       ("tests/workers/test_power_estimate.py", "tests/workers/test_power.py")),
 }
 
 ALIASES = {"queries": "summary"}  # the old name of the summary target
