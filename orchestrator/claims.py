@@ -28,13 +28,20 @@ TRACKS_R = 0.9             # energy ratios track speedups: Pearson r at least th
 TRACKS_DEV = 0.10          # ... and the median |energy ratio / speedup - 1| at most this
 
 
+def _instance_base_only(strategy) -> str | None:
+    """The corpus of a strategy that drafts from one instance base alone at fixed length (an olifant base), else None."""
+    reqs = list(strategy.options.requires().values())
+    alone = len(reqs) == 1 and reqs[0].artifact == "ibase" and not strategy.entry.parts
+    return reqs[0].corpus if alone and not getattr(strategy.options, "adaptive", False) else None
+
+
 def own_domains(spec) -> dict[str, str]:
     """olifant strategy -> the task of its own domain (the task named like its corpus-trained corpus)."""
     tasks = {t.name for t in spec.tasks}
     out = {}
     for s in spec.strategies:
-        corpus = getattr(s.options, "corpus", None)
-        if s.draft == "olifant" and corpus in tasks and not spec.corpus(corpus).distilled:
+        corpus = _instance_base_only(s)
+        if corpus in tasks and not spec.corpus(corpus).distilled:
             out[s.name] = corpus
     return out
 

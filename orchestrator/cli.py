@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import sys
 
 import click
@@ -34,6 +35,14 @@ def setup_logging(debug: bool) -> None:
         logging.getLogger("orchestrator").setLevel(logging.INFO if os.environ.get("GREENSPEC_VERBOSE") else logging.WARNING)
 
 
+_PASSWORD = re.compile(r"(://[^:/@\s]*:)[^@\s]*@")
+
+
+def masked(line: str) -> str:
+    """An error line with any URL's password replaced by ***, e.g. postgresql://me:***@host/db."""
+    return _PASSWORD.sub(r"\1***@", line)
+
+
 class GreenspecGroup(click.Group):
     """Turns domain errors into one line and a non-zero exit (a traceback only with --debug)."""
 
@@ -43,7 +52,7 @@ class GreenspecGroup(click.Group):
         except GreenspecError as err:
             if ctx.obj is not None and getattr(ctx.obj, "debug", False):
                 raise
-            click.echo(f"greenspec: error: {err}", err=True)
+            click.echo(masked(f"greenspec: error: {err}"), err=True)
             sys.exit(130 if type(err).__name__ == "Interrupted" else 2)
         except KeyboardInterrupt:  # before the driver's own handling began (loading, the lease): nothing written
             if ctx.obj is not None and getattr(ctx.obj, "debug", False):
@@ -56,7 +65,7 @@ class GreenspecGroup(click.Group):
             if ctx.obj is not None and getattr(ctx.obj, "debug", False):
                 raise
             first = (str(err).splitlines() or [""])[0][:200]
-            click.echo(f"greenspec: error: unexpected {type(err).__name__}: {first} (rerun with --debug for details)",
+            click.echo(masked(f"greenspec: error: unexpected {type(err).__name__}: {first} (rerun with --debug for details)"),
                        err=True)
             sys.exit(1)
 
@@ -303,6 +312,18 @@ def export(obj: Context, fmt: str, out: str, experiment: str | None, compare_wit
             write_comparison(s, experiment, fmt, out)
             return
         write_summary(s, experiment, fmt, out, pooled)
+        _say_superseded(s, experiment)
+
+
+def _say_superseded(session, experiment: str | None) -> None:
+    """One line on stderr when the export left out generations of an earlier version of the spec."""
+    from storage.queries import experiment_id
+    from storage.summary import superseded
+
+    exp_id = experiment_id(session, experiment)
+    if exp_id is not None and (n := superseded(session, exp_id)):
+        click.echo(f"export: {n} generations of an earlier version of the spec left out: each cell coordinate and prompt "
+                   "shows its newest generation", err=True)
 
 
 @main.command()

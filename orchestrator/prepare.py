@@ -147,10 +147,32 @@ def check_grid(spec: Spec) -> None:
     check_unique(expand(spec, stand_in))
 
 
+def check_corpora(spec: Spec) -> None:
+    """Refuse a local corpus file with no text in it (it would train nothing), naming it; reads only up to its first
+    non-blank byte."""
+    for i, c in enumerate(spec.corpora):
+        path = Path(c.path) if c.path and not c.path.startswith(BUILTIN) else None
+        if path is not None and path.is_file() and not _has_text(path):
+            raise SpecError(f"corpora[{i}].path: {path} has no text (corpus {c.name!r} would train nothing)")
+
+
+def _has_text(path: Path, block: int = 1 << 20) -> bool:
+    with path.open("rb") as f:
+        while chunk := f.read(block):
+            if chunk.strip():
+                return True
+    return False
+
+
 def validate_spec(spec: Spec) -> None:
-    """`greenspec validate`: paths, colliding cells, and (for local models and files) weights, context and prompts."""
+    """`greenspec validate`: what `run` checks before any write (paths, corpora, models and their context, prompts,
+    colliding cells), with built-in `demo:` data written (cheap) but no built-in model trained."""
+    from orchestrator.demo.builtin import materialize
+
     check_paths(spec)
     check_grid(spec)
+    spec = materialize(spec, models=False)
+    check_corpora(spec)
     preflight_models(spec)
     if all(t.path and not t.path.startswith(BUILTIN) for t in spec.tasks):
         check_unique(expand(spec, load_prompts(spec)))
@@ -162,6 +184,7 @@ def prepare(spec: Spec) -> tuple[Spec, list[TaskPrompts], list[CellSpec]]:
 
     spec = materialize(spec)
     check_paths(spec)
+    check_corpora(spec)
     preflight_models(spec)
     prompts = load_prompts(spec)
     cells = expand(spec, prompts)

@@ -161,6 +161,13 @@ class StrategySection(_Model):
             raise ValueError(str(err)) from None
         return {**own, "options": options}
 
+    @model_validator(mode="after")
+    def _k_drafts(self):
+        if self.k is not None and not self.entry.drafts:
+            raise ValueError(f"k = {self.k}: draft {self.draft!r} proposes nothing and runs once per prompt with k = 0; "
+                             "remove k")
+        return self
+
     @field_validator("k", "regimes")
     @classmethod
     def _unique_k(cls, v):

@@ -121,10 +121,27 @@ def _mean_columns() -> list:
     ]
 
 
-def group_sums(session: Session, exp_id: int) -> pd.DataFrame:
-    """One row per strategy x task x k x regime of experiment `exp_id`: sums, counts and per-generation means."""
+def latest_generations(exp_id: int):
+    """The ids of the generations a summary counts: per cell coordinate and prompt, the newest. A spec edited between
+    runs (other max_new_tokens, say) leaves done cells of its earlier version under new keys; they are never averaged
+    with the new version's."""
     keys = [getattr(G, k) for k in KEYS]
-    stmt = select(*keys, *_sum_columns(), *_mean_columns()).where(G.experiment_id == exp_id).group_by(*keys)
+    return select(func.max(G.id)).where(G.experiment_id == exp_id).group_by(*keys, G.prompt_index)
+
+
+def superseded(session: Session, exp_id: int) -> int:
+    """How many generations of experiment `exp_id` a summary leaves out (older versions of a coordinate and prompt)."""
+    total = session.scalar(select(func.count()).select_from(G).where(G.experiment_id == exp_id)) or 0
+    kept = session.scalar(select(func.count()).select_from(latest_generations(exp_id).subquery())) or 0
+    return total - kept
+
+
+def group_sums(session: Session, exp_id: int) -> pd.DataFrame:
+    """One row per strategy x task x k x regime of experiment `exp_id`: sums, counts and per-generation means, over
+    the newest generation of each coordinate and prompt (`latest_generations`)."""
+    keys = [getattr(G, k) for k in KEYS]
+    stmt = (select(*keys, *_sum_columns(), *_mean_columns())
+            .where(G.experiment_id == exp_id, G.id.in_(latest_generations(exp_id))).group_by(*keys))
     result = session.execute(stmt)
     return pd.DataFrame(result.all(), columns=list(result.keys()))
 

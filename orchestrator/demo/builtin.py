@@ -55,18 +55,19 @@ def uses_builtin(spec: Spec) -> bool:
     return any(v and v.startswith(BUILTIN) for v in values)
 
 
-def materialize(spec: Spec, retrain: bool = False) -> Spec:
-    """Replace every `demo:` name by a real path, building corpora and models the first time."""
+def materialize(spec: Spec, retrain: bool = False, models: bool = True) -> Spec:
+    """Replace every `demo:` name by a real path, building corpora and (unless `models` is false: `validate`'s
+    cheap pass, which leaves model names as they are) models the first time."""
     if not uses_builtin(spec):
         return spec
     check_paths(spec)  # unknown demo: names are refused before anything is built
     data = _data_paths()
-    wanted = {v.removeprefix(BUILTIN) for v in (spec.verifier.model, *(v for s in spec.strategies for _, v in model_options(s)))
+    wanted = set() if not models else {v.removeprefix(BUILTIN) for v in (spec.verifier.model, *(v for s in spec.strategies for _, v in model_options(s)))
               if v and v.startswith(BUILTIN)}
     models = _model_dirs(wanted, retrain) if wanted else {}
 
     def swap(v: str | None, table: dict[str, str]) -> str | None:
-        return table[v.removeprefix(BUILTIN)] if v and v.startswith(BUILTIN) else v
+        return table.get(v.removeprefix(BUILTIN), v) if v and v.startswith(BUILTIN) else v
 
     return spec.model_copy(update={
         "verifier": spec.verifier.model_copy(update={"model": swap(spec.verifier.model, models)}),

@@ -83,3 +83,55 @@ def test_demo_toy_and_spec_are_one_choice(tmp_path):
     out = greenspec("--db", f"sqlite:///{tmp_path / 'g.db'}", "demo", "--toy", "--spec", "examples/demo.toml")
     assert out.returncode == 2 and "--toy and --spec: give one" in out.stderr
     assert not (tmp_path / "g.db").exists()   # refused before anything is built or written
+
+
+def _two_task_spec(tmp_path, corpus: str, second_task: str) -> Path:
+    words = " ".join(f"w{i}" for i in range(80))
+    (tmp_path / "t.txt").write_text(f"{words}\n\n{words} more\n")
+    spec = tmp_path / "s.toml"
+    spec.write_text(f"""
+[experiment]
+name = "e"
+[verifier]
+model = "org/model"
+[[corpora]]
+name = "c"
+path = "{corpus}"
+[[tasks]]
+name = "t"
+path = "demo:pydoc-test"
+prompts = 2
+[[tasks]]
+name = "u"
+path = "{second_task}"
+prompts = 2
+[[strategies]]
+name = "o"
+draft = "olifant"
+corpus = "c"
+""")
+    return spec
+
+
+def test_validate_refuses_what_run_refuses(tmp_path, monkeypatch):
+    monkeypatch.setenv("GREENSPEC_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "empty.txt").write_text("\n  \n")
+    out = greenspec("validate", str(_two_task_spec(tmp_path, "empty.txt", "t.txt")))
+    assert out.returncode == 2 and "corpora[0].path:" in out.stderr and "has no text (corpus 'c' would train nothing)" in out.stderr
+    # two tasks reading the same built-in documents: run refuses the duplicate prompts, and so does validate now
+    out = greenspec("validate", str(_two_task_spec(tmp_path, "t.txt", "demo:pydoc-test")))
+    assert out.returncode == 2 and "duplicate cells: tasks 't' (prompt 0) and 'u' (prompt 0) give the same prompt" in out.stderr
+    assert greenspec("validate", str(_two_task_spec(tmp_path, "t.txt", "t.txt"))).returncode == 0
+
+
+def test_error_lines_never_show_a_database_password(tmp_path):
+    out = greenspec("--db", "postgresql+psycopg://me:hunter2@127.0.0.1:1/nowhere", "status")
+    assert out.returncode != 0 and "hunter2" not in out.stderr and "me:***@127.0.0.1" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_masked_keeps_everything_but_the_password():
+    from orchestrator.cli import masked
+
+    assert masked("x postgresql://me:p:w@h:5/d y") == "x postgresql://me:***@h:5/d y"
+    assert masked("sqlite:///a.db, postgresql://u@h/d") == "sqlite:///a.db, postgresql://u@h/d"   # no password: as is
