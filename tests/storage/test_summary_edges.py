@@ -1,6 +1,6 @@
 """The summary's edge cases on a second hand-made database: rounds without a draft, one-token drafts, rounds or
-first-accepted counts stored as NULL, the engine's `first_checked`, a missing reference, partial energy, and a
-prompt generated twice. Every expected number is worked out by hand below (as in tests/storage/test_summary.py).
+first-accepted counts stored as NULL, the engine's `first_checked`, a missing reference, and partial energy (an
+earlier version of a cell is never averaged in: tests/storage/test_summary.py). Every expected number is worked out by hand below (as in tests/storage/test_summary.py).
 
 | gen | k | prompt | accepted per round | drafted | n  | wall s | draft s | energy J | ROUGE-L | exact | stored as     |
 |-----|---|--------|--------------------|---------|----|--------|---------|----------|---------|-------|---------------|
@@ -11,7 +11,7 @@ prompt generated twice. Every expected number is worked out by hand below (as in
 | d   | 3 | 1      | 2, 2, 0, 1         | 12      | 9  | 1.0    | 0.0     | 10       | 1.0     | True  | first_checked 3 |
 | e   | 3 | 2      | 1, 1               | 4       | 4  | 1.0    | 0.0     | 10       | 1.0     | True  | first_accepted NULL |
 | f   | 4 | 0      | 1                  | 4       | 2  | 1.0    | 0.0     | 40       | 1.0     | True  |               |
-| g   | 4 | 0      | 1                  | 4       | 2  | 1.0    | 0.0     | None     | 1.0     | True  | (prompt 0 again) |
+| g   | 4 | 1      | 1                  | 4       | 2  | 1.0    | 0.0     | None     | 1.0     | True  | (no energy)   |
 
 | h   | 5 | 0      | 1                  | 4       | 2  | 1.0    | 0.0     | 10 (estimate) | 1.0 | True |          |
 | i   | 5 | 1      | 1                  | 4       | 2  | 1.0    | 0.0     | 10 (nvml, measured) | 1.0 | True |    |
@@ -45,7 +45,7 @@ ROWS = {  # name: (k, prompt, accepted per round, drafted, n, wall_s, draft_s, e
     "d": (3, 1, [2, 2, 0, 1], 12, 9, 1.0, 0.0, 10.0, 1.0, True, {"first_checked": 3}),
     "e": (3, 2, [1, 1], 4, 4, 1.0, 0.0, 10.0, 1.0, True, {"first_accepted": None}),
     "f": (4, 0, [1], 4, 2, 1.0, 0.0, 40.0, 1.0, True, {}),
-    "g": (4, 0, [1], 4, 2, 1.0, 0.0, None, 1.0, True, {}),
+    "g": (4, 1, [1], 4, 2, 1.0, 0.0, None, 1.0, True, {}),
     "h": (5, 0, [1], 4, 2, 1.0, 0.0, 10.0, 1.0, True, {}),
     "i": (5, 1, [1], 4, 2, 1.0, 0.0, 10.0, 1.0, True, {"power_source": "nvml", "power_measured": True}),
     "j": (6, 0, [1], 4, 2, 1.0, 0.0, None, 1.0, True, {}),
@@ -153,7 +153,7 @@ def test_partial_energy_is_left_empty_and_prompts_are_distinct(frames):
     means, pooled = frames
     for df in frames:
         k4 = _row(df, 4)
-        assert (k4["prompts"], k4["generations"]) == (1, 2)  # prompt 0 twice (its text changed between runs)
+        assert (k4["prompts"], k4["generations"]) == (2, 2)
         assert math.isnan(k4["energy_j"]) and math.isnan(k4["j_per_100_tokens"])  # g has none: no partial sum
         assert math.isnan(k4["energy_ratio"]) and math.isnan(k4["tokens_per_j"])
     assert math.isnan(_row(means, 4)["mean_power_w"]) and math.isnan(_row(pooled, 4)["mean_power_w"])
