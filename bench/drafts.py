@@ -38,9 +38,9 @@ def demo_setup(work: Path, n_prompts: int):
     """The demo verifier and draft models, tokenizer, prompts per domain and the demo train files."""
     from transformers import AutoModelForCausalLM
 
-    from workers.corpora import TextSource
     from orchestrator.demo.data import write_demo_corpora
     from orchestrator.demo.models import ensure_demo_models
+    from workers.corpora import TextSource
     from workers.tasks import load_prompts
     from workers.tokenizer import load_tokenizer
     from workers.verifier import Verifier
@@ -242,9 +242,9 @@ def render_drafts(rows, built, n_prompts, n_new, repeats, mismatches) -> str:
 
 def run_latency(quick: bool = False) -> str:
     """Draft cost alone (no verifier): ms per propose(k=8) over real prompts+text, and each index's size and build."""
+    from orchestrator.demo.data import write_demo_corpora
     from workers.corpora import TextSource, iter_documents
     from workers.datastore import build_datastore
-    from orchestrator.demo.data import write_demo_corpora
     from workers.tokenizer import load_tokenizer
     from workers.trainer import train_instance_base
 

@@ -17,8 +17,9 @@ import streamlit as st
 
 from dashboard import tables
 from dashboard.launch import DB_ENV
-from storage import browse, summary as ssum
+from storage import browse
 from storage import queries as sq
+from storage import summary as ssum
 from storage.browse import GridPoint, Selection
 from storage.db import DEFAULT_URL, reader_sessions
 

@@ -405,8 +405,15 @@ def latency(obj: Context, spec: str, prompts: int, repeats: int, timbl: bool, ou
     Example:
       greenspec latency examples/demo.toml --prompts 10 --repeats 5
     """
-    from orchestrator.latency import LatencyOptions, format_table, load_latency_spec, measure, rows_frame, store_rows
-    from orchestrator.latency import timbl_notes
+    from orchestrator.latency import (
+        LatencyOptions,
+        format_table,
+        load_latency_spec,
+        measure,
+        rows_frame,
+        store_rows,
+        timbl_notes,
+    )
     from orchestrator.outputs import write_failed
 
     _check_out(obj, out, force)

@@ -35,8 +35,8 @@ from orchestrator.scheduler import Scheduler
 from orchestrator.spec import Spec, load_spec, parse_spec, resolve_paths, spec_hash
 from storage import store
 from storage.db import guard, open_db, sqlite_path
-from storage.queries import state_counts, status_counts
 from storage.models import CELL_KINDS
+from storage.queries import state_counts, status_counts
 from storage.store import QueuedCell
 from workers.contracts import ArtifactJob, BatchOutcome, LabelJob, SweepJob
 from workers.errors import GreenspecError, ModelError

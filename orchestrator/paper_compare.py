@@ -10,7 +10,6 @@ from __future__ import annotations
 import pandas as pd
 
 from storage.db import Session
-from workers.errors import GreenspecError
 
 SHOWN = ["source", "metric", "strategy", "task", "k", "regime", "paper", "paper_max", "ours", "diff", "rel_diff",
          "in_range"]

@@ -61,7 +61,8 @@ class VerifierSection(_Model):
     @classmethod
     def _fold_gguf(cls, data: Any) -> Any:
         """`model = FOLDER` + `gguf_file = NAME` becomes `model = FOLDER/NAME`: one string names the model everywhere."""
-        from workers.pretrained import BUILTIN_MODELS as PRETRAINED, GGUF_SUFFIX, gguf_ref
+        from workers.pretrained import BUILTIN_MODELS as PRETRAINED
+        from workers.pretrained import GGUF_SUFFIX, gguf_ref
 
         if not isinstance(data, dict) or not data.get("gguf_file"):
             return data

@@ -20,7 +20,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from storage.db import DatabaseError, has_schema, sqlite_path
-from storage.models import Experiment, Generation as G, Reference
+from storage.models import Experiment, Reference
+from storage.models import Generation as G
 
 logger = logging.getLogger(__name__)
 

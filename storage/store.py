@@ -24,8 +24,7 @@ from sqlalchemy import case, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from storage.models import (Artifact, Cell, Experiment, Generation, InstanceBase, Lease, PowerSample, Reference,
-                            utcnow)
+from storage.models import Artifact, Cell, Experiment, Generation, InstanceBase, Lease, PowerSample, Reference, utcnow
 from workers.contracts import ArtifactInfo, GenerationRecord, LabelRecord, ReferenceRecord
 from workers.metrics import acceptance_rate, mal, rouge_l, tokens_per_s
 

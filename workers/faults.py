@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import time
-
 from dataclasses import replace
 
 from workers.contracts import JobOutcome, SweepJob

@@ -14,7 +14,15 @@ from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any
 
-from workers.contracts import EnergyRecord, GenerationRecord, JobOutcome, LabelJob, LabelRecord, ReferenceRecord, SweepJob
+from workers.contracts import (
+    EnergyRecord,
+    GenerationRecord,
+    JobOutcome,
+    LabelJob,
+    LabelRecord,
+    ReferenceRecord,
+    SweepJob,
+)
 from workers.power.base import EnergyWindow, PowerSample
 from workers.power.sampler import PowerSampler
 

@@ -59,7 +59,7 @@ def test_every_command_of_the_readme_table_runs_as_written(write_spec, tmp_path)
     table = {case_name(c) for c in readme_commands()}
     todo = cases(spec, tmp_path, "pydoc")
     assert table == set(todo) | {"dashboard"} | set(SKIPPED), table
-    for name, runs in todo.items():
+    for runs in todo.values():
         for args in runs:
             t0 = time.monotonic()
             code, out, err = cli("--db", url, *args)

@@ -9,8 +9,8 @@ from sqlalchemy import select
 
 from orchestrator.driver import RunOptions, run_spec_file
 from storage.db import open_db
-from tests.orchestrator.conftest import MAX_NEW_TOKENS
 from storage.models import Artifact, Cell, Generation
+from tests.orchestrator.conftest import MAX_NEW_TOKENS
 from workers.datastore import Datastore
 
 pytestmark = [pytest.mark.usefixtures("ray_local"), pytest.mark.slow]

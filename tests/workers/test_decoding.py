@@ -13,6 +13,7 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM
 
+from tests.workers.conftest import bpe_tokenizer
 from workers.decoding import (
     REGIMES,
     GenerationResult,
@@ -25,7 +26,6 @@ from workers.decoding import (
 from workers.drafts import make_draft
 from workers.drafts.base import Draft
 from workers.igtree import IGTree
-from tests.workers.conftest import bpe_tokenizer
 from workers.verifier import Verifier
 
 pytestmark = pytest.mark.usefixtures("one_thread")

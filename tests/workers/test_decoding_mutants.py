@@ -14,8 +14,8 @@ import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from tests.workers.test_decoding import tiny_lm
 import workers.decoding as decoding
+from tests.workers.test_decoding import tiny_lm
 from workers.decoding import (
     REGIMES,
     STOP_EOS,

@@ -14,7 +14,6 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from orchestrator.spec import parse_spec
-from workers import pretrained
 from workers.datastore import save_datastore
 from workers.decoding import greedy_reference, speculative_generate
 from workers.drafts import make_draft

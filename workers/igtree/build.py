@@ -166,7 +166,7 @@ def prune(levels, root_label: int):
 def level_arrays(levels, keep, classes: np.ndarray) -> dict[str, np.ndarray]:
     """Per-depth int64 arrays of the kept nodes: value (shifted), label (token id), majority, total, children."""
     arrays: dict[str, np.ndarray] = {}
-    for d, (parent, value, label, best, total) in enumerate(levels, start=1):
+    for d, (_parent, value, label, best, total) in enumerate(levels, start=1):
         k = keep[d - 1]
         arrays[f"d{d}.value"] = value[k]
         arrays[f"d{d}.label"] = classes[label[k]].astype(np.int64)

@@ -182,7 +182,9 @@ def _chunks(lo: int, hi: int, chunk: int):
 def _grow_add(acc: np.ndarray, new: np.ndarray) -> np.ndarray:
     """acc + new along the last axis, padding the shorter with zeros."""
     n = max(acc.shape[-1], new.shape[-1])
-    pad = lambda a: np.pad(a, [(0, 0)] * (a.ndim - 1) + [(0, n - a.shape[-1])])
+    def pad(a: np.ndarray) -> np.ndarray:
+        return np.pad(a, [(0, 0)] * (a.ndim - 1) + [(0, n - a.shape[-1])])
+
     return pad(acc) + pad(new)
 
 
@@ -582,7 +584,10 @@ def build_partitioned(tf, window: int, order, work_dir, out_path, meta: dict, pl
     work.mkdir(parents=True, exist_ok=True)
     dtype = compact_dtype(_max_token(tf) + 1)
     t, times = time.perf_counter(), {}
-    step = lambda name: times.__setitem__(name, time.perf_counter() - t - sum(times.values()))
+
+    def step(name: str) -> None:  # the time since the last step, under `name`
+        times[name] = time.perf_counter() - t - sum(times.values())
+
     scan = _stage_scan(tf, window, plan, run_map, work)
     step("scan_s")
     _report(progress, "statistics", 0, 1)

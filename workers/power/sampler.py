@@ -211,7 +211,7 @@ class PowerSampler:
 
     def _prune(self, before_s: float) -> None:
         """Forget window samples older than `before_s`, keeping one before it for edge interpolation."""
-        for name, trace in self._traces.items():
+        for trace in self._traces.values():
             if trace and trace[0].t_s < before_s:
                 cut = bisect.bisect_left(trace, before_s, key=lambda s: s.t_s) - 1
                 if cut > 0:

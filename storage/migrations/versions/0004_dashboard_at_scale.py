@@ -5,8 +5,8 @@ Revision ID: 0004
 Revises: 0003
 Create Date: 2026-11-30 14:00:00
 """
-from alembic import op
 import sqlalchemy as sa
+from alembic import op
 
 revision = '0004'
 down_revision = '0003'

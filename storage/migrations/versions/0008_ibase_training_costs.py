@@ -5,8 +5,8 @@ Revision ID: 0008
 Revises: 0007
 Create Date: 2026-11-30 17:40:00
 """
-from alembic import op
 import sqlalchemy as sa
+from alembic import op
 
 revision = '0008'
 down_revision = '0007'

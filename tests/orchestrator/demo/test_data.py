@@ -6,7 +6,6 @@ import re
 
 import pytest
 
-from workers.corpora import TextSource, iter_documents
 from orchestrator.demo.data import (
     DOMAINS,
     MIN_DOC_WORDS,
@@ -17,6 +16,7 @@ from orchestrator.demo.data import (
     split_keys,
     write_demo_corpora,
 )
+from workers.corpora import TextSource, iter_documents
 from workers.errors import CorpusError
 from workers.tasks import load_prompts
 

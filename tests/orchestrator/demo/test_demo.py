@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.demo.builtin import materialize, uses_builtin
 from orchestrator.demo import DEMO_SPEC, redundancy_table, run_demo, summary_text
+from orchestrator.demo.builtin import materialize, uses_builtin
 from orchestrator.driver import RunOptions
 from orchestrator.spec import load_spec, parse_spec
 from orchestrator.targets import check_spec, checks_table, tolerance

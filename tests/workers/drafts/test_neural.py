@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
-from workers.drafts import make_draft
-from workers.errors import DraftError
 
 from tests.workers.conftest import bpe_tokenizer
+from workers.drafts import make_draft
+from workers.errors import DraftError
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

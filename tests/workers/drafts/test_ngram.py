@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from workers.drafts import make_draft
 from workers.drafts.ngram import NgramTable
 

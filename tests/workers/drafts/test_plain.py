@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from workers.drafts import make_draft
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from workers.drafts import Draft, lookup, make_draft, names
 from workers.drafts.base import common_prefix_len, continuation_ids
 from workers.errors import DraftError
