@@ -83,7 +83,7 @@ def index_label(name: str, draft, built: dict) -> str:
     """What the draft keeps besides the session: its file (olifant, rest), its weights (neural), or nothing."""
     if name in built:
         return f"{built[name][0] / 2**20:.1f} MiB"
-    if name == "neural":
+    if getattr(draft, "model", None) is not None:  # a model-backed draft keeps its weights
         return f"{sum(p.numel() * p.element_size() for p in draft.model.parameters()) / 2**20:.1f} MiB (weights)"
     return "0 (session only)" if name != "plain" else "-"
 

@@ -68,7 +68,7 @@ class Cell(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     experiment_id: Mapped[int] = mapped_column(ForeignKey("experiments.id"))
     key: Mapped[str] = mapped_column(String(64))
-    kind: Mapped[str] = mapped_column(String(16))  # train | reference | sweep
+    kind: Mapped[str] = mapped_column(String(16))  # train | datastore | label | distill | reference | sweep
     state: Mapped[str] = mapped_column(String(16), default="pending")
     strategy: Mapped[str | None] = mapped_column(String(100))
     draft: Mapped[str | None] = mapped_column(String(32))
