@@ -14,7 +14,7 @@ import sys
 
 import pandas as pd
 
-REGIMES = ("uncached", "cached", "cached-standard")
+from orchestrator.spec import REGIMES
 
 
 def strategy_order(df: pd.DataFrame) -> list[str]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import tomllib
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, field_validator, model_validator
 
@@ -21,7 +21,8 @@ from workers.corpora import TextSource
 from workers.drafts.registry import DraftEntry, DraftOptions, Requirement, lookup
 from workers.errors import DraftError, SpecError
 
-REGIMES = ("uncached", "cached", "cached-standard")  # workers.decoding.REGIMES
+Regime = Literal["uncached", "cached", "cached-standard"]  # workers.decoding.REGIMES
+REGIMES: tuple[str, ...] = get_args(Regime)
 Name = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")]
 PositiveInt = Annotated[int, Field(gt=0)]
 # Static upper bounds (a typo must not mean work that never ends); the verifier's context length bounds
@@ -31,7 +32,6 @@ MAX_NEW_TOKENS = 32_768
 MAX_PROMPTS = 100_000
 MAX_PROMPT_WORDS = 10_000
 KValue = Annotated[int, Field(gt=0, le=MAX_K)]
-Regime = Literal["uncached", "cached", "cached-standard"]
 
 
 class _Model(BaseModel):
