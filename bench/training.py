@@ -14,7 +14,6 @@ Usage: python -m bench.training [--quick] [--large]     (default 10^6 and 10^7 t
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -25,6 +24,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from workers.files import file_sha256
 
 BOS = 1
 DOC_WORDS = 300
@@ -133,18 +134,9 @@ def run_one(cfg: dict) -> dict:
     wall = time.perf_counter() - t0
     return {"wall_s": wall, "cpu_s": time.process_time() - cpu0 + getattr(run_map, "cpu_s", 0.0),
             "peak_rss_bytes": peak.peak_bytes, "partitions": parts, "bytes": out.stat().st_size,
-            "sha256": _sha256(out), "load_start": load0, "load_end": os.getloadavg()[0],
+            "sha256": file_sha256(out), "load_start": load0, "load_end": os.getloadavg()[0],
             "stages_s": {k: round(v, 1) for k, v in summary.items() if k.endswith("_s")},
             "hot_values": summary.get("hot_values", 0)}
-
-
-def _sha256(path: Path) -> str:
-    """sha256 of a file, read in 1 MiB blocks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def tokenise_one(cfg: dict) -> dict:
@@ -166,7 +158,7 @@ def tokenise_one(cfg: dict) -> dict:
         tf = tokenize_source(source, tok, cfg["work"])
     wall = time.perf_counter() - t0
     return {"wall_s": wall, "tokens": tf.n_tokens, "tokens_per_s": tf.n_tokens / wall, "load": os.getloadavg()[0],
-            "sha256": hashlib.sha256(Path(tf.tokens_path).read_bytes()).hexdigest()}
+            "sha256": file_sha256(tf.tokens_path)}
 
 
 def _ray_init(workers: int, tries: int = 3) -> None:

@@ -37,6 +37,7 @@ import numpy as np
 from workers.contracts import ArtifactInfo, ArtifactJob
 from workers.corpora import TextSource
 from workers.errors import GreenspecError
+from workers.files import file_sha256
 
 logger = logging.getLogger(__name__)
 
@@ -187,15 +188,6 @@ def datastore_name(source: TextSource, tok_id: str, max_tokens: int | None) -> s
     key = json.dumps({"source": dataclasses.asdict(source), "tokenizer": tok_id, "max_tokens": max_tokens,
                       "format": FORMAT_VERSION, "kind": "datastore"}, sort_keys=True)
     return f"{source.name}-{hashlib.sha256(key.encode()).hexdigest()[:12]}{SUFFIX}"
-
-
-def file_sha256(path: str | os.PathLike) -> str:
-    """sha256 of a file, read in 1 MiB blocks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def build_datastore(source: TextSource, tokenizer_name: str, out_dir, *, max_tokens: int | None = None) -> ArtifactInfo:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import importlib.util
 import json
 import logging
@@ -29,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workers.errors import ModelError
+from workers.files import file_sha256
 
 logger = logging.getLogger(__name__)
 
@@ -197,11 +197,7 @@ def _models_dir() -> Path:
 
 def _file_digest(path: Path) -> str:
     """sha256 of a file's bytes (16 hex digits) with the conversion format: the cache key of its folder."""
-    h = hashlib.sha256(f"{CONVERT_FORMAT}\n".encode())
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()[:16]
+    return file_sha256(path, prefix=f"{CONVERT_FORMAT}\n".encode())[:16]
 
 
 @contextlib.contextmanager

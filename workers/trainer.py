@@ -46,6 +46,7 @@ import ray
 from workers.contracts import ArtifactInfo, ArtifactJob
 from workers.corpora import TextSource
 from workers.errors import CorpusError, IBaseError
+from workers.files import file_sha256
 from workers.igtree import FORMAT_VERSION, ORDERS, IGTree, InstanceCounts, TimblIGTree, count_instances, merge_counts
 from workers.igtree.partitioned import Progress, TaskMap, build_partitioned, local_map, plan_training
 from workers.instances import (
@@ -206,7 +207,7 @@ def train_instance_base(source: TextSource, tokenizer_name: str, out_dir, *, win
                 n_bytes, parts = summary["bytes"], summary["partitions"]
                 nodes = (summary["nodes_before_prune"], summary["nodes_after_prune"])
         shutil.rmtree(work, ignore_errors=True)
-        info = IBaseInfo(name=source.name, path=str(path), sha256=_file_sha256(path), backend=backend, window=window,
+        info = IBaseInfo(name=source.name, path=str(path), sha256=file_sha256(path), backend=backend, window=window,
                          order=order, tokenizer_id=tok_id, tokens=tf.n_tokens, instances=tf.n_instances,
                          nodes_before_prune=nodes[0], nodes_after_prune=nodes[1], bytes=n_bytes,
                          train_s=time.perf_counter() - t0, partitions=parts, memory_budget_bytes=budget,
@@ -306,7 +307,7 @@ def _reused(path: Path, fingerprint: str, backend: str, order: str) -> IBaseInfo
     m = tree.meta
     if m.get("source_fingerprint") != fingerprint:
         return None
-    return IBaseInfo(name=m["name"], path=str(path), sha256=_file_sha256(path), backend=backend, window=tree.window,
+    return IBaseInfo(name=m["name"], path=str(path), sha256=file_sha256(path), backend=backend, window=tree.window,
                      order=order, tokenizer_id=m["tokenizer_id"], tokens=m["tokens"], instances=m["instances"],
                      nodes_before_prune=m["nodes_before_prune"], nodes_after_prune=m["nodes_after_prune"],
                      bytes=path.stat().st_size, train_s=0.0, reused=True)
@@ -331,15 +332,6 @@ def _check_options(window: int, backend: str, order: str, shards: int, memory_gb
         raise IBaseError(f"trainer: shards={shards!r} is not accepted; use an integer >= 1")
     if memory_gb is not None and not memory_gb > 0:
         raise IBaseError(f"trainer: memory_gb={memory_gb!r} is not accepted; use a number of GB > 0")
-
-
-def _file_sha256(path: Path) -> str:
-    """sha256 of a file, read in 1 MiB blocks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 # ---------------------------------------------------------------------------------------------------- Ray
