@@ -17,7 +17,8 @@ from typing import Iterable, Sequence
 
 import pandas as pd
 
-PLAIN = "plain"
+from storage.summary import PLAIN
+
 REGIMES = ("uncached", "cached")
 BOLD_CSS = "font-weight: bold"
 NA = "–"  # not "-": the page renders cells as Markdown, where "-" starts a list

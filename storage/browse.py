@@ -22,10 +22,10 @@ from sqlalchemy.orm import Session
 from storage.db import DatabaseError, has_schema, sqlite_path
 from storage.models import Experiment, Reference
 from storage.models import Generation as G
+from storage.summary import PLAIN
 
 logger = logging.getLogger(__name__)
 
-PLAIN = "plain"
 PICK_ORDER = ("strategy", "task", "k", "regime", "prompt_index")  # the cascading pickers' order
 
 
