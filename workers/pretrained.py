@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import importlib.util
 import json
 import logging
@@ -124,7 +125,9 @@ def resolve_model(name: str) -> str:
 def converted_folder(name: str, cache_root: Path | None = None) -> Path:
     """Where the converted folder of a GGUF model lives (whether or not it has been converted yet)."""
     path = gguf_path(name)
-    return (cache_root or _models_dir()) / f"{path.name.removesuffix(GGUF_SUFFIX)}-{_file_digest(path)}"
+    stat = path.stat()
+    digest = _file_digest(path, stat.st_size, stat.st_mtime_ns)
+    return (cache_root or _models_dir()) / f"{path.name.removesuffix(GGUF_SUFFIX)}-{digest}"
 
 
 def describe(name: str) -> str:
@@ -195,8 +198,11 @@ def _models_dir() -> Path:
     return path
 
 
-def _file_digest(path: Path) -> str:
-    """sha256 of a file's bytes (16 hex digits) with the conversion format: the cache key of its folder."""
+@functools.lru_cache(maxsize=16)
+def _file_digest(path: Path, size: int, mtime_ns: int) -> str:
+    """sha256 of a file's bytes (16 hex digits) with the conversion format: the cache key of its folder. Read once
+    per process and file version (size and mtime in the cache key): the verifier, its tokenizer and every trainer
+    resolve the same name, and the file is 98 MB."""
     return file_sha256(path, prefix=f"{CONVERT_FORMAT}\n".encode())[:16]
 
 

@@ -93,14 +93,14 @@ def future_work_text(df: pd.DataFrame, costs: pd.DataFrame, spec, noise: dict | 
 
 def claims_text(df: pd.DataFrame, spec, noise: dict | None = None) -> str:
     """The seed paper's findings checked on this run (`orchestrator.claims`), as a titled table."""
-    from orchestrator.claims import check_claims, claims_table, own_domains
+    from orchestrator.claims import check_claims, claims_table, own_domains, session_4gram
     from orchestrator.targets import tolerance
 
     if df.empty:
         return ""
     tol = tolerance(noise["sd"] if noise else None, int(df["prompts"].min()))
     return ("the seed paper's findings on this run (acceptance pooled over k; speedups at each strategy's best k)\n"
-            + claims_table(check_claims(df, own_domains(spec), tol)))
+            + claims_table(check_claims(df, own_domains(spec), session_4gram(spec), tol)))
 
 
 def run_demo(opts, spec_path: str | None = None, retrain: bool = False, echo: Callable[[str], None] = print) -> None:

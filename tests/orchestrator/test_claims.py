@@ -13,6 +13,7 @@ from orchestrator.claims import (
     domain_diagonal,
     energy_tracks_speedup,
     own_domains,
+    session_4gram,
     uncached_speedups,
 )
 from orchestrator.demo import DEMO_SPEC
@@ -31,6 +32,7 @@ def row(strategy, task, regime="uncached", acceptance=0.1, speedup=1.0, fta=None
 def test_own_domains_of_the_demo_spec():
     assert own_domains(load_spec(DEMO_SPEC)) == {"olifant-shakespeare": "shakespeare", "olifant-pydoc": "pydoc",
                                                  "olifant-legal": "legal"}   # not the distilled bases
+    assert session_4gram(load_spec(DEMO_SPEC)) == "ngram"    # n = 4, no artifact: not lookup, suffix or the hybrids
 
 
 def test_the_diagonal_needs_the_own_base_strictly_first():
@@ -51,7 +53,7 @@ def test_acceptance_is_pooled_over_k():
 def test_beating_ngram_needs_acceptance_and_speed():
     df = pd.DataFrame([row("olifant-a", "a", acceptance=0.3, speedup=1.2), row("ngram", "a", acceptance=0.2, speedup=1.3),
                        row("olifant-b", "b", acceptance=0.3, speedup=1.4), row("ngram", "b", acceptance=0.2, speedup=1.3)])
-    a, b = beats_ngram(df, OWN)
+    a, b = beats_ngram(df, OWN, "ngram")
     assert not a.ok and a.detail == "acceptance 0.300 vs 0.200; speedup 1.20 vs 1.30"
     assert b.ok
 
@@ -67,7 +69,7 @@ def test_uncached_speedup_above_one_says_when_within_noise():
 def test_break_even_is_where_the_line_crosses_one():
     # speedup = 0.6 + 2 x acceptance: crosses 1 at 0.20
     pts = [row("s", "a", regime="cached", fta=f, speedup=0.6 + 2 * f) for f in (0.1, 0.2, 0.3, 0.5)]
-    pts.append(row("plain", "a", regime="cached", speedup=1.0))   # plain is left out
+    pts.append(row("plain", "a", regime="cached", speedup=3.0, fta=0.0, k=0))   # plain (k = 0) is left out
     check = cached_break_even(pd.DataFrame(pts))
     assert check.ok and check.detail.startswith("line crosses 1.0 at 0.20 (speedup = 0.60 + 2.00 x acceptance)")
     assert "3 of 4 cells at speedup >= 1, the lowest first-token acceptance among them 0.20" in check.detail
@@ -93,7 +95,7 @@ def test_check_claims_and_its_table():
                        row("olifant-a", "b", acceptance=0.1, speedup=0.95, energy_ratio=0.95),
                        row("olifant-b", "b", acceptance=0.4, speedup=1.3, energy_ratio=1.3)]
                       + [row("olifant-a", "a", regime="cached", fta=f, speedup=0.5 + 2.5 * f) for f in (0.1, 0.3, 0.5)])
-    checks = check_claims(df, OWN)
+    checks = check_claims(df, OWN)   # no session 4-gram in this run: that claim is left out
     assert [c.target for c in checks] == ["domain diagonal: own base accepts most"] * 2 + [
         "olifant-a uncached speedup > 1", "olifant-b uncached speedup > 1",
         "cached break-even near 20-25% first-token acceptance", "uncached energy ratio tracks speedup"]
