@@ -9,7 +9,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 
 class BarProgress:
-    """A `orchestrator.driver.Progress` drawn on stderr; plain lines when stderr is not a terminal."""
+    """A `orchestrator.options.Progress` drawn on stderr; plain lines when stderr is not a terminal."""
 
     def __init__(self):
         console = Console(file=sys.stderr)

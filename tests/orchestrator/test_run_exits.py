@@ -20,18 +20,18 @@ def no_ray(opts):
 def test_failed_cells_exit_1_and_nothing_to_run_starts_no_ray(write_spec, tmp_path, monkeypatch):
     url = f"sqlite:///{tmp_path / 'g.db'}"
     spec = str(write_spec(k=[2], attempts=1, **{'regimes = ["uncached", "cached"]': 'regimes = ["cached"]'}))
-    monkeypatch.setenv("GREENSPEC_FAULT_RAISE", "ngram")  # reaches the accelerator worker (driver.FAULT_ENV)
+    monkeypatch.setenv("GREENSPEC_FAULT_RAISE", "ngram")  # reaches the accelerator worker (accelerator_actor.FAULT_ENV)
     code, out, err = cli("--db", url, "run", spec)
     assert code == 1, err
     assert out.strip().splitlines()[-1:] and out.strip().splitlines()[-1].startswith("2 cells failed: "), out + err
-    monkeypatch.setattr(driver, "_ray_up", no_ray)
+    monkeypatch.setattr(driver, "ray_up", no_ray)
     for args in (["resume"], ["run", spec]):  # nothing pending: at once, no Ray; the failed cells still count
         code, out, err = cli("--db", url, *args)
         assert code == 1 and "0 pending" in out and "2 cells failed" in out, err
     monkeypatch.undo()
     code, out, err = cli("--db", url, "retry", "--failed")
     assert code == 0 and "0 failed" in out and "failed:" not in out, err
-    monkeypatch.setattr(driver, "_ray_up", no_ray)
+    monkeypatch.setattr(driver, "ray_up", no_ray)
     for args in (["resume"], ["retry", "--failed"], ["run", spec]):
         t0 = time.monotonic()
         code, out, err = cli("--db", url, *args)
@@ -55,7 +55,7 @@ def test_unfinished_cells_of_an_earlier_spec_are_refused_or_dropped(write_spec, 
     engine, Session = open_db(url, migrate=False)
     with Session() as s:
         before = s.scalar(select(func.count()).select_from(Cell))
-    monkeypatch.setattr(driver, "_ray_up", no_ray)
+    monkeypatch.setattr(driver, "ray_up", no_ray)
     code, _, err = cli("--db", url, "run", str(new))
     lines = err.strip().splitlines()
     stale = before - 1  # every cell but the train cell, whose key does not hash max_new_tokens

@@ -125,7 +125,7 @@ def test_cells_whose_artifact_will_never_exist_are_orphans_not_a_hang():
 
 
 def test_one_batch_in_flight_where_a_cpu_worker_takes_every_core():
-    from orchestrator.driver import IN_FLIGHT, batches_in_flight
+    from orchestrator.accelerator_actor import IN_FLIGHT, batches_in_flight
 
     assert IN_FLIGHT == 2
     assert batches_in_flight("cpu", threads=2, cpus=2) == 1      # the driver's bookkeeping would share a timed core
@@ -135,7 +135,7 @@ def test_one_batch_in_flight_where_a_cpu_worker_takes_every_core():
 
 
 def test_worker_threads_are_the_specs_or_every_core_less_one_with_overlap():
-    from orchestrator.driver import worker_threads
+    from orchestrator.accelerator_actor import worker_threads
 
     assert worker_threads(None, overlap=False, cpus=8) == 8
     assert worker_threads(None, overlap=True, cpus=8) == 7

@@ -1,0 +1,291 @@
+"""One pass over an experiment's pending cells: Ray calls and database writes around the `Scheduler`.
+
+Artifact cells (instance bases, datastores, distilled bases) run as Ray CPU tasks in parallel; label, reference
+and sweep cells go in batches of one strategy to the single accelerator worker, `in_flight` batches queued so it
+never idles; results are stored in completion order (`ray.wait`). A failed cell is retried up to `max_attempts`,
+then stored as failed with its error while the sweep goes on, and so are the cells that needed it; a worker that
+dies mid-batch is replaced and its cells retried. A cell that finds its artifact missing or corrupt has the
+artifact rebuilt (once per run) without losing an attempt.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from dataclasses import replace
+from typing import Any
+
+from orchestrator.accelerator_actor import IN_FLIGHT, close_actor, start_actor
+from orchestrator.lease import ExperimentLease
+from orchestrator.options import Interrupted, Progress, RunOptions
+from orchestrator.scheduler import Scheduler
+from orchestrator.spec import Spec
+from storage import store
+from storage.models import CELL_KINDS
+from storage.queries import state_counts
+from storage.store import QueuedCell
+from workers.contracts import ArtifactJob, BatchOutcome, LabelJob, SweepJob
+
+logger = logging.getLogger(__name__)
+
+WAIT_S = 1.0  # ray.wait timeout; bounds how late a Ctrl-C or a state change is noticed
+
+
+class SweepLoop:
+    """Runs an experiment's pending cells to done or failed, writing each result as it arrives."""
+
+    def __init__(self, spec: Spec, exp_id: int, Session: Any, opts: RunOptions, progress: Progress,
+                 lease: ExperimentLease | None = None):
+        self.spec, self.exp_id, self.Session, self.opts, self.progress = spec, exp_id, Session, opts, progress
+        self.lease = lease
+        self.rebuilt: set[str] = set()  # artifact keys put back to pending in this run (each at most once)
+        with Session() as s:
+            for key in store.missing_artifacts(s, exp_id):  # a deleted instance base is rebuilt, not failed on
+                logger.warning("artifact %s... is missing on disk; rebuilding it", key[:12])
+                store.requeue_artifact(s, exp_id, key)
+                self.rebuilt.add(key)
+            s.commit()
+            cells = store.pending_cells(s, exp_id, CELL_KINDS)  # artifacts of every kind, references, sweeps
+            self.paths = store.artifact_paths(s, exp_id)   # artifact cell key -> file
+        e = spec.experiment
+        self.sched = Scheduler(cells, e.batch_size, e.max_attempts, overlap=e.overlap, in_flight=IN_FLIGHT,
+                               built=self.paths, order=spec.sweep.order)
+        self.builds: dict[Any, QueuedCell] = {}                        # ObjectRef -> artifact cell
+        self.batches: dict[Any, tuple[list[QueuedCell], Any]] = {}     # ObjectRef -> (cells, the actor running them)
+        self.actor = None
+        self.label = ""
+        self._seq: dict[Any, int] = {}               # ObjectRef -> submission order (the actor runs in this order)
+        self._counter = itertools.count()
+        self._died_at: dict[int, int] = {}           # id(dead actor) -> submission number of the batch it died in
+
+    # -- bookkeeping
+    def _counts(self, s) -> tuple[int, int, int]:
+        counts = state_counts(s, self.exp_id)  # one grouped query: this runs after every result
+        return sum(counts.values()), counts["done"], counts["failed"]
+
+    def _report(self) -> None:
+        with self.Session() as s:
+            _, done, failed = self._counts(s)
+        self.progress.update(done, failed, self.label)
+
+    def run(self) -> None:
+        with self.Session() as s:
+            if self.sched.orphans:
+                store.fail_dependents(s, self.exp_id, [c.id for c in self.sched.orphans],
+                                      "an artifact this cell needs is neither built nor pending (it failed)")
+                s.commit()
+            total, done, failed = self._counts(s)
+        self.progress.start(total, done, failed)
+        try:
+            while self.sched.busy() or self.builds or self.batches:
+                if self.lease is not None:
+                    self.lease.check()
+                self._submit_artifacts()
+                self._dispatch()
+                self._collect()
+        except KeyboardInterrupt:
+            self._stop()
+            raise Interrupted("interrupted: running cells were put back; `greenspec resume` continues") from None
+        finally:
+            if self.actor is not None:
+                close_actor(self.actor)
+                self.actor = None
+
+    def _stop(self) -> None:
+        """Ctrl-C: stop training tasks and the worker at once; their cells go back to pending."""
+        import ray
+
+        for ref in self.builds:
+            ray.cancel(ref, force=True)
+        if self.actor is not None:
+            ray.kill(self.actor, no_restart=True)  # its batch in flight is lost, its cells are re-run on resume
+            self.actor = None
+        with self.Session() as s:
+            store.reset_running(s, self.exp_id)
+            s.commit()
+
+    def _collect(self) -> None:
+        import ray
+
+        pending = list(self.builds) + list(self.batches)
+        if not pending:
+            return
+        ready, _ = ray.wait(pending, num_returns=1, timeout=WAIT_S)
+        if not ready:
+            return
+        with self.Session() as s:
+            for ref in ready:
+                (self._build_done if ref in self.builds else self._batch_done)(ref, s)
+            s.commit()
+        self._report()
+
+    # -- artifacts on CPU workers
+    def _submit_artifacts(self) -> None:
+        cells = self.sched.start_artifacts()
+        if not cells:
+            return
+        with self.Session() as s:
+            store.mark_running(s, [c.id for c in cells], worker="ray-cpu")
+            s.commit()
+        for c in cells:
+            self.builds[self._artifact_call(c)] = c
+
+    def _artifact_call(self, c: QueuedCell):
+        """Submit the CPU task that builds this artifact cell: an instance base, or another artifact by kind."""
+        from workers.trainer import build_task, train_task
+
+        corpus = self.spec.corpus(c.corpus)
+        if c.kind != "train":
+            return build_task.remote(ArtifactJob(
+                kind=c.kind, corpus=corpus.source(), tokenizer=c.params["tokenizer"],
+                out_dir=self.spec.experiment.artifacts, options=corpus.model_dump(exclude={"name"}),
+                inputs={role: self.paths[key] for role, key in c.needs},
+                power_sources=tuple(self.spec.power.sources), power_hz=self.spec.power.hz))
+        return train_task.remote(corpus.source(), c.params["tokenizer"], self.spec.experiment.artifacts,
+                                 window=corpus.window, backend=corpus.backend, order=corpus.order,
+                                 max_tokens=corpus.max_tokens, shards=corpus.shards, memory_gb=corpus.memory_gb,
+                                 power_sources=tuple(self.spec.power.sources), power_hz=self.spec.power.hz)
+
+    def _build_done(self, ref, s) -> None:
+        import ray
+
+        cell = self.builds.pop(ref)
+        try:
+            info = ray.get(ref)
+        except (ray.exceptions.RayTaskError, ray.exceptions.WorkerCrashedError) as err:
+            cause = getattr(err, "cause", None) or err
+            self._cell_failed(s, cell, f"{type(cause).__name__}: {cause}")
+            return
+        store.store_artifact(s, cell.id, info)
+        store.mark_finished(s, cell.id, "ray-cpu")
+        self.paths[cell.key] = str(info.path)
+        self.sched.artifact_built(cell)
+
+    def _cell_failed(self, s, cell: QueuedCell, error: str) -> None:
+        """A CPU build failed: retry it, or, its attempts spent, fail it and every cell that needed it."""
+        final = self.sched.is_final(cell)
+        store.mark_failure(s, cell.id, error, final)
+        if not final:
+            self.sched.retry(cell)
+        else:
+            self._fail_dependents(s, cell, error)
+
+    def _fail_dependents(self, s, cell: QueuedCell, error: str) -> None:
+        """An artifact cell failed for good: every cell that needed it (directly or not) fails with the reason."""
+        dependents = self.sched.artifact_failed(cell)
+        store.fail_dependents(s, self.exp_id, [c.id for c in dependents],
+                              f"{cell.kind} cell for corpus {cell.corpus!r} failed: {error}")
+
+    # -- the accelerator
+    def _ensure_actor(self) -> None:
+        if self.actor is not None:
+            return
+        self.actor, info, self.sched.in_flight = start_actor(self.spec, self.opts)
+        with self.Session() as s:
+            store.set_device(s, self.exp_id, info["device"], info.get("idle_power_w"))
+            s.commit()
+
+    def _job(self, c: QueuedCell) -> SweepJob | LabelJob:
+        """What the worker gets for a cell: its prompt, draft options and the paths of the artifacts it needs."""
+        p = c.params
+        if c.kind == "label":
+            corpus = self.spec.corpus(c.corpus)
+            return LabelJob(key=c.key, corpus=corpus.source(), out_dir=self.spec.experiment.artifacts,
+                            max_tokens=corpus.label_budget(), chunk_tokens=corpus.label_chunk_tokens,
+                            overlap_tokens=corpus.label_overlap_tokens)
+        return SweepJob(key=c.key, kind=c.kind, prompt=p["prompt"], strategy=c.strategy, draft=c.draft,
+                        options=p.get("options", {}), artifacts={role: self.paths[key] for role, key in c.needs},
+                        k=c.k or 0, regime=c.regime, temperature=c.temperature or 0.0, top_k=p.get("top_k", 0),
+                        top_p=p.get("top_p", 1.0), seed=p.get("seed"))
+
+    def _dispatch(self) -> None:
+        while batch := self.sched.next_batch():
+            self._ensure_actor()
+            with self.Session() as s:
+                store.mark_running(s, [c.id for c in batch], worker="accelerator")
+                s.commit()
+            ref = self.actor.run_batch.remote([self._job(c) for c in batch])
+            self.batches[ref] = (batch, self.actor)
+            self._seq[ref] = next(self._counter)
+            self.label = batch[0].strategy or batch[0].kind
+
+    def _batch_done(self, ref, s) -> None:
+        import ray
+
+        cells, actor = self.batches.pop(ref)
+        self.sched.batch_finished()
+        try:
+            out: BatchOutcome = ray.get(ref)
+        except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError,
+                ray.exceptions.WorkerCrashedError) as err:
+            self._worker_died(s, ref, cells, actor, err)
+            return
+        self._seq.pop(ref)
+        self._store_outcomes(s, cells, out)
+
+    def _worker_died(self, s, ref, cells: list[QueuedCell], actor: Any, err: Exception) -> None:
+        """The worker died during a batch: a fresh worker (verifier reloaded) takes the batch's cells. The actor runs
+        batches in order, so only the oldest unfinished one was running when it died: its cells spend an attempt,
+        those of batches queued behind it go back without."""
+        import ray
+
+        logger.warning("accelerator worker died during a batch of %d cells; retrying them", len(cells))
+        if actor is self.actor:
+            ray.kill(actor, no_restart=True)
+            self.actor = None
+        died_at = self._died_at.setdefault(id(actor), min(
+            [self._seq[ref], *(self._seq[r] for r, (_, a) in self.batches.items() if a is actor)]))
+        running = self._seq.pop(ref) == died_at
+        for c in reversed(cells):
+            if running:
+                self._accelerator_failed(s, c, f"worker died: {type(err).__name__}", front=True)
+            else:
+                store.refund_attempt(s, c.id)
+                self.sched.retry(replace(c, attempts=c.attempts - 1), front=True)
+
+    def _accelerator_failed(self, s, c: QueuedCell, error: str, front: bool = False) -> None:
+        final = self.sched.is_final(c)
+        store.mark_failure(s, c.id, error, final)
+        if not final:
+            self.sched.retry(c, front=front)
+        elif self.sched.builds_on_accelerator(c):
+            self._fail_dependents(s, c, error.splitlines()[0])
+
+    def _store_outcomes(self, s, cells: list[QueuedCell], out: BatchOutcome) -> None:
+        """Each cell's result (a label file, a reference, a generation) or its failure, then the batch's power
+        samples."""
+        by_key = {c.key: c for c in cells}
+        for o in out.outcomes:
+            c = by_key[o.key]
+            if not o.ok:
+                if not self._rebuild_for(c, o.error, s):
+                    self._accelerator_failed(s, c, o.error)
+                continue
+            if o.label is not None:
+                store.store_label(s, c.id, o.label)
+                self.paths[c.key] = o.label.path
+                self.sched.artifact_built(c)
+            elif o.reference is not None:
+                store.store_reference(s, c.id, o.reference)
+            else:
+                store.store_generation(s, c.id, o.generation)
+            store.mark_finished(s, c.id, o.worker)
+        store.store_samples(s, self.exp_id, out.samples)
+
+    def _rebuild_for(self, c: QueuedCell, error: str, s) -> bool:
+        """A cell that found its instance base missing or corrupt: the artifact is rebuilt (once per run) and the
+        cell waits for it without losing an attempt. False when that does not apply."""
+        if not store.is_artifact_error(error) or not c.needs:
+            return False
+        keys = [key for _, key in c.needs]
+        if all(key in self.rebuilt and key in self.sched.built for key in keys):
+            return False  # rebuilt already in this run and still failing: a real failure
+        for key in keys:
+            if key not in self.rebuilt:
+                self.rebuilt.add(key)
+                if (cell := store.requeue_artifact(s, self.exp_id, key)) is not None:
+                    logger.warning("%s: rebuilding artifact %s... (%s)", c.strategy, key[:12], error.splitlines()[0])
+                    self.sched.rebuild(cell)
+        store.mark_failure(s, c.id, error, final=False, refund=True)
+        self.sched.retry(replace(c, attempts=max(0, c.attempts - 1)))
+        return True

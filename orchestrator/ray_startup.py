@@ -1,0 +1,74 @@
+"""Starting (or joining) Ray, and the signals around it: SIGTERM stops a run as Ctrl-C does, and a signal that
+comes during Ray's start-up lands once it is up (Ray's start-up, interrupted half-way, leaves processes that no
+shutdown finds). SIGTERM late in ray.init still kills the driver outright: Ray's core worker holds SIGTERM until
+init returns."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from contextlib import contextmanager
+
+from orchestrator.options import RunOptions
+
+
+def ray_initialized() -> bool:
+    import ray
+
+    return ray.is_initialized()
+
+
+@contextmanager
+def interrupts_deferred():
+    """Hold SIGINT and SIGTERM while the block runs and raise KeyboardInterrupt after it if one came (main thread
+    only): Ray's start-up, interrupted half-way, leaves processes that no shutdown finds."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    came: list[int] = []
+    previous = {sig: signal.signal(sig, lambda signum, frame: came.append(signum))
+                for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if came:
+        raise KeyboardInterrupt
+
+
+
+@contextmanager
+def sigterm_as_interrupt():
+    """SIGTERM (kill, a scheduler's stop) stops the run as Ctrl-C does; only in the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def ray_up(opts: RunOptions) -> bool:
+    """Connect to `opts.address` or start a local Ray with the one `accelerator` resource; True if started here."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    # Ray's workers at the driver's own priority (Ray's default: 15 nicer); `nice` greenspec to yield
+    os.environ.setdefault("RAY_worker_niceness", "0")
+    if opts.address:
+        ray.init(address=opts.address, log_to_driver=False, configure_logging=False)
+    else:
+        # "local": a new Ray here, never a `ray start` cluster that a bare ray.init() would join
+        ray.init(address="local", num_cpus=opts.num_cpus or os.cpu_count(), resources={"accelerator": 1},
+                 include_dashboard=False, log_to_driver=False, configure_logging=False)
+    return True
