@@ -13,11 +13,12 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from orchestrator.spec import CorpusSection, Spec
+from storage.cell import CellParams, CellSpec
 from workers.drafts.registry import Requirement
 from workers.errors import SpecError
 
@@ -25,23 +26,6 @@ try:
     GREENSPEC_VERSION = version("greenspec")
 except PackageNotFoundError:  # running from a source tree without installing
     GREENSPEC_VERSION = "0+unknown"
-
-
-@dataclass(frozen=True)
-class CellSpec:
-    """One unit of work as the driver schedules it; `params` is everything a worker needs (JSON-able)."""
-
-    key: str
-    kind: str  # train | label | distill | datastore | reference | sweep
-    strategy: str | None = None
-    draft: str | None = None
-    task: str | None = None
-    corpus: str | None = None
-    prompt_index: int | None = None
-    k: int | None = None
-    regime: str | None = None
-    temperature: float | None = None
-    params: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -91,7 +75,7 @@ def corpus_cell(spec: Spec, corpus: CorpusSection, kind: str = "train", needs: d
     payload = {"kind": kind, "corpus": corpus_identity(corpus), "tokenizer": tokenizer}
     if kind in VERIFIER_BUILT:
         payload |= {"verifier": verifier_identity(spec), "needs": needs or {}}
-    params = {"corpus": corpus.model_dump(), "tokenizer": tokenizer} | ({"needs": needs} if needs else {})
+    params = CellParams(corpus=corpus.model_dump(), tokenizer=tokenizer, needs=needs or {})
     return CellSpec(key=content_key(payload), kind=kind, corpus=corpus.name, params=params)
 
 
@@ -118,7 +102,7 @@ def reference_cells(spec: Spec, prompts: TaskPrompts) -> list[CellSpec]:
         ident = {"kind": "reference", "verifier": verifier_identity(spec), "prompt": text,
                  "max_new_tokens": spec.sweep.max_new_tokens}
         out.append(CellSpec(key=content_key(ident), kind="reference", task=prompts.task, prompt_index=i,
-                            params={"prompt": text}))
+                            params=CellParams(prompt=text)))
     return out
 
 
@@ -152,9 +136,10 @@ def sweep_cells(spec: Spec, prompts: TaskPrompts, artifacts: dict[Requirement, C
                 ident = {"kind": "sweep", "verifier": verifier_identity(spec), "prompt": text, "k": k,
                          "regime": regime, "max_new_tokens": spec.sweep.max_new_tokens, **draft, **sampling}
                 key = content_key(ident)
-                params = {"prompt": text, "options": s.options.model_dump(), "needs": needs, **sampling}
-                if sampling:
-                    params["seed"] = int(key[:8], 16) ^ spec.experiment.seed  # one reproducible stream per cell
+                params = CellParams(prompt=text, options=s.options.model_dump(), needs=needs)
+                if sampling:  # one reproducible stream per cell
+                    params = replace(params, top_k=sampling["top_k"], top_p=sampling["top_p"],
+                                     seed=int(key[:8], 16) ^ spec.experiment.seed)
                 out.append(CellSpec(key=key, kind="sweep", strategy=s.name, draft=s.draft, task=prompts.task,
                                     corpus=corpus, prompt_index=i, k=k, regime=regime, temperature=temperature,
                                     params=params))

@@ -21,9 +21,9 @@ from orchestrator.options import Interrupted, Progress, RunOptions
 from orchestrator.scheduler import Scheduler
 from orchestrator.spec import Spec
 from storage import store
+from storage.cell import CellSpec
 from storage.models import CELL_KINDS
 from storage.queries import state_counts
-from storage.store import QueuedCell
 from workers.contracts import ArtifactJob, BatchOutcome, LabelJob, SweepJob
 
 logger = logging.getLogger(__name__)
@@ -50,8 +50,8 @@ class SweepLoop:
         e = spec.experiment
         self.sched = Scheduler(cells, e.batch_size, e.max_attempts, overlap=e.overlap, in_flight=IN_FLIGHT,
                                built=self.paths, order=spec.sweep.order)
-        self.builds: dict[Any, QueuedCell] = {}                        # ObjectRef -> artifact cell
-        self.batches: dict[Any, tuple[list[QueuedCell], Any]] = {}     # ObjectRef -> (cells, the actor running them)
+        self.builds: dict[Any, CellSpec] = {}                        # ObjectRef -> artifact cell
+        self.batches: dict[Any, tuple[list[CellSpec], Any]] = {}     # ObjectRef -> (cells, the actor running them)
         self.actor = None
         self.label = ""
         self._seq: dict[Any, int] = {}               # ObjectRef -> submission order (the actor runs in this order)
@@ -130,18 +130,18 @@ class SweepLoop:
         for c in cells:
             self.builds[self._artifact_call(c)] = c
 
-    def _artifact_call(self, c: QueuedCell):
+    def _artifact_call(self, c: CellSpec):
         """Submit the CPU task that builds this artifact cell: an instance base, or another artifact by kind."""
         from workers.trainer import build_task, train_task
 
         corpus = self.spec.corpus(c.corpus)
         if c.kind != "train":
             return build_task.remote(ArtifactJob(
-                kind=c.kind, corpus=corpus.source(), tokenizer=c.params["tokenizer"],
+                kind=c.kind, corpus=corpus.source(), tokenizer=c.params.tokenizer,
                 out_dir=self.spec.experiment.artifacts, options=corpus.model_dump(exclude={"name"}),
                 inputs={role: self.paths[key] for role, key in c.needs},
                 power_sources=tuple(self.spec.power.sources), power_hz=self.spec.power.hz))
-        return train_task.remote(corpus.source(), c.params["tokenizer"], self.spec.experiment.artifacts,
+        return train_task.remote(corpus.source(), c.params.tokenizer, self.spec.experiment.artifacts,
                                  window=corpus.window, backend=corpus.backend, order=corpus.order,
                                  max_tokens=corpus.max_tokens, shards=corpus.shards, memory_gb=corpus.memory_gb,
                                  power_sources=tuple(self.spec.power.sources), power_hz=self.spec.power.hz)
@@ -161,7 +161,7 @@ class SweepLoop:
         self.paths[cell.key] = str(info.path)
         self.sched.artifact_built(cell)
 
-    def _cell_failed(self, s, cell: QueuedCell, error: str) -> None:
+    def _cell_failed(self, s, cell: CellSpec, error: str) -> None:
         """A CPU build failed: retry it, or, its attempts spent, fail it and every cell that needed it."""
         final = self.sched.is_final(cell)
         store.mark_failure(s, cell.id, error, final)
@@ -170,7 +170,7 @@ class SweepLoop:
         else:
             self._fail_dependents(s, cell, error)
 
-    def _fail_dependents(self, s, cell: QueuedCell, error: str) -> None:
+    def _fail_dependents(self, s, cell: CellSpec, error: str) -> None:
         """An artifact cell failed for good: every cell that needed it (directly or not) fails with the reason."""
         dependents = self.sched.artifact_failed(cell)
         store.fail_dependents(s, self.exp_id, [c.id for c in dependents],
@@ -185,7 +185,7 @@ class SweepLoop:
             store.set_device(s, self.exp_id, info["device"], info.get("idle_power_w"))
             s.commit()
 
-    def _job(self, c: QueuedCell) -> SweepJob | LabelJob:
+    def _job(self, c: CellSpec) -> SweepJob | LabelJob:
         """What the worker gets for a cell: its prompt, draft options and the paths of the artifacts it needs."""
         p = c.params
         if c.kind == "label":
@@ -193,10 +193,10 @@ class SweepLoop:
             return LabelJob(key=c.key, corpus=corpus.source(), out_dir=self.spec.experiment.artifacts,
                             max_tokens=corpus.label_budget(), chunk_tokens=corpus.label_chunk_tokens,
                             overlap_tokens=corpus.label_overlap_tokens)
-        return SweepJob(key=c.key, kind=c.kind, prompt=p["prompt"], strategy=c.strategy, draft=c.draft,
-                        options=p.get("options", {}), artifacts={role: self.paths[key] for role, key in c.needs},
-                        k=c.k or 0, regime=c.regime, temperature=c.temperature or 0.0, top_k=p.get("top_k", 0),
-                        top_p=p.get("top_p", 1.0), seed=p.get("seed"))
+        return SweepJob(key=c.key, kind=c.kind, prompt=p.prompt, strategy=c.strategy, draft=c.draft,
+                        options=p.options, artifacts={role: self.paths[key] for role, key in c.needs},
+                        k=c.k or 0, regime=c.regime, temperature=c.temperature or 0.0, top_k=p.top_k,
+                        top_p=p.top_p, seed=p.seed)
 
     def _dispatch(self) -> None:
         while batch := self.sched.next_batch():
@@ -223,7 +223,7 @@ class SweepLoop:
         self._seq.pop(ref)
         self._store_outcomes(s, cells, out)
 
-    def _worker_died(self, s, ref, cells: list[QueuedCell], actor: Any, err: Exception) -> None:
+    def _worker_died(self, s, ref, cells: list[CellSpec], actor: Any, err: Exception) -> None:
         """The worker died during a batch: a fresh worker (verifier reloaded) takes the batch's cells. The actor runs
         batches in order, so only the oldest unfinished one was running when it died: its cells spend an attempt,
         those of batches queued behind it go back without."""
@@ -243,7 +243,7 @@ class SweepLoop:
                 store.refund_attempt(s, c.id)
                 self.sched.retry(replace(c, attempts=c.attempts - 1), front=True)
 
-    def _accelerator_failed(self, s, c: QueuedCell, error: str, front: bool = False) -> None:
+    def _accelerator_failed(self, s, c: CellSpec, error: str, front: bool = False) -> None:
         final = self.sched.is_final(c)
         store.mark_failure(s, c.id, error, final)
         if not final:
@@ -251,7 +251,7 @@ class SweepLoop:
         elif self.sched.builds_on_accelerator(c):
             self._fail_dependents(s, c, error.splitlines()[0])
 
-    def _store_outcomes(self, s, cells: list[QueuedCell], out: BatchOutcome) -> None:
+    def _store_outcomes(self, s, cells: list[CellSpec], out: BatchOutcome) -> None:
         """Each cell's result (a label file, a reference, a generation) or its failure, then the batch's power
         samples."""
         by_key = {c.key: c for c in cells}
@@ -272,7 +272,7 @@ class SweepLoop:
             store.mark_finished(s, c.id, o.worker)
         store.store_samples(s, self.exp_id, out.samples)
 
-    def _rebuild_for(self, c: QueuedCell, error: str, s) -> bool:
+    def _rebuild_for(self, c: CellSpec, error: str, s) -> bool:
         """A cell that found its instance base missing or corrupt: the artifact is rebuilt (once per run) and the
         cell waits for it without losing an attempt. False when that does not apply."""
         if not store.is_artifact_error(error) or not c.needs:

@@ -13,8 +13,9 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
-from orchestrator.cells import CellSpec, TaskPrompts, expand
+from orchestrator.cells import TaskPrompts, expand
 from orchestrator.spec import BUILTIN, Spec, check_paths, model_options
+from storage.cell import CellSpec
 from workers.errors import ModelError, SpecError
 from workers.runner import RunnerConfig
 
@@ -119,7 +120,7 @@ def _collision(a: CellSpec, b: CellSpec) -> str:
     if a.kind == "sweep" and a.strategy != b.strategy:
         return (f"strategies {a.strategy!r} and {b.strategy!r} are the same draft with the same options "
                 f"(k={a.k}, {a.regime}); change one's options or drop it")
-    words = " ".join(a.params.get("prompt", "").split()[:6])
+    words = " ".join((a.params.prompt or "").split()[:6])
     return (f"tasks {a.task!r} (prompt {a.prompt_index}) and {b.task!r} (prompt {b.prompt_index}) give the same "
             f"prompt ({words!r}...): two tasks read the same documents; keep one")
 
@@ -134,10 +135,10 @@ def check_unique(cells: list[CellSpec]) -> None:
 
 
 def link_references(cells: list[CellSpec]) -> list[CellSpec]:
-    """Each sweep cell names the reference cell of its prompt (`params["reference"]`): results are matched by
+    """Each sweep cell names the reference cell of its prompt (`params.reference`): results are matched by
     the prompt they were made for, never by position."""
-    refs = {(c.task, c.params["prompt"]): c.key for c in cells if c.kind == "reference"}
-    return [replace(c, params={**c.params, "reference": refs.get((c.task, c.params["prompt"]))})
+    refs = {(c.task, c.params.prompt): c.key for c in cells if c.kind == "reference"}
+    return [replace(c, params=replace(c.params, reference=refs.get((c.task, c.params.prompt))))
             if c.kind == "sweep" else c for c in cells]
 
 

@@ -28,7 +28,8 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import replace
 
-from storage.store import ACCELERATOR_ARTIFACT_KINDS, ARTIFACT_KINDS, QueuedCell
+from storage.cell import CellSpec
+from storage.store import ACCELERATOR_ARTIFACT_KINDS, ARTIFACT_KINDS
 
 KIND_ORDER = {"label": -1, "reference": 0, "sweep": 1}
 
@@ -36,7 +37,7 @@ KIND_ORDER = {"label": -1, "reference": 0, "sweep": 1}
 ORDERS = ("paired", "strategy")
 
 
-def run_order(c: QueuedCell, order: str = "paired") -> tuple:
+def run_order(c: CellSpec, order: str = "paired") -> tuple:
     """Labels, then references, then sweep cells: `paired`, by task, regime, temperature and prompt, plain first,
     then strategy and k; `strategy`, grouped by strategy, task, regime, temperature and k, prompts in order."""
     if order == "strategy":
@@ -49,14 +50,14 @@ def run_order(c: QueuedCell, order: str = "paired") -> tuple:
 class Scheduler:
     """Queue, batching, retries and artifact dependencies of one experiment's run."""
 
-    def __init__(self, cells: Iterable[QueuedCell], batch_size: int, max_attempts: int, *,
+    def __init__(self, cells: Iterable[CellSpec], batch_size: int, max_attempts: int, *,
                  overlap: bool = False, in_flight: int = 2, built: Iterable[str] = (), order: str = "paired"):
         if order not in ORDERS:
             raise ValueError(f"unknown sweep order {order!r}; one of {', '.join(ORDERS)}")
         cells = list(cells)
         self.batch_size, self.max_attempts, self.overlap, self.in_flight = batch_size, max_attempts, overlap, in_flight
         self.artifacts = [c for c in cells if c.kind in ARTIFACT_KINDS]
-        self.queue: deque[QueuedCell] = deque(sorted((c for c in cells if c.kind not in ARTIFACT_KINDS),
+        self.queue: deque[CellSpec] = deque(sorted((c for c in cells if c.kind not in ARTIFACT_KINDS),
                                                      key=lambda c: run_order(c, order)))
         self.building: set[str] = set()      # artifact keys being built now
         self.built: set[str] = set(built)    # artifact keys whose file exists
@@ -68,7 +69,7 @@ class Scheduler:
             self.queue = deque(c for c in self.queue if c.id not in ids)
 
     # -- artifacts
-    def start_artifacts(self) -> list[QueuedCell]:
+    def start_artifacts(self) -> list[CellSpec]:
         """Every pending CPU artifact cell whose inputs are built, marked as building (submitted all at once)."""
         ready = [c for c in self.artifacts if self._inputs_ready(c)]
         self.artifacts = [c for c in self.artifacts if not self._inputs_ready(c)]
@@ -76,18 +77,18 @@ class Scheduler:
         self.building.update(c.key for c in out)
         return out
 
-    def artifact_built(self, cell: QueuedCell) -> None:
+    def artifact_built(self, cell: CellSpec) -> None:
         """A CPU artifact or a label cell finished: cells that need it may go."""
         self.building.discard(cell.key)
         self.built.add(cell.key)
 
-    def rebuild(self, cell: QueuedCell) -> None:
+    def rebuild(self, cell: CellSpec) -> None:
         """A built artifact turned out missing or corrupt: build it again before its dependents run."""
         self.built.discard(cell.key)
         if cell.key not in self.building and all(c.key != cell.key for c in self.artifacts):
             self.artifacts.append(cell)
 
-    def artifact_failed(self, cell: QueuedCell) -> list[QueuedCell]:
+    def artifact_failed(self, cell: CellSpec) -> list[CellSpec]:
         """The artifact could not be built: its dependents, and theirs, leave the queues (returned, to be failed)."""
         self.building.discard(cell.key)
         failed, dependents = {cell.key}, []
@@ -111,19 +112,19 @@ class Scheduler:
         return bool(self.building or self.running_batches or self.artifacts or self.sweep_ready())
 
     @staticmethod
-    def builds_on_accelerator(c: QueuedCell) -> bool:
+    def builds_on_accelerator(c: CellSpec) -> bool:
         """Whether this accelerator cell builds an artifact (a label cell) rather than a timed result."""
         return c.kind in ACCELERATOR_ARTIFACT_KINDS
 
-    def _inputs_ready(self, c: QueuedCell) -> bool:
+    def _inputs_ready(self, c: CellSpec) -> bool:
         return all(key in self.built for _, key in c.needs)
 
-    def next_batch(self) -> list[QueuedCell]:
+    def next_batch(self) -> list[CellSpec]:
         """Up to batch_size queued cells of one strategy and kind whose artifacts are built; [] if none or full."""
         if self.running_batches >= self.in_flight or not self.sweep_ready():
             return []
-        batch: list[QueuedCell] = []
-        waiting: list[QueuedCell] = []
+        batch: list[CellSpec] = []
+        waiting: list[CellSpec] = []
         while self.queue and len(batch) < self.batch_size:
             c = self.queue.popleft()
             if not self._inputs_ready(c):
@@ -142,11 +143,11 @@ class Scheduler:
         self.running_batches -= 1
 
     # -- failures
-    def is_final(self, c: QueuedCell) -> bool:
+    def is_final(self, c: CellSpec) -> bool:
         """Whether this failed attempt was the last one allowed."""
         return c.attempts >= self.max_attempts
 
-    def retry(self, c: QueuedCell, front: bool = False) -> None:
+    def retry(self, c: CellSpec, front: bool = False) -> None:
         """Queue a failed cell again (at the front after a worker crash, so it runs on the fresh worker first)."""
         if c.kind in ARTIFACT_KINDS:
             self.artifacts.append(c)

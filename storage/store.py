@@ -17,45 +17,24 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import case, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from storage.cell import CellParams, CellSpec
 from storage.models import Artifact, Cell, Experiment, Generation, InstanceBase, Lease, PowerSample, Reference, utcnow
 from workers.contracts import ArtifactInfo, GenerationRecord, LabelRecord, ReferenceRecord
 from workers.metrics import acceptance_rate, mal, rouge_l, tokens_per_s
 
 if TYPE_CHECKING:
-    from orchestrator.cells import CellSpec
     from workers.power.base import PowerSample as Sample
 
 ARTIFACT_KINDS = ("train", "datastore", "distill")  # cell kinds that build an artifact other cells need (on CPU workers)
 ACCELERATOR_ARTIFACT_KINDS = ("label",)  # cell kinds that build an artifact on the accelerator worker (verifier labels)
 ARTIFACT_ERRORS = ("IBaseError",)         # a sweep cell failing with these found its artifact missing or corrupt
 _REFUND = case((Cell.attempts > 0, Cell.attempts - 1), else_=0)  # an attempt that was not the cell's fault
-
-
-@dataclass(frozen=True)
-class QueuedCell:
-    """A pending cell as the scheduler sees it (plain data, no ORM)."""
-
-    id: int
-    key: str
-    kind: str
-    strategy: str | None = None
-    draft: str | None = None
-    task: str | None = None
-    corpus: str | None = None
-    prompt_index: int | None = None
-    k: int | None = None
-    regime: str | None = None
-    temperature: float | None = None
-    needs: tuple[tuple[str, str], ...] = ()  # (role, artifact cell key)
-    attempts: int = 0
-    params: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
 # ----------------------------------------------------------------------------- experiments and cells
@@ -87,12 +66,12 @@ def add_cells(session: Session, exp_id: int, cells: Iterable[CellSpec]) -> int:
     rows, refresh = [], []
     for c in cells:
         if c.key in have:
-            refresh.append({"id": have[c.key], "params": c.params})  # params are derived from the spec: keep current
+            refresh.append({"id": have[c.key], "params": c.params.to_json()})  # params are derived from the spec: keep current
         elif c.key not in done:
             rows.append({"experiment_id": exp_id, "key": c.key, "kind": c.kind, "state": "pending",
                          "strategy": c.strategy, "draft": c.draft, "task": c.task, "corpus": c.corpus,
                          "prompt_index": c.prompt_index, "k": c.k, "regime": c.regime,
-                         "temperature": c.temperature, "params": c.params,
+                         "temperature": c.temperature, "params": c.params.to_json(),
                          "attempts": 0, "created_at": now})
     if rows:
         session.execute(Cell.__table__.insert(), rows)
@@ -101,16 +80,15 @@ def add_cells(session: Session, exp_id: int, cells: Iterable[CellSpec]) -> int:
     return len(rows)
 
 
-def pending_cells(session: Session, exp_id: int, kinds: Iterable[str]) -> list[QueuedCell]:
+def pending_cells(session: Session, exp_id: int, kinds: Iterable[str]) -> list[CellSpec]:
     """The experiment's pending cells of these kinds, as plain data."""
     rows = session.execute(select(Cell.id, Cell.key, Cell.kind, Cell.strategy, Cell.draft, Cell.task, Cell.corpus,
                                   Cell.prompt_index, Cell.k, Cell.regime, Cell.temperature, Cell.params, Cell.attempts)
                            .where(Cell.experiment_id == exp_id, Cell.kind.in_(list(kinds)),
                                   Cell.state == "pending")).all()
-    return [QueuedCell(id=r.id, key=r.key, kind=r.kind, strategy=r.strategy, draft=r.draft, task=r.task,
-                       corpus=r.corpus, prompt_index=r.prompt_index, k=r.k, regime=r.regime, temperature=r.temperature,
-                       needs=tuple(sorted((r.params or {}).get("needs", {}).items())), attempts=r.attempts,
-                       params=r.params or {})
+    return [CellSpec(id=r.id, key=r.key, kind=r.kind, strategy=r.strategy, draft=r.draft, task=r.task,
+                     corpus=r.corpus, prompt_index=r.prompt_index, k=r.k, regime=r.regime, temperature=r.temperature,
+                     attempts=r.attempts, params=CellParams.from_json(r.params))
             for r in rows]
 
 
@@ -136,11 +114,6 @@ def cell_states(session: Session, ids: Iterable[int]) -> dict[int, str]:
     return dict(session.execute(select(Cell.id, Cell.state).where(Cell.id.in_(ids))).all()) if ids else {}
 
 
-def cell_params(session: Session, cell_id: int) -> dict[str, Any]:
-    """The stored params of one cell."""
-    return session.get(Cell, cell_id).params or {}
-
-
 def reset_running(session: Session, exp_id: int) -> int:
     """Cells left `running` by a killed or interrupted driver go back to pending, their attempt given back."""
     res = session.execute(update(Cell).where(Cell.experiment_id == exp_id, Cell.state == "running")
@@ -153,7 +126,8 @@ def retry_failed(session: Session, exp_id: int) -> int:
     is rebuilt); returns how many cells."""
     failed = session.execute(select(Cell.params, Cell.error).where(Cell.experiment_id == exp_id,
                                                                    Cell.state == "failed")).all()
-    for key in {k for params, error in failed if is_artifact_error(error) for k in (params or {}).get("needs", {}).values()}:
+    needed = {k for params, error in failed if is_artifact_error(error) for k in CellParams.from_json(params).needs.values()}
+    for key in needed:
         requeue_artifact(session, exp_id, key)
     res = session.execute(update(Cell).where(Cell.experiment_id == exp_id, Cell.state == "failed")
                           .values(state="pending", attempts=0, error=None))
@@ -165,7 +139,7 @@ def is_artifact_error(error: str | None) -> bool:
     return bool(error) and error.startswith(ARTIFACT_ERRORS)
 
 
-def requeue_artifact(session: Session, exp_id: int, key: str) -> QueuedCell | None:
+def requeue_artifact(session: Session, exp_id: int, key: str) -> CellSpec | None:
     """A done artifact cell whose file is missing or corrupt goes back to pending (its result row dropped)."""
     cell = session.scalars(select(Cell).where(Cell.experiment_id == exp_id, Cell.key == key)).first()
     if cell is None or cell.kind not in ARTIFACT_KINDS:
@@ -173,7 +147,7 @@ def requeue_artifact(session: Session, exp_id: int, key: str) -> QueuedCell | No
     for table in (InstanceBase, Artifact):
         session.execute(delete(table).where(table.cell_id == cell.id))
     cell.state, cell.attempts, cell.error, cell.finished_at = "pending", 0, None, None
-    return QueuedCell(id=cell.id, key=cell.key, kind=cell.kind, corpus=cell.corpus, params=cell.params or {})
+    return CellSpec(id=cell.id, key=cell.key, kind=cell.kind, corpus=cell.corpus, params=CellParams.from_json(cell.params))
 
 
 def missing_artifacts(session: Session, exp_id: int) -> list[str]:
@@ -298,7 +272,8 @@ def _reference_tokens(session: Session, exp_id: int, prompt_key: str | None) -> 
 def store_generation(session: Session, cell_id: int, g: GenerationRecord) -> None:
     """One sweep generation with its metrics, energy and (when its reference exists) ROUGE-L."""
     cell = session.get(Cell, cell_id)
-    prompt_key = (cell.params or {}).get("reference")  # the key of its prompt's reference cell (prepare.py)
+    params = CellParams.from_json(cell.params)
+    prompt_key = params.reference  # the key of its prompt's reference cell (prepare.py)
     ref = _reference_tokens(session, cell.experiment_id, prompt_key)
     tokens, n, e = list(g.tokens), len(g.tokens), g.energy
     greedy = not cell.temperature  # a sampled text is not meant to equal the greedy reference: no quality figures
@@ -306,7 +281,7 @@ def store_generation(session: Session, cell_id: int, g: GenerationRecord) -> Non
         cell_id=cell.id, experiment_id=cell.experiment_id, strategy=cell.strategy, draft=cell.draft, task=cell.task,
         prompt_index=cell.prompt_index, prompt_key=prompt_key, k=cell.k, regime=cell.regime,
         n_prompt_tokens=g.n_prompt_tokens, temperature=cell.temperature or 0.0,
-        top_k=(cell.params or {}).get("top_k", 0), top_p=(cell.params or {}).get("top_p", 1.0),
+        top_k=params.top_k, top_p=params.top_p,
         first_checked=g.first_checked,
         n_tokens=n, steps=g.steps, drafted=g.drafted, accepted=g.accepted,
         acceptance=acceptance_rate(g.accepted, g.drafted) if g.drafted else None, mal=mal(g.accepted, g.steps),

@@ -200,5 +200,5 @@ regimes = ["cached"]
     assert len(both) == spec.cell_counts()["sweep"] == 4
     assert {c.key for c in both if c.temperature == 0} == greedy            # T = 0 keys are the greedy ones
     hot = [c for c in both if c.temperature == 0.8]
-    assert all(c.params["top_p"] == 0.9 and isinstance(c.params["seed"], int) for c in hot)
-    assert len({c.params["seed"] for c in hot}) == 2                       # one stream per cell
+    assert all(c.params.top_p == 0.9 and isinstance(c.params.seed, int) for c in hot)
+    assert len({c.params.seed for c in hot}) == 2                       # one stream per cell

@@ -59,7 +59,7 @@ def test_cells_chain_distill_to_label(spec_path):
 
     cells = {c.kind: c for c in expand(spec, load_prompts(spec))}
     label, distill = cells["label"], cells["distill"]
-    assert distill.params["needs"] == {"labels": label.key}
+    assert distill.params.needs == {"labels": label.key}
     assert spec.cell_counts()["label"] == 1
     # a corpus without labels keeps the train key it had before labels existed; another verifier re-labels
     other = spec.model_copy(update={"verifier": spec.verifier.model_copy(update={"dtype": "float16"})})

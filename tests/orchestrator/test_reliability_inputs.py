@@ -177,8 +177,8 @@ def test_dashboard_on_a_taken_port_fails_before_printing_the_url(tmp_path):
 
 
 def test_status_without_experiment_shows_each_one(tmp_path):
-    from orchestrator.cells import CellSpec
     from storage import store
+    from storage.cell import CellParams, CellSpec
 
     url = f"sqlite:///{tmp_path / 'g.db'}"
     engine, Session = open_db(url)
@@ -186,7 +186,7 @@ def test_status_without_experiment_shows_each_one(tmp_path):
         for name, n in (("first", 2), ("second", 3)):
             exp = store.upsert_experiment(s, name, "", "", None)
             store.add_cells(s, exp.id, [CellSpec(key=f"{name}{i}", kind="reference", task="t", prompt_index=i,
-                                                 params={"prompt": str(i)}) for i in range(n)])
+                                                 params=CellParams(prompt=str(i))) for i in range(n)])
         s.commit()
     engine.dispose()
     code, out, err = cli("--db", url, "status")

@@ -7,12 +7,12 @@ from dataclasses import replace
 import pytest
 
 from orchestrator.scheduler import Scheduler
-from storage.store import QueuedCell
+from storage.cell import CellParams, CellSpec
 
 
-def cell(i: int, kind: str = "sweep", strategy: str | None = "s", needs: tuple = (), **kw) -> QueuedCell:
-    return QueuedCell(id=i, key=f"k{i}", kind=kind, strategy=strategy, task="t", prompt_index=i, k=3,
-                      regime="uncached", needs=needs, **kw)
+def cell(i: int, kind: str = "sweep", strategy: str | None = "s", needs: tuple = (), **kw) -> CellSpec:
+    return CellSpec(id=i, key=f"k{i}", kind=kind, strategy=strategy, task="t", prompt_index=i, k=3,
+                    regime="uncached", params=CellParams(needs=dict(needs)), **kw)
 
 
 def test_references_first_then_batches_of_one_strategy_up_to_batch_size():
@@ -32,7 +32,7 @@ GRID = [(st, k, rg, p) for rg in ("uncached", "cached") for st, k in (("olifant"
 
 
 def batches_of(order: str) -> list[list[tuple]]:
-    cells = [QueuedCell(id=i, key=f"k{i}", kind="sweep", strategy=st, task="t", prompt_index=p, k=k, regime=rg)
+    cells = [CellSpec(id=i, key=f"k{i}", kind="sweep", strategy=st, task="t", prompt_index=p, k=k, regime=rg)
              for i, (st, k, rg, p) in enumerate(GRID, start=1)]
     s = Scheduler(cells, batch_size=100, max_attempts=1, in_flight=100, order=order)
     batches = []

@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 from orchestrator.scheduler import Scheduler
-from storage.store import QueuedCell
+from storage.cell import CellParams, CellSpec
 
 
 def cells():
     """label L (accelerator) -> distill D (CPU) -> sweeps S1, S2; train T -> sweep S3; a reference R."""
     return [
-        QueuedCell(id=1, key="L", kind="label", corpus="c"),
-        QueuedCell(id=2, key="D", kind="distill", corpus="c", needs=(("labels", "L"),)),
-        QueuedCell(id=3, key="T", kind="train", corpus="t"),
-        QueuedCell(id=4, key="R", kind="reference", task="x", prompt_index=0),
-        QueuedCell(id=5, key="S1", kind="sweep", strategy="distilled", k=3, needs=(("ibase", "D"),)),
-        QueuedCell(id=6, key="S2", kind="sweep", strategy="distilled", k=5, needs=(("ibase", "D"),)),
-        QueuedCell(id=7, key="S3", kind="sweep", strategy="olifant", k=3, needs=(("ibase", "T"),)),
+        CellSpec(id=1, key="L", kind="label", corpus="c"),
+        CellSpec(id=2, key="D", kind="distill", corpus="c", params=CellParams(needs={"labels": "L"})),
+        CellSpec(id=3, key="T", kind="train", corpus="t"),
+        CellSpec(id=4, key="R", kind="reference", task="x", prompt_index=0),
+        CellSpec(id=5, key="S1", kind="sweep", strategy="distilled", k=3, params=CellParams(needs={"ibase": "D"})),
+        CellSpec(id=6, key="S2", kind="sweep", strategy="distilled", k=5, params=CellParams(needs={"ibase": "D"})),
+        CellSpec(id=7, key="S3", kind="sweep", strategy="olifant", k=3, params=CellParams(needs={"ibase": "T"})),
     ]
 
 

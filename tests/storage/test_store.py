@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.cells import CellSpec
 from storage import store
+from storage.cell import CellParams, CellSpec
 from storage.db import open_db
 from storage.models import Artifact, Cell, Generation
 from workers.contracts import ArtifactInfo, EnergyRecord, GenerationRecord, ReferenceRecord
@@ -19,11 +19,11 @@ def session(tmp_path):
 
 
 def cells() -> list[CellSpec]:
-    return [CellSpec(key="t", kind="train", corpus="c", params={"tokenizer": "mistral"}),
-            CellSpec(key="r", kind="reference", task="q", prompt_index=0, params={"prompt": "p"}),
+    return [CellSpec(key="t", kind="train", corpus="c", params=CellParams(tokenizer="mistral")),
+            CellSpec(key="r", kind="reference", task="q", prompt_index=0, params=CellParams(prompt="p")),
             CellSpec(key="g", kind="sweep", strategy="o", draft="olifant", task="q", corpus="c", prompt_index=0, k=3,
-                     regime="cached", params={"prompt": "p", "options": {"corpus": "c"}, "needs": {"ibase": "t"},
-                                             "reference": "r"})]
+                     regime="cached", params=CellParams(prompt="p", options={"corpus": "c"}, needs={"ibase": "t"},
+                                       reference="r"))]
 
 
 def gen(tokens=(5, 6, 7), energy_j=2.0) -> GenerationRecord:
@@ -39,7 +39,7 @@ def test_add_cells_adds_new_keys_once_and_refreshes_params_of_unfinished(session
     exp = store.upsert_experiment(session, "e", "spec", "h", None)
     assert store.add_cells(session, exp.id, cells()) == 3
     assert store.add_cells(session, exp.id, cells()) == 0
-    changed = [CellSpec(key="g", kind="sweep", params={"prompt": "p", "needs": {"ibase": "t2"}})]
+    changed = [CellSpec(key="g", kind="sweep", params=CellParams(prompt="p", needs={"ibase": "t2"}))]
     store.add_cells(session, exp.id, changed)
     q = {c.key: c for c in store.pending_cells(session, exp.id, ("sweep",))}
     assert q["g"].needs == (("ibase", "t2"),)
@@ -89,3 +89,12 @@ def test_artifact_paths_cover_instance_bases_and_other_artifacts(session):
     session.flush()
     assert store.artifact_paths(session, exp.id) == {"d": "/a/c.sa"}
     assert session.query(Artifact).one().meta == {"n": 1}
+
+
+def test_cell_params_round_trip_through_json_and_ignore_unknown_keys():
+    p = CellParams(prompt="p", options={"corpus": "c"}, needs={"ibase": "t"}, reference="r", top_k=5, top_p=0.9,
+                   seed=7)
+    assert CellParams.from_json(p.to_json()) == p
+    assert CellParams().to_json() == {}                                   # defaults are not stored
+    assert CellParams.from_json({"prompt": "q", "from_a_newer_writer": 1}) == CellParams(prompt="q")
+    assert CellSpec(key="g", kind="sweep", params=p).needs == (("ibase", "t"),)

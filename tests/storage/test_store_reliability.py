@@ -8,8 +8,8 @@ import time
 import pytest
 from sqlalchemy import func, select, text
 
-from orchestrator.cells import CellSpec
 from storage import store
+from storage.cell import CellParams, CellSpec
 from storage.db import DatabaseError, open_db, open_reader
 from storage.models import Cell, Generation, InstanceBase, Lease
 from workers.contracts import GenerationRecord, ReferenceRecord
@@ -37,14 +37,14 @@ def _setup(Session, cells: list[CellSpec]) -> dict[str, int]:
 
 def _sweep(key: str, ref_key: str, prompt: str) -> CellSpec:
     return CellSpec(key=key, kind="sweep", strategy="plain", draft="plain", task="t", prompt_index=0, k=0,
-                    regime="cached", params={"prompt": prompt, "reference": ref_key})
+                    regime="cached", params=CellParams(prompt=prompt, reference=ref_key))
 
 
 def test_references_match_by_prompt_and_metrics_are_never_rewritten(db_url):
     _, Session = open_db(db_url)
     # the same task and prompt index, two different prompts (prompt_words changed between runs)
-    cells = [CellSpec(key="refA", kind="reference", task="t", prompt_index=0, params={"prompt": "old words"}),
-             CellSpec(key="refB", kind="reference", task="t", prompt_index=0, params={"prompt": "new words"}),
+    cells = [CellSpec(key="refA", kind="reference", task="t", prompt_index=0, params=CellParams(prompt="old words")),
+             CellSpec(key="refB", kind="reference", task="t", prompt_index=0, params=CellParams(prompt="new words")),
              _sweep("genA", "refA", "old words"), _sweep("genB", "refB", "new words")]
     ids = _setup(Session, cells)
     with Session() as s:
@@ -61,8 +61,8 @@ def test_references_match_by_prompt_and_metrics_are_never_rewritten(db_url):
 
 def test_a_stored_metric_is_not_rewritten_by_a_later_reference(db_url):
     _, Session = open_db(db_url)
-    cells = [CellSpec(key="ref1", kind="reference", task="t", prompt_index=0, params={"prompt": "p"}),
-             CellSpec(key="ref2", kind="reference", task="t", prompt_index=0, params={"prompt": "q"}),
+    cells = [CellSpec(key="ref1", kind="reference", task="t", prompt_index=0, params=CellParams(prompt="p")),
+             CellSpec(key="ref2", kind="reference", task="t", prompt_index=0, params=CellParams(prompt="q")),
              _sweep("g", "ref1", "p")]  # ref2: the same task and position, another prompt (prompts were edited)
     ids = _setup(Session, cells)
     with Session() as s:
@@ -120,9 +120,9 @@ def test_lease_race_has_exactly_one_winner(db_url):
 
 def test_retry_failed_rebuilds_the_artifact_a_cell_found_corrupt(db_url, tmp_path):
     _, Session = open_db(db_url)
-    train = CellSpec(key="tr", kind="train", corpus="c", params={"tokenizer": "x"})
+    train = CellSpec(key="tr", kind="train", corpus="c", params=CellParams(tokenizer="x"))
     sweep = CellSpec(key="sw", kind="sweep", strategy="o", draft="olifant", task="t", prompt_index=0, k=2,
-                     regime="cached", params={"prompt": "p", "needs": {"ibase": "tr"}, "reference": "r"})
+                     regime="cached", params=CellParams(prompt="p", needs={"ibase": "tr"}, reference="r"))
     ids = _setup(Session, [train, sweep])
     ib = tmp_path / "c.igtree"
     ib.write_bytes(b"x")
@@ -154,7 +154,7 @@ def test_requeue_artifact_drops_its_result_and_resets_the_cell(db_url, tmp_path)
     """What the driver does when a run meets a missing or corrupt instance base (the end-to-end test of the rebuild,
     tests/orchestrator/test_reliability_runs.py, runs on SQLite only)."""
     _, Session = open_db(db_url)
-    train = CellSpec(key="tr", kind="train", corpus="c", params={"tokenizer": "x"})
+    train = CellSpec(key="tr", kind="train", corpus="c", params=CellParams(tokenizer="x"))
     ids = _setup(Session, [train, _sweep("g", "r", "p")])
     info = IBaseInfo(name="c", path=str(tmp_path / "c.igtree"), sha256="0" * 64, backend="native", window=4,
                      order="gain_ratio", tokenizer_id="x", tokens=1, instances=1, nodes_before_prune=1,
