@@ -19,8 +19,8 @@ from typing import Any
 
 from orchestrator.spec import CorpusSection, Spec
 from storage.cell import CellParams, CellSpec
+from workers.artifacts import VERIFIER_KINDS, chain
 from workers.drafts.registry import Requirement
-from workers.errors import SpecError
 
 try:
     GREENSPEC_VERSION = version("greenspec")
@@ -49,8 +49,6 @@ def verifier_identity(spec: Spec) -> dict[str, Any]:
     return {"model": v.model, "revision": v.revision, "tokenizer": v.tokenizer or v.model, "dtype": v.dtype}
 
 
-# A requirement's artifact -> the kind of cell that builds it from a corpus (on a CPU worker).
-ARTIFACT_CELL_KINDS = {"ibase": "train", "datastore": "datastore"}
 # Corpus keys that change how an artifact is built, not what it holds: kept out of the key.
 NOT_IN_KEY = {"name", "shards", "memory_gb"}
 LABEL_KEYS = ("labels", "label_max_tokens", "label_chunk_tokens", "label_overlap_tokens")
@@ -73,26 +71,10 @@ def corpus_cell(spec: Spec, corpus: CorpusSection, kind: str = "train", needs: d
     """
     tokenizer = spec.verifier.tokenizer or spec.verifier.model
     payload = {"kind": kind, "corpus": corpus_identity(corpus), "tokenizer": tokenizer}
-    if kind in VERIFIER_BUILT:
+    if kind in VERIFIER_KINDS:
         payload |= {"verifier": verifier_identity(spec), "needs": needs or {}}
     params = CellParams(corpus=corpus.model_dump(), tokenizer=tokenizer, needs=needs or {})
     return CellSpec(key=content_key(payload), kind=kind, corpus=corpus.name, params=params)
-
-
-VERIFIER_BUILT = ("label", "distill")  # artifact cells whose result depends on the verifier
-
-
-def ibase_cells(spec: Spec, corpus: CorpusSection) -> list[CellSpec]:
-    """The cells that build `corpus`'s instance base, inputs first: [train], or [label, distill] when distilled."""
-    if not corpus.distilled:
-        return [corpus_cell(spec, corpus, "train")]
-    label = corpus_cell(spec, corpus, "label")
-    return [label, corpus_cell(spec, corpus, "distill", needs={"labels": label.key})]
-
-
-def train_cell(spec: Spec, corpus: CorpusSection) -> CellSpec:
-    """The cell that trains `corpus`'s instance base."""
-    return corpus_cell(spec, corpus, "train")
 
 
 def reference_cells(spec: Spec, prompts: TaskPrompts) -> list[CellSpec]:
@@ -107,18 +89,14 @@ def reference_cells(spec: Spec, prompts: TaskPrompts) -> list[CellSpec]:
 
 
 def artifact_cells(spec: Spec) -> dict[Requirement, CellSpec]:
-    """The cell that builds each artifact the strategies require (an instance base: a train cell, or a distill
-    cell whose label cell is listed too, under `Requirement("labels", corpus)`)."""
-    out = {}
+    """The cell that builds each artifact the strategies require, and the cells of what it is built from (for a
+    distilled instance base, its label cell under `Requirement("labels", corpus)`), by the artifact registry."""
+    out: dict[Requirement, CellSpec] = {}
     for req in spec.requirements():
-        if req.artifact not in ARTIFACT_CELL_KINDS:
-            raise SpecError(f"no builder for artifact {req.artifact!r} (known: {', '.join(ARTIFACT_CELL_KINDS)})")
         corpus = spec.corpus(req.corpus)
-        if req.artifact == "ibase":
-            *inputs, out[req] = ibase_cells(spec, corpus)
-            out.update({Requirement(c.kind + "s", req.corpus): c for c in inputs})
-        else:
-            out[req] = corpus_cell(spec, corpus, ARTIFACT_CELL_KINDS[req.artifact])
+        for kind in chain(req.artifact, corpus.distilled):
+            needs = {need: out[Requirement(need, req.corpus)].key for need in kind.reads}
+            out.setdefault(Requirement(kind.provides, req.corpus), corpus_cell(spec, corpus, kind.cell_kind, needs))
     return out
 
 

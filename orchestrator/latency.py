@@ -120,12 +120,12 @@ def artifact_path(spec: Spec, req: Requirement, backend: str | None) -> str:
     """The file a requirement names: an instance base (for `backend`), or another artifact built here now."""
     if req.artifact == "ibase":
         return ibase_path(spec, req.corpus, backend or spec.corpus(req.corpus).backend)
-    from orchestrator.cells import ARTIFACT_CELL_KINDS
+    from workers.artifacts import producer
     from workers.builders import build
     from workers.contracts import ArtifactJob
 
     corpus = spec.corpus(req.corpus)
-    job = ArtifactJob(kind=ARTIFACT_CELL_KINDS[req.artifact], corpus=corpus.source(),
+    job = ArtifactJob(kind=producer(req.artifact, corpus.distilled).cell_kind, corpus=corpus.source(),
                       tokenizer=spec.verifier.tokenizer or spec.verifier.model, out_dir=spec.experiment.artifacts,
                       options=corpus.model_dump(exclude={"name"}))
     return build(job).path

@@ -16,6 +16,7 @@ from pathlib import Path
 from orchestrator.cells import TaskPrompts, expand
 from orchestrator.spec import BUILTIN, Spec, check_paths, model_options
 from storage.cell import CellSpec
+from workers.artifacts import BY_CELL_KIND as ARTIFACT_KINDS
 from workers.errors import ModelError, SpecError
 from workers.runner import RunnerConfig
 
@@ -115,7 +116,7 @@ def preflight_models(spec: Spec) -> None:
 
 def _collision(a: CellSpec, b: CellSpec) -> str:
     """One line saying why two cells have the same key."""
-    if a.kind in ("train", "datastore"):
+    if a.kind in ARTIFACT_KINDS:
         return f"corpora {a.corpus!r} and {b.corpus!r} are the same source with the same options; keep one"
     if a.kind == "sweep" and a.strategy != b.strategy:
         return (f"strategies {a.strategy!r} and {b.strategy!r} are the same draft with the same options "

@@ -24,7 +24,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-CELL_KINDS = ("train", "datastore", "distill", "label", "reference", "sweep")
+from workers.artifacts import BY_CELL_KIND
+
+CELL_KINDS = (*BY_CELL_KIND, "reference", "sweep")  # the artifact kinds (workers.artifacts), references, sweeps
 CELL_STATES = ("pending", "running", "done", "failed")
 
 
@@ -68,7 +70,7 @@ class Cell(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     experiment_id: Mapped[int] = mapped_column(ForeignKey("experiments.id"))
     key: Mapped[str] = mapped_column(String(64))
-    kind: Mapped[str] = mapped_column(String(16))  # train | datastore | label | distill | reference | sweep
+    kind: Mapped[str] = mapped_column(String(16))  # one of CELL_KINDS
     state: Mapped[str] = mapped_column(String(16), default="pending")
     strategy: Mapped[str | None] = mapped_column(String(100))
     draft: Mapped[str | None] = mapped_column(String(32))

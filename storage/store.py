@@ -25,14 +25,15 @@ from sqlalchemy.orm import Session
 
 from storage.cell import CellParams, CellSpec
 from storage.models import Artifact, Cell, Experiment, Generation, InstanceBase, Lease, PowerSample, Reference, utcnow
+from workers.artifacts import ACCELERATOR_KINDS, CPU_KINDS
 from workers.contracts import ArtifactInfo, GenerationRecord, LabelRecord, ReferenceRecord
 from workers.metrics import acceptance_rate, mal, rouge_l, tokens_per_s
 
 if TYPE_CHECKING:
     from workers.power.base import PowerSample as Sample
 
-ARTIFACT_KINDS = ("train", "datastore", "distill")  # cell kinds that build an artifact other cells need (on CPU workers)
-ACCELERATOR_ARTIFACT_KINDS = ("label",)  # cell kinds that build an artifact on the accelerator worker (verifier labels)
+ARTIFACT_KINDS = CPU_KINDS                         # cell kinds that build an artifact other cells need on CPU workers
+ACCELERATOR_ARTIFACT_KINDS = ACCELERATOR_KINDS    # ... and on the accelerator worker (verifier labels)
 ARTIFACT_ERRORS = ("IBaseError",)         # a sweep cell failing with these found its artifact missing or corrupt
 _REFUND = case((Cell.attempts > 0, Cell.attempts - 1), else_=0)  # an attempt that was not the cell's fault
 

@@ -1,18 +1,19 @@
 """Artifact builders by cell kind: each a pure function `build(job: ArtifactJob) -> ArtifactInfo`.
 
-Instance bases (cell kind "train") have their own trainer (`workers.trainer`); every other artifact a draft
-needs is built here, on a CPU worker, through `workers.trainer.build_task`. Adding one is a module with a
-`build` function and one line in `BUILDERS`.
+Instance bases (cell kind "train") have their own trainer (`workers.trainer`) and verifier labels their own job on
+the accelerator worker; every other artifact a draft needs is built here, on a CPU worker, through
+`workers.trainer.build_task`, by the module the artifact registry (`workers.artifacts.KINDS`) names.
 """
 
 from __future__ import annotations
 
 import importlib
 
+from workers.artifacts import KINDS
 from workers.contracts import ArtifactInfo, ArtifactJob
 from workers.errors import GreenspecError
 
-BUILDERS: dict[str, str] = {"datastore": "workers.datastore", "distill": "workers.distill"}  # cell kind -> module
+BUILDERS: dict[str, str] = {k.cell_kind: k.builder for k in KINDS if k.builder}  # cell kind -> module
 
 
 def build(job: ArtifactJob) -> ArtifactInfo:

@@ -202,3 +202,18 @@ regimes = ["cached"]
     hot = [c for c in both if c.temperature == 0.8]
     assert all(c.params.top_p == 0.9 and isinstance(c.params.seed, int) for c in hot)
     assert len({c.params.seed for c in hot}) == 2                       # one stream per cell
+
+
+def test_the_artifact_registry_is_the_one_list_of_artifact_kinds():
+    from storage.models import CELL_KINDS
+    from storage.store import ACCELERATOR_ARTIFACT_KINDS, ARTIFACT_KINDS
+    from workers.artifacts import KINDS, chain, producer
+    from workers.builders import BUILDERS
+
+    assert set(CELL_KINDS) == {k.cell_kind for k in KINDS} | {"reference", "sweep"}
+    assert set(ARTIFACT_KINDS) | set(ACCELERATOR_ARTIFACT_KINDS) == {k.cell_kind for k in KINDS}
+    assert set(BUILDERS) == {k.cell_kind for k in KINDS if k.builder}
+    assert [k.cell_kind for k in chain("ibase", distilled=False)] == ["train"]
+    assert [k.cell_kind for k in chain("ibase", distilled=True)] == ["label", "distill"]
+    with pytest.raises(SpecError, match="no builder for artifact 'suffix_tree'"):
+        producer("suffix_tree")
