@@ -270,6 +270,11 @@ def _reference_tokens(session: Session, exp_id: int, prompt_key: str | None) -> 
                                                           Reference.prompt_key == prompt_key)).first()
 
 
+def _mal(g: GenerationRecord) -> float | None:
+    """MAL over the generation's rounds (`workers.metrics.mal`); none without a round."""
+    return mal(g.accepted, len(g.accepted_per_step)) if g.accepted_per_step else None
+
+
 def store_generation(session: Session, cell_id: int, g: GenerationRecord) -> None:
     """One sweep generation with its metrics, energy and (when its reference exists) ROUGE-L."""
     cell = session.get(Cell, cell_id)
@@ -285,7 +290,7 @@ def store_generation(session: Session, cell_id: int, g: GenerationRecord) -> Non
         top_k=params.top_k, top_p=params.top_p,
         first_checked=g.first_checked,
         n_tokens=n, steps=g.steps, drafted=g.drafted, accepted=g.accepted,
-        acceptance=acceptance_rate(g.accepted, g.drafted) if g.drafted else None, mal=mal(g.accepted, g.steps),
+        acceptance=acceptance_rate(g.accepted, g.drafted) if g.drafted else None, mal=_mal(g),
         accept_hist=list(g.accept_hist), accepted_per_step=list(g.accepted_per_step),
         tokens_per_step=list(g.tokens_per_step), fastpath_rejects=g.fastpath_rejects, wall_s=g.wall_s,
         wall_s_runs=list(g.wall_s_runs) or [g.wall_s],

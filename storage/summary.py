@@ -16,8 +16,7 @@ Definitions (per generation, from the stored per-round records):
   `len(accepted_per_step)`. The cached regime's prefill is a verifier pass but not a round. A cached fast-path reject
   (the first draft token differs from the token the previous pass already predicted) *is* a round: a verification
   step whose draft was rejected for free; it counts in MAL's denominator with 0 accepted tokens.
-- MAL = accepted draft tokens / rounds. (The stored `generations.mal` divides by verifier passes, prefill included;
-  the summary does not use it.)
+- MAL = accepted draft tokens / rounds (`workers.metrics.mal`; the stored `generations.mal` is the same).
 - first-token acceptance = rounds whose first draft token was accepted / rounds with a draft. In the `cached` regime
   (with the fast path) the rounds with a draft are exactly the accepted-first rounds plus `fastpath_rejects`, so it
   equals 1 - fastpath_rejects / rounds with a draft. Elsewhere the stored records do not say which rounds drafted

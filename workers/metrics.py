@@ -5,7 +5,7 @@ Energy figures (J/100 tokens, tokens/J) live with the power sources, in `workers
 Example:
     >>> rouge_l([1, 2, 3, 4], [1, 3, 4, 5])        # LCS 1 3 4: P = R = 3/4
     0.75
-    >>> mal(accepted=12, steps=5), mean_accepted_tokens(n_tokens=17, steps=5)
+    >>> mal(accepted=12, rounds=5), mean_accepted_tokens(n_tokens=17, steps=5)
     (2.4, 3.4)
 """
 
@@ -30,9 +30,10 @@ def acceptance_rate(accepted: int, drafted: int) -> float:
     return _ratio(accepted, drafted)
 
 
-def mal(accepted: int, steps: int) -> float:
-    """Mean accepted length: accepted draft tokens per verifier step."""
-    return _ratio(accepted, steps)
+def mal(accepted: int, rounds: int) -> float:
+    """Mean accepted length, the paper's MAL: accepted draft tokens per round (one draft-and-verify step). The cached
+    regime's prefill is a verifier pass but not a round; a cached fast-path reject is a round with 0 accepted."""
+    return _ratio(accepted, rounds)
 
 
 def mean_accepted_tokens(n_tokens: int, steps: int) -> float:

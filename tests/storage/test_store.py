@@ -27,7 +27,7 @@ def cells() -> list[CellSpec]:
 
 
 def gen(tokens=(5, 6, 7), energy_j=2.0) -> GenerationRecord:
-    return GenerationRecord(n_prompt_tokens=4, tokens=tokens, text="x", steps=2, drafted=6, accepted=3,
+    return GenerationRecord(n_prompt_tokens=4, tokens=tokens, text="x", steps=3, drafted=6, accepted=3,
                             accept_hist=(0, 0, 1, 0), accepted_per_step=(2, 1), tokens_per_step=(2, 1),
                             fastpath_rejects=0, wall_s=0.5, draft_s=0.1, verify_s=0.4, started_at=1.0, ended_at=1.5,
                             bridged=False, stopped="max_new_tokens", device="cpu",
@@ -69,7 +69,8 @@ def test_generation_metrics_and_late_reference(session):
     store.store_generation(session, ids["g"], gen())
     session.flush()
     g = session.query(Generation).one()
-    # 3 accepted of 6 drafted = 0.5; MAL = 3 accepted / 2 steps = 1.5; 3 tokens / 0.5 s = 6 tok/s
+    # 3 accepted of 6 drafted = 0.5; MAL = 3 accepted / 2 rounds = 1.5 (3 verifier passes: the prefill is no round);
+    # 3 tokens / 0.5 s = 6 tok/s
     assert (g.acceptance, g.mal, g.tokens_per_s) == (0.5, 1.5, 6.0)
     assert g.rouge_l is None and g.exact_match is None        # no reference yet
     store.store_reference(session, ids["r"], ReferenceRecord("p", (1,), (5, 6, 8), "y", 0.2))

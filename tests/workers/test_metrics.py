@@ -53,7 +53,7 @@ def test_exact_match():
 def test_acceptance_mal_and_speed():
     assert acceptance_rate(6, 8) == 0.75
     assert math.isnan(acceptance_rate(0, 0))  # plain drafts nothing: undefined
-    assert mal(12, 5) == pytest.approx(2.4)
+    assert mal(accepted=12, rounds=5) == pytest.approx(2.4)
     assert mean_accepted_tokens(17, 5) == pytest.approx(3.4)  # Spec-Bench: bonus tokens included
     assert tokens_per_s(100, 4.0) == 25.0
     assert math.isnan(tokens_per_s(0, 0.0))
