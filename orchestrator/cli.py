@@ -5,7 +5,6 @@ Global options come before the command: `greenspec --db sqlite:///runs.db status
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -13,16 +12,12 @@ import sys
 
 import click
 
+from orchestrator import cli_results, cli_tools
+from orchestrator.cli_common import Context
 from storage.db import DEFAULT_URL
 from workers.errors import GreenspecError
 
 logger = logging.getLogger("greenspec")
-MAX_POWER_S = 86_400  # `greenspec power --seconds`: at most a day
-
-
-class Context:
-    def __init__(self, db: str, address: str | None, debug: bool):
-        self.db, self.address, self.debug = db, address, debug
 
 
 def setup_logging(debug: bool) -> None:
@@ -129,18 +124,6 @@ def _print_report(report, db: str) -> None:
         sys.exit(1)
 
 
-FORCE = click.option("--force", is_flag=True, help="Replace --out if the file exists (never a database).")
-
-
-def _check_out(obj: Context, out: str | None, force: bool) -> None:
-    """Refuse an --out that is a database or an existing file (without --force), before any work."""
-    from orchestrator.outputs import check_out_path
-    from storage.db import sqlite_path
-
-    if out is not None and out != "-":
-        check_out_path(out, "--out", force, sqlite_path(obj.db))
-
-
 @main.command()
 @click.argument("spec", type=click.Path(dir_okay=False))
 @WAIT
@@ -202,150 +185,6 @@ def retry(obj: Context, failed: bool, experiment: str | None, wait: bool, drop_s
     _print_report(report, obj.db)
 
 
-def _reader(db: str):
-    """A read-only session factory; None when the database has no greenspec schema yet."""
-    from storage.db import open_reader
-
-    return open_reader(db)
-
-
-@main.command()
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable counts.")
-@click.option("--experiment", "-e", default=None, help="Only this experiment.")
-@click.pass_obj
-def status(obj: Context, as_json: bool, experiment: str | None) -> None:
-    """Cell counts by state, and failures with their errors.
-
-    \b
-    Example:
-      greenspec status --json
-    """
-    from storage import queries
-
-    Session = _reader(obj.db)
-    if Session is None and experiment:
-        raise GreenspecError(f"no experiment {experiment!r} in {obj.db}")
-    if Session is None:
-        empty = {s: 0 for s in ("pending", "running", "done", "failed")}
-        counts = {"experiment": None, "cells": empty, "sweep": dict(empty), "generations": 0, "experiments": {}}
-        click.echo(json.dumps(counts) if as_json else "no experiments yet")
-        return
-    with Session() as s:
-        names = _experiment_names(s, experiment, obj.db)
-        counts = queries.status_counts(s, experiment)
-        per = {n: queries.status_counts(s, n) for n in ([experiment] if experiment else names)}
-        fails = {n: queries.failures_frame(s, queries.experiment_id(s, n)) for n in per}
-    if as_json:
-        click.echo(json.dumps({**counts, "experiments": per}))
-        return
-    if not per:
-        click.echo("no experiments yet")
-    for name, c in per.items():
-        _print_status(name, c, fails[name])
-
-
-def _experiment_names(s, experiment: str | None, db: str) -> list[str]:
-    """The stored experiments' names; refuses an `--experiment` that is not among them."""
-    from storage import queries
-
-    names = list(queries.experiments_frame(s)["name"])
-    if experiment and experiment not in names:
-        raise GreenspecError(f"no experiment {experiment!r} in {db} (known: {', '.join(names) or 'none'})")
-    return names
-
-
-def _print_status(name: str, counts: dict, fails) -> None:
-    """One experiment's counts and its first failures."""
-    c, w = counts["cells"], counts["sweep"]
-    click.echo(f"{name}: cells {c['done']} done, {c['running']} running, {c['pending']} pending, {c['failed']} failed")
-    click.echo(f"  sweep: {w['done']} done, {w['running']} running, {w['pending']} pending, {w['failed']} failed; "
-               f"{counts['generations']} generations stored")
-    if fails is not None and not fails.empty:
-        click.echo("  failed cells:")
-        for r in fails.head(20).itertuples():
-            click.echo(f"    {_failure_line(r)}")
-
-
-def _failure_line(r) -> str:
-    """A failed cell in one line: its kind and the coordinates it has (no `nan` for the ones it has not)."""
-    def given(v) -> bool:
-        return v is not None and v == v and v != ""  # v != v: NaN, as pandas fills a missing number
-
-    parts = [r.kind, *(str(v) for v in (r.strategy, r.corpus, r.task) if given(v))]
-    if given(r.k) and (r.kind == "sweep" or int(r.k)):
-        parts.append(f"k={int(r.k)}")
-    if given(r.regime):
-        parts.append(str(r.regime))
-    error = str(r.error).splitlines()[0] if given(r.error) and str(r.error).strip() else ""
-    return f"{' '.join(parts)}: {error}"
-
-
-@main.command()
-@click.option("--format", "fmt", type=click.Choice(["csv", "parquet", "markdown", "latex"]), default="csv", show_default=True)
-@click.option("--out", "out", type=click.Path(dir_okay=False), default="-", help="Output file (default: stdout).")
-@click.option("--experiment", "-e", default=None, help="Experiment name (default: the newest).")
-@click.option("--compare", "compare_with", type=click.Choice(["paper"]), default=None,
-              help="Instead: the run's numbers beside the seed paper's, cell by cell, with differences.")
-@click.option("--pooled", is_flag=True, help="Ratios of sums over each cell instead of the paper's per-prompt means.")
-@FORCE
-@click.pass_obj
-def export(obj: Context, fmt: str, out: str, experiment: str | None, compare_with: str | None, pooled: bool,
-           force: bool) -> None:
-    """One row per strategy x task x k x regime with speed, acceptance, quality and energy.
-
-    \b
-    Example:
-      greenspec export --format latex --out table.tex
-      greenspec export --compare paper --format markdown
-    """
-    from orchestrator.export import write_summary
-
-    _check_out(obj, out, force)
-    Session = _reader(obj.db)
-    if Session is None:
-        raise GreenspecError(f"{obj.db}: no results yet; start with `greenspec demo` or `greenspec run SPEC`")
-    with Session() as s:
-        _experiment_names(s, experiment, obj.db)
-        if compare_with == "paper":
-            from orchestrator.paper_compare import write_comparison
-
-            write_comparison(s, experiment, fmt, out)
-            return
-        write_summary(s, experiment, fmt, out, pooled)
-        _say_superseded(s, experiment)
-
-
-def _say_superseded(session, experiment: str | None) -> None:
-    """One line on stderr when the export left out generations of an earlier version of the spec."""
-    from storage.queries import experiment_id
-    from storage.summary import superseded
-
-    exp_id = experiment_id(session, experiment)
-    if exp_id is not None and (n := superseded(session, exp_id)):
-        click.echo(f"export: {n} generations of an earlier version of the spec left out: each cell coordinate and prompt "
-                   "shows its newest generation", err=True)
-
-
-@main.command()
-@click.option("--port", default=8501, show_default=True, type=int, help="TCP port, 1-65535.")
-@click.pass_obj
-def dashboard(obj: Context, port: int) -> None:
-    """Open the Streamlit dashboard on 127.0.0.1.
-
-    \b
-    Example:
-      greenspec --db sqlite:///greenspec.db dashboard --port 8501
-    """
-    from dashboard.launch import launch, port_free
-
-    if not 1 <= port <= 65535:
-        raise GreenspecError(f"--port {port}: give a TCP port from 1 to 65535")
-    if not port_free(port):
-        raise GreenspecError(f"--port {port}: 127.0.0.1:{port} is already in use (another dashboard?); pick another port")
-    click.echo(f"dashboard: http://127.0.0.1:{port}  (database {obj.db}; Ctrl-C stops)")
-    sys.exit(launch(obj.db, port))
-
-
 @main.command()
 @click.option("--retrain", is_flag=True, help="Rebuild the demo models even if cached.")
 @click.option("--spec", "spec_path", default=None, help="Demo spec (default: the bundled examples/demo.toml).")
@@ -370,105 +209,8 @@ def demo(obj: Context, retrain: bool, spec_path: str | None, toy: bool) -> None:
     run_demo(_run_options(obj), spec_path=spec_path, retrain=retrain, echo=click.echo)
 
 
-@main.command()
-@click.option("--seconds", default=5.0, show_default=True, type=float, help="How long to sample.")
-@click.option("--source", "sources", multiple=True, default=("auto",), show_default=True,
-              help="auto, nvml, rapl, powermetrics or estimate (repeatable).")
-def power(seconds: float, sources: tuple[str, ...]) -> None:
-    """List power sources, sample them, print mean watts (measured or estimated).
-
-    \b
-    Example:
-      greenspec power --seconds 10
-    """
-    import math
-
-    from workers.power import format_survey, survey
-
-    if not (math.isfinite(seconds) and 0 < seconds <= MAX_POWER_S):
-        raise GreenspecError(f"--seconds {seconds}: give a number of seconds above 0 and at most {MAX_POWER_S}")
-    click.echo(format_survey(survey(seconds=seconds, names=sources)))
-
-
-@main.command()
-@click.argument("spec", type=click.Path(dir_okay=False))
-@click.option("--prompts", default=10, show_default=True, type=int, help="Prompts (contexts), round-robin over tasks.")
-@click.option("--repeats", default=5, show_default=True, type=int, help="Timed single-token queries per prompt.")
-@click.option("--timbl/--no-timbl", default=True, show_default=True, help="Also time olifant with TiMBL.")
-@click.option("--out", default=None, type=click.Path(dir_okay=False), help="Also write the rows as CSV.")
-@FORCE
-@click.pass_obj
-def latency(obj: Context, spec: str, prompts: int, repeats: int, timbl: bool, out: str | None, force: bool) -> None:
-    """Standalone next-token latency of each strategy's draft, no verifier (the paper's §2.3); stored in --db.
-
-    \b
-    Example:
-      greenspec latency examples/demo.toml --prompts 10 --repeats 5
-    """
-    from orchestrator.latency import (
-        LatencyOptions,
-        format_table,
-        load_latency_spec,
-        measure,
-        rows_frame,
-        store_rows,
-        timbl_notes,
-    )
-    from orchestrator.outputs import write_failed
-
-    _check_out(obj, out, force)
-    opts = LatencyOptions(prompts=prompts, repeats=repeats, timbl=timbl)
-    s = load_latency_spec(spec)
-    rows = measure(s, opts)
-    store_rows(obj.db, s.experiment.name, rows, prompts, repeats)
-    click.echo(format_table(rows, timbl_notes(s, opts)))
-    if out:
-        try:
-            rows_frame(rows).to_csv(out, index=False)
-        except OSError as err:
-            raise write_failed(out, "--out", err) from err
-
-
-@main.command()
-def doctor() -> None:
-    """Versions, the accelerator found, and the power sources available.
-
-    \b
-    Example:
-      greenspec doctor
-    """
-    from orchestrator.doctor import report
-
-    click.echo(report())
-
-
-@main.command()
-@click.argument("spec", type=click.Path(dir_okay=False))
-@click.option("--corpus", required=True, help="The [[corpora]] name to train.")
-@click.option("--out", default=None, type=click.Path(dir_okay=False),
-              help="Write the instance base here (default: the spec's artifact store, where a run finds it).")
-@click.option("--memory-gb", default=None, type=click.FloatRange(min=0, min_open=True),
-              help="Bound the training's resident memory (default: the corpus's memory_gb, else half the free memory).")
-@FORCE
-@click.pass_obj
-def train(obj: Context, spec: str, corpus: str, out: str | None, memory_gb: float | None, force: bool) -> None:
-    """Train one corpus's instance base exactly as a run would (resumes a killed training).
-
-    \b
-    Example:
-      greenspec train examples/paper.toml --corpus fineweb --memory-gb 8
-    """
-    import math
-
-    from orchestrator.train import TrainBar, TrainRequest, closing_line, train_corpus
-
-    if memory_gb is not None and not math.isfinite(memory_gb):
-        raise GreenspecError(f"--memory-gb {memory_gb}: give a finite number of gigabytes above 0")
-    _check_out(obj, out, force)
-    with TrainBar() as bar:
-        info = train_corpus(TrainRequest(spec, corpus, out, memory_gb, obj.address), progress=bar)
-    click.echo(closing_line(info))
-
+for command in (*cli_results.COMMANDS, *cli_tools.COMMANDS):
+    main.add_command(command)
 
 if __name__ == "__main__":
     main()
