@@ -3,14 +3,13 @@
 Usage: python -m bench [igtree|decoding|orchestrator|dashboard|drafts|training|confidence ...] [--quick]
 
 Each suite owns one region of BENCHMARKS.md, between `<!-- bench:NAME -->` and `<!-- /bench:NAME -->`: a full
-(not --quick) run of a suite replaces its region, stamped with the machine and time, and leaves everything else
-(other suites' last results, the sections kept by hand: mutation scores, the suite's time, notes) as it was. A
-suite without a region yet is appended.
+(not --quick) run of a suite replaces its region (the suite's heading, its command, its tables, the machine) and
+leaves everything else (other suites' last results, the findings written after each region, the sections kept by
+hand: mutation scores, the suite's time) as it was. A suite without a region yet is appended.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import importlib
 import os
 import platform
@@ -32,14 +31,22 @@ def machine() -> str:
     except (OSError, StopIteration):
         pass
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return (f"Machine: {cpu}, {os.cpu_count()} cores, {mem:.0f} GiB RAM, {platform.system()} {platform.release()}; "
-            f"Python {platform.python_version()}, torch {torch.__version__} ({'CUDA' if torch.cuda.is_available() else 'CPU'}). "
-            f"Run {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC.")
+    device = torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU"
+    return (f"Machine: {cpu}, {os.cpu_count()} cores, {mem:.0f} GiB RAM, {platform.system()}; "
+            f"Python {platform.python_version()}, torch {torch.__version__} ({device}).")
 
 
 HEADER = ("# Benchmarks\n\n`make bench` (= `python -m bench`) reruns every suite below and replaces its section; "
-          "`python -m bench NAME` one suite. Each section names the machine and time it ran; sections without a "
-          "`bench:` marker are kept by hand.\n")
+          "`python -m bench NAME` one suite. Each section names its command and the machine it ran on; sections "
+          "without a `bench:` marker are kept by hand.\n")
+
+
+def stamped(name: str, body: str, machine_line: str) -> str:
+    """A suite's region text: its heading, the command that reproduces it, its body, and the machine."""
+    lines = body.strip().split("\n")
+    at = 1 if lines[0].startswith("#") else 0
+    lines[at:at] = ([""] if at else []) + [f"`python -m bench {name}` (part of `make bench`)."] + ([] if at else [""])
+    return "\n".join(lines) + f"\n\n_{machine_line}_"
 
 
 def replace_region(doc: str, name: str, body: str) -> str:
@@ -63,7 +70,7 @@ def main(argv: list[str]) -> int:
         body = importlib.import_module(f"bench.{name}").run(quick=quick).strip()
         print(body + "\n")
         if not quick:   # --quick figures are a smoke run, never recorded
-            doc = replace_region(doc, name, f"{body}\n\n_{machine()}_")
+            doc = replace_region(doc, name, stamped(name, body, machine()))
             OUT.write_text(doc)   # after every suite: a later suite's failure keeps this one's result
             print(f"wrote {OUT} (section {name})", file=sys.stderr)
     return 0

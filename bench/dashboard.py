@@ -143,7 +143,7 @@ def section(results: dict[int, dict], skipped_1m: bool) -> str:
         "5 tasks x k {3, 5, 8} x 2 regimes, 100 tokens per generation, 10 Hz power samples for a quarter of them; "
         "random values of realistic shape, not measurements). Cold: the first render with every cache empty, in a "
         "process where Streamlit has already started; warm: the next render. Wall seconds, with the process's CPU "
-        "seconds (all threads) in brackets: this 2-core machine is shared, so wall times carry other jobs' load. "
+        "seconds (all threads) in brackets: the steadier figure where the cores are shared. "
         "Goals at 10^5: cold < 1.5 s, warm < 0.3 s, peak memory < 500 MB.",
         "",
         *rows,

@@ -16,7 +16,6 @@ sampling, seeded per prompt), with plain at T = 0.8 as its baseline, next to the
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 from dataclasses import dataclass
@@ -225,14 +224,6 @@ def sampled_section(verifier, drafts, prompts, n_new, k, regime, repeats, greedy
     return rows
 
 
-def load() -> str:
-    """The machine's load averages, e.g. "1.02/0.97/0.88" (unknown where the OS has none)."""
-    try:
-        return "/".join(f"{x:.2f}" for x in os.getloadavg())
-    except OSError:
-        return "unknown"
-
-
 def render(rows, sampled_rows, costs, ks, n_new, n_prompts, mismatches, repeats) -> str:
     """The Markdown section: setup, the pass-cost table, the greedy results and the sampled ones."""
     from tabulate import tabulate
@@ -254,8 +245,7 @@ def render(rows, sampled_rows, costs, ks, n_new, n_prompts, mismatches, repeats)
         "below and the size of every pass the run made (rejections: 1 position; verified drafts: their count, "
         "+1 uncached and cached-standard; cached-standard's first pass costed as the prompt's prefill). "
         "Goals: draft+bookkeeping <= 2% of wall time, measured/ideal >= 90%. `speedup (CPU s)`: the same ratio "
-        "from this process's CPU seconds, steadier than wall time when other jobs share the cores "
-        f"(load average over the last 1/5/15 min at the end of this run: {load()}).",
+        "from this process's CPU seconds, steadier than wall time on shared cores.",
         "",
         "Verifier pass cost at the mean context length (ms):",
         "",

@@ -80,12 +80,13 @@ def timed_runs(verifier, draft, prompts, n_new, k, regime: dict, repeats: int) -
 
 
 def index_label(name: str, draft, built: dict) -> str:
-    """What the draft keeps besides the session: its file (olifant, rest), its weights (neural), or nothing."""
+    """What the draft keeps besides the generation's own context: its file (olifant, rest), its weights (neural),
+    or nothing."""
     if name in built:
         return f"{built[name][0] / 2**20:.1f} MiB"
     if getattr(draft, "model", None) is not None:  # a model-backed draft keeps its weights
         return f"{sum(p.numel() * p.element_size() for p in draft.model.parameters()) / 2**20:.1f} MiB (weights)"
-    return "0 (session only)" if name != "plain" else "-"
+    return "0 (context only)" if name != "plain" else "-"
 
 
 def measure(verifier, drafts: dict, prompts: dict, refs: dict, ks, n_new: int, repeats: int, built: dict):
@@ -231,7 +232,8 @@ def render_drafts(rows, built, n_prompts, n_new, repeats, mismatches) -> str:
         f"Demo verifier and neural draft (`greenspec demo`'s models, fp32, CPU, 1 thread); {n_prompts} prompts per "
         f"domain x {n_new} new tokens, fastest of {repeats} runs per prompt, warm-up excluded; corpus drafts on their "
         f"own domain only. Outputs differing from transformers' greedy `generate`: {mismatches}. "
-        "`draft ms/token`: draft seconds per new token. `index`: what the draft holds besides the session.",
+        "`draft ms/token`: draft seconds per new token. `index`: what the draft keeps besides the generation's own "
+        "context.",
         "",
         tabulate(builds, headers=["artifact", "MiB", "build s", "corpus tokens"], tablefmt="github"),
         "",

