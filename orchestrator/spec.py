@@ -10,6 +10,7 @@ Relative paths in the spec are resolved against the spec file's folder.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import tomllib
 from pathlib import Path
@@ -75,6 +76,9 @@ class VerifierSection(_Model):
 
 
 class _Source(_Model):
+    """Where documents come from: `workers.corpora.TextSource`'s fields as spec keys, validated (a test holds the
+    two to the same names and defaults)."""
+
     name: Name
     path: str | None = None
     dataset: str | None = None
@@ -90,8 +94,7 @@ class _Source(_Model):
 
     def source(self) -> TextSource:
         """The worker-side description of where the documents come from."""
-        return TextSource(name=self.name, path=self.path, dataset=self.dataset, config=self.config,
-                          split=self.split, column=self.column)
+        return TextSource(**{f.name: getattr(self, f.name) for f in dataclasses.fields(TextSource)})
 
 
 class CorpusSection(_Source):

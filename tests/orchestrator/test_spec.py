@@ -170,3 +170,15 @@ def test_sampling_example_sweeps_two_temperatures_in_three_regimes():
     assert spec.sweep.temperatures == [0.0, 0.8] and len(spec.sweep.regimes) == 3
     # (3 drafting strategies x 2 k + plain) x 3 regimes x 2 temperatures x 4 prompts
     assert spec.cell_counts()["sweep"] == (3 * 2 + 1) * 3 * 2 * 4
+
+
+def test_a_spec_source_has_exactly_the_workers_text_source_fields():
+    import dataclasses
+
+    from orchestrator.spec import _Source
+    from workers.corpora import TextSource
+
+    for f in dataclasses.fields(TextSource):
+        field = _Source.model_fields[f.name]
+        assert field.is_required() if f.default is dataclasses.MISSING else field.default == f.default
+    assert set(_Source.model_fields) == {f.name for f in dataclasses.fields(TextSource)}
