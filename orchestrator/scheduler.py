@@ -1,6 +1,6 @@
 """The scheduling policy as plain data: what runs next, what is retried, what fails with its artifact.
 
-No Ray, no SQL: the driver (`orchestrator.driver`) feeds it the pending cells and the outcomes, and does
+No Ray, no SQL: the loop (`orchestrator.loop`) feeds it the pending cells and the outcomes, and does
 what it says. Artifact cells (instance bases) build on CPU workers, all at once as soon as the artifacts
 they read are built; label cells (verifier labels for a distilled instance base) are artifacts built on the
 accelerator worker, queued before references; reference and sweep cells go to the one accelerator worker
@@ -10,10 +10,10 @@ in batches of one strategy and kind, each batch only when the artifacts its cell
 The sweep's order (`[sweep] order`):
 - `"paired"` (the default): prompt by prompt, every strategy and k of one (task, regime, temperature, prompt)
   back to back, plain first. Strategies that are compared (a draft and plain, a hybrid and its parts, an adaptive
-  draft and its base) are then timed seconds apart: a paired measurement. On a shared machine whose speed
-  drifts over minutes, timing one strategy's cells minutes after another's put the same demo cell at 0.46x plain
-  in one run and 0.89-1.14x in five paired ones. A batch still holds one strategy (its k values for that prompt), so a
-  draft that kills the worker costs attempts to its own cells only; the worker keeps the drafts loaded.
+  draft and its base) are then timed seconds apart: a paired measurement, robust to a machine whose speed drifts
+  over minutes (BENCHMARKS.md, "How the sweep is timed"). A batch still holds one strategy (its k values for that
+  prompt), so a draft that kills the worker costs attempts to its own cells only; the worker keeps the drafts
+  loaded.
 - `"strategy"`: each strategy's cells together (fewer draft loads, one draft in memory at a time).
 
 Example:
