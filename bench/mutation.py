@@ -67,7 +67,8 @@ TARGETS = {
     # the energy figures: window integration and the labelled estimate, against the replayed-trace tests
     "sampler": Target("sampler", ("workers/power/sampler.py",),
                       ("tests/workers/test_power.py", "tests/workers/test_power_integrate.py",
-                       "tests/workers/test_power_trace.py", "tests/workers/test_power_rapl.py")),
+                       "tests/workers/test_power_trace.py", "tests/workers/test_power_rapl.py",
+                       "tests/workers/test_power_sampler_mutants.py")),
     "estimate": Target("estimate", ("workers/power/estimate.py",),
                        ("tests/workers/test_power_estimate*.py", "tests/workers/test_power.py")),
     # whose joules: generations' and label passes' windows (the runner's energy part) and trainings' shares
