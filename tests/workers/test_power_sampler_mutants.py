@@ -125,3 +125,53 @@ def test_a_zero_length_window_sums_the_sources_watts():
 
 def test_a_span_has_no_window_until_its_block_ends():
     assert Span(1.0).window is None
+
+
+class Broken(PowerSource):
+    """A meter whose every read fails."""
+
+    name, measured = "nvml", True
+
+    @classmethod
+    def open(cls) -> Broken:
+        raise PowerError("built by the test")
+
+    def read(self) -> Reading:
+        raise PowerError("NVML read failed: GPU is lost")
+
+
+def test_a_failing_source_is_logged_once_and_the_others_still_sampled(caplog):
+    good = TraceSource([0.0, 1.0, 2.0], [5.0, 5.0, 5.0])
+    sampler = PowerSampler([Broken(), good], clock=lambda: 2.0)
+    with caplog.at_level("WARNING", logger="workers.power.sampler"):
+        for _ in range(3):
+            sampler.sample_now()
+    assert [r.getMessage() for r in caplog.records] == ["power source nvml failed to read: NVML read failed: GPU is lost"]
+    assert [s.t_s for s in sampler.samples("trace")] == [0.0, 1.0, 2.0] and sampler.samples("nvml") == []
+    assert sampler.window(0.0, 2.0).energy_j == pytest.approx(10.0)
+
+
+def test_mixing_measured_and_estimated_sources_warns_once_naming_the_measured(caplog):
+    estimate = TraceSource([0.0], [9.0], name="estimate", measured=False)
+    with caplog.at_level("WARNING", logger="workers.power.sampler"):
+        PowerSampler([TraceSource([0.0], [1.0], name="rapl"), estimate])
+        PowerSampler([TraceSource([0.0], [1.0], name="rapl"), TraceSource([0.0], [1.0], name="nvml")])
+        PowerSampler([TraceSource([0.0], [9.0], name="estimate", measured=False)])
+    assert [r.getMessage() for r in caplog.records] == [
+        "measured and estimated sources sampled together; windows count the measured ones only (rapl)"]
+
+
+def test_retained_samples_keep_one_before_the_cut():
+    # clock at 3.5 s, 2 s retained: samples before 1.5 s go, but the one at 1 s stays for edge interpolation
+    sampler = PowerSampler([TraceSource([0.0, 1.0, 2.0, 3.0], [1.0, 2.0, 3.0, 4.0])], retain_s=2.0, clock=lambda: 3.5)
+    for _ in range(4):
+        sampler.sample_now()
+    assert [s.t_s for s in sampler.samples("trace")] == [1.0, 2.0, 3.0]
+    assert [s.t_s for s in sampler.drain_samples()] == [0.0, 1.0, 2.0, 3.0]  # storage still gets every one
+
+
+def test_a_window_over_a_source_not_sampled_names_what_is():
+    with pytest.raises(PowerError, match=r"^power source\(s\) \['nope'\] not sampled here; sampled: \['nvml'\]$"):
+        replayed(trace()).window(0.0, 1.0, only=["nope"])
+    a, b = TraceSource([0.0, 1.0], [1.0, 1.0], name="a"), TraceSource([0.5], [2.0], name="b")
+    assert [s.t_s for s in replayed(a, b).samples("a")] == [0.0, 1.0]
