@@ -14,7 +14,7 @@ import pytest
 
 from tests.workers.power_trace import TraceSource, replayed, trace
 from workers.errors import PowerError
-from workers.power import PowerSampler, PowerSource, Reading, integrate
+from workers.power import PowerSampler, PowerSource, Reading, counter_delta, integrate
 from workers.power.sampler import Span
 
 
@@ -175,3 +175,28 @@ def test_a_window_over_a_source_not_sampled_names_what_is():
         replayed(trace()).window(0.0, 1.0, only=["nope"])
     a, b = TraceSource([0.0, 1.0], [1.0, 1.0], name="a"), TraceSource([0.5], [2.0], name="b")
     assert [s.t_s for s in replayed(a, b).samples("a")] == [0.0, 1.0]
+
+
+def test_counter_delta_errors_and_a_zero_length_window():
+    with pytest.raises(ValueError, match=r"^counter_delta needs >= 2 matching samples, got 3 times and 2 counts$"):
+        counter_delta([0.0, 1.0, 2.0], [0.0, 1.0], 0.0, 1.0)
+    with pytest.raises(ValueError, match=r"^window ends before it starts: t0=2.0 t1=1.0$"):
+        counter_delta([0.0, 1.0], [0.0, 1.0], 2.0, 1.0)
+    assert counter_delta([0.0, 1.0], [0.0, 5.0], 0.5, 0.5) == 0.0
+
+
+def test_counter_delta_inside_a_middle_interval_and_before_the_first_sample():
+    t, e = [1.0, 2.0, 3.0, 4.0], [0.0, 10.0, 30.0, 60.0]  # 10, 20, 30 W
+    assert counter_delta(t, e, 2.2, 2.5) == pytest.approx(6.0)   # 20 W x 0.3 s, between the middle samples
+    assert counter_delta(t, e, 0.5, 1.0) == pytest.approx(5.0)   # before the first: at its first rate, 10 W x 0.5 s
+
+
+def test_counter_with_a_repeated_first_timestamp_has_no_rate_there():
+    # two samples at 1 s: no interval to take a rate from, so before them the counter is held
+    assert counter_delta([1.0, 1.0, 2.0], [0.0, 0.0, 10.0], 0.0, 2.0) == pytest.approx(10.0)
+
+
+def test_a_window_with_no_sample_at_all_says_so():
+    sampler = PowerSampler([Broken()])
+    with pytest.raises(PowerError, match=r"^no power samples from \['nvml'\] to measure the window 0.000-1.000$"):
+        sampler.window(0.0, 1.0)
