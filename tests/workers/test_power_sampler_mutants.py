@@ -154,11 +154,11 @@ def test_a_failing_source_is_logged_once_and_the_others_still_sampled(caplog):
 def test_mixing_measured_and_estimated_sources_warns_once_naming_the_measured(caplog):
     estimate = TraceSource([0.0], [9.0], name="estimate", measured=False)
     with caplog.at_level("WARNING", logger="workers.power.sampler"):
-        PowerSampler([TraceSource([0.0], [1.0], name="rapl"), estimate])
+        PowerSampler([TraceSource([0.0], [1.0], name="rapl"), TraceSource([0.0], [1.0], name="nvml"), estimate])
         PowerSampler([TraceSource([0.0], [1.0], name="rapl"), TraceSource([0.0], [1.0], name="nvml")])
         PowerSampler([TraceSource([0.0], [9.0], name="estimate", measured=False)])
     assert [r.getMessage() for r in caplog.records] == [
-        "measured and estimated sources sampled together; windows count the measured ones only (rapl)"]
+        "measured and estimated sources sampled together; windows count the measured ones only (rapl, nvml)"]
 
 
 def test_retained_samples_keep_one_before_the_cut():
