@@ -7,7 +7,8 @@ tracked and untracked-but-not-ignored files of the repository are copied to a sc
 module goes to `.mutation/summary.md` (copied by hand into BENCHMARKS.md's "Mutation testing" section, which
 `make bench` does not regenerate); survivors' diffs go to `.mutation/<target>/survivors.txt`.
 
-Usage: python -m bench.mutation [metrics decoding summary tables igtree sampler estimate] [--jobs N] [--minutes M] [--keep]
+Usage: python -m bench.mutation [metrics decoding summary tables igtree sampler estimate attribution]
+           [--jobs N] [--minutes M] [--keep]
        python -m bench.mutation igtree --survivors      # re-run only the last run's survivors against today's tests
        python -m bench.mutation decoding --sample 150   # 150 random mutants not yet checked (after a partial run)
 
@@ -66,9 +67,13 @@ TARGETS = {
     # the energy figures: window integration and the labelled estimate, against the replayed-trace tests
     "sampler": Target("sampler", ("workers/power/sampler.py",),
                       ("tests/workers/test_power.py", "tests/workers/test_power_integrate.py",
-                       "tests/workers/test_power_trace.py", "tests/workers/test_power_rapl.py")),
+                       "tests/workers/test_power_trace.py", "tests/workers/test_power_rapl.py",
+                       "tests/workers/test_power_sampler_mutants.py")),
     "estimate": Target("estimate", ("workers/power/estimate.py",),
-                       ("tests/workers/test_power_estimate.py", "tests/workers/test_power.py")),
+                       ("tests/workers/test_power_estimate*.py", "tests/workers/test_power.py")),
+    # whose joules: generations' and label passes' windows (the runner's energy part) and trainings' shares
+    "attribution": Target("attribution", ("workers/power/attribution.py",),
+                          ("tests/workers/test_power_attribution.py",)),
 }
 
 ALIASES = {"queries": "summary"}  # the old name of the summary target

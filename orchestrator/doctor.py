@@ -25,7 +25,7 @@ def accelerator() -> str:
 
 
 def report() -> str:
-    """A plain-text report: versions, accelerator, power sources."""
+    """A plain-text report: versions, accelerator, power sources, the idle power floor (1 s where a meter exists)."""
     from workers.power import probe
 
     lines = [f"python        {platform.python_version()}"]
@@ -49,4 +49,7 @@ def report() -> str:
     for name, available, measured, detail in probe():
         state = ("measured" if measured else "estimated") if available else "absent"
         lines.append(f"  {name:<13} {state:<10} {detail}")
+    from workers.power.idle import describe_idle_floor, measure_idle_floor_w
+
+    lines.append(f"idle floor    {describe_idle_floor(measure_idle_floor_w(('auto',)))}")
     return "\n".join(lines)

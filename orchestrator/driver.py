@@ -26,6 +26,7 @@ from storage import store
 from storage.db import guard, open_db, sqlite_path
 from storage.queries import state_counts, status_counts
 from workers.errors import GreenspecError
+from workers.power.idle import measure_idle_floor_w
 
 logger = logging.getLogger(__name__)
 
@@ -93,6 +94,9 @@ def _run_leased(spec: Spec, cells: list, source: tuple[str, str | None], opts: R
     with guard(opts.db_url), ExperimentLease(Session, name, opts.wait, opts.lease_s) as lease:
         exp_id, added = _register(spec, cells, source, Session, retry_failed, opts.drop_stale)
         if _has_work(Session, exp_id):
+            with Session() as s:  # the idle floor, before Ray starts: the machine at rest (None where no meter exists)
+                store.set_idle_power(s, exp_id, measure_idle_floor_w(spec.power.sources))
+                s.commit()
             _run_on_ray(spec, exp_id, Session, opts, progress or NoProgress(), lease)
         else:
             logger.info("experiment %s: no cell to run; Ray not started", name)

@@ -313,9 +313,16 @@ def store_samples(session: Session, exp_id: int, samples: Iterable[Sample]) -> N
 
 
 def set_device(session: Session, exp_id: int, device: str, idle_power_w: float | None = None) -> None:
-    """The accelerator worker's device and idle power, on the experiment row."""
+    """The accelerator worker's device and idle power (when it measured one, else the floor stored before the run)."""
+    floor = {} if idle_power_w is None else {"idle_power_w": idle_power_w}
     session.execute(update(Experiment).where(Experiment.id == exp_id)
-                    .values(device=device, idle_power_w=idle_power_w, updated_at=dt.datetime.now(dt.timezone.utc)))
+                    .values(device=device, **floor, updated_at=dt.datetime.now(dt.timezone.utc)))
+
+
+def set_idle_power(session: Session, exp_id: int, idle_power_w: float | None) -> None:
+    """The idle power floor measured before a run (None: unknown), on the experiment row."""
+    session.execute(update(Experiment).where(Experiment.id == exp_id)
+                    .values(idle_power_w=idle_power_w, updated_at=dt.datetime.now(dt.timezone.utc)))
 
 
 # ----------------------------------------------------------------------------- leases (one driver per experiment)

@@ -11,11 +11,10 @@ import os
 import socket
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from workers.contracts import (
-    EnergyRecord,
     GenerationRecord,
     JobOutcome,
     LabelJob,
@@ -23,8 +22,8 @@ from workers.contracts import (
     ReferenceRecord,
     SweepJob,
 )
-from workers.power.base import EnergyWindow, PowerSample
-from workers.power.sampler import PowerSampler
+from workers.power.attribution import attach_energy
+from workers.power.base import PowerSample
 
 logger = logging.getLogger(__name__)
 
@@ -173,26 +172,3 @@ class SweepRunner:
         """Integrate the power trace over each generation's or label pass's [started_at, ended_at] window."""
         return attach_energy(outcomes, self.sampler)
 
-
-def energy_record(window: EnergyWindow, n_tokens: int) -> EnergyRecord:
-    """A window's joules as stored with a generation: mean watts, J per 100 tokens, tokens per joule."""
-    from workers.power import j_per_100_tokens, tokens_per_j
-
-    return EnergyRecord(energy_j=window.energy_j, mean_power_w=window.mean_power_w, power_source=window.source_label,
-                        power_measured=window.measured, j_per_100_tokens=j_per_100_tokens(window.energy_j, n_tokens),
-                        tokens_per_j=tokens_per_j(window.energy_j, n_tokens))
-
-
-def attach_energy(outcomes: list[JobOutcome], sampler: PowerSampler) -> list[JobOutcome]:
-    """Each outcome with its generation's (or label pass's) energy over its [started_at, ended_at] window."""
-    out = []
-    for o in outcomes:
-        if o.label is not None:
-            w = sampler.window(o.label.started_at, o.label.ended_at)
-            o = replace(o, label=replace(o.label, energy=energy_record(w, o.label.n_tokens)))
-        g = o.generation
-        if g is not None:
-            w = sampler.window(g.started_at, g.ended_at)
-            o = replace(o, generation=replace(g, energy=energy_record(w, len(g.tokens))))
-        out.append(o)
-    return out

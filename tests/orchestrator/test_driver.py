@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import os
 import shutil
 import subprocess
 import sys
@@ -44,13 +45,26 @@ def sessions(o: RunOptions):
     return open_db(o.db_url, migrate=False)[1]
 
 
+# The finished run's accelerator worker meets NVML through tests/orchestrator/fake_nvml: one GPU whose watts rise
+# along a known ramp, W0 + SLOPE x (t - T0) at epoch second t, so every stored joule can be worked out by hand.
+RAMP = (100.0, 0.5, time.time())  # W0 (W), SLOPE (W/s), T0 (epoch s)
+FAKE_NVML = Path(__file__).resolve().parent / "fake_nvml"
+
+
+def ramp_j(t0: float, t1: float) -> float:
+    """Joules of the ramp over [t0, t1]: its integral, W0 (t1 - t0) + SLOPE ((t1 - T0)^2 - (t0 - T0)^2) / 2."""
+    w0, slope, start = RAMP
+    return w0 * (t1 - t0) + slope * ((t1 - start) ** 2 - (t0 - start) ** 2) / 2
+
+
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory, tiny_verifier, text_files, ray_local):
-    """One full sweep of the default spec (k = 2, 3), run once for the tests that read or copy a finished run:
-    (its options, its report, its database file checkpointed so the bytes can be compared)."""
+    """One full sweep of the default spec (k = 2, 3) measured by the fake GPU's ramp, run once for the tests that read
+    or copy a finished run: (its options, its report, its database file checkpointed so the bytes can be compared)."""
     folder = tmp_path_factory.mktemp("finished")
-    o = opts(folder)
-    report = run_spec_file(spec_writer(folder, tiny_verifier, text_files)(), o)
+    path = os.pathsep.join(p for p in (str(FAKE_NVML), os.environ.get("PYTHONPATH", "")) if p)
+    o = opts(folder, worker_env={"PYTHONPATH": path, "GREENSPEC_TEST_NVML_RAMP": ",".join(map(str, RAMP))})
+    report = run_spec_file(spec_writer(folder, tiny_verifier, text_files)(**{'"estimate"': '"nvml"'}), o)
     engine = open_db(o.db_url, migrate=False)[0]
     with engine.connect() as conn:
         conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -77,8 +91,8 @@ def test_end_to_end_exactly_greedy(finished):
         # drafts were really accepted and rejected on the way
         assert decoding_problems(gens) == []
         assert all(g.n_tokens == MAX_NEW_TOKENS and g.accepted <= g.drafted for g in gens)
-        assert all(g.energy_j and g.energy_j > 0 and g.power_source == "estimate" and g.power_measured is False
-                   for g in gens)
+        assert all(g.energy_j == pytest.approx(ramp_j(g.started_at, g.ended_at), rel=1e-6)
+                   and g.power_source == "nvml" and g.power_measured is True for g in gens)
         assert s.scalar(select(func.count()).select_from(PowerSample)) > 0
         counts = status_counts(s)
         assert counts["sweep"] == {"pending": 0, "running": 0, "done": SWEEP_CELLS, "failed": 0}
@@ -96,12 +110,64 @@ def test_end_to_end_exactly_greedy(finished):
     assert (table["exact_match"] == 1.0).all() and (table["rouge_l"] == 1.0).all()
 
 
-def _export(db_url: str) -> dict[str, dict[str, str]]:
-    """`greenspec export --format csv` as a user runs it: strategy + regime -> row (k = 2 only)."""
+def _mean(values) -> float:
+    values = list(values)
+    return sum(values) / len(values)
+
+
+def test_exported_figures_are_the_stored_passes_and_the_power_ramp_worked_by_hand(finished):
+    """Every figure of `greenspec export` recomputed here from the stored pass counts and timings and the fake GPU's
+    ramp, by the paper's definitions (per-prompt means; ratios to plain at the same task and regime)."""
+    o, _, _ = finished
+    with sessions(o)() as s:
+        gens = s.scalars(select(Generation)).all()
+    by_cell: dict[tuple[str, str, int], list] = {}
+    for g in gens:
+        by_cell.setdefault((g.strategy, g.regime, g.k), []).append(g)
+    want = {}
+    for cell, gs in by_cell.items():
+        drafting = [g for g in gs if g.drafted > 0]
+        want[cell] = {
+            "tokens_per_s": _mean(g.n_tokens / g.wall_s for g in gs),
+            "j_per_100_tokens": _mean(ramp_j(g.started_at, g.ended_at) / g.n_tokens * 100 for g in gs),
+            # accepted / drafted; accepted / rounds; rounds whose first draft token was accepted / rounds checked
+            "acceptance": _mean(g.accepted / g.drafted for g in drafting) if drafting else None,
+            "mal": _mean(sum(g.accepted_per_step) / len(g.accepted_per_step) for g in gs),
+            "first_token_acceptance": (_mean(sum(a > 0 for a in g.accepted_per_step) / g.first_checked
+                                             for g in drafting) if drafting else None),
+        }
+        assert all(sum(g.accepted_per_step) == g.accepted and g.first_checked > 0 for g in drafting)
+    rows = list(csv.DictReader(io.StringIO(_export_text(o.db_url))))
+    assert len(rows) == len(want) == 2 * (1 + 2 * 2)  # plain (k = 0) and ngram, olifant at k 2 and 3, per regime
+    for r in rows:
+        cell, plain = want[r["strategy"], r["regime"], int(r["k"])], want["plain", r["regime"], 0]
+        assert float(r["tokens_per_s"]) == pytest.approx(cell["tokens_per_s"], rel=1e-9)
+        assert float(r["speedup"]) == pytest.approx(cell["tokens_per_s"] / plain["tokens_per_s"], rel=1e-9)
+        assert float(r["j_per_100_tokens"]) == pytest.approx(cell["j_per_100_tokens"], rel=1e-6)
+        assert float(r["energy_ratio"]) == pytest.approx(plain["j_per_100_tokens"] / cell["j_per_100_tokens"],
+                                                         rel=1e-6)
+        assert float(r["tokens_per_j"]) == pytest.approx(100 / cell["j_per_100_tokens"], rel=1e-6)
+        assert r["power_source"] == "nvml" and r["power_measured"] == "True"
+        for name in ("acceptance", "mal", "first_token_acceptance"):
+            if r["strategy"] == "plain":
+                assert r[name] in ("", "0.0"), (name, r[name])  # plain drafts nothing
+            else:
+                assert float(r[name]) == pytest.approx(cell[name], rel=1e-9), name
+    # the ramp makes energy more than time: an energy ratio that merely repeated the speedup would fail above
+    assert any(abs(float(r["energy_ratio"]) - float(r["speedup"])) > 1e-3 for r in rows)
+
+
+def _export_text(db_url: str) -> str:
+    """`greenspec export --format csv` as a user runs it."""
     out = subprocess.run([sys.executable, "-m", "orchestrator.cli", "--db", db_url, "export", "--format", "csv"],
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    rows = list(csv.DictReader(io.StringIO(out.stdout)))
+    return out.stdout
+
+
+def _export(db_url: str) -> dict[str, dict[str, str]]:
+    """`greenspec export --format csv` as a user runs it: strategy + regime -> row (k = 2 only)."""
+    rows = list(csv.DictReader(io.StringIO(_export_text(db_url))))
     return {(r["strategy"], r["regime"]): r for r in rows if r["k"] in ("0", "2")}
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from workers.contracts import GenerationRecord, LabelRecord
 from workers.errors import PowerError
 from workers.power import PowerSampler, PowerSource, Reading
 from workers.power.base import WrappingCounter
@@ -48,3 +49,21 @@ def replayed(*sources: TraceSource) -> PowerSampler:
     for _ in range(max(len(src.t_s) for src in sources)):
         sampler.sample_now()
     return sampler
+
+
+# Watts sampled 1 s apart, changing between samples: a window edge between samples lies on a slope.
+def trace() -> TraceSource:
+    return TraceSource([0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [0.0, 20.0, 20.0, 60.0, 60.0, 30.0, 30.0], name="nvml")
+
+
+def generation(started_at: float, ended_at: float, n_tokens: int) -> GenerationRecord:
+    return GenerationRecord(n_prompt_tokens=3, tokens=tuple(range(n_tokens)), text="", steps=n_tokens, drafted=0,
+                            accepted=0, accept_hist=(), accepted_per_step=(), tokens_per_step=(), fastpath_rejects=0,
+                            wall_s=ended_at - started_at, draft_s=0.0, verify_s=0.0, started_at=started_at,
+                            ended_at=ended_at, bridged=False, stopped="length", device="cpu")
+
+
+def label_pass(started_at: float, ended_at: float, n_tokens: int) -> LabelRecord:
+    return LabelRecord(path="m.json", sha256="0" * 64, bytes=1, n_tokens=n_tokens, n_docs=1, n_labelled=n_tokens,
+                       agreement=1.0, chunk_tokens=512, overlap_tokens=128, wall_s=ended_at - started_at,
+                       started_at=started_at, ended_at=ended_at, device="cpu")

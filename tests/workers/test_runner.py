@@ -8,10 +8,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from tests.workers.power_trace import TraceSource, replayed
-from workers.contracts import GenerationRecord, JobOutcome, LabelRecord, ReferenceRecord, SweepJob
+from tests.workers.power_trace import generation, replayed, trace
+from workers.contracts import JobOutcome, SweepJob
 from workers.errors import DraftError
-from workers.runner import RunnerConfig, SweepRunner, attach_energy, fastest
+from workers.runner import RunnerConfig, SweepRunner, fastest
 
 PROMPT = "The quick brown fox jumps over the lazy dog and the quick brown fox"
 
@@ -129,42 +129,6 @@ def test_fastest_refuses_runs_that_made_different_work():
         fastest([run([1, 2, 3], [2, 1], 0.3), run([1, 2, 4], [2, 1], 0.1)], "x")
     with pytest.raises(RuntimeError, match="timed run 3 of strategy 'x'"):
         fastest([run([1, 2, 3], [2, 1], 0.3), run([1, 2, 3], [2, 1], 0.2), run([1, 2, 3], [1, 1, 1], 0.1)], "x")
-
-
-# Watts sampled 1 s apart, changing between samples: every window edge below lies on a slope.
-def trace() -> TraceSource:
-    return TraceSource([0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [0.0, 20.0, 20.0, 60.0, 60.0, 30.0, 30.0], name="nvml")
-
-
-def generation(started_at: float, ended_at: float, n_tokens: int) -> GenerationRecord:
-    return GenerationRecord(n_prompt_tokens=3, tokens=tuple(range(n_tokens)), text="", steps=n_tokens, drafted=0,
-                            accepted=0, accept_hist=(), accepted_per_step=(), tokens_per_step=(), fastpath_rejects=0,
-                            wall_s=ended_at - started_at, draft_s=0.0, verify_s=0.0, started_at=started_at,
-                            ended_at=ended_at, bridged=False, stopped="length", device="cpu")
-
-
-def label_pass(started_at: float, ended_at: float, n_tokens: int) -> LabelRecord:
-    return LabelRecord(path="m.json", sha256="0" * 64, bytes=1, n_tokens=n_tokens, n_docs=1, n_labelled=n_tokens,
-                       agreement=1.0, chunk_tokens=512, overlap_tokens=128, wall_s=ended_at - started_at,
-                       started_at=started_at, ended_at=ended_at, device="cpu")
-
-
-def test_generation_and_label_energy_on_a_known_trace():
-    outs = [JobOutcome(key="g", worker="w", generation=generation(0.5, 4.5, 50)),
-            JobOutcome(key="l", worker="w", label=label_pass(1.0, 3.0, 1000)),
-            JobOutcome(key="r", worker="w", reference=ReferenceRecord("p", (1,), (2,), "x", 0.1)),
-            JobOutcome(key="e", worker="w", error="boom")]
-    g, lab, ref, err = attach_energy(outs, replayed(trace()))
-    # [0.5, 4.5]: 7.5 + 20 + 40 + 60 + 26.25 J (trapezoids, edges interpolated) for 50 tokens
-    e = g.generation.energy
-    assert e.energy_j == pytest.approx(153.75) and e.mean_power_w == pytest.approx(153.75 / 4.0)
-    assert e.j_per_100_tokens == pytest.approx(307.5) and e.tokens_per_j == pytest.approx(50 / 153.75)
-    assert e.power_source == "nvml" and e.power_measured is True
-    # [1, 3]: 20 + 40 J for 1000 labelled tokens
-    e = lab.label.energy
-    assert e.energy_j == pytest.approx(60.0) and e.mean_power_w == pytest.approx(30.0)
-    assert e.j_per_100_tokens == pytest.approx(6.0) and e.tokens_per_j == pytest.approx(1000 / 60.0)
-    assert ref == outs[2] and err == outs[3]  # nothing to measure: passed through unchanged
 
 
 def test_runner_attaches_energy_from_its_own_sampler(runner):

