@@ -89,15 +89,9 @@ def tokenize_source(source: TextSource, tokenizer, out_dir, *, max_tokens: int |
             if max_tokens is not None and n_tokens >= max_tokens:
                 break
         off_fh.write(np.array([n_tokens], dtype=np.int64).tobytes())
-    if n_tokens - n_docs <= 0:
-        os.unlink(f"{tok_path}.tmp")
-        os.unlink(f"{off_path}.tmp")
-        raise CorpusError(f"{source.name}: {source.describe()} gave no instances ({n_docs} documents, {n_tokens} "
-                          "tokens); give a corpus with text")
-    os.replace(f"{tok_path}.tmp", tok_path)
-    os.replace(f"{off_path}.tmp", off_path)
+    tf = _publish(source, tok_path, off_path, dtype, n_tokens, n_docs)
     logger.info("tokenised %s: %d documents, %d tokens (%s)", source.describe(), n_docs, n_tokens, dtype)
-    return TokenFile(str(tok_path), str(off_path), dtype.str, n_tokens, n_docs)
+    return tf
 
 
 def _token_batches(source: TextSource, tokenizer, batch_docs: int) -> Iterator[list[list[int]]]:
@@ -203,6 +197,14 @@ def join_token_parts(parts: list[dict], source: TextSource, out_dir, max_tokens:
             if max_tokens is not None and n_tokens >= max_tokens:
                 break
         off_fh.write(np.array([n_tokens], dtype=np.int64).tobytes())
+    tf = _publish(source, tok_path, off_path, dtype, n_tokens, n_docs)
+    logger.info("tokenised %s in %d parts: %d documents, %d tokens", source.describe(), len(parts), n_docs, n_tokens)
+    return tf
+
+
+def _publish(source: TextSource, tok_path, off_path, dtype, n_tokens: int, n_docs: int) -> TokenFile:
+    """Move the finished `.tmp` token and offset files into place; a corpus without one instance is refused (and
+    its partial files removed)."""
     if n_tokens - n_docs <= 0:
         os.unlink(f"{tok_path}.tmp")
         os.unlink(f"{off_path}.tmp")
@@ -210,7 +212,6 @@ def join_token_parts(parts: list[dict], source: TextSource, out_dir, max_tokens:
                           "tokens); give a corpus with text")
     os.replace(f"{tok_path}.tmp", tok_path)
     os.replace(f"{off_path}.tmp", off_path)
-    logger.info("tokenised %s in %d parts: %d documents, %d tokens", source.describe(), len(parts), n_docs, n_tokens)
     return TokenFile(str(tok_path), str(off_path), np.dtype(dtype).str, n_tokens, n_docs)
 
 
