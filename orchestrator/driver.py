@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from orchestrator.artifact_tasks import ran_on, submit_artifact
 from orchestrator.lease import ExperimentLease, LeaseHeld, LeaseLost  # noqa: F401 (LeaseHeld/Lost re-exported)
 from orchestrator.prepare import prepare, runner_config
 from orchestrator.scheduler import Scheduler
@@ -38,7 +39,7 @@ from storage.db import guard, open_db, sqlite_path
 from storage.models import CELL_KINDS
 from storage.queries import state_counts, status_counts
 from storage.store import QueuedCell
-from workers.contracts import ArtifactJob, BatchOutcome, LabelJob, SweepJob
+from workers.contracts import BatchOutcome, LabelJob, SweepJob
 from workers.errors import GreenspecError, ModelError
 
 logger = logging.getLogger(__name__)
@@ -375,19 +376,7 @@ class _Loop:
 
     def _artifact_call(self, c: QueuedCell):
         """Submit the CPU task that builds this artifact cell: an instance base, or another artifact by kind."""
-        from workers.trainer import build_task, train_task
-
-        corpus = self.spec.corpus(c.corpus)
-        if c.kind != "train":
-            return build_task.remote(ArtifactJob(
-                kind=c.kind, corpus=corpus.source(), tokenizer=c.params["tokenizer"],
-                out_dir=self.spec.experiment.artifacts, options=corpus.model_dump(exclude={"name"}),
-                inputs={role: self.paths[key] for role, key in c.needs},
-                power_sources=tuple(self.spec.power.sources), power_hz=self.spec.power.hz))
-        return train_task.remote(corpus.source(), c.params["tokenizer"], self.spec.experiment.artifacts,
-                                 window=corpus.window, backend=corpus.backend, order=corpus.order,
-                                 max_tokens=corpus.max_tokens, shards=corpus.shards, memory_gb=corpus.memory_gb,
-                                 power_sources=tuple(self.spec.power.sources), power_hz=self.spec.power.hz)
+        return submit_artifact(self.spec, c, self.paths)
 
     def _build_done(self, ref, s) -> None:
         import ray
@@ -406,7 +395,7 @@ class _Loop:
             self._fail_dependents(s, cell, error)
             return
         store.store_artifact(s, cell.id, info)
-        store.mark_finished(s, cell.id, "ray-cpu")
+        store.mark_finished(s, cell.id, ran_on(info))
         self.paths[cell.key] = str(info.path)
         self.sched.artifact_built(cell)
 
