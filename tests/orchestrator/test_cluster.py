@@ -90,7 +90,8 @@ def _kill_tree(proc: subprocess.Popen) -> None:
 
 
 def _spec(write_spec, text: Path, arts: Path) -> Path:
-    corpora = "".join(f'[[corpora]]\nname = "{c}"\npath = "{text}"\n' for c in CORPORA)
+    corpora = "".join(f'[[corpora]]\nname = "{c}"\npath = "{text}"\nmax_tokens = {6000 + 1000 * i}\n'
+                      for i, c in enumerate(CORPORA))  # three different instance bases
     olifants = "".join(f'[[strategies]]\nname = "olifant-{c}"\ndraft = "olifant"\ncorpus = "{c}"\n' for c in CORPORA)
     return write_spec(k=[2], **{
         f'[[corpora]]\nname = "pydoc"\npath = "{text}"\n': corpora,
@@ -116,13 +117,30 @@ def _database(request, tmp_path: Path) -> str:
         return f"sqlite:///{tmp_path / 'c.db'}"
 
 
+def _wait_trained(url: str, n: int, driver: subprocess.Popen, timeout_s: float) -> None:
+    """Wait until `n` train cells are done."""
+    engine, Session = open_db(url, migrate=False)
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:
+            with Session() as s:
+                done = s.scalars(select(Cell).where(Cell.kind == "train", Cell.state == "done")).all()
+            if len(done) >= n:
+                return
+            assert driver.poll() is None, f"the run ended with {len(done)} trainings done: {driver.communicate()}"
+            assert time.monotonic() < deadline, f"{len(done)} of {n} trainings done"
+            time.sleep(0.3)
+    finally:
+        engine.dispose()
+
+
 def test_two_nodes_without_a_shared_disk_train_and_survive_a_lost_node(request, write_spec, text_files, tmp_path):
     arts = tmp_path / "artifacts"
     arts.mkdir()
     port, url, spec = _free_port(), _database(request, tmp_path), _spec(write_spec, text_files[0], arts)
     head_cmd, node_cmd, run_cmd = (_filled(c, port, url, spec) for c in readme_cluster_commands())
-    small = ["--include-dashboard=false", "--disable-usage-stats", "--object-store-memory=100000000", "--block"]
-    head = _start([*head_cmd, *small], _env())
+    small = ["--disable-usage-stats", "--object-store-memory=100000000", "--block"]
+    head = _start([*head_cmd, "--include-dashboard=false", *small], _env())
     node = None
     try:
         marker = arts / ".train-hang"  # only the second node sees it: it lives in that node's tmpfs
@@ -132,6 +150,7 @@ def test_two_nodes_without_a_shared_disk_train_and_survive_a_lost_node(request, 
         driver = subprocess.Popen(run_cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         node_view = Path(f"/proc/{node.pid}/root") / str(arts).lstrip("/")
         _wait_for(node_view / ".train-hang.hanging", driver, 120)  # node 2: one training done, the next one hangs
+        _wait_trained(url, 2, driver, 120)  # the head's and the second node's first: stored, the file copied
         assert not (arts / ".train-hang").exists()  # the head cannot see the second node's artifacts folder
         _kill_tree(node)
         out, err = driver.communicate(timeout=240)
