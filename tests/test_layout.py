@@ -8,7 +8,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("orchestrator", "workers", "storage", "dashboard")
-RAY_MODULES = {"orchestrator.driver", "workers.trainer", "workers.accelerator"}
+RAY_MODULES = {"orchestrator.driver", "workers.trainer", "workers.accelerator",
+               "workers.transfer"}  # the adapters: the driver, the CPU trainer, the accelerator, artifact copies
 
 
 def modules(packages: tuple[str, ...] = PACKAGES) -> dict[str, Path]:

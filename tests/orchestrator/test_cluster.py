@@ -174,3 +174,9 @@ def test_two_nodes_without_a_shared_disk_train_and_survive_a_lost_node(request, 
         assert head_id in {t.worker for t in trains}
         remote = {t.corpus for t in trains if t.worker != head_id}  # built on the second node, used on the head
         assert len(remote) == 1 and {c.strategy.removeprefix("olifant-") for c in sweeps} >= remote
+
+
+def test_the_readme_cluster_block_holds_only_the_commands_run_above():
+    commands = readme_cluster_commands()
+    assert [c.split()[:2] for c in commands] == [["ray", "start"], ["ray", "start"], ["greenspec", "--db"]]
+    assert "--head" in commands[0] and "--address=HEAD_IP:6379" in commands[1] and commands[2].endswith(" run spec.toml")
