@@ -38,9 +38,10 @@ def worker_counts(cores: int) -> list[int]:
 
 
 def budget_gb(tokens: int) -> float:
-    """The out-of-core budget: enough for the synthetic file's partitions, at most a quarter of the RAM."""
+    """The out-of-core budget, the same for every row: 40 B per token (several partitions at any size, ~4 GB for
+    10^8 tokens), at most a quarter of the RAM."""
     quarter = psutil.virtual_memory().total / 4 / 1e9
-    return round(min(quarter, max(0.25, tokens * 40 / 1e9)), 2)
+    return round(min(quarter, max(0.02, tokens * 40 / 1e9)), 3)
 
 
 def in_memory_fits(tokens: int) -> bool:

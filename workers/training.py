@@ -72,8 +72,8 @@ class IBaseRequest:
 
     `memory_gb` bounds the training's resident memory (None: half of what is available); instances that do not fit
     are built out of core over `workers` concurrent tasks (None: 1 here, every CPU over Ray), which also tokenise
-    a local source of at least `parallel_tokenise_bytes` by document ranges. `shards` splits the in-memory counting (same file). `out_path`
-    replaces `out_dir/<artifact name>`; `reuse` returns an existing file of the same inputs (and source files).
+    a local source of at least `parallel_tokenise_bytes` by document ranges. `shards` splits the in-memory
+    counting (same file). `out_path` replaces `out_dir/<artifact name>`; `reuse` returns an existing file of the same inputs (and source files).
     """
 
     source: TextSource

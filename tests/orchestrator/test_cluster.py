@@ -179,4 +179,5 @@ def test_two_nodes_without_a_shared_disk_train_and_survive_a_lost_node(request, 
 def test_the_readme_cluster_block_holds_only_the_commands_run_above():
     commands = readme_cluster_commands()
     assert [c.split()[:2] for c in commands] == [["ray", "start"], ["ray", "start"], ["greenspec", "--db"]]
-    assert "--head" in commands[0] and "--address=HEAD_IP:6379" in commands[1] and commands[2].endswith(" run spec.toml")
+    assert "--head" in commands[0] and "--address=HEAD_IP:6379" in commands[1]
+    assert commands[2].endswith(" run spec.toml")
