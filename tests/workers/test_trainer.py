@@ -154,3 +154,25 @@ def test_a_training_alone_gets_its_whole_window_and_never_more():
     assert attributed_energy_j(90.0, 3.0, 0.0) == 90.0   # an idle machine: nobody else to share with
     assert attributed_energy_j(90.0, 1.0, 4.0) == pytest.approx(22.5)
     assert attributed_energy_j(None, 1.0, 4.0) is None
+
+
+def test_two_trainings_whose_memory_does_not_fit_the_node_together_take_turns(ray_local):
+    # two trainings at once (two RayMaps, as two corpora), each stage declaring 60% of the node's Ray memory:
+    # Ray runs one stage at a time, whatever each training's own budget allows
+    import threading
+
+    from workers.trainer import RayMap, node_memory_bytes, this_node
+
+    ask = int(node_memory_bytes(this_node()) * 0.6)
+    spans: list[tuple[float, float]] = []
+
+    def training() -> None:
+        spans.extend(RayMap()(_span, [{"pause_s": 0.5}], ask))
+
+    threads = [threading.Thread(target=training) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    first, second = sorted(spans)
+    assert second[0] >= first[1]  # no overlap: the budgets were scheduled as Ray memory
