@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 CORPORA = ("a", "b", "c")
 
-pytestmark = pytest.mark.skipif(shutil.which("unshare") is None or os.geteuid() != 0,
+NAMESPACES = pytest.mark.skipif(shutil.which("unshare") is None or os.geteuid() != 0,
                                 reason="needs unshare and root for a private mount namespace")
 
 
@@ -134,6 +134,8 @@ def _wait_trained(url: str, n: int, driver: subprocess.Popen, timeout_s: float) 
         engine.dispose()
 
 
+@pytest.mark.slow
+@NAMESPACES
 def test_two_nodes_without_a_shared_disk_train_and_survive_a_lost_node(request, write_spec, text_files, tmp_path):
     arts = tmp_path / "artifacts"
     arts.mkdir()
