@@ -56,12 +56,13 @@ def node_memory_bytes(node_id: str) -> float:
 
 
 @ray.remote(num_cpus=1)
-def _count_shard_task(tokens, offsets, window: int, lo: int, hi: int) -> InstanceCounts | None:
+def _count_shard_task(tokens: np.ndarray, offsets: np.ndarray, window: int, lo: int, hi: int) -> InstanceCounts | None:
     """One shard's counts on a Ray CPU worker."""
     return count_shard(tokens, offsets, window, lo, hi)
 
 
-def ray_count_map(tokens, offsets, window: int, bounds: Sequence[tuple[int, int]]) -> list[InstanceCounts | None]:
+def ray_count_map(tokens: np.ndarray, offsets: np.ndarray, window: int,
+                  bounds: Sequence[tuple[int, int]]) -> list[InstanceCounts | None]:
     """Count shards as parallel Ray tasks on any node; tokens go to the object store once, results come back in
     order. Each task declares the memory of one counting chunk."""
     tokens_ref, offsets_ref = ray.put(np.asarray(tokens)), ray.put(np.asarray(offsets))

@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import psutil
@@ -73,7 +74,8 @@ class IBaseRequest:
     `memory_gb` bounds the training's resident memory (None: half of what is available); instances that do not fit
     are built out of core over `workers` concurrent tasks (None: 1 here, every CPU over Ray), which also tokenise
     a local source of at least `parallel_tokenise_bytes` by document ranges. `shards` splits the in-memory
-    counting (same file). `out_path` replaces `out_dir/<artifact name>`; `reuse` returns an existing file of the same inputs (and source files).
+    counting (same file). `out_path` replaces `out_dir/<artifact name>`; `reuse` returns an existing file of the
+    same inputs (and source files).
     """
 
     source: TextSource
@@ -192,7 +194,8 @@ def count_shard(tokens: np.ndarray, offsets: np.ndarray, window: int, lo: int, h
     return merge_counts(parts) if parts else None
 
 
-def local_count_map(tokens, offsets, window: int, bounds: Sequence[tuple[int, int]]) -> list[InstanceCounts | None]:
+def local_count_map(tokens: np.ndarray, offsets: np.ndarray, window: int,
+                    bounds: Sequence[tuple[int, int]]) -> list[InstanceCounts | None]:
     """Count every shard here, one after the other."""
     return [count_shard(tokens, offsets, window, lo, hi) for lo, hi in bounds]
 
@@ -236,7 +239,7 @@ def train_instance_base(req: IBaseRequest, *, count_map: CountMap = local_count_
     return info
 
 
-def _tokens(req: IBaseRequest, tok, work: Path, fingerprint: str, run_map: TaskMap | None,
+def _tokens(req: IBaseRequest, tok: Any, work: Path, fingerprint: str, run_map: TaskMap | None,
             progress: Progress | None) -> TokenFile:
     """The token file (over `run_map` tasks for a large local source); a bad corpus leaves no work folder behind
     (a kill keeps it, to resume)."""

@@ -128,12 +128,13 @@ class ClassTable:
     prio_lut: np.ndarray
 
     @classmethod
-    def of(cls_, scan: Scan) -> ClassTable:
+    def of(cls, scan: Scan) -> ClassTable:
+        """The priority of every class that occurs in `scan`."""
         ids = np.flatnonzero(scan.class_counts)
         classes = ids[class_priority(scan.class_counts[ids], scan.class_first[ids])].astype(np.int64)
         prio_lut = np.zeros(len(scan.class_counts), dtype=min_uint_dtype(len(classes)))
         prio_lut[classes] = np.arange(len(classes))
-        return cls_(classes, prio_lut)
+        return cls(classes, prio_lut)
 
 
 @dataclass(frozen=True)
@@ -396,7 +397,8 @@ def _report(progress: Progress | None, stage: str, done: int, total: int) -> Non
 
 def _with_progress(run_map: TaskMap, progress: Progress | None, total: int) -> TaskMap:
     """A run_map that reports 'partitions' done (those already built count as done) after each call."""
-    def mapped(fn, calls, memory_bytes, on_done=None, budget_bytes=None):
+    def mapped(fn: Callable, calls: list[dict], memory_bytes: int | list[int],
+               on_done: Callable[[int], None] | None = None, budget_bytes: int | None = None) -> list:
         already = total - len(calls)
         _report(progress, "partitions", already, total)
         return run_map(fn, calls, memory_bytes, lambda i: _report(progress, "partitions", already + i, total),
