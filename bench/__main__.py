@@ -1,6 +1,7 @@
 """`make bench`: run every benchmark side by side with its reference and write BENCHMARKS.md.
 
 Usage: python -m bench [igtree|decoding|orchestrator|dashboard|drafts|training|confidence ...] [--quick]
+       python -m bench training --scaling [--tokens N]   (training over 1, 2, 4, ... workers: `bench.scaling`)
 
 Each suite owns one region of BENCHMARKS.md, between `<!-- bench:NAME -->` and `<!-- /bench:NAME -->`: a full
 (not --quick) run of a suite replaces its region (the suite's heading, its command, its tables, the machine) and
@@ -59,6 +60,8 @@ def replace_region(doc: str, name: str, body: str) -> str:
 
 
 def main(argv: list[str]) -> int:
+    if "--scaling" in argv:
+        return scaling(argv)
     quick = "--quick" in argv
     names = [a for a in argv if not a.startswith("--")] or list(SUITES)
     if unknown := [n for n in names if n not in SUITES]:
@@ -73,6 +76,21 @@ def main(argv: list[str]) -> int:
             doc = replace_region(doc, name, stamped(name, body, machine()))
             OUT.write_text(doc)   # after every suite: a later suite's failure keeps this one's result
             print(f"wrote {OUT} (section {name})", file=sys.stderr)
+    return 0
+
+
+def scaling(argv: list[str]) -> int:
+    """`python -m bench training --scaling [--tokens N]`: the scaling table, recorded in its own region (the
+    default 10^8 tokens only: a smaller --tokens is a quick run, printed)."""
+    from bench import scaling as bench_scaling
+
+    tokens = int(float(argv[argv.index("--tokens") + 1])) if "--tokens" in argv else bench_scaling.DEFAULT_TOKENS
+    body = bench_scaling.run(tokens).strip()
+    print(body + "\n")
+    if tokens == bench_scaling.DEFAULT_TOKENS:
+        doc = OUT.read_text() if OUT.exists() else HEADER
+        OUT.write_text(replace_region(doc, "training-scaling", f"{body}\n\n_{machine()}_"))
+        print(f"wrote {OUT} (section training-scaling)", file=sys.stderr)
     return 0
 
 

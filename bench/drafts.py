@@ -59,11 +59,11 @@ def demo_setup(work: Path, n_prompts: int):
 def corpus_drafts(trains: dict, work: Path) -> tuple[dict, dict]:
     """Per domain: olifant (IGTree) and rest (datastore) drafts, and each index's bytes and build seconds."""
     from workers.datastore import build_datastore
-    from workers.trainer import train_instance_base
+    from workers.trainer import IBaseRequest, train_instance_base
 
     drafts, built = {}, {}
     for d, source in trains.items():
-        ib = train_instance_base(source, "mistral", work / "artifacts")
+        ib = train_instance_base(IBaseRequest(source, "mistral", work / "artifacts"))
         ds = build_datastore(source, "mistral", work / "artifacts")
         drafts[f"olifant-{d}"] = (d, make_draft("olifant", ibase=ib.path))
         drafts[f"rest-{d}"] = (d, make_draft("rest", datastore=ds.path))
@@ -248,7 +248,7 @@ def run_latency(quick: bool = False) -> str:
     from workers.corpora import TextSource, iter_documents
     from workers.datastore import build_datastore
     from workers.tokenizer import load_tokenizer
-    from workers.trainer import train_instance_base
+    from workers.trainer import IBaseRequest, train_instance_base
 
     with tempfile.TemporaryDirectory(prefix="bench-latency-") as tmp:
         work = Path(tmp)
@@ -261,8 +261,8 @@ def run_latency(quick: bool = False) -> str:
             ds = build_datastore(source, "mistral", work / "artifacts")
             built[f"rest-{d}"] = (ds.bytes, ds.build_s, ds.meta["tokens"])
             drafts[f"rest-{d}"] = make_draft("rest", datastore=ds.path)
-        ib = train_instance_base(TextSource(name="pydoc", path=str(corpora["pydoc"].train_path)), "mistral",
-                                 work / "artifacts")
+        ib = train_instance_base(IBaseRequest(TextSource(name="pydoc", path=str(corpora["pydoc"].train_path)),
+                                              "mistral", work / "artifacts"))
         built["olifant-pydoc"] = (ib.bytes, ib.train_s, ib.tokens)
         drafts["olifant-pydoc"] = make_draft("olifant", ibase=ib.path)
         docs = [tok(doc).input_ids for d in DOMAINS

@@ -9,6 +9,7 @@ configurations of one size must give the same file (checked by sha256). Ray work
 (`RAY_worker_niceness=0`; Ray's default, nice 15, lets any other load on a shared machine starve them).
 
 Usage: python -m bench.training [--quick] [--large]     (default 10^6 and 10^7 tokens; --large adds 10^8)
+       python -m bench training --scaling [--tokens N]    (workers 1, 2, 4, ...: `bench.scaling`)
        python -m bench.training --sizes 1e9 --configs 'budget 8 GB, Ray x2' --token-dir DIR   (keeps the file)
 """
 
@@ -107,7 +108,8 @@ def run_one(cfg: dict) -> dict:
     from workers.igtree.partitioned import build_partitioned, local_map, plan_training
     from workers.instances import TokenFile
     from workers.memwatch import PeakRss
-    from workers.trainer import RayMap, _build_native, local_count_map
+    from workers.trainer import RayMap
+    from workers.training import build_in_memory
 
     tf = TokenFile(**cfg["tf"])
     out, work = Path(cfg["out"]), Path(cfg["work"])
@@ -121,22 +123,21 @@ def run_one(cfg: dict) -> dict:
         print(f"{time.strftime('%H:%M:%S')} {stage} {done}/{total} ({time.perf_counter() - t0:.0f} s)",
               file=sys.stderr, flush=True)
 
-    with PeakRss(interval_s=0.1) as peak:
-        summary: dict = {}
+    with PeakRss(interval_s=0.1, pss=True) as peak:
+        stage_s: dict = {}
+        hot = 0
         if cfg["mode"] == "memory":
-            tree = _build_native(tf, 4, "gain_ratio", 1, local_count_map, {})
-            tree.save(out)
+            build_in_memory(tf, 4, "gain_ratio", 1, {}, str(out))
             parts = 0
         else:
             plan = plan_training(int(cfg["budget_gb"] * 1e9), max(1, cfg["ray_workers"]))
             summary = build_partitioned(tf, 4, "gain_ratio", work, out, {}, plan, run_map, progress)
-            parts = summary["partitions"]
+            parts, stage_s, hot = summary.partitions, summary.stage_s, summary.hot_values
     wall = time.perf_counter() - t0
     return {"wall_s": wall, "cpu_s": time.process_time() - cpu0 + getattr(run_map, "cpu_s", 0.0),
-            "peak_rss_bytes": peak.peak_bytes, "partitions": parts, "bytes": out.stat().st_size,
+            "peak_rss_bytes": peak.peak_bytes, "peak_pss_bytes": peak.peak_pss_bytes, "partitions": parts, "bytes": out.stat().st_size,
             "sha256": file_sha256(out), "load_start": load0, "load_end": os.getloadavg()[0],
-            "stages_s": {k: round(v, 1) for k, v in summary.items() if k.endswith("_s")},
-            "hot_values": summary.get("hot_values", 0)}
+            "stages_s": {k: round(v, 1) for k, v in stage_s.items()}, "hot_values": hot}
 
 
 def tokenise_one(cfg: dict) -> dict:

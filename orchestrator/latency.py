@@ -101,7 +101,7 @@ def prompt_contexts(spec: Spec, tokenizer, n: int) -> list[list[int]]:
 def ibase_path(spec: Spec, corpus_name: str, backend: str) -> str:
     """The corpus's instance base for `backend`: the run's artifact when it exists, else trained here now."""
     from workers.tokenizer import load_tokenizer, tokenizer_id
-    from workers.trainer import artifact_name, train_instance_base
+    from workers.trainer import IBaseRequest, artifact_name, train_instance_base
 
     corpus = spec.corpus(corpus_name)
     tok_name = spec.verifier.tokenizer or spec.verifier.model
@@ -111,8 +111,8 @@ def ibase_path(spec: Spec, corpus_name: str, backend: str) -> str:
     if (out_dir / name).is_file():
         return str(out_dir / name)
     logger.info("latency: training the %s instance base of corpus %s (none stored yet)", backend, corpus_name)
-    info = train_instance_base(corpus.source(), tok_name, out_dir, window=corpus.window, backend=backend,
-                               order=corpus.order, max_tokens=corpus.max_tokens)
+    info = train_instance_base(IBaseRequest(corpus.source(), tok_name, out_dir, window=corpus.window, backend=backend,
+                                            order=corpus.order, max_tokens=corpus.max_tokens))
     return info.path
 
 

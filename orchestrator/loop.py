@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from orchestrator.accelerator_actor import IN_FLIGHT, close_actor, start_actor
+from orchestrator.artifact_tasks import ran_on, submit_artifact
 from orchestrator.lease import ExperimentLease
 from orchestrator.options import Interrupted, Progress, RunOptions
 from orchestrator.scheduler import Scheduler
@@ -24,7 +25,7 @@ from storage import store
 from storage.cell import CellSpec
 from storage.models import CELL_KINDS
 from storage.queries import state_counts
-from workers.contracts import ArtifactJob, BatchOutcome, LabelJob, SweepJob
+from workers.contracts import BatchOutcome, LabelJob, SweepJob
 
 logger = logging.getLogger(__name__)
 
@@ -132,19 +133,7 @@ class SweepLoop:
 
     def _artifact_call(self, c: CellSpec):
         """Submit the CPU task that builds this artifact cell: an instance base, or another artifact by kind."""
-        from workers.trainer import build_task, train_task
-
-        corpus = self.spec.corpus(c.corpus)
-        if c.kind != "train":
-            return build_task.remote(ArtifactJob(
-                kind=c.kind, corpus=corpus.source(), tokenizer=c.params.tokenizer,
-                out_dir=self.spec.experiment.artifacts, options=corpus.model_dump(exclude={"name"}),
-                inputs={role: self.paths[key] for role, key in c.needs},
-                power_sources=tuple(self.spec.power.sources), power_hz=self.spec.power.hz))
-        return train_task.remote(corpus.source(), c.params.tokenizer, self.spec.experiment.artifacts,
-                                 window=corpus.window, backend=corpus.backend, order=corpus.order,
-                                 max_tokens=corpus.max_tokens, shards=corpus.shards, memory_gb=corpus.memory_gb,
-                                 power_sources=tuple(self.spec.power.sources), power_hz=self.spec.power.hz)
+        return submit_artifact(self.spec, c, self.paths)
 
     def _build_done(self, ref, s) -> None:
         import ray
@@ -157,7 +146,7 @@ class SweepLoop:
             self._cell_failed(s, cell, f"{type(cause).__name__}: {cause}")
             return
         store.store_artifact(s, cell.id, info)
-        store.mark_finished(s, cell.id, "ray-cpu")
+        store.mark_finished(s, cell.id, ran_on(info))
         self.paths[cell.key] = str(info.path)
         self.sched.artifact_built(cell)
 

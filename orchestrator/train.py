@@ -36,7 +36,7 @@ class TrainRequest:
 
 def train_corpus(req: TrainRequest, progress=None):
     """Train the corpus's instance base as a run would; returns workers.trainer.IBaseInfo."""
-    from workers.trainer import RaySession, train_with_energy
+    from workers.trainer import IBaseRequest, RaySession, train_with_energy
 
     spec = load_spec(req.spec_path)
     check_paths(spec)
@@ -46,11 +46,12 @@ def train_corpus(req: TrainRequest, progress=None):
     tokenizer = spec.verifier.tokenizer or spec.verifier.model
     corpus = _materialized(spec, req.corpus, tokenizer)
     with RaySession(req.address):
-        return train_with_energy(
+        request = IBaseRequest(
             corpus.source(), tokenizer, spec.experiment.artifacts, window=corpus.window, backend=corpus.backend,
             order=corpus.order, max_tokens=corpus.max_tokens, shards=corpus.shards,
-            memory_gb=req.memory_gb or corpus.memory_gb, out_path=req.out, reuse=req.out is None,
-            power_sources=tuple(spec.power.sources), power_hz=spec.power.hz, progress=progress)
+            memory_gb=req.memory_gb or corpus.memory_gb, out_path=req.out, reuse=req.out is None)
+        return train_with_energy(request, power_sources=tuple(spec.power.sources), power_hz=spec.power.hz,
+                                 progress=progress)
 
 
 def _materialized(spec, name: str, tokenizer: str):

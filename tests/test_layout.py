@@ -8,10 +8,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("orchestrator", "workers", "storage", "dashboard")
-# the driver's side (its entry points, Ray's start-up, the loop, the accelerator worker's handle) and the two
-# worker adapters
+# the driver's side (its entry points, Ray's start-up, the loop, the accelerator worker's handle) and the worker
+# adapters (the CPU trainer, the accelerator, artifact copies between nodes)
 RAY_MODULES = {"orchestrator.driver", "orchestrator.ray_startup", "orchestrator.loop", "orchestrator.accelerator_actor",
-               "workers.trainer", "workers.accelerator"}
+               "workers.trainer", "workers.accelerator", "workers.transfer"}
 
 
 def modules(packages: tuple[str, ...] = PACKAGES) -> dict[str, Path]:

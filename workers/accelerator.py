@@ -15,6 +15,7 @@ import ray
 from workers.contracts import BatchOutcome, JobOutcome, LabelJob, SweepJob
 from workers.faults import corrupt, inject
 from workers.runner import RunnerConfig, SweepRunner
+from workers.transfer import ensure_local, this_node
 
 logger = logging.getLogger(__name__)
 
@@ -25,6 +26,7 @@ class AcceleratorWorker:
 
     def __init__(self, cfg: RunnerConfig):
         self.runner = SweepRunner(cfg)
+        self.runner.worker = f"{this_node()} {self.runner.worker}"  # cells.worker: the Ray node id first
 
     def info(self) -> dict:
         return self.runner.info()
@@ -35,6 +37,8 @@ class AcceleratorWorker:
         for job in jobs:
             try:
                 inject(job)  # test seam: no-op unless a GREENSPEC_FAULT_* variable is set
+                for path in getattr(job, "artifacts", {}).values():  # built on another node: copied here once
+                    ensure_local(path)
                 outcomes.append(corrupt(job, self.runner.run(job)))  # test seam, as inject
             except Exception as err:  # actor boundary: the failure becomes data and the batch goes on
                 logger.warning("job %s failed: %s", job.key[:12], err)

@@ -191,3 +191,4 @@ class ArtifactInfo:
     power_source: str | None = None
     power_measured: bool | None = None
     meta: Mapping[str, Any] = field(default_factory=dict)
+    node_id: str | None = None                  # the Ray node whose disk holds the file

@@ -9,6 +9,9 @@ driver's crash, retry and kill paths with the real worker; unset, `inject` retur
 - `GREENSPEC_FAULT_CORRUPT=<strategy>`: after decoding, the last token of that strategy's generations is
   flipped (id XOR 1), so a deliberately wrong generation is stored (its text is left as decoded); the tests
   use it to see exact match turn false and the summary figures move.
+- `GREENSPEC_FAULT_TRAIN_HANG=<marker file>` (in a node's environment, `ray start`): the first training task on
+  that node creates the marker and trains; every later one creates `<marker>.hanging` and sleeps (lets a test kill
+  the node mid-training).
 """
 
 from __future__ import annotations
@@ -41,3 +44,15 @@ def corrupt(job: SweepJob, outcome: JobOutcome) -> JobOutcome:
         return outcome
     tokens = (*g.tokens[:-1], g.tokens[-1] ^ 1)  # XOR 1 stays a valid id: 31999 -> 31998
     return replace(outcome, generation=replace(g, tokens=tokens))
+
+
+def inject_training() -> None:
+    """Apply `GREENSPEC_FAULT_TRAIN_HANG` to a training task about to start on this node."""
+    marker = os.environ.get("GREENSPEC_FAULT_TRAIN_HANG")
+    if not marker:
+        return
+    try:
+        os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))  # the first training here goes on
+    except FileExistsError:
+        open(f"{marker}.hanging", "w").close()
+        time.sleep(600)

@@ -65,6 +65,24 @@ def _rss(p: psutil.Process) -> int:
         return 0
 
 
+def pss_bytes(pid: int) -> int:
+    """A process's proportional set size (`Pss:` of /proc/<pid>/smaps_rollup): each shared page divided among the
+    processes sharing it, so PSS sums over processes without counting a shared page twice (0 if unreadable)."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as fh:
+            for line in fh:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def tree_pss_bytes(pid: int | None = None) -> int:
+    """Summed PSS over the processes `tree_rss_bytes` counts."""
+    return sum(pss_bytes(p.pid) for p in _tree_processes(pid))
+
+
 def _busy_sibling_workers(root: psutil.Process):
     """Inside a Ray worker: the other busy workers of the same raylet (the tasks this training started run there)."""
     try:
@@ -80,14 +98,17 @@ def _busy_sibling_workers(root: psutil.Process):
 
 
 class PeakRss:
-    """A context manager sampling `tree_rss_bytes` in a thread; `peak_bytes` is the largest sample."""
+    """A context manager sampling `tree_rss_bytes` in a thread; `peak_bytes` is the largest sample. With `pss`,
+    also the tree's PSS (`peak_pss_bytes`; reading smaps_rollup costs more, so only where asked)."""
 
     RESCAN_S = 2.0  # finding the processes (a scan of the whole process table) is costly: only this often
 
-    def __init__(self, interval_s: float = 0.2, pid: int | None = None):
+    def __init__(self, interval_s: float = 0.2, pid: int | None = None, pss: bool = False):
         self.interval_s = interval_s
         self.pid = pid
+        self.pss = pss
         self.peak_bytes = 0
+        self.peak_pss_bytes = 0
         self._procs: list[psutil.Process] = []
         self._scanned_s = 0.0
         self._stop = threading.Event()
@@ -100,6 +121,8 @@ class PeakRss:
             self._procs, self._scanned_s = _tree_processes(self.pid), now
         rss = sum(_rss(p) for p in self._procs)
         self.peak_bytes = max(self.peak_bytes, rss)
+        if self.pss:
+            self.peak_pss_bytes = max(self.peak_pss_bytes, sum(pss_bytes(p.pid) for p in self._procs))
         return rss
 
     def _run(self) -> None:

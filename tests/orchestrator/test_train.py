@@ -11,7 +11,7 @@ import pytest
 
 from orchestrator.train import TrainRequest, closing_line, train_corpus
 from workers.corpora import TextSource
-from workers.trainer import ENERGY_ATTRIBUTION, IBaseInfo, train_instance_base
+from workers.trainer import ENERGY_ATTRIBUTION, IBaseInfo, IBaseRequest, train_instance_base
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -62,7 +62,8 @@ def test_train_command_builds_the_run_file_out_of_core_then_reuses_it(spec, tmp_
     line = out.stdout.strip()
     assert "\n" not in line and "topics: " in line and " partitions -> " in line and ENERGY_ATTRIBUTION in line
     (built,) = artifacts.glob("topics-*.igtree")
-    expected = train_instance_base(TextSource(name="topics", path=str(corpus)), "mistral", tmp_path, max_tokens=60_000)
+    expected = train_instance_base(IBaseRequest(TextSource(name="topics", path=str(corpus)), "mistral", tmp_path,
+                                                max_tokens=60_000))
     assert Path(expected.path).name == built.name  # the name a run uses
     assert Path(expected.path).read_bytes() == built.read_bytes()  # and the in-memory build's bytes
     again = train_corpus(TrainRequest(str(path), "topics"))  # in-process: the session's Ray is reused

@@ -11,7 +11,7 @@ import pytest
 
 from workers.corpora import TextSource, iter_documents
 from workers.errors import CorpusError
-from workers.trainer import train_instance_base
+from workers.trainer import IBaseRequest, train_instance_base
 
 ROWS = ["Slices take a start, a stop and a step.", "", "  ", "Attributes are looked up on the type first."]
 
@@ -80,8 +80,9 @@ def test_instance_base_trained_from_parquet_equals_the_same_text_file(tmp_path):
     text = ["The slice of a sequence is a new sequence.", "A slice with a step skips items of the sequence."]
     _parquet(tmp_path / "c.parquet", rows=text)
     (tmp_path / "c.txt").write_text("\n\n".join(text))
-    from_parquet = train_instance_base(TextSource(name="c", path=str(tmp_path / "c.parquet")), "mistral",
-                                       tmp_path / "a")
-    from_text = train_instance_base(TextSource(name="c", path=str(tmp_path / "c.txt")), "mistral", tmp_path / "b")
+    from_parquet = train_instance_base(IBaseRequest(TextSource(name="c", path=str(tmp_path / "c.parquet")), "mistral",
+                                                    tmp_path / "a"))
+    from_text = train_instance_base(IBaseRequest(TextSource(name="c", path=str(tmp_path / "c.txt")), "mistral",
+                                                 tmp_path / "b"))
     assert from_parquet.tokens == from_text.tokens > 20
     assert from_parquet.nodes_after_prune == from_text.nodes_after_prune

@@ -19,7 +19,7 @@ from workers.errors import IBaseError
 from workers.igtree import IGTree
 from workers.igtree.partitioned import Plan, build_partitioned, compact_dtype, group_consecutive, plan_training
 from workers.instances import TokenFile, make_instances
-from workers.trainer import train_distributed, train_instance_base
+from workers.trainer import IBaseRequest, train_distributed, train_instance_base
 
 SMALL_GB = 0.004  # forces the pydoc corpus (~120k instances) into several partitions and class buckets
 REPO = Path(__file__).resolve().parents[2]
@@ -50,13 +50,13 @@ def held_out(mistral_tok) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def in_memory(corpus, tmp_path_factory):
-    info = train_instance_base(corpus, "mistral", tmp_path_factory.mktemp("mem"))
+    info = train_instance_base(IBaseRequest(corpus, "mistral", tmp_path_factory.mktemp("mem")))
     assert info.partitions == 0
     return info
 
 
 def test_budgeted_build_is_identical_to_in_memory(corpus, in_memory, held_out, tmp_path):
-    info = train_instance_base(corpus, "mistral", tmp_path, memory_gb=SMALL_GB)
+    info = train_instance_base(IBaseRequest(corpus, "mistral", tmp_path, memory_gb=SMALL_GB))
     assert info.partitions >= 3 and info.instances == in_memory.instances > 100_000
     assert info.sha256 == in_memory.sha256  # the identical file, byte for byte
     ours, ref = IGTree.load(info.path), IGTree.load(in_memory.path)
@@ -68,16 +68,16 @@ def test_budgeted_build_is_identical_to_in_memory(corpus, in_memory, held_out, t
 
 @pytest.mark.slow
 def test_two_ray_workers_give_the_identical_file(corpus, in_memory, tmp_path, ray_local):
-    info = train_distributed(corpus, "mistral", tmp_path, memory_gb=SMALL_GB, workers=2,
-                             parallel_tokenise_bytes=0)  # the tokens too, by document ranges on Ray tasks
+    info = train_distributed(IBaseRequest(corpus, "mistral", tmp_path, memory_gb=SMALL_GB, workers=2,
+                                          parallel_tokenise_bytes=0))  # the tokens too, by document ranges on Ray tasks
     assert info.partitions >= 3 and info.sha256 == in_memory.sha256
     assert info.cpu_s > 0  # the Ray tasks' CPU seconds are counted with the driver's
 
 
 def test_info_gain_order_is_identical_too(corpus, tmp_path):
-    mem = train_instance_base(corpus, "mistral", tmp_path / "a", order="info_gain", max_tokens=40_000)
-    part = train_instance_base(corpus, "mistral", tmp_path / "b", order="info_gain", max_tokens=40_000,
-                               memory_gb=0.002)
+    mem = train_instance_base(IBaseRequest(corpus, "mistral", tmp_path / "a", order="info_gain", max_tokens=40_000))
+    part = train_instance_base(IBaseRequest(corpus, "mistral", tmp_path / "b", order="info_gain", max_tokens=40_000,
+                                            memory_gb=0.002))
     assert part.partitions >= 2 and part.sha256 == mem.sha256
 
 
@@ -100,7 +100,7 @@ def test_zipf_token_file_partitions_match_fit(tmp_path, top):
     plan = Plan(budget_bytes=1 << 30, workers=1, task_bytes=1 << 30, chunk_tokens=5_000, build_rows=4_000,
                 stats_rows=6_000)
     summary = build_partitioned(tf, 3, "gain_ratio", tmp_path / "work", tmp_path / "part.igtree", {}, plan)
-    assert summary["partitions"] >= 3
+    assert summary.partitions >= 3
     assert (tmp_path / "part.igtree").read_bytes() == (tmp_path / "fit.igtree").read_bytes()
     assert compact_dtype(top + 1) == (np.uint16 if top < 65535 else np.uint32)
 
@@ -132,7 +132,7 @@ def test_a_hot_value_is_split_by_the_second_position_into_the_identical_file(tmp
                           dies_after_two_sub_pieces)
     assert list((tmp_path / "work" / "hot").glob("b*.json")) and not (tmp_path / "part.igtree").exists()
     summary = build_partitioned(tf, 4, "gain_ratio", tmp_path / "work", tmp_path / "part.igtree", {}, plan)
-    assert summary["hot_values"] >= 2 and summary["pieces"] > summary["partitions"] + summary["hot_values"]
+    assert summary.hot_values >= 2 and summary.pieces > summary.partitions + summary.hot_values
     assert (tmp_path / "part.igtree").read_bytes() == (tmp_path / "fit.igtree").read_bytes()
     probes = np.minimum(rng.zipf(1.3, size=(5_000, 4)), 30_000)
     assert np.array_equal(IGTree.load(tmp_path / "part.igtree").predict_batch(probes), ref.predict_batch(probes))
@@ -140,7 +140,7 @@ def test_a_hot_value_is_split_by_the_second_position_into_the_identical_file(tmp
 
 def test_hot_values_of_real_text_split_into_the_identical_file(corpus, in_memory, held_out, tmp_path):
     seen = []
-    info = train_instance_base(corpus, "mistral", tmp_path, memory_gb=0.0014, workers=2,  # 4.7k rows a task
+    info = train_instance_base(IBaseRequest(corpus, "mistral", tmp_path, memory_gb=0.0014, workers=2),  # 4.7k rows a task
                                progress=lambda stage, done, total: seen.append((stage, total)))
     pieces = max(total for stage, total in seen if stage == "partitions")
     assert pieces > info.partitions >= 10  # the hot value's sub-partitions are built as pieces of their own
@@ -155,11 +155,11 @@ def test_a_budget_too_small_is_refused_with_the_smallest_that_works(corpus, tmp_
         plan_training(1_000, workers=2)
     assert "\n" not in str(err.value)
     with pytest.raises(IBaseError, match="memory_gb=-1"):
-        train_instance_base(corpus, "mistral", tmp_path, memory_gb=-1)
+        train_instance_base(IBaseRequest(corpus, "mistral", tmp_path, memory_gb=-1))
     budget, minimums = 0.0007, []
     for _ in range(3):  # each check names the smallest budget that passes it; the next may ask for more
         try:
-            info = train_instance_base(corpus, "mistral", tmp_path, memory_gb=budget)
+            info = train_instance_base(IBaseRequest(corpus, "mistral", tmp_path, memory_gb=budget))
             break
         except IBaseError as err:
             assert re.fullmatch(r"memory budget [\d.]+ GB is too small for the most frequent (class|pair of "
@@ -181,14 +181,14 @@ def test_group_consecutive_caps_each_group():
 KILLER = textwrap.dedent("""
     import os, signal, sys
     from workers.corpora import TextSource
-    from workers.trainer import train_instance_base
+    from workers.trainer import IBaseRequest, train_instance_base
 
     def progress(stage, done, total):
         if stage == "partitions" and done >= 2:
             os.kill(os.getpid(), signal.SIGKILL)  # kill -9 with two partitions built
 
-    train_instance_base(TextSource(name="topics", path=sys.argv[1]), "mistral", sys.argv[2],
-                        memory_gb=float(sys.argv[3]), progress=progress)
+    train_instance_base(IBaseRequest(TextSource(name="topics", path=sys.argv[1]), "mistral", sys.argv[2],
+                                     memory_gb=float(sys.argv[3])), progress=progress)
 """)
 
 
@@ -205,7 +205,7 @@ def test_killed_training_resumes_from_built_partitions(corpus, in_memory, tmp_pa
     stale = work / "partitioned" / "by-value" / "b000000.r0000.rows.tmp"
     stale.write_bytes(b"\0" * 10)
     seen = []
-    info = train_instance_base(corpus, "mistral", tmp_path, memory_gb=SMALL_GB,
+    info = train_instance_base(IBaseRequest(corpus, "mistral", tmp_path, memory_gb=SMALL_GB),
                                progress=lambda stage, done, total: seen.append((stage, done, total)))
     first = next(s for s in seen if s[0] == "partitions")
     assert first[1] == 2 and first[2] == info.partitions  # resumed: the two built partitions were kept
@@ -219,7 +219,7 @@ def test_a_changed_corpus_is_not_resumed_from_stale_files(corpus, tmp_path):
     src = tmp_path / "c.txt"
     src.write_text(text)
     source = TextSource(name="c", path=str(src))
-    first = train_instance_base(source, "mistral", tmp_path / "out", memory_gb=0.002)
+    first = train_instance_base(IBaseRequest(source, "mistral", tmp_path / "out", memory_gb=0.002))
     work = tmp_path / "out" / f".work-{Path(first.path).stem}"
     work.mkdir()  # a killed training of the old text left its token file: stale once the text changes
     stale = {"tokens_path": str(work / "c.tokens"), "offsets_path": str(work / "c.offsets"), "dtype": "<u2",
@@ -227,10 +227,10 @@ def test_a_changed_corpus_is_not_resumed_from_stale_files(corpus, tmp_path):
     np.arange(10, dtype=np.uint16).tofile(stale["tokens_path"])
     (work / "tokens.json").write_text(json.dumps({"fingerprint": "of the old text", "tf": stale}))
     src.write_text(text[:40_000])
-    second = train_instance_base(source, "mistral", tmp_path / "out", memory_gb=0.002)
+    second = train_instance_base(IBaseRequest(source, "mistral", tmp_path / "out", memory_gb=0.002))
     assert 5_000 < second.instances < first.instances and second.path == first.path
     assert not work.exists()
-    again = train_instance_base(source, "mistral", tmp_path / "out", reuse=True)
+    again = train_instance_base(IBaseRequest(source, "mistral", tmp_path / "out", reuse=True))
     assert again.reused and again.sha256 == second.sha256 and again.train_s == 0.0
 
 

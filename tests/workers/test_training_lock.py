@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from workers.corpora import TextSource
-from workers.trainer import train_instance_base, training_lock
+from workers.trainer import IBaseRequest, train_instance_base, training_lock
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -20,7 +20,7 @@ TRAINER = textwrap.dedent("""
     import logging, sys, time
     from pathlib import Path
     from workers.corpora import TextSource
-    from workers.trainer import train_instance_base
+    from workers.trainer import IBaseRequest, train_instance_base
 
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
     text, out, started, release = sys.argv[1:5]
@@ -32,7 +32,8 @@ TRAINER = textwrap.dedent("""
             while release != "-" and not Path(release).exists() and time.time() < deadline:
                 time.sleep(0.1)
 
-    info = train_instance_base(TextSource(name="c", path=text), "mistral", out, memory_gb=0.002, progress=progress)
+    info = train_instance_base(IBaseRequest(TextSource(name="c", path=text), "mistral", out, memory_gb=0.002),
+                               progress=progress)
     print(info.sha256, info.partitions, time.time(), flush=True)
 """)
 
@@ -75,7 +76,7 @@ def test_a_second_training_of_the_same_file_waits_for_the_first(tmp_path):
     assert first.returncode == 0 and second.returncode == 0, (a_err[-2000:], b_err[-2000:])
     (a_sha, a_parts, a_end), (b_sha, _, b_end) = a_out.split(), b_out.split()
     assert int(a_parts) >= 2 and float(b_end) > float(a_end)
-    ref = train_instance_base(TextSource(name="c", path=str(text)), "mistral", tmp_path / "ref")  # in memory, alone
+    ref = train_instance_base(IBaseRequest(TextSource(name="c", path=str(text)), "mistral", tmp_path / "ref"))  # in memory, alone
     assert a_sha == b_sha == ref.sha256
     assert [p.name for p in out.iterdir()] == [Path(ref.path).name]  # no work folder, no lock file left
 

@@ -55,13 +55,13 @@ def test_olifant_loads_either_backend_from_a_trained_path(tmp_path):
 
     from workers.corpora import TextSource
     from workers.tokenizer import load_tokenizer
-    from workers.trainer import train_instance_base
+    from workers.trainer import IBaseRequest, train_instance_base
 
     corpus = tmp_path / "c.txt"
     corpus.write_text("\n\n".join(topics[k] for k in sorted(topics)[:6]))
     src = TextSource(name="c", path=str(corpus))
-    native = train_instance_base(src, "mistral", tmp_path, backend="native")
-    timbl = train_instance_base(src, "mistral", tmp_path, backend="timbl")
+    native = train_instance_base(IBaseRequest(src, "mistral", tmp_path, backend="native"))
+    timbl = train_instance_base(IBaseRequest(src, "mistral", tmp_path, backend="timbl"))
     assert timbl.path.endswith(".ibase") and native.path.endswith(".igtree")
     a, b = make_draft("olifant", ibase=native.path), make_draft("olifant", ibase=timbl.path)
     tok = load_tokenizer("mistral")
