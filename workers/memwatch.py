@@ -124,9 +124,3 @@ def machine_busy_cpu_s() -> float:
     t = psutil.cpu_times()
     return sum(t) - t.idle - getattr(t, "iowait", 0.0)
 
-
-def cpu_share(own_cpu_s: float, machine_cpu_s: float) -> float:
-    """A training's share of the machine's busy CPU time over its window, clipped to [0, 1]."""
-    if machine_cpu_s <= 0:
-        return 1.0
-    return min(1.0, max(0.0, own_cpu_s / machine_cpu_s))
