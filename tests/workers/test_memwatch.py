@@ -1,10 +1,13 @@
-"""Peak RSS over a process tree (a real child process allocating memory) and the CPU-time share."""
+"""Peak RSS over a process tree (a real child process allocating memory) and the machine's busy CPU seconds."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 import time
+from collections import namedtuple
+
+import psutil
 
 from workers.memwatch import PeakRss, machine_busy_cpu_s, tree_rss_bytes
 
@@ -25,3 +28,10 @@ def test_machine_busy_cpu_seconds_grow_with_work():  # the share itself: tests/w
     before = machine_busy_cpu_s()
     sum(i * i for i in range(200_000))
     assert machine_busy_cpu_s() > before
+
+
+def test_machine_busy_cpu_seconds_count_guest_time_once(monkeypatch):
+    times = namedtuple("LinuxTimes", "user nice system idle iowait irq softirq steal guest guest_nice")
+    # user 10 (3 of them guest, 1 guest_nice), system 2, idle 50, iowait 5: 12 busy CPU s
+    monkeypatch.setattr(psutil, "cpu_times", lambda: times(10.0, 0.0, 2.0, 50.0, 5.0, 0.0, 0.0, 0.0, 3.0, 1.0))
+    assert machine_busy_cpu_s() == 12.0
