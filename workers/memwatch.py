@@ -143,13 +143,9 @@ class PeakRss:
 
 
 def machine_busy_cpu_s() -> float:
-    """CPU seconds all cores of this machine have spent busy since boot (total minus idle and iowait)."""
+    """CPU seconds all cores of this machine have spent busy since boot (total minus idle and iowait; guest time is
+    already inside user on Linux, so it is not counted twice, as in the estimate's utilisation)."""
     t = psutil.cpu_times()
-    return sum(t) - t.idle - getattr(t, "iowait", 0.0)
+    return (sum(t) - t.idle - getattr(t, "iowait", 0.0)
+            - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0))
 
-
-def cpu_share(own_cpu_s: float, machine_cpu_s: float) -> float:
-    """A training's share of the machine's busy CPU time over its window, clipped to [0, 1]."""
-    if machine_cpu_s <= 0:
-        return 1.0
-    return min(1.0, max(0.0, own_cpu_s / machine_cpu_s))

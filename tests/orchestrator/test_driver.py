@@ -7,7 +7,9 @@ fail for decoding that is not real greedy speculative decoding (e.g. "repeat the
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import hashlib
+import importlib.util
 import io
 import os
 import shutil
@@ -22,7 +24,7 @@ from sqlalchemy import func, select
 
 from orchestrator.driver import RunOptions, resume, run_spec_file
 from storage.db import open_db
-from storage.models import Cell, Generation, InstanceBase, PowerSample, Reference
+from storage.models import Cell, Experiment, Generation, InstanceBase, PowerSample, Reference
 from storage.queries import status_counts, summary_frame
 from tests.orchestrator.checks import decoding_problems
 from tests.orchestrator.conftest import MAX_NEW_TOKENS, spec_writer
@@ -63,8 +65,14 @@ def finished(tmp_path_factory, tiny_verifier, text_files, ray_local):
     or copy a finished run: (its options, its report, its database file checkpointed so the bytes can be compared)."""
     folder = tmp_path_factory.mktemp("finished")
     path = os.pathsep.join(p for p in (str(FAKE_NVML), os.environ.get("PYTHONPATH", "")) if p)
-    o = opts(folder, worker_env={"PYTHONPATH": path, "GREENSPEC_TEST_NVML_RAMP": ",".join(map(str, RAMP))})
-    report = run_spec_file(spec_writer(folder, tiny_verifier, text_files)(**{'"estimate"': '"nvml"'}), o)
+    ramp = ",".join(map(str, RAMP))
+    o = opts(folder, worker_env={"PYTHONPATH": path, "GREENSPEC_TEST_NVML_RAMP": ramp})
+    fake = importlib.util.spec_from_file_location("pynvml", FAKE_NVML / "pynvml.py")
+    with pytest.MonkeyPatch.context() as mp:  # the driver meets the same GPU: it measures the idle floor on it
+        mp.setitem(sys.modules, "pynvml", importlib.util.module_from_spec(fake))
+        fake.loader.exec_module(sys.modules["pynvml"])
+        mp.setenv("GREENSPEC_TEST_NVML_RAMP", ramp)
+        report = run_spec_file(spec_writer(folder, tiny_verifier, text_files)(**{'"estimate"': '"nvml"'}), o)
     engine = open_db(o.db_url, migrate=False)[0]
     with engine.connect() as conn:
         conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -94,6 +102,13 @@ def test_end_to_end_exactly_greedy(finished):
         assert all(g.energy_j == pytest.approx(ramp_j(g.started_at, g.ended_at), rel=1e-6)
                    and g.power_source == "nvml" and g.power_measured is True for g in gens)
         assert s.scalar(select(func.count()).select_from(PowerSample)) > 0
+        # the idle floor: the ramp's mean over 1 s, measured before Ray started, so before the first cell began
+        w0, slope, start = RAMP
+        idle_w = s.scalars(select(Experiment.idle_power_w)).one()
+        mid = start + (idle_w - w0) / slope  # the middle of the second it was measured over
+        first = min(c.started_at.replace(tzinfo=c.started_at.tzinfo or dt.timezone.utc).timestamp()
+                    for c in s.scalars(select(Cell)))  # SQLite hands back UTC without its zone
+        assert start < mid - 0.5 and mid + 0.5 < first
         counts = status_counts(s)
         assert counts["sweep"] == {"pending": 0, "running": 0, "done": SWEEP_CELLS, "failed": 0}
         assert counts["generations"] == SWEEP_CELLS

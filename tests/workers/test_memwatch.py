@@ -1,12 +1,15 @@
-"""Peak RSS over a process tree (a real child process allocating memory) and the CPU-time share."""
+"""Peak RSS over a process tree (a real child process allocating memory) and the machine's busy CPU seconds."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 import time
+from collections import namedtuple
 
-from workers.memwatch import PeakRss, cpu_share, machine_busy_cpu_s, tree_rss_bytes
+import psutil
+
+from workers.memwatch import PeakRss, machine_busy_cpu_s, tree_rss_bytes
 
 HOLD_MB = 200
 
@@ -21,11 +24,10 @@ def test_a_child_process_memory_is_counted():
     assert peak.peak_bytes >= alone + (HOLD_MB << 20) * 0.9
 
 
-def test_cpu_share_is_a_clipped_ratio():
+def test_machine_busy_cpu_seconds_grow_with_work():  # the share itself: tests/workers/test_power_attribution.py
     before = machine_busy_cpu_s()
     sum(i * i for i in range(200_000))
     assert machine_busy_cpu_s() > before
-    assert cpu_share(1.0, 4.0) == 0.25 and cpu_share(5.0, 4.0) == 1.0 and cpu_share(1.0, 0.0) == 1.0
 
 
 def test_pss_divides_pages_shared_with_a_forked_child():
@@ -47,3 +49,10 @@ def test_pss_divides_pages_shared_with_a_forked_child():
     finally:
         os.waitpid(pid, 0)
     del shared
+
+
+def test_machine_busy_cpu_seconds_count_guest_time_once(monkeypatch):
+    times = namedtuple("LinuxTimes", "user nice system idle iowait irq softirq steal guest guest_nice")
+    # user 10 (3 of them guest, 1 guest_nice), system 2, idle 50, iowait 5: 12 busy CPU s
+    monkeypatch.setattr(psutil, "cpu_times", lambda: times(10.0, 0.0, 2.0, 50.0, 5.0, 0.0, 0.0, 0.0, 3.0, 1.0))
+    assert machine_busy_cpu_s() == 12.0

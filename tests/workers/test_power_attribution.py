@@ -7,6 +7,7 @@ Every figure is worked by hand on a replayed trace. The trainings' traces follow
 
 from __future__ import annotations
 
+import psutil
 import pytest
 
 from tests.workers.power_trace import TraceSource, generation, label_pass, replayed, trace
@@ -132,3 +133,35 @@ def test_an_energy_record_without_tokens_has_no_per_token_figures():
     e = energy_record(win, 0)
     assert e.energy_j == pytest.approx(20.0) and e.j_per_100_tokens is None and e.tokens_per_j == 0.0
     assert e.mean_power_w == pytest.approx(20.0) and e.power_source == "nvml" and e.power_measured is True
+
+
+def test_small_windows_and_machines_count_too():
+    assert cpu_share(0.25, 0.5) == 0.5  # under one busy CPU second
+    # 0.25 s on 2 CPUs (0.5 CPU s of capacity, all used): the whole 5 J floor and the 5 J above it
+    assert attributed_energy_j(10.0, 0.25, own_cpu_s=0.5, machine_cpu_s=0.5, idle_w=20.0, n_cpus=2) == 10.0
+
+
+def test_the_floor_of_an_unmeasured_source_without_a_model_is_zero():
+    sampler = replayed(TraceSource([0.0, 1.0], [7.0, 7.0], name="estimate", measured=False))
+    assert idle_floor_w(sampler, sampler.window(0.0, 1.0)) == 0.0
+
+
+def test_a_meters_floor_reads_only_the_windows_sources_and_its_first_interval():
+    a = TraceSource([0.0, 2.0, 4.0], [10.0, 30.0, 10.0], name="a")
+    b = TraceSource([1.0, 3.0], [50.0, 50.0], name="b")        # another meter, sampled in between
+    est = TraceSource([1.0], [99.0], name="estimate", measured=False)
+    sampler = replayed(a, b, est)
+    # a alone: 20 W mean over [0, 2] and [2, 4]; b's or the estimate's instants would split them into 15 and 25
+    assert idle_floor_w(sampler, sampler.window(0.0, 4.0, only=["a"])) == pytest.approx(20.0)
+    sampler = replayed(TraceSource([0.0, 2.0, 4.0], [10.0, 10.0, 50.0], name="a"))
+    assert idle_floor_w(sampler, sampler.window(0.0, 4.0)) == pytest.approx(10.0)  # [0, 2], from the window's start
+
+
+def test_training_energy_takes_this_machines_cpus_unless_told(monkeypatch):
+    sampler = replayed(linear_model_trace([1] * 16, measured=False))
+    win = sampler.window(0.0, 10.0)  # 300 J: 100 J floor + 20 W x 10 CPU s
+    here = psutil.cpu_count() or 1
+    assert training_energy_j(sampler, win, 10.0, 10.0) == pytest.approx(100.0 * min(1.0, 10.0 / (here * 10)) + 200.0)
+    assert training_energy_j(sampler, win, 10.0, 10.0, n_cpus=7) == pytest.approx(100.0 / 7 + 200.0)
+    monkeypatch.setattr(psutil, "cpu_count", lambda: None)  # psutil cannot tell: one CPU
+    assert training_energy_j(sampler, win, 10.0, 10.0) == pytest.approx(300.0)

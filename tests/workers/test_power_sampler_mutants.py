@@ -146,7 +146,8 @@ def test_a_failing_source_is_logged_once_and_the_others_still_sampled(caplog):
     with caplog.at_level("WARNING", logger="workers.power.sampler"):
         for _ in range(3):
             sampler.sample_now()
-    assert [r.getMessage() for r in caplog.records] == ["power source nvml failed to read: NVML read failed: GPU is lost"]
+    assert [r.getMessage() for r in caplog.records] == [
+        "power source nvml failed to read: NVML read failed: GPU is lost"]
     assert [s.t_s for s in sampler.samples("trace")] == [0.0, 1.0, 2.0] and sampler.samples("nvml") == []
     assert sampler.window(0.0, 2.0).energy_j == pytest.approx(10.0)
 

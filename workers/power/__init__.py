@@ -1,4 +1,5 @@
-"""Power and energy: one `PowerSource` seam, a module per meter, a sampler, and a factory that picks.
+"""Power and energy: one `PowerSource` seam, a module per meter, a sampler, and a factory that picks; whose
+joules a window's energy is (`attribution`), and the idle floor measured before a run (`idle`).
 
 Sources (names as printed and stored): `nvml` (NVIDIA GPUs), `rapl` (Linux CPU package + DRAM),
 `powermetrics` (macOS CPU+GPU+ANE), and `estimate` (CPU utilisation x TDP, always labelled estimated).
