@@ -205,15 +205,21 @@ class RaySession:
 
 @ray.remote(num_cpus=1)
 def build_task(job: ArtifactJob) -> ArtifactInfo:
-    """Build one non-IGTree artifact (a datastore, a distilled instance base) on a Ray CPU worker, power-logged."""
+    """Build one non-IGTree artifact (a datastore, a distilled instance base) on a Ray CPU worker, power-logged; its
+    energy is its share of the window's, by its CPU seconds, as a training's (`workers.power.attribution`)."""
     from workers.builders import build
+    from workers.memwatch import machine_busy_cpu_s
+    from workers.power.attribution import training_energy_j
 
     for path in job.inputs.values():  # labels made on the accelerator's node, an instance base built elsewhere
         ensure_local(path)
+    machine0, own0 = machine_busy_cpu_s(), time.process_time()
     with _sampler(job.power_sources, job.power_hz) as sampler:
         with sampler.measure() as span:
             info = build(job)
-    w = span.window
+        own_cpu_s, machine_cpu_s = time.process_time() - own0, machine_busy_cpu_s() - machine0
+        w = span.window
+        energy = training_energy_j(sampler, w, own_cpu_s, machine_cpu_s)
     replicate_to_accelerator(info.path, info.sha256)
-    return dataclasses.replace(info, energy_j=w.energy_j, power_source=w.source_label, power_measured=w.measured,
+    return dataclasses.replace(info, energy_j=energy, power_source=w.source_label, power_measured=w.measured,
                                node_id=this_node())

@@ -155,3 +155,17 @@ def test_two_trainings_whose_memory_does_not_fit_the_node_together_take_turns(ra
         t.join()
     first, second = sorted(spans)
     assert second[0] >= first[1]  # no overlap: the budgets were scheduled as Ray memory
+
+
+def test_build_task_builds_the_artifact_a_local_build_makes_with_its_energy_share(corpus, tmp_path, ray_local):
+    from workers.contracts import ArtifactJob
+    from workers.datastore import build_datastore
+    from workers.trainer import build_task, this_node
+
+    job = ArtifactJob(kind="datastore", corpus=corpus, tokenizer="mistral", out_dir=str(tmp_path / "remote"),
+                      options={"max_tokens": 20_000}, power_sources=("estimate",), power_hz=10.0)
+    info = ray_local.get(build_task.remote(job))
+    local = build_datastore(corpus, "mistral", tmp_path / "local", max_tokens=20_000)
+    assert info.sha256 == local.sha256 and info.node_id == this_node()
+    # its CPU-time share of the estimate's window (the share's arithmetic is tested on known traces in test_power_attribution)
+    assert info.energy_j is not None and 0 < info.energy_j and info.power_source == "estimate"
