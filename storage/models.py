@@ -221,7 +221,7 @@ class Generation(Base):
     drafted: Mapped[int] = mapped_column(Integer)
     accepted: Mapped[int] = mapped_column(Integer)
     acceptance: Mapped[float | None] = mapped_column(Float)
-    mal: Mapped[float] = mapped_column(Float)
+    mal: Mapped[float | None] = mapped_column(Float, nullable=True)  # none without a round
     accept_hist: Mapped[list[int]] = mapped_column(JSON)
     accepted_per_step: Mapped[list[int]] = mapped_column(JSON)
     tokens_per_step: Mapped[list[int] | None] = mapped_column(JSON)  # new tokens per round (draft ones first)

@@ -40,8 +40,12 @@ def tree_rss_bytes(pid: int | None = None) -> int:
 
 
 def _tree_processes(pid: int | None = None) -> list[psutil.Process]:
-    """The processes whose memory counts: this one, its non-daemon descendants, busy Ray workers (one scan)."""
-    root = psutil.Process(pid or os.getpid())
+    """The processes whose memory counts: this one, its non-daemon descendants, busy Ray workers (one scan); none
+    once a watched process has exited."""
+    try:
+        root = psutil.Process(pid or os.getpid())
+    except psutil.NoSuchProcess:
+        return []
     try:
         procs = [root] + root.children(recursive=True)
     except psutil.Error:

@@ -21,8 +21,12 @@ def _set_mal(denominator: str) -> None:
 
 
 def upgrade() -> None:
+    with op.batch_alter_table("generations") as batch:  # a generation without a round has no MAL
+        batch.alter_column("mal", existing_type=sa.Float(), nullable=True)
     _set_mal("rounds")
 
 
 def downgrade() -> None:
     _set_mal("steps")  # verifier passes
+    with op.batch_alter_table("generations") as batch:
+        batch.alter_column("mal", existing_type=sa.Float(), nullable=False)
