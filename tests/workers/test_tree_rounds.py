@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -9,6 +10,8 @@ from tests.workers.test_decoding import tiny_lm
 from tests.workers.tree_drafts import SHAPES, ShapedTreeDraft
 from workers.decoding import REGIMES, greedy_reference, speculative_generate
 from workers.drafts import make_draft
+from workers.errors import DraftError
+from workers.igtree import IGTree
 from workers.tokentree import TokenTree, attention_mask, position_ids, walk
 from workers.verifier import Verifier
 
@@ -95,3 +98,38 @@ def test_mask_sees_the_prefix_and_the_ancestors_only():
 def _flags(regime: str) -> dict:
     cached, fastpath = REGIMES[regime]
     return {"cached": cached, "fastpath": fastpath}
+
+
+@pytest.fixture(scope="module")
+def ibase_drafts(setup):
+    """olifant and hybrid drafts over an instance base of the verifier's own continuations (often right)."""
+    verifier, prompt, ref = setup
+    other = list(range(60, 90))
+    stream = np.array(prompt + ref + other + greedy_reference(verifier, other, N_NEW), dtype=np.int64)
+    windows = np.lib.stride_tricks.sliding_window_view(stream, 5)
+    tree = IGTree.fit(windows[:, :4], windows[:, 4])
+    return {"olifant": make_draft("olifant", ibase=tree), "hybrid": make_draft("hybrid", ibase=tree, n=4)}
+
+
+@pytest.mark.parametrize("regime", list(REGIMES))
+@pytest.mark.parametrize("name", ["olifant", "hybrid"])
+def test_instance_base_trees_equal_greedy(setup, ibase_drafts, name, regime):
+    verifier, prompt, ref = setup
+    draft = ibase_drafts[name]
+    assert 0 < len(draft.propose_tree(prompt, 6)) <= 6
+    res = speculative_generate(verifier, draft, prompt, N_NEW, 6, trees=True, **_flags(regime))
+    assert list(res.tokens) == ref and res.accepted > 0
+
+
+def test_timbl_backends_refuse_trees():
+    class NoCounts:
+        window = 4
+
+        def predict(self, context):
+            return 1
+
+        def lookup(self, context):
+            return 1, None
+
+    with pytest.raises(DraftError, match="token trees need each node's top classes"):
+        make_draft("olifant", ibase=NoCounts()).propose_tree([1, 2], 3)

@@ -49,6 +49,8 @@ from workers.igtree.build import (
     feature_order,
     merge_hists,
     min_uint_dtype,
+    top_arrays,
+    top_of_counts,
     tree_meta,
     weights_from_hists,
 )
@@ -381,7 +383,7 @@ def hot_head(value: int, ranks: np.ndarray, classes: np.ndarray, subs: Sequence[
     if kept:
         arrays.update({"d1.value": np.array([value]), "d1.label": np.array([int(classes[label])]),
                        "d1.majority": np.array([int(ranks.max())]), "d1.total": np.array([int(ranks.sum())]),
-                       "d1.children": np.array([children])})
+                       "d1.children": np.array([children]), **top_arrays(1, *top_of_counts(ranks), classes)})
     _save_piece(out, {k: v.astype(np.int64) for k, v in arrays.items()}, 1, int(kept))
 
 
