@@ -19,6 +19,10 @@ distributed exactly as sampling from the verifier's warped distribution.
   pending (not yet fed); each round feeds it plus the k drafts in one pass (the first round: the whole prompt
   plus the drafts) and keeps the accepted drafts plus the next token: up to k+1 new tokens per pass.
 
+With `trees=True` (greedy only) each round drafts a token tree of up to k tokens instead of a chain and verifies
+it in one pass under an ancestors-only attention mask, the cache keeping the accepted path only
+(`workers.tree_rounds`, `workers.tokentree`); with trees off the chain rounds below run unchanged.
+
 A draft that can report the distribution it samples from implements, beside `propose`,
 `propose_with_probs(context, k, warp, generator, vocab_size=None) -> (tokens, q)` with q (len(tokens), V) its
 warped probabilities (float64, no mass on ids >= vocab_size), or None to be judged as point masses; it is
