@@ -29,8 +29,9 @@ class PassCosts:
     device: str
     regime: str
     context_tokens: int
-    seconds: tuple[float, ...]
+    seconds: tuple[float, ...]  # the fitted line's c(n), n = 0, 1, ...
     energy_from: str = "time x one mean power"
+    measured: tuple[float, ...] = ()  # the median measured pass per length, beside the line
 
     def cost(self, n: int) -> float:
         """c(n), extrapolated linearly past the measured lengths."""
@@ -82,7 +83,8 @@ def load_curves(folder: Path | None = None) -> list[PassCosts]:
     for path in sorted(folder.glob("*.json")) if folder.exists() else []:
         try:
             raw = json.loads(path.read_text())
-            out.append(PassCosts(**{**raw, "seconds": tuple(raw["seconds"])}))
+            raw |= {"seconds": tuple(raw["seconds"]), "measured": tuple(raw.get("measured", ()))}
+            out.append(PassCosts(**raw))
         except (OSError, ValueError, TypeError) as err:
             logger.warning("cost curve %s unreadable: %s", path, err)
     return out

@@ -27,7 +27,8 @@ def open_page(url: str, cache: Path, monkeypatch) -> AppTest:
 def test_cost_page_shows_the_stored_curves(fixture_db, tmp_path, monkeypatch):
     url = fixture_db
     cache = tmp_path / "cache"
-    save_curve(PassCosts("smollm2-135m:torch.float32", "cpu", "cached", 60, (0.030, 0.030, 0.036, 0.042)),
+    save_curve(PassCosts("smollm2-135m:torch.float32", "cpu", "cached", 60, (0.030, 0.030, 0.036, 0.042),
+                         measured=(0.031, 0.029, 0.036, 0.043)),
                cache / "cost-curves")
     save_curve(PassCosts("smollm2-135m:torch.float32", "cpu", "uncached", 60, (0.200, 0.201, 0.203, 0.204)),
                cache / "cost-curves")
@@ -37,6 +38,7 @@ def test_cost_page_shows_the_stored_curves(fixture_db, tmp_path, monkeypatch):
     assert set(table["regime"]) == {"cached", "uncached"} and len(table) == 8
     cached = table[table["regime"] == "cached"].set_index("n")
     assert cached.loc[3, "relative"] == pytest.approx(1.4) and cached.loc[3, "pass_ms"] == pytest.approx(42.0)
+    assert cached.loc[3, "measured_ms"] == pytest.approx(43.0)
     flat = table[table["regime"] == "uncached"].set_index("n")
     assert flat.loc[1, "break_even"] < cached.loc[2, "break_even"]  # a flat curve pays at lower acceptance
 

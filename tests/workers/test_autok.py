@@ -6,7 +6,16 @@ import numpy as np
 import pytest
 
 from tests.workers.test_decoding import tiny_lm
-from workers.autok import AutoLength, PassCosts, best_length, cost_curve, decoding_plan, load_curves, tree_accepted
+from workers.autok import (
+    AutoLength,
+    PassCosts,
+    best_length,
+    cost_curve,
+    decoding_plan,
+    load_curves,
+    theil_sen,
+    tree_accepted,
+)
 from workers.decoding import REGIMES, greedy_reference, speculative_generate
 from workers.drafts import make_draft
 from workers.igtree import IGTree
@@ -56,9 +65,17 @@ def test_the_curve_is_measured_once_and_cached(setup, tmp_path):
     verifier, prompt, _, _ = setup
     first = cost_curve(verifier, "cached-standard", prompt, 4, folder=tmp_path)
     assert len(first.seconds) == 5 and all(s > 0 for s in first.seconds) and first.regime == "cached-standard"
+    assert list(first.seconds) == sorted(first.seconds) and len(first.measured) == 5  # a line, never falling
     assert verifier.cache is None  # measuring leaves no cache behind
     again = cost_curve(verifier, "cached-standard", prompt, 4, folder=tmp_path)
     assert again == first and load_curves(tmp_path) == [first]
+
+
+def test_theil_sen_ignores_one_slow_pass():
+    points = [(n, 1.0 + 0.1 * n) for n in range(6)] * 3 + [(1, 25.0)]  # a pass that waited on another process
+    intercept, slope = theil_sen(points)
+    assert intercept == pytest.approx(1.0) and slope == pytest.approx(0.1)
+    assert theil_sen([(0, 2.0), (1, 1.0), (2, 0.5)])[1] == 0.0  # a cost never falls with more tokens
 
 
 def test_plan_from_options(setup):
