@@ -339,3 +339,12 @@ def test_nodes_keep_their_top_classes(tmp_path):
     assert loaded.lookup_top([1, 2, 3, 4]) == (top, total, depth)
     old = IGTree({k: v for k, v in tree.arrays.items() if ".alt_" not in k}, tree.meta)
     assert old.lookup_top([1, 2, 3, 4]) == ([(7, 3)], 6, depth)
+
+
+def test_lookup_path_gives_every_matched_node_root_first():
+    contexts = np.array([[1, 2, 3, 4]] * 6 + [[1, 2, 3, 5]] * 4 + [[9, 9, 9, 9]], dtype=np.int64)
+    targets = np.array([7, 7, 7, 8, 8, 6, 5, 5, 5, 5, 3], dtype=np.int64)
+    tree = IGTree.fit(contexts, targets)
+    path = tree.lookup_path([1, 2, 3, 4])
+    top, total, depth = tree.lookup_top([1, 2, 3, 4])
+    assert len(path) == depth + 1 and path[-1] == (top, total) and path[0][1] == 11   # the root first

@@ -121,6 +121,14 @@ def test_instance_base_trees_equal_greedy(setup, ibase_drafts, name, regime):
     assert list(res.tokens) == ref and res.accepted > 0
 
 
+def test_backoff_keeps_a_sure_label_first_and_gives_alternatives_room():
+    from workers.drafts.trees import backoff
+
+    mixed = dict(backoff([([(5, 60), (6, 40)], 100), ([(7, 1)], 1)]))  # a deep node seen once says 7
+    assert max(mixed, key=mixed.get) == 7 and 0.5 < mixed[7] < 0.6
+    assert mixed[5] / mixed[6] == pytest.approx(1.5) and sum(mixed.values()) == pytest.approx(1.0)
+
+
 def test_timbl_backends_refuse_trees():
     class NoCounts:
         window = 4

@@ -33,7 +33,7 @@ from workers.drafts.base import Draft
 from workers.drafts.ngram import NgramTable
 from workers.drafts.olifant import IBaseOptions, check_confidence, check_tree, ibase_guess, load_ibase
 from workers.drafts.registry import BuildContext, DraftEntry
-from workers.drafts.trees import best_first_tree, merged, shares
+from workers.drafts.trees import backoff, best_first_tree, merged
 from workers.errors import DraftError
 from workers.tokentree import TokenTree
 
@@ -134,11 +134,10 @@ class HybridDraft(Draft):
         def candidates(path: list[int]) -> list[tuple[int, float]]:
             run = history + path
             token, match = session_match(self._table, run)
-            top, total, _ = self.ibase.lookup_top(run[-self.window:])
             p_session = match / (self.n - 1) if token is not None else 0.0
             if match >= self.min_match:
                 p_session = max(p_session, 0.9)
-            pairs = [(t, (1 - p_session) * p) for t, p in shares(top, total)]
+            pairs = [(t, (1 - p_session) * p) for t, p in backoff(self.ibase.lookup_path(run[-self.window:]))]
             return merged(pairs + ([(token, p_session)] if token is not None else []))
 
         return best_first_tree(candidates, budget)

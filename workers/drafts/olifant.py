@@ -24,7 +24,7 @@ from pydantic import Field, model_validator
 from workers.drafts.adaptive import AdaptiveLength, AdaptiveOptions
 from workers.drafts.base import Draft
 from workers.drafts.registry import BuildContext, DraftEntry, Requirement
-from workers.drafts.trees import best_first_tree, shares
+from workers.drafts.trees import backoff, best_first_tree
 from workers.errors import DraftError
 from workers.tokentree import TokenTree
 
@@ -57,7 +57,7 @@ def check_confidence(draft: str, ibase, confidence: str, scored: bool) -> None:
 
 def check_tree(draft: str, ibase) -> None:
     """Refuse token trees over a backend without per-node class counts (TiMBL's)."""
-    if not hasattr(ibase, "lookup_top"):
+    if not hasattr(ibase, "lookup_path"):
         raise DraftError(f"{draft}: token trees need each node's top classes; the TiMBL backend has none (use native)")
 
 
@@ -107,13 +107,13 @@ class OlifantDraft(Draft):
         return self.scored_tree(context, budget)[0]
 
     def scored_tree(self, context: Sequence[int], budget: int) -> tuple[TokenTree, tuple[float, ...]]:
-        """The tree and each node's path probability (the product of its nodes' class shares)."""
+        """The tree and each node's path probability (the product along it of the matched nodes' class shares,
+        backed off to the shorter contexts' where a node saw few instances: `workers.drafts.trees.backoff`)."""
         check_tree("olifant", self.ibase)
         tail = [int(t) for t in context[-self.window:]]
 
         def candidates(path: list[int]) -> list[tuple[int, float]]:
-            top, total, _ = self.ibase.lookup_top((tail + path)[-self.window:])
-            return shares(top, total)
+            return backoff(self.ibase.lookup_path((tail + path)[-self.window:]))
 
         return best_first_tree(candidates, budget)
 

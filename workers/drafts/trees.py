@@ -53,9 +53,20 @@ def best_first_tree(candidates: Candidates, budget: int) -> tuple[TokenTree, tup
     return TokenTree(tuple(tokens), tuple(parents)), tuple(scores)
 
 
-def shares(top: list[tuple[int, int]], total: int) -> list[tuple[int, float]]:
-    """(token, count) pairs of a node as (token, count / total)."""
-    return [(int(t), c / total) for t, c in top] if total > 0 else []
+def backoff(path: list[tuple[list[tuple[int, int]], int]]) -> list[tuple[int, float]]:
+    """Candidates mixed along a matched path (root first), Witten-Bell style: each node's shares weigh
+    total / (total + its classes) against what the shorter contexts above it give, so a deep node seen once
+    keeps its label first but leaves its parents' alternatives room to branch."""
+    mix: dict[int, float] = {}
+    for top, total in path:
+        if total <= 0:
+            continue
+        lam = total / (total + len(top))
+        mix = {t: (1 - lam) * p for t, p in mix.items()}
+        for t, c in top:
+            mix[t] = mix.get(t, 0.0) + lam * c / total
+    norm = sum(mix.values())
+    return sorted(((t, p / norm) for t, p in mix.items()), key=lambda item: -item[1])
 
 
 def merged(pairs: list[tuple[int, float]]) -> list[tuple[int, float]]:

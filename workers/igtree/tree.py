@@ -107,16 +107,35 @@ class IGTree:
         A file written before nodes kept their runner-up classes gives the label with its majority count only.
         """
         node, depth = self._walk(context)
+        self._single_index()
+        return (*self._node_top(node), depth)
+
+    def lookup_path(self, context: Sequence[int]) -> list[tuple[list[tuple[int, int]], int]]:
+        """(top classes as (token, count), total) of every stored node the context matches, root first: the
+        distributions a backoff mixes (the deepest node alone is `lookup_top`)."""
+        index, _ = self._single_index()
+        tail = context_tail(context, self.window)
+        nodes, node = [0], 0
+        for pos in self.order:
+            child = index.get((node << 32) | (tail[pos] - PAD))
+            if child is None:
+                break
+            node = child
+            nodes.append(node)
+        return [self._node_top(n) for n in nodes]
+
+    def _node_top(self, node: int) -> tuple[list[tuple[int, int]], int]:
+        """(top classes as (token, count), total) of one node by global id (0: the root)."""
         if node == 0:
             root = self.meta["root"]
             pairs = root.get("top") or [[root["label"], root["majority"]]]
-            return [(int(t), int(c)) for t, c in pairs], int(root["total"]), 0
+            return [(int(t), int(c)) for t, c in pairs], int(root["total"])
         majority, total, ends, alt, alt_count = self._top_table()
         top = [(self._labels[node], int(majority[node - 1]))]
         if ends is not None:
             start = int(ends[node - 2]) if node > 1 else 0
             top += list(zip(alt[start:ends[node - 1]].tolist(), alt_count[start:ends[node - 1]].tolist()))
-        return top, int(total[node - 1]), depth
+        return top, int(total[node - 1])
 
     def _top_table(self) -> tuple:
         """Over non-root nodes in global order: majority, total, end offsets into the runner-up arrays, their tokens
