@@ -16,7 +16,6 @@ from storage.browse import spec_toml
 from storage.db import open_db
 from storage.queries import experiment_id, identical_pass_noise, summary_frame
 from tests.dashboard.populate import populate
-from workers.costcurve import load_curves
 from workers.errors import SpecError
 
 DATA_ONLY = """
@@ -170,8 +169,7 @@ def test_summary_and_redundancy_tables(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.usefixtures("ray_local")
-def test_targets_over_a_demo_database(tmp_path, tiny_verifier, monkeypatch):
-    monkeypatch.setenv("GREENSPEC_CACHE", str(tmp_path / "cache"))  # the auto strategy's pass-cost curves go here
+def test_targets_over_a_demo_database(tmp_path, tiny_verifier):
     spec = tmp_path / "demo.toml"
     spec.write_text(TINY_DEMO.format(model=tiny_verifier))
     url, printed = f"sqlite:///{tmp_path / 'g.db'}", []
@@ -205,4 +203,3 @@ def test_targets_over_a_demo_database(tmp_path, tiny_verifier, monkeypatch):
         | {("distilled-pydoc-tree best speedup > distilled-pydoc's best (reported)", r) for r in REGIMES[:2]}
         | {("hybrid-pydoc-auto >= hybrid-pydoc at its best fixed k", r) for r in REGIMES})
     assert checks_table(trees) in "\n".join(printed)
-    assert len(load_curves(tmp_path / "cache" / "cost-curves")) == 3     # one pass-cost curve per regime, stored
