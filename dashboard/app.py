@@ -26,6 +26,7 @@ PAGES = [
     ("energy.py", "Energy", ":material/bolt:"),
     ("texts.py", "Texts", ":material/article:"),
     ("paper.py", "Paper", ":material/compare:"),
+    ("costs.py", "Cost model", ":material/show_chart:"),
 ]
 
 

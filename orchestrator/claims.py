@@ -32,7 +32,9 @@ def _instance_base_only(strategy) -> str | None:
     """The corpus of a strategy that drafts from one instance base alone at fixed length (an olifant base), else None."""
     reqs = list(strategy.options.requires().values())
     alone = len(reqs) == 1 and reqs[0].artifact == "ibase" and not strategy.entry.parts
-    return reqs[0].corpus if alone and not getattr(strategy.options, "adaptive", False) else None
+    opts = strategy.options
+    fixed = not (getattr(opts, "adaptive", False) or getattr(opts, "auto", False) or getattr(opts, "tree", None))
+    return reqs[0].corpus if alone and fixed else None
 
 
 def own_domains(spec) -> dict[str, str]:

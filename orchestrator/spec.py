@@ -34,6 +34,7 @@ MAX_NEW_TOKENS = 32_768
 MAX_PROMPTS = 100_000
 MAX_PROMPT_WORDS = 10_000
 KValue = Annotated[int, Field(gt=0, le=MAX_K)]
+AUTO_MAX_K = 8  # k = "auto" on a chain: the longest draft a round may choose (the cells' k column)
 
 
 class _Model(BaseModel):
@@ -160,8 +161,17 @@ class StrategySection(_Model):
             entry = lookup(data["draft"])
         except DraftError as err:
             raise ValueError(f".draft: {err}") from None  # `.key: ` extends the location in the one-line error
+        mine = {key: v for key, v in data.items() if key not in own}
+        auto = auto_k(data.get("k"), "auto" in mine)
+        if auto:
+            own.pop("k")
+            mine["auto"] = True
+        for key, what in (("tree", "tree = N"), ("auto", 'k = "auto"')):
+            if key in mine and key not in entry.options.model_fields:
+                raise ValueError(f".{'k' if key == 'auto' else key}: {what} needs a draft with an instance base "
+                                 f"(olifant, hybrid), not {data['draft']!r}")
         try:
-            options = entry.parse({key: v for key, v in data.items() if key not in own})
+            options = entry.parse(mine)
         except DraftError as err:
             raise ValueError(str(err)) from None
         return {**own, "options": options}
@@ -171,7 +181,19 @@ class StrategySection(_Model):
         if self.k is not None and not self.entry.drafts:
             raise ValueError(f"k = {self.k}: draft {self.draft!r} proposes nothing and runs once per prompt with k = 0; "
                              "remove k")
+        if self.k is not None and self.tree is not None:
+            raise ValueError(f"k = {self.k}: tree = {self.tree} is the budget of every pass (the k column); remove k")
         return self
+
+    @property
+    def tree(self) -> int | None:
+        """The token-tree budget, or None for chains."""
+        return getattr(self.options, "tree", None)
+
+    @property
+    def auto(self) -> bool:
+        """Whether each round's length comes from the pass-cost model (k = "auto")."""
+        return bool(getattr(self.options, "auto", False))
 
     @field_validator("k", "regimes")
     @classmethod
@@ -194,8 +216,24 @@ class StrategySection(_Model):
         return [r for r in default if self.regimes is None or r in self.regimes]
 
     def ks(self, default: list[int]) -> list[int]:
-        """The k values this strategy runs at: [0] for a draft that proposes nothing."""
-        return (self.k or default) if self.entry.drafts else [0]
+        """The k values this strategy runs at: [0] for a draft that proposes nothing; a tree's budget; AUTO_MAX_K
+        (the longest a round may choose) for k = "auto" on chains."""
+        if not self.entry.drafts:
+            return [0]
+        if self.tree is not None:
+            return [self.tree]
+        return [AUTO_MAX_K] if self.auto else (self.k or default)
+
+
+def auto_k(k: Any, auto_key: bool) -> bool:
+    """Whether a strategy's raw `k` asks for k = "auto"; refuse the spellings that mix it up."""
+    if auto_key:
+        raise ValueError('.auto: unknown key; write k = "auto"')
+    if isinstance(k, list) and "auto" in k:
+        raise ValueError(f'.k: k = "auto" chooses the length itself; give it alone, not in a grid (got {k!r})')
+    if isinstance(k, str) and k != "auto":
+        raise ValueError(f'.k: give a list of integers or "auto" (got {k!r})')
+    return k == "auto"
 
 
 class SweepSection(_Model):
@@ -254,6 +292,9 @@ class Spec(_Model):
             for name in sorted(s.options.corpora() - corpora):
                 known = ", ".join(sorted(corpora)) or "none defined"
                 raise ValueError(f"strategies[{i}] ({s.name}): corpus {name!r} is not a [[corpora]] name ({known})")
+            if s.tree is not None and any(t > 0 for t in self.sweep.temperatures):
+                raise ValueError(f"strategies[{i}] ({s.name}): token trees are greedy only; [sweep] temperatures "
+                                 f"{self.sweep.temperatures} must be [0.0]")
             if self.sweep.repeats > 1 and s.options.carries_outputs():
                 raise ValueError(f"strategies[{i}] ({s.name}): [sweep] repeats = {self.sweep.repeats} cannot time a draft "
                                  f"that remembers earlier outputs (a repeat would draft the text it just generated)")

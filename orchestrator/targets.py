@@ -58,8 +58,10 @@ def _requirements(strategy) -> frozenset:
 
 
 def _fixed(strategy) -> bool:
-    """Whether a strategy drafts a fixed k tokens (no adaptive length)."""
-    return not getattr(strategy.options, "adaptive", False)
+    """Whether a strategy drafts a fixed k tokens (no adaptive length; token trees and k = "auto" have their own
+    targets, `orchestrator.tree_targets`)."""
+    opts = strategy.options
+    return not (getattr(opts, "adaptive", False) or getattr(opts, "auto", False) or getattr(opts, "tree", None))
 
 
 def _identity(strategy) -> dict:
@@ -106,7 +108,7 @@ def roles(spec) -> Roles:
             parts = tuple(t.name for t in spec.strategies if t.draft in s.entry.parts and _fixed(t)
                           and _requirements(t) <= _requirements(s))
             hybrid.append((s.name, parts))
-        if not _fixed(s):
+        if getattr(s.options, "adaptive", False):
             base = [t.name for t in spec.strategies if t.draft == s.draft and _fixed(t)
                     and _requirements(t) == _requirements(s) and _same_proposals(s, t)]
             adaptive += [(s.name, b) for b in base[:1]]

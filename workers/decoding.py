@@ -19,6 +19,10 @@ distributed exactly as sampling from the verifier's warped distribution.
   pending (not yet fed); each round feeds it plus the k drafts in one pass (the first round: the whole prompt
   plus the drafts) and keeps the accepted drafts plus the next token: up to k+1 new tokens per pass.
 
+With `trees=True` (greedy only) each round drafts a token tree of up to k tokens instead of a chain and verifies
+it in one pass under an ancestors-only attention mask, the cache keeping the accepted path only
+(`workers.tree_rounds`, `workers.tokentree`); with trees off the chain rounds below run unchanged.
+
 A draft that can report the distribution it samples from implements, beside `propose`,
 `propose_with_probs(context, k, warp, generator, vocab_size=None) -> (tokens, q)` with q (len(tokens), V) its
 warped probabilities (float64, no mass on ids >= vocab_size), or None to be judged as point masses; it is
@@ -86,11 +90,18 @@ class GenerationResult:
     first_checked: int = 0  # rounds whose first draft token was judged (every regime)
     first_accepted: int = 0  # ... and accepted: first-token acceptance = first_accepted / first_checked
     seed: int | None = None  # temperature > 0: the seed the sampling started from (reproduces the generation)
+    depth_per_step: tuple[int, ...] = ()  # token trees: per round, the drafted tree's depth (its longest path)
 
     @property
     def n_tokens(self) -> int:
         """Number of new tokens."""
         return len(self.tokens)
+
+    @property
+    def path_acceptance(self) -> float:
+        """Token trees: accepted tokens over the summed depths of the drafted trees (for a chain: the acceptance)."""
+        depth = sum(self.depth_per_step) if self.depth_per_step else self.drafted
+        return self.accepted / depth if depth else 0.0
 
 
 @dataclass
@@ -107,6 +118,7 @@ class Tally:
     accepted_per_step: list[int] = field(default_factory=list)
     drafted_per_step: list[int] = field(default_factory=list)
     tokens_per_step: list[int] = field(default_factory=list)
+    depth_per_step: list[int] = field(default_factory=list)
     stopped: str = STOP_MAX
 
     def record(self, new: list[int], n_accepted: int, eos_id: int | None, max_new_tokens: int) -> None:
@@ -366,11 +378,13 @@ def speculative_generate(
     seed: int | None = None,
     *,
     rule: ExactRule = EXACT,
+    trees: bool = False,
 ) -> GenerationResult:
     """Generate up to max_new_tokens tokens after prompt_ids, drafting k per round; see the module doc.
 
     temperature 0: greedy (top_k, top_p, seed ignored). temperature > 0: sampled from the verifier's
     distribution warped as transformers warps it, reproducibly for a given `seed`. `rule` is a test seam.
+    trees: each round drafts a token tree of up to k tokens (`workers.tree_rounds`; greedy only).
     """
     prompt = [int(t) for t in prompt_ids]
     if not prompt:
@@ -378,12 +392,20 @@ def speculative_generate(
     if k < 0 or max_new_tokens < 0:
         raise ValueError(f"speculative_generate: k={k} and max_new_tokens={max_new_tokens} must be >= 0")
     judge, used_seed = make_judge(Warp(temperature, top_k, top_p), seed, rule)
+    if trees and not isinstance(judge, GreedyJudge):
+        raise ValueError(f"speculative_generate: token trees are greedy only; got temperature={temperature}")
     draft.reset()
     tally = Tally(k=k)
     verifier.sync()
     started_at, t0 = time.time(), time.perf_counter()
-    run = (generate_cached if fastpath else generate_standard) if cached else generate_uncached
-    run(verifier, draft, prompt, max_new_tokens, k, eos_id, tally, judge)
+    if trees:
+        from workers import tree_rounds as tr
+
+        run = (tr.generate_cached_tree if fastpath else tr.generate_standard_tree) if cached else tr.generate_uncached_tree
+        run(verifier, draft, prompt, max_new_tokens, k, eos_id, tally)
+    else:
+        run = (generate_cached if fastpath else generate_standard) if cached else generate_uncached
+        run(verifier, draft, prompt, max_new_tokens, k, eos_id, tally, judge)
     verifier.sync()
     wall_s, ended_at = time.perf_counter() - t0, time.time()
     return freeze(tally, wall_s, started_at, ended_at, bool(getattr(draft, "bridged", False)), used_seed)
@@ -416,6 +438,7 @@ def freeze(tally: Tally, wall_s: float, started_at: float, ended_at: float, brid
         first_checked=len(checked),
         first_accepted=sum(a > 0 for a in checked),
         seed=seed,
+        depth_per_step=tuple(tally.depth_per_step),
     )
 
 

@@ -142,20 +142,22 @@ class SweepRunner:
         return draft
 
     def _sweep(self, job: SweepJob) -> GenerationRecord:
+        from workers.autok import decoding_plan
         from workers.decoding import regime_flags, speculative_generate, warmup
 
         draft = self._draft_for(job)
         prompt_ids = self._prompt_ids(job.prompt)
         k = job.k  # 0 for a draft that proposes nothing
         cached, fastpath = regime_flags(job.regime)
+        draft, plan = decoding_plan(self.verifier, draft, dict(job.options), job.regime, prompt_ids, k)  # trees, auto
         warm_key = (job.strategy, k, job.regime)
         if self.cfg.warmup and warm_key not in self._warm:  # first call pays allocation/JIT costs: not timed
             warmup(self.verifier, draft, prompt_ids, k, cached, min(8, self.cfg.max_new_tokens), fastpath=fastpath,
-                   temperature=job.temperature, top_k=job.top_k, top_p=job.top_p, seed=job.seed)
+                   temperature=job.temperature, top_k=job.top_k, top_p=job.top_p, seed=job.seed, **plan)
             self._warm.add(warm_key)
         runs = [speculative_generate(self.verifier, draft, prompt_ids, self.cfg.max_new_tokens, k, cached,
                                      eos_id=self.eos_id, fastpath=fastpath, temperature=job.temperature,
-                                     top_k=job.top_k, top_p=job.top_p, seed=job.seed)
+                                     top_k=job.top_k, top_p=job.top_p, seed=job.seed, **plan)
                 for _ in range(max(1, self.cfg.repeats))]
         res = fastest(runs, job.strategy)
         return GenerationRecord(

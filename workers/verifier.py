@@ -96,6 +96,43 @@ class Verifier:
         self.cache = out.cache
         return out.logits[0]
 
+    @torch.inference_mode()
+    def masked(self, ids: Sequence[int], positions: Sequence[int], mask: torch.Tensor, cache: str,
+               keep: int = 0) -> torch.Tensor:
+        """A forward over `ids` at `positions` under a 4-D additive `mask` (a token tree); logits (T, V), or of the
+        last `keep` positions when keep > 0.
+
+        cache: "none" (uncached), "fresh" (a new cache holds them) or "extend" (they join the cached tokens; cut
+        them back with `keep_rows`).
+        """
+        from transformers import DynamicCache
+
+        if cache == "fresh":
+            self.cache = DynamicCache(config=self.model.config)
+        elif cache == "extend" and self.cache is None:
+            raise RuntimeError("Verifier.masked(cache='extend') before prefill")
+        cached = cache != "none"
+        out = self.model(input_ids=self._tensor(ids), position_ids=self._tensor(positions),
+                         attention_mask=mask.to(self.device), cache=self.cache if cached else None,
+                         use_cache=cached, logits_to_keep=keep)
+        if cached:
+            self.cache = out.cache
+        return out.logits[0]
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The model's floating dtype (attention masks are built in it)."""
+        return next(self.model.parameters()).dtype
+
+    @torch.inference_mode()
+    def keep_rows(self, n_prefix: int, rows: Sequence[int]) -> None:
+        """Keep the cache's first `n_prefix` tokens and then only the tokens at `rows` (>= n_prefix), in order."""
+        index = torch.tensor(list(range(n_prefix)) + list(rows), dtype=torch.long, device=self.device)
+        for layer in self.cache.layers:
+            if layer.is_initialized and layer.keys.numel():
+                layer.keys = layer.keys.index_select(-2, index)
+                layer.values = layer.values.index_select(-2, index)
+
     def crop(self, n_tokens: int) -> None:
         """Cut the cache back to its first `n_tokens` tokens (a rejected draft's keys/values go)."""
         have = self.cached_len

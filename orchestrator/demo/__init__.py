@@ -88,7 +88,21 @@ def future_work_text(df: pd.DataFrame, costs: pd.DataFrame, spec, noise: dict | 
                f"that made identical verifier passes); speedups compared within {tol:.1%} (2 standard errors of a "
                f"{prompts}-prompt speedup ratio, at least 5%)" if noise else f"speedups compared within {tol:.1%}")
         parts.append(f"targets of the future-work strategies ({how})\n" + checks_table(check_all(df, r, tol)))
+    parts += tree_targets_text(df, spec, noise)
     return "\n\n".join(parts)
+
+
+def tree_targets_text(df: pd.DataFrame, spec, noise: dict | None = None) -> list[str]:
+    """The token-tree and k = "auto" targets (`orchestrator.tree_targets`) as a titled table, if the spec has any."""
+    from orchestrator.targets import checks_table, tolerance
+    from orchestrator.tree_targets import tree_checks, tree_roles
+
+    roles = tree_roles(spec)
+    if df.empty or not (roles[0] or roles[1]):
+        return []
+    tol = tolerance(noise["sd"] if noise else None, int(df["prompts"].min()))
+    return [f"targets of token trees and k = \"auto\" (speedups compared within {tol:.1%}; a tree's k is its budget, "
+            f"its mal the accepted tokens per pass)\n" + checks_table(tree_checks(df, roles, tol))]
 
 
 def claims_text(df: pd.DataFrame, spec, noise: dict | None = None) -> str:

@@ -321,3 +321,30 @@ def test_lookup_scored_gives_each_matched_nodes_majority_share(tmp_path):
         assert [t.lookup(c) for c in ([2, 5], [1, 5], [9, 9])] == [(9, 2), (7, 1), (7, 0)]
     one = IGTree.fit(np.array([[1, 5]]), np.array([7]))            # a single instance: the root is sure
     assert one.lookup_scored([9, 9]) == (7, 0, 1.0)
+
+
+def test_nodes_keep_their_top_classes(tmp_path):
+    """Each node keeps its most frequent classes with their counts (the label first, as TiMBL's tie rule picks it);
+    a saved tree gives the same; a file without them gives the label alone."""
+    contexts = np.array([[1, 2, 3, 4]] * 6 + [[1, 2, 3, 5]] * 4 + [[9, 9, 9, 9]], dtype=np.int64)
+    targets = np.array([7, 7, 7, 8, 8, 6, 5, 5, 5, 5, 3], dtype=np.int64)  # ...4 -> 7 (kept: its parent says 5)
+    tree = IGTree.fit(contexts, targets)
+    top, total, depth = tree.lookup_top([1, 2, 3, 4])
+    assert top[0][0] == tree.predict([1, 2, 3, 4]) == 7
+    assert top == [(7, 3), (8, 2), (6, 1)] and total == 6 and depth >= 1
+    root_top, root_total, root_depth = tree.lookup_top([0, 0, 0, 0])
+    assert root_depth == 0 and root_total == 11 and root_top[:2] == [(5, 4), (7, 3)]
+    tree.save(tmp_path / "t.igtree")
+    loaded = IGTree.load(tmp_path / "t.igtree")
+    assert loaded.lookup_top([1, 2, 3, 4]) == (top, total, depth)
+    old = IGTree({k: v for k, v in tree.arrays.items() if ".alt_" not in k}, tree.meta)
+    assert old.lookup_top([1, 2, 3, 4]) == ([(7, 3)], 6, depth)
+
+
+def test_lookup_path_gives_every_matched_node_root_first():
+    contexts = np.array([[1, 2, 3, 4]] * 6 + [[1, 2, 3, 5]] * 4 + [[9, 9, 9, 9]], dtype=np.int64)
+    targets = np.array([7, 7, 7, 8, 8, 6, 5, 5, 5, 5, 3], dtype=np.int64)
+    tree = IGTree.fit(contexts, targets)
+    path = tree.lookup_path([1, 2, 3, 4])
+    top, total, depth = tree.lookup_top([1, 2, 3, 4])
+    assert len(path) == depth + 1 and path[-1] == (top, total) and path[0][1] == 11   # the root first

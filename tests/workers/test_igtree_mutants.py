@@ -85,7 +85,8 @@ def test_from_counts_weighs_rows_counted_twice(tmp_path):
     assert [tree.arrays[f"d1.{f}"].tolist() for f in ("value", "label", "majority", "total")] == [[2], [6], [2], [3]]
     assert tree.lookup_scored([1]) == (6, 1, pytest.approx(2 / 3))
     assert tree.lookup_scored([2]) == (5, 0, pytest.approx(3 / 5))
-    assert tree.meta["root"] == {"label": 5, "majority": 3, "total": 5}
+    assert tree.meta["root"] == {"label": 5, "majority": 3, "total": 5, "top": [[5, 3], [6, 2]]}
+    assert tree.lookup_top([1]) == ([(6, 2), (5, 1)], 3, 1)  # the counted rows weigh in the top classes too
     timbl = TimblIGTree.fit(x, y, workdir=tmp_path)
     assert [timbl.predict([v]) for v in (1, 2, 3)] == [6, 5, 5] == [tree.predict([v]) for v in (1, 2, 3)]
     assert timbl.n_nodes == 1

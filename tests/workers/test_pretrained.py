@@ -157,3 +157,15 @@ def test_the_drafts_are_exercised(smol, drafts, references):
         res = speculative_generate(verifier, drafts[name], prompts[0], N_NEW, K, cached=True)
         assert res.accepted > 0, name
 
+
+
+@pytest.mark.parametrize("regime", list(REGIMES))
+@pytest.mark.parametrize("name", ["olifant", "hybrid"])
+def test_token_trees_equal_transformers_generate(smol, drafts, references, name, regime):
+    """Token trees of 6 nodes from the instance base's top classes: exactly greedy on the real model, some accepted."""
+    verifier, _ = smol
+    prompts, refs = references
+    results = [speculative_generate(verifier, drafts[name], p, N_NEW, 6, trees=True, **REGIMES[regime]) for p in prompts]
+    assert [list(r.tokens) for r in results] == refs, (name, regime)
+    assert sum(r.accepted for r in results) > 0
+    assert any(p >= 0 for r in results for p in r.depth_per_step)

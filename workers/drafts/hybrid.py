@@ -31,9 +31,11 @@ from pydantic import Field
 from workers.drafts.adaptive import AdaptiveLength
 from workers.drafts.base import Draft
 from workers.drafts.ngram import NgramTable
-from workers.drafts.olifant import IBaseOptions, check_confidence, ibase_guess, load_ibase
+from workers.drafts.olifant import IBaseOptions, check_confidence, check_tree, ibase_guess, load_ibase
 from workers.drafts.registry import BuildContext, DraftEntry
+from workers.drafts.trees import backoff, best_first_tree, merged
 from workers.errors import DraftError
+from workers.tokentree import TokenTree
 
 
 def session_match(table: NgramTable, history: Sequence[int]) -> tuple[int | None, int]:
@@ -116,6 +118,29 @@ class HybridDraft(Draft):
             self.sources.append(source)
             history.append(token)
         return out
+
+    def propose_tree(self, context: Sequence[int], budget: int) -> TokenTree:
+        """A tree of up to `budget` tokens: the session's continuation and the instance base's top classes."""
+        return self.scored_tree(context, budget)[0]
+
+    def scored_tree(self, context: Sequence[int], budget: int) -> tuple[TokenTree, tuple[float, ...]]:
+        """The tree and each node's path probability. Per position, the session's token (when it has a match) gets
+        its confidence match / (n-1), and the instance base's top classes share the rest by their node shares; a
+        session match of `min_match` or more counts in full where the chain policy would take it alone."""
+        check_tree("hybrid", self.ibase)
+        self._absorb(context)
+        history = [int(t) for t in context[-max(self.n - 1, self.window):]]
+
+        def candidates(path: list[int]) -> list[tuple[int, float]]:
+            run = history + path
+            token, match = session_match(self._table, run)
+            p_session = match / (self.n - 1) if token is not None else 0.0
+            if match >= self.min_match:
+                p_session = max(p_session, 0.9)
+            pairs = [(t, (1 - p_session) * p) for t, p in backoff(self.ibase.lookup_path(run[-self.window:]))]
+            return merged(pairs + ([(token, p_session)] if token is not None else []))
+
+        return best_first_tree(candidates, budget)
 
     def propose(self, context: Sequence[int], k: int) -> list[int]:
         """Up to k tokens by the policy; fewer under adaptive length."""

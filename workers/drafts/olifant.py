@@ -17,12 +17,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, model_validator
 
 from workers.drafts.adaptive import AdaptiveLength, AdaptiveOptions
 from workers.drafts.base import Draft
 from workers.drafts.registry import BuildContext, DraftEntry, Requirement
+from workers.drafts.trees import backoff, best_first_tree
 from workers.errors import DraftError
+from workers.tokentree import TokenTree
 
 
 def load_ibase(ibase):
@@ -49,6 +53,12 @@ def check_confidence(draft: str, ibase, confidence: str, scored: bool) -> None:
         raise DraftError(f"{draft}: scoring guesses needs match depths; the TiMBL backend gives none (use native)")
     if scored and confidence != "depth" and not hasattr(ibase, "lookup_scored"):
         raise DraftError(f"{draft}: confidence={confidence!r} needs node shares; only the native backend has them")
+
+
+def check_tree(draft: str, ibase) -> None:
+    """Refuse token trees over a backend without per-node class counts (TiMBL's)."""
+    if not hasattr(ibase, "lookup_path"):
+        raise DraftError(f"{draft}: token trees need each node's top classes; the TiMBL backend has none (use native)")
 
 
 def ibase_guess(ibase, tail: Sequence[int], confidence: str = "depth") -> tuple[int, float]:
@@ -92,6 +102,21 @@ class OlifantDraft(Draft):
             tail = (tail + [token])[-w:]
         return out
 
+    def propose_tree(self, context: Sequence[int], budget: int) -> TokenTree:
+        """A tree of up to `budget` tokens over the matched nodes' top classes (`workers.drafts.trees`)."""
+        return self.scored_tree(context, budget)[0]
+
+    def scored_tree(self, context: Sequence[int], budget: int) -> tuple[TokenTree, tuple[float, ...]]:
+        """The tree and each node's path probability (the product along it of the matched nodes' class shares,
+        backed off to the shorter contexts' where a node saw few instances: `workers.drafts.trees.backoff`)."""
+        check_tree("olifant", self.ibase)
+        tail = [int(t) for t in context[-self.window:]]
+
+        def candidates(path: list[int]) -> list[tuple[int, float]]:
+            return backoff(self.ibase.lookup_path((tail + path)[-self.window:]))
+
+        return best_first_tree(candidates, budget)
+
     def scored(self, context: Sequence[int], k: int) -> list[tuple[int, float]]:
         """k chained guesses with their confidence (`confidence`: depth / window, majority share, or both)."""
         w = self.window
@@ -111,12 +136,34 @@ class IBaseOptions(AdaptiveOptions):
     corpus_fields = ("corpus",)
     corpus: str
     confidence: Literal["depth", "share", "depth_share"] = "depth"
+    tree: Annotated[int, Field(gt=0, le=64)] | None = None  # token trees of up to this many draft tokens per pass
+    auto: bool = False  # set by the strategy's k = "auto": each round's length from the pass-cost curve
+    optimise: Literal["speed", "energy"] | None = None  # what k = "auto" maximises (default: speed)
+
+    @model_validator(mode="after")
+    def _tree_and_auto(self):
+        if self.tree is not None and self.adaptive:
+            raise ValueError("tree = N spends a budget by the draft's top classes; it cannot be combined with "
+                             "adaptive = true (drop one)")
+        if self.auto and self.adaptive:
+            raise ValueError('k = "auto" chooses each round\'s length itself; drop adaptive = true')
+        if self.optimise is not None and not self.auto:
+            raise ValueError('optimise applies to k = "auto" only; set k = "auto" or drop optimise')
+        return self
 
     def identity(self) -> dict[str, Any]:
-        """As adaptive drafts', with `confidence` only when it is not the default (existing cells keep their keys)."""
+        """As adaptive drafts', with `confidence` only when it is not the default, and the tree and auto keys only
+        when set (existing cells keep their keys)."""
         out = super().identity()
         if not self.adaptive or self.confidence == "depth":
             out.pop("confidence", None)
+        if self.tree is None:
+            out.pop("tree", None)
+        if not self.auto:
+            out.pop("auto", None)
+        out.pop("optimise", None)
+        if self.auto:
+            out["optimise"] = self.optimise or "speed"
         return out
 
     def requires(self) -> dict[str, Requirement]:

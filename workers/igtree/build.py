@@ -22,6 +22,7 @@ from workers.errors import IBaseError
 from workers.igtree.counting import PAD, InstanceCounts, sort_rows, weighted_unique
 
 ORDERS = ("gain_ratio", "info_gain")
+TOP_CLASSES = 4  # classes kept per node with their counts (token trees branch on them); label stays the first
 
 
 # ---------------------------------------------------------------------------------------------- statistics
@@ -120,10 +121,33 @@ def _node_stats(pair_node: np.ndarray, pair_cls: np.ndarray, pair_cnt: np.ndarra
     return pair_cls[first], best, total
 
 
+def node_top(pair_node: np.ndarray, pair_cls: np.ndarray, pair_cnt: np.ndarray, n_nodes: int,
+             top: int = TOP_CLASSES) -> tuple[np.ndarray, np.ndarray]:
+    """Per node its `top` most frequent classes (ties to the higher priority, as the label) and their counts:
+    ((n_nodes, top) priority ranks, -1 where a node has fewer classes; (n_nodes, top) counts, 0 there)."""
+    o = np.lexsort((pair_cls, -pair_cnt, pair_node))
+    node, cls, cnt = pair_node[o], pair_cls[o], pair_cnt[o]
+    starts = np.flatnonzero(np.r_[True, node[1:] != node[:-1]]) if len(node) else np.zeros(0, dtype=np.int64)
+    rank = np.arange(len(node)) - np.repeat(starts, np.diff(np.append(starts, len(node))))
+    sel = rank < top
+    ranks = np.full((n_nodes, top), -1, dtype=np.int64)
+    counts = np.zeros((n_nodes, top), dtype=np.int64)
+    ranks[node[sel], rank[sel]] = cls[sel]
+    counts[node[sel], rank[sel]] = cnt[sel]
+    return ranks, counts
+
+
+def top_of_counts(class_counts: np.ndarray, top: int = TOP_CLASSES) -> tuple[np.ndarray, np.ndarray]:
+    """One node's top classes from its counts by priority rank: ((1, top) ranks, (1, top) counts), as `node_top`."""
+    ranks = np.flatnonzero(class_counts)
+    return node_top(np.zeros(len(ranks), dtype=np.int64), ranks, np.asarray(class_counts)[ranks], 1, top)
+
+
 def trie_levels(x: np.ndarray, counts: np.ndarray | None, n_classes: int):
     """Unpruned trie levels of rows x (m, w+1): w shifted values (>= 0) in feature order, then class priority.
 
-    Returns per depth 1..w (parent, value, label prio, majority count, total); `counts` None means 1 per row.
+    Returns per depth 1..w (parent, value, label prio, majority count, total, top class prios (n, TOP_CLASSES),
+    their counts); `counts` None means 1 per row.
     """
     w = x.shape[1] - 1
     srt = sort_rows(x, shift=0)
@@ -141,8 +165,9 @@ def trie_levels(x: np.ndarray, counts: np.ndarray | None, n_classes: int):
     for d in range(w, 0, -1):
         starts = np.flatnonzero(change[d])
         label, best, total = _node_stats(pair_node, pair_cls, pair_cnt)
+        top, top_count = node_top(pair_node, pair_cls, pair_cnt, len(starts))
         parent = (np.cumsum(change[d - 1], dtype=np.int64) - 1)[starts]  # node id at depth d-1 of each node
-        levels.append((parent, x[starts, d - 1].astype(np.int64), label, best, total))
+        levels.append((parent, x[starts, d - 1].astype(np.int64), label, best, total, top, top_count))
         keys, pair_cnt = weighted_unique(parent[pair_node] * n_classes + pair_cls, pair_cnt)
         pair_node, pair_cls = keys // n_classes, keys % n_classes
     return levels[::-1]
@@ -153,7 +178,7 @@ def prune(levels, root_label: int):
     keep = [None] * len(levels)
     has_child = None
     for d in range(len(levels) - 1, -1, -1):
-        parent, _, label, _, _ = levels[d]
+        parent, label = levels[d][0], levels[d][2]
         parent_label = levels[d - 1][2][parent] if d > 0 else np.full(len(label), root_label)
         keep[d] = label != parent_label
         if has_child is not None:
@@ -164,9 +189,10 @@ def prune(levels, root_label: int):
 
 
 def level_arrays(levels, keep, classes: np.ndarray) -> dict[str, np.ndarray]:
-    """Per-depth int64 arrays of the kept nodes: value (shifted), label (token id), majority, total, children."""
+    """Per-depth int64 arrays of the kept nodes: value (shifted), label (token id), majority, total, children, and
+    the top classes (token ids, TOP_CLASSES per node, flat) with their counts."""
     arrays: dict[str, np.ndarray] = {}
-    for d, (_parent, value, label, best, total) in enumerate(levels, start=1):
+    for d, (_parent, value, label, best, total, top, top_count) in enumerate(levels, start=1):
         k = keep[d - 1]
         arrays[f"d{d}.value"] = value[k]
         arrays[f"d{d}.label"] = classes[label[k]].astype(np.int64)
@@ -175,7 +201,19 @@ def level_arrays(levels, keep, classes: np.ndarray) -> dict[str, np.ndarray]:
         if d < len(levels):
             child_parent = levels[d][0][keep[d]]  # parents (unpruned ids at depth d) of kept children
             arrays[f"d{d}.children"] = np.bincount(child_parent, minlength=len(k))[k].astype(np.int64)
+        arrays.update(top_arrays(d, top[k], top_count[k], classes))
     return arrays
+
+
+def top_arrays(d: int, top: np.ndarray, top_count: np.ndarray, classes: np.ndarray) -> dict[str, np.ndarray]:
+    """Depth d's runner-up classes (the top classes after the label, which is the first), stored sparse: per node
+    how many (`alt_n`), then all nodes' token ids (`alt_label`) and counts (`alt_count`) flat, in node order; from
+    (n, TOP_CLASSES) priority ranks (-1: none) and counts."""
+    alt, alt_count = top[:, 1:], top_count[:, 1:]
+    has = alt_count > 0
+    tokens = classes[alt[has]] if len(classes) else np.zeros(0, dtype=np.int64)
+    return {f"d{d}.alt_n": has.sum(axis=1).astype(np.int64), f"d{d}.alt_label": tokens.astype(np.int64),
+            f"d{d}.alt_count": alt_count[has].astype(np.int64)}
 
 
 def build_piece(x: np.ndarray, counts: np.ndarray | None, classes: np.ndarray,
@@ -198,6 +236,7 @@ def array_names(window: int) -> list[str]:
         names += [f"d{d}.{f}" for f in ("value", "label", "majority", "total")]
         if d < window:
             names.append(f"d{d}.children")
+        names += [f"d{d}.alt_n", f"d{d}.alt_label", f"d{d}.alt_count"]
     return names
 
 
@@ -227,5 +266,6 @@ def tree_meta(meta: dict, *, window: int, positions: list[int], order, weights: 
         "classes": int(len(classes)),
         "nodes_before_prune": int(nodes[0]),
         "nodes_after_prune": int(nodes[1]),
-        "root": {"label": int(classes[0]), "majority": int(class_counts_by_prio[0]), "total": int(n_instances)},
+        "root": {"label": int(classes[0]), "majority": int(class_counts_by_prio[0]), "total": int(n_instances),
+                 "top": [[int(classes[i]), int(class_counts_by_prio[i])] for i in range(min(TOP_CLASSES, len(classes)))]},
     }

@@ -20,7 +20,8 @@ import numpy as np
 from workers.errors import IBaseError
 
 MAGIC = b"GSIGTREE"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: nodes keep their runner-up classes (`d<d>.alt_*`); version 1 files read without them
+READABLE_VERSIONS = (1, 2)
 _PREAMBLE = struct.Struct("<8sII32s")  # magic, format version, header length, sha256 of the header
 _ALIGN = 64
 
@@ -97,8 +98,9 @@ def read_file(path: Path, verify: bool) -> tuple[dict[str, np.ndarray], dict]:
             magic, version, hlen, hsha = _PREAMBLE.unpack(pre)
             if magic != MAGIC:
                 raise IBaseError(f"{path}: not a greenspec instance base (bad magic {magic!r})")
-            if version != FORMAT_VERSION:
-                raise IBaseError(f"{path}: format version {version}; this greenspec reads version {FORMAT_VERSION}")
+            if version not in READABLE_VERSIONS:
+                raise IBaseError(f"{path}: format version {version}; this greenspec reads versions "
+                                 f"{', '.join(map(str, READABLE_VERSIONS))}; retrain it")
             header = fh.read(hlen)
     except OSError as err:
         raise IBaseError(f"{path}: cannot be read ({err.strerror})") from err

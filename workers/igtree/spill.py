@@ -17,7 +17,7 @@ from typing import BinaryIO
 
 import numpy as np
 
-from workers.igtree.build import array_names, build_piece, count_hist, min_uint_dtype
+from workers.igtree.build import array_names, build_piece, count_hist, min_uint_dtype, top_arrays, top_of_counts
 from workers.instances import TokenFile, instance_offset, make_instances
 
 INT64_MAX = np.iinfo(np.int64).max
@@ -291,5 +291,5 @@ def hot_head(value: int, ranks: np.ndarray, classes: np.ndarray, subs: Sequence[
     if kept:
         arrays.update({"d1.value": np.array([value]), "d1.label": np.array([int(classes[label])]),
                        "d1.majority": np.array([int(ranks.max())]), "d1.total": np.array([int(ranks.sum())]),
-                       "d1.children": np.array([children])})
+                       "d1.children": np.array([children]), **top_arrays(1, *top_of_counts(ranks), classes)})
     save_piece(out, {k: v.astype(np.int64) for k, v in arrays.items()}, 1, int(kept))

@@ -35,10 +35,13 @@ logger = logging.getLogger(__name__)
 
 
 class IGTree:
-    """A pruned IGTree over windows of `window` token ids; per node: label, majority count, total count.
+    """A pruned IGTree over windows of `window` token ids; per node: label, majority count, total count, and its
+    top classes with their counts.
 
     Storage per depth d (1..window), nodes in (parent, value) order: `value` (token id - PAD), `label`,
-    `majority`, `total`, and for d < window `children` (kept children per node). The root lives in `meta`.
+    `majority`, `total`, for d < window `children` (kept children per node), and the runner-up classes after
+    the label (up to TOP_CLASSES - 1 per node, sparse: `alt_n` per node, `alt_label`/`alt_count` flat). The root
+    lives in `meta`.
     """
 
     def __init__(self, arrays: dict[str, np.ndarray], meta: dict):
@@ -51,6 +54,7 @@ class IGTree:
         self._labels: list[int] | None = None
         self._keys: np.ndarray | None = None
         self._shares: list[float] | None = None
+        self._tops: tuple | None = None
 
     # -- training ------------------------------------------------------------------------------------------
 
@@ -96,6 +100,58 @@ class IGTree:
                       for d in range(1, self.window + 1)]
             self._shares = np.concatenate(parts).tolist()
         return self._labels[node], depth, self._shares[node]
+
+    def lookup_top(self, context: Sequence[int]) -> tuple[list[tuple[int, int]], int, int]:
+        """(the deepest matching node's top classes as (token, count), the label first; its total count; depth).
+
+        A file written before nodes kept their runner-up classes gives the label with its majority count only.
+        """
+        node, depth = self._walk(context)
+        self._single_index()
+        return (*self._node_top(node), depth)
+
+    def lookup_path(self, context: Sequence[int]) -> list[tuple[list[tuple[int, int]], int]]:
+        """(top classes as (token, count), total) of every stored node the context matches, root first: the
+        distributions a backoff mixes (the deepest node alone is `lookup_top`)."""
+        index, _ = self._single_index()
+        tail = context_tail(context, self.window)
+        nodes, node = [0], 0
+        for pos in self.order:
+            child = index.get((node << 32) | (tail[pos] - PAD))
+            if child is None:
+                break
+            node = child
+            nodes.append(node)
+        return [self._node_top(n) for n in nodes]
+
+    def _node_top(self, node: int) -> tuple[list[tuple[int, int]], int]:
+        """(top classes as (token, count), total) of one node by global id (0: the root)."""
+        if node == 0:
+            root = self.meta["root"]
+            pairs = root.get("top") or [[root["label"], root["majority"]]]
+            return [(int(t), int(c)) for t, c in pairs], int(root["total"])
+        majority, total, ends, alt, alt_count = self._top_table()
+        top = [(self._labels[node], int(majority[node - 1]))]
+        if ends is not None:
+            start = int(ends[node - 2]) if node > 1 else 0
+            top += list(zip(alt[start:ends[node - 1]].tolist(), alt_count[start:ends[node - 1]].tolist()))
+        return top, int(total[node - 1])
+
+    def _top_table(self) -> tuple:
+        """Over non-root nodes in global order: majority, total, end offsets into the runner-up arrays, their tokens
+        and counts (None for the last three in a file without them); concatenated once, numpy."""
+        if self._tops is None:
+            a, depths = self.arrays, range(1, self.window + 1)
+            majority = np.concatenate([a[f"d{d}.majority"].astype(np.int64) for d in depths])
+            total = np.concatenate([a[f"d{d}.total"].astype(np.int64) for d in depths])
+            if "d1.alt_n" not in a:
+                self._tops = (majority, total, None, None, None)
+            else:
+                ends = np.cumsum(np.concatenate([a[f"d{d}.alt_n"].astype(np.int64) for d in depths]))
+                alt = np.concatenate([a[f"d{d}.alt_label"].astype(np.int64) for d in depths])
+                alt_count = np.concatenate([a[f"d{d}.alt_count"].astype(np.int64) for d in depths])
+                self._tops = (majority, total, ends, alt, alt_count)
+        return self._tops
 
     def _walk(self, context: Sequence[int]) -> tuple[int, int]:
         """(global id of the deepest node matching the last `window` tokens, its depth)."""

@@ -11,6 +11,7 @@ from orchestrator.demo.builtin import materialize, uses_builtin
 from orchestrator.driver import RunOptions
 from orchestrator.spec import load_spec, parse_spec
 from orchestrator.targets import check_spec, checks_table, tolerance
+from orchestrator.tree_targets import tree_checks, tree_roles
 from storage.browse import spec_toml
 from storage.db import open_db
 from storage.queries import experiment_id, identical_pass_noise, summary_frame
@@ -90,6 +91,16 @@ adaptive = true
 threshold = 0.3
 online = true
 k = [3]
+[[strategies]]
+name = "distilled-pydoc-tree"
+draft = "olifant"
+corpus = "pydoc-distilled"
+tree = 3
+[[strategies]]
+name = "hybrid-pydoc-auto"
+draft = "hybrid"
+corpus = "pydoc"
+k = "auto"
 [sweep]
 k = [2, 3]
 regimes = ["uncached", "cached", "cached-standard"]
@@ -169,6 +180,7 @@ def test_targets_over_a_demo_database(tmp_path, tiny_verifier):
         noise = identical_pass_noise(s, exp)
         tol = tolerance(noise and noise["sd"], int(df["prompts"].min()))
         checks = check_spec(df, spec_toml(s, exp), tol)   # the roles from the stored spec, the demo's tolerance
+        tree_roles_ = tree_roles(parse_spec(spec_toml(s, exp)))
     got = {(c.target, c.task, c.regime): c for c in checks}
     want = ({("exact match 1.0", "all", "all"), ("hybrid-pydoc >= better part", "pydoc", "uncached")}
             | {("distilled-pydoc acceptance > olifant-pydoc", "pydoc", r) for r in REGIMES}
@@ -184,3 +196,10 @@ def test_targets_over_a_demo_database(tmp_path, tiny_verifier):
         f"{top.loc['hybrid-pydoc', 'speedup']:.2f} vs {better} {top.loc[better, 'speedup']:.2f}; tokens/pass "
         f"{top.loc['hybrid-pydoc', 'mean_accepted_tokens']:.2f} vs {top.loc[better, 'mean_accepted_tokens']:.2f}")
     assert checks_table(checks) in "\n".join(printed)                  # the demo printed these same verdicts
+    trees = tree_checks(df, tree_roles_, tol)
+    assert {(c.target, c.regime) for c in trees} == (
+        {("distilled-pydoc-tree more tokens/pass than distilled-pydoc at k=3", r) for r in REGIMES}
+        | {("distilled-pydoc-tree best speedup > distilled-pydoc's best", "uncached")}
+        | {("distilled-pydoc-tree best speedup > distilled-pydoc's best (reported)", r) for r in REGIMES[:2]}
+        | {("hybrid-pydoc-auto >= hybrid-pydoc at its best fixed k", r) for r in REGIMES})
+    assert checks_table(trees) in "\n".join(printed)

@@ -1,0 +1,90 @@
+"""k = "auto": the pass-cost curve is measured once and cached; the chosen lengths follow it; output stays greedy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.workers.test_decoding import tiny_lm
+from workers.autok import (
+    AutoLength,
+    PassCosts,
+    best_length,
+    cost_curve,
+    decoding_plan,
+    load_curves,
+    theil_sen,
+    tree_accepted,
+)
+from workers.decoding import REGIMES, greedy_reference, speculative_generate
+from workers.drafts import make_draft
+from workers.igtree import IGTree
+from workers.tokentree import TokenTree
+from workers.verifier import Verifier
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+VOCAB, N_NEW = 500, 20
+FLAT = PassCosts("v", "cpu", "uncached", 40, (1.0,) * 9)        # every length costs the same: draft the most
+STEEP = PassCosts("v", "cpu", "cached", 40, tuple(1.0 + n for n in range(9)))  # each token costs a full pass
+
+
+@pytest.fixture(scope="module")
+def setup():
+    verifier = Verifier(tiny_lm("llama", 0, vocab=VOCAB, echo=0.3))
+    prompt = list(range(3, 40))
+    ref = greedy_reference(verifier, prompt, N_NEW)
+    other = list(range(60, 90))
+    stream = np.array(prompt + ref + other + greedy_reference(verifier, other, N_NEW), dtype=np.int64)
+    windows = np.lib.stride_tricks.sliding_window_view(stream, 5)
+    return verifier, prompt, ref, IGTree.fit(windows[:, :4], windows[:, 4])
+
+
+def test_best_length_follows_the_cost_curve():
+    sure = [0.9] * 8
+    assert best_length(sure, FLAT) == 8
+    assert best_length(sure, STEEP) == 0   # 1.9 tokens for twice the cost of one: not worth it
+    assert best_length([0.0] * 8, FLAT) == 0
+    assert FLAT.break_even(4) == pytest.approx(0.0, abs=1e-6) and STEEP.break_even(1) == pytest.approx(1.0, abs=1e-6)
+    assert STEEP.cost(12) == pytest.approx(13.0)  # extrapolated along the measured slope
+
+
+@pytest.mark.parametrize("regime", list(REGIMES))
+@pytest.mark.parametrize("trees", [False, True])
+def test_auto_output_equals_greedy(setup, regime, trees):
+    verifier, prompt, ref, ibase = setup
+    cached, fastpath = REGIMES[regime]
+    for costs, longest in ((FLAT, True), (STEEP, False)):
+        auto = AutoLength(make_draft("olifant", ibase=ibase), costs)
+        res = speculative_generate(verifier, auto, prompt, N_NEW, 8, cached, fastpath=fastpath, trees=trees)
+        assert list(res.tokens) == ref
+        assert (max(auto.chosen) >= 6) if longest else (max(auto.chosen) == 0), auto.chosen
+
+
+def test_the_curve_is_measured_once_and_cached(setup, tmp_path):
+    verifier, prompt, _, _ = setup
+    first = cost_curve(verifier, "cached-standard", prompt, 4, folder=tmp_path)
+    assert len(first.seconds) == 5 and all(s > 0 for s in first.seconds) and first.regime == "cached-standard"
+    assert list(first.seconds) == sorted(first.seconds) and len(first.measured) == 5  # a line, never falling
+    assert verifier.cache is None  # measuring leaves no cache behind
+    again = cost_curve(verifier, "cached-standard", prompt, 4, folder=tmp_path)
+    assert again == first and load_curves(tmp_path) == [first]
+
+
+def test_theil_sen_ignores_one_slow_pass():
+    points = [(n, 1.0 + 0.1 * n) for n in range(6)] * 3 + [(1, 25.0)]  # a pass that waited on another process
+    intercept, slope = theil_sen(points)
+    assert intercept == pytest.approx(1.0) and slope == pytest.approx(0.1)
+    assert theil_sen([(0, 2.0), (1, 1.0), (2, 0.5)])[1] == 0.0  # a cost never falls with more tokens
+
+
+def test_plan_from_options(setup):
+    verifier, prompt, _, ibase = setup
+    draft = make_draft("olifant", ibase=ibase)
+    assert decoding_plan(verifier, draft, {"tree": 4}, "uncached", prompt, 4) == (draft, {"trees": True})
+    assert decoding_plan(verifier, draft, {}, "uncached", prompt, 5) == (draft, {"trees": False})
+
+
+def test_tree_accepted_reads_the_path_off_the_new_tokens():
+    tree = TokenTree((5, 9, 6, 7), (-1, -1, 0, 2))
+    assert tree_accepted(tree, [5, 6, 8]) == 2 and tree_accepted(tree, [9, 1]) == 1 and tree_accepted(tree, [4]) == 0
