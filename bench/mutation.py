@@ -57,6 +57,9 @@ TARGETS = {
     "metrics": Target("metrics", ("workers/metrics.py",), ("tests/workers/test_metrics.py",)),
     "decoding": Target("decoding", ("workers/decoding.py",), ("tests/workers/test_decoding*.py",
                                                               "tests/workers/test_sampling.py")),
+    # the greedy and sampling judges, split out of workers/decoding.py: the same tests guard them
+    "judges": Target("judges", ("workers/judges.py",), ("tests/workers/test_decoding*.py",
+                                                        "tests/workers/test_sampling.py")),
     # the summary queries: storage/summary.py since the SQL aggregates moved out of storage/queries.py
     "summary": Target("summary", ("storage/summary.py", "storage/queries.py"),
                       ("tests/storage/test_summary*.py", "tests/dashboard/test_queries*.py")),
