@@ -60,9 +60,10 @@ demo: install
 # Two pytest-xdist workers, whole files each (module fixtures stay shared): the end-to-end tests mostly wait on
 # driver processes, leases and Ray, so two at once use the 2 cores the suite alone leaves half idle.
 TEST_WORKERS ?= 2
-# ruff's lint (pyproject's [tool.ruff]): errors, bugbear and import order; CI runs it before the tests
+# ruff (pyproject's [tool.ruff]): the lint (errors, bugbear, import order) and the formatting; CI runs it before the tests
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 test: install browser postgres
 	RAY_AUTH_MODE=disabled $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile

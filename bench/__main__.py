@@ -33,13 +33,17 @@ def machine() -> str:
         pass
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU"
-    return (f"Machine: {cpu}, {os.cpu_count()} cores, {mem:.0f} GiB RAM, {platform.system()}; "
-            f"Python {platform.python_version()}, torch {torch.__version__} ({device}).")
+    return (
+        f"Machine: {cpu}, {os.cpu_count()} cores, {mem:.0f} GiB RAM, {platform.system()}; "
+        f"Python {platform.python_version()}, torch {torch.__version__} ({device})."
+    )
 
 
-HEADER = ("# Benchmarks\n\n`make bench` (= `python -m bench`) reruns every suite below and replaces its section; "
-          "`python -m bench NAME` one suite. Each section names its command and the machine it ran on; sections "
-          "without a `bench:` marker are kept by hand.\n")
+HEADER = (
+    "# Benchmarks\n\n`make bench` (= `python -m bench`) reruns every suite below and replaces its section; "
+    "`python -m bench NAME` one suite. Each section names its command and the machine it ran on; sections "
+    "without a `bench:` marker are kept by hand.\n"
+)
 
 
 def stamped(name: str, body: str, machine_line: str) -> str:
@@ -72,9 +76,9 @@ def main(argv: list[str]) -> int:
         print(f"== bench {name}", file=sys.stderr)
         body = importlib.import_module(f"bench.{name}").run(quick=quick).strip()
         print(body + "\n")
-        if not quick:   # --quick figures are a smoke run, never recorded
+        if not quick:  # --quick figures are a smoke run, never recorded
             doc = replace_region(doc, name, stamped(name, body, machine()))
-            OUT.write_text(doc)   # after every suite: a later suite's failure keeps this one's result
+            OUT.write_text(doc)  # after every suite: a later suite's failure keeps this one's result
             print(f"wrote {OUT} (section {name})", file=sys.stderr)
     return 0
 

@@ -63,8 +63,15 @@ def measure(domain: str, train_path, test_path, tokenizer, max_test: int) -> lis
     share = np.array([s[2] for s in scored])
     rows = []
     for name, score in (("depth / window", depth), ("majority share", share), ("depth x share", depth * share)):
-        row = {"domain": domain, "train tokens": len(y), "test positions": len(yt), "guess right": right.mean(),
-               "confidence": name, "AUC": roc_auc(score, right), "fit s": fit_s}
+        row = {
+            "domain": domain,
+            "train tokens": len(y),
+            "test positions": len(yt),
+            "guess right": right.mean(),
+            "confidence": name,
+            "AUC": roc_auc(score, right),
+            "fit s": fit_s,
+        }
         for th in THRESHOLDS:
             kept = score >= th
             row[f"kept @{th}"] = kept.mean()
@@ -81,18 +88,28 @@ def run(quick: bool = False) -> str:
     tokenizer = load_tokenizer("mistral")
     with tempfile.TemporaryDirectory() as tmp:
         corpora = write_demo_corpora(tmp)
-        rows = [r for name, c in sorted(corpora.items())
-                for r in measure(name, c.train_path, c.test_path, tokenizer, 5_000 if quick else 20_000)]
+        rows = [
+            r
+            for name, c in sorted(corpora.items())
+            for r in measure(name, c.train_path, c.test_path, tokenizer, 5_000 if quick else 20_000)
+        ]
     df = pd.DataFrame(rows)
     shown = ["domain", "confidence", "AUC"] + [c for c in df.columns if c.startswith(("kept", "right of"))]
     sizes = df.drop_duplicates("domain")[["domain", "train tokens", "test positions", "guess right", "fit s"]]
-    return "\n".join([
-        "## Which IGTree confidence predicts a right guess (`bench/confidence.py`)", "",
-        "An IGTree per demo domain (train split, window 4), queried at every held-out test position; `right`: its "
-        "guess is the corpus's next token. AUC 0.5 is chance. Ground truth is the corpus, not a verifier (a proxy "
-        "for acceptance).", "",
-        sizes.to_markdown(index=False, floatfmt=".3g"), "",
-        df[shown].to_markdown(index=False, floatfmt=".3f"), ""])
+    return "\n".join(
+        [
+            "## Which IGTree confidence predicts a right guess (`bench/confidence.py`)",
+            "",
+            "An IGTree per demo domain (train split, window 4), queried at every held-out test position; `right`: its "
+            "guess is the corpus's next token. AUC 0.5 is chance. Ground truth is the corpus, not a verifier (a proxy "
+            "for acceptance).",
+            "",
+            sizes.to_markdown(index=False, floatfmt=".3g"),
+            "",
+            df[shown].to_markdown(index=False, floatfmt=".3f"),
+            "",
+        ]
+    )
 
 
 if __name__ == "__main__":

@@ -42,8 +42,11 @@ def database(n: int) -> str:
             stale.unlink()
         t0 = time.perf_counter()
         made = generate(f"sqlite:///{tmp}", n)
-        print(f"  generated {made.generations:,} generations ({made.power_samples:,} power samples) in "
-              f"{time.perf_counter() - t0:.0f} s", file=sys.stderr)
+        print(
+            f"  generated {made.generations:,} generations ({made.power_samples:,} power samples) in "
+            f"{time.perf_counter() - t0:.0f} s",
+            file=sys.stderr,
+        )
         tmp.rename(path)
     return f"sqlite:///{path}"
 
@@ -94,14 +97,25 @@ def measure(url: str, startup_url: str) -> dict:
     startup_s = time.perf_counter() - t0
     startup_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     pages = {page: _render(page, url) for page in PAGES}
-    return {"startup_s": startup_s, "startup_rss_mb": startup_rss_mb, "pages": pages, **_cli_tables(url),
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    return {
+        "startup_s": startup_s,
+        "startup_rss_mb": startup_rss_mb,
+        "pages": pages,
+        **_cli_tables(url),
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
 
 
 def _measure_in_child(url: str, startup_url: str) -> dict:
     env = {**os.environ, "PYTHONPATH": str(APP.parents[1])}
-    out = subprocess.run([sys.executable, "-m", "bench.dashboard", "measure", url, startup_url], env=env,
-                         capture_output=True, text=True, timeout=3600, check=False)
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.dashboard", "measure", url, startup_url],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+        check=False,
+    )
     if out.returncode != 0:
         raise RuntimeError(f"dashboard bench failed for {url}: {out.stderr[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -128,30 +142,41 @@ def section(results: dict[int, dict], skipped_1m: bool) -> str:
         cells = " | ".join("{0:.2f} ({2:.2f}) | {1:.2f} ({3:.2f})".format(*results[n]["pages"][page]) for n in sizes)
         rows.append(f"| {page} | {cells} |")
     extra = ["| measure | " + " | ".join(f"{n:,}" for n in sizes) + " |", "|---|" + "---:|" * len(sizes)]
-    for label, key, fmt in (("Streamlit start-up (400 generations), s", "startup_s", "{:.2f}"),
-                            ("RSS after start-up, MB", "startup_rss_mb", "{:.0f}"),
-                            ("peak RSS, all pages, MB", "peak_rss_mb", "{:.0f}"),
-                            ("export table (CSV), s", "export_s", "{:.2f}"),
-                            ("status counts, s", "status_s", "{:.3f}")):
+    for label, key, fmt in (
+        ("Streamlit start-up (400 generations), s", "startup_s", "{:.2f}"),
+        ("RSS after start-up, MB", "startup_rss_mb", "{:.0f}"),
+        ("peak RSS, all pages, MB", "peak_rss_mb", "{:.0f}"),
+        ("export table (CSV), s", "export_s", "{:.2f}"),
+        ("status counts, s", "status_s", "{:.3f}"),
+    ):
         extra.append(f"| {label} | " + " | ".join(fmt.format(results[n][key]) for n in sizes) + " |")
-    note = ("10^6 generations were not run here (set `GREENSPEC_BENCH_DASHBOARD_MAX=1000000`; generating that "
-            "database takes about 10 minutes on this machine)." if skipped_1m else "")
-    return "\n".join([
-        "## Dashboard",
-        "",
-        "Every page rendered by Streamlit's AppTest over *generated* databases (bench/dashboard_db.py: 10 strategies x "
-        "5 tasks x k {3, 5, 8} x 2 regimes, 100 tokens per generation, 10 Hz power samples for a quarter of them; "
-        "random values of realistic shape, not measurements). Cold: the first render with every cache empty, in a "
-        "process where Streamlit has already started; warm: the next render. Wall seconds, with the process's CPU "
-        "seconds (all threads) in brackets: the steadier figure where the cores are shared. "
-        "Goals at 10^5: cold < 1.5 s, warm < 0.3 s, peak memory < 500 MB.",
-        "",
-        *rows,
-        "",
-        *extra,
-        "",
-        note,
-    ]).rstrip() + "\n"
+    note = (
+        "10^6 generations were not run here (set `GREENSPEC_BENCH_DASHBOARD_MAX=1000000`; generating that "
+        "database takes about 10 minutes on this machine)."
+        if skipped_1m
+        else ""
+    )
+    return (
+        "\n".join(
+            [
+                "## Dashboard",
+                "",
+                "Every page rendered by Streamlit's AppTest over *generated* databases (bench/dashboard_db.py: 10 strategies x "
+                "5 tasks x k {3, 5, 8} x 2 regimes, 100 tokens per generation, 10 Hz power samples for a quarter of them; "
+                "random values of realistic shape, not measurements). Cold: the first render with every cache empty, in a "
+                "process where Streamlit has already started; warm: the next render. Wall seconds, with the process's CPU "
+                "seconds (all threads) in brackets: the steadier figure where the cores are shared. "
+                "Goals at 10^5: cold < 1.5 s, warm < 0.3 s, peak memory < 500 MB.",
+                "",
+                *rows,
+                "",
+                *extra,
+                "",
+                note,
+            ]
+        ).rstrip()
+        + "\n"
+    )
 
 
 if __name__ == "__main__":

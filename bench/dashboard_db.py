@@ -25,9 +25,18 @@ from storage.models import Cell, Experiment, Generation, PowerSample, Reference
 
 EXPERIMENT = "generated"
 TASKS = ("wikitext", "pubmed", "eurlex", "fineweb", "code")
-STRATEGIES = {"plain": "plain", "ngram": "ngram", "neural": "neural", "olifant-wikitext": "olifant",
-              "olifant-pubmed": "olifant", "olifant-eurlex": "olifant", "olifant-fineweb": "olifant",
-              "lookup": "lookup", "suffix": "suffix", "rest-wikitext": "rest"}
+STRATEGIES = {
+    "plain": "plain",
+    "ngram": "ngram",
+    "neural": "neural",
+    "olifant-wikitext": "olifant",
+    "olifant-pubmed": "olifant",
+    "olifant-eurlex": "olifant",
+    "olifant-fineweb": "olifant",
+    "lookup": "lookup",
+    "suffix": "suffix",
+    "rest-wikitext": "rest",
+}
 KS = (3, 5, 8)
 REGIMES = ("uncached", "cached")
 N_TOKENS = 100
@@ -35,9 +44,11 @@ T0_S = 1_750_000_000.0
 CREATED = dt.datetime(2026, 1, 1)  # naive: the driver adapts it for SQLite and PostgreSQL alike
 SAMPLE_HZ = 10
 CHUNK = 5_000
-WORDS = ("the of and to in a is that for it as was with be by on not he this are or his from at which but have an "
-         "they you were their one all we can her has there been if more when will would who so no patients study "
-         "court article regulation model data results treatment shall member states commission species album").split()
+WORDS = (
+    "the of and to in a is that for it as was with be by on not he this are or his from at which but have an "
+    "they you were their one all we can her has there been if more when will would who so no patients study "
+    "court article regulation model data results treatment shall member states commission species album"
+).split()
 SPEC_TOML = """[experiment]
 name = "generated"
 [verifier]
@@ -57,8 +68,13 @@ class Generated:
 
 def grid() -> list[tuple[str, str, str, int, str]]:
     """(strategy, draft, task, k, regime) of every generation of one prompt: 280 with the default shape."""
-    return [(s, d, t, k, r) for r in REGIMES for t in TASKS for s, d in STRATEGIES.items()
-            for k in ((0,) if d == "plain" else KS)]
+    return [
+        (s, d, t, k, r)
+        for r in REGIMES
+        for t in TASKS
+        for s, d in STRATEGIES.items()
+        for k in ((0,) if d == "plain" else KS)
+    ]
 
 
 def _key(*parts) -> str:
@@ -105,18 +121,47 @@ def _generation(rng, pool: Pool, exp_id: int, cell_id: int, point, prompt: int, 
     energy_j = power_w * wall_s
     pick = int(rng.integers(len(pool.texts)))
     return dict(
-        cell_id=cell_id, experiment_id=exp_id, strategy=strategy, draft=draft, task=task, prompt_index=prompt, k=k,
-        regime=regime, n_prompt_tokens=60, n_tokens=N_TOKENS, steps=steps, drafted=drafted, accepted=accepted,
-        acceptance=accepted / drafted if drafted else None, mal=accepted / steps,
-        accept_hist=[rounds.count(j) for j in range(k + 1)], accepted_per_step=rounds,
-        tokens_per_step=[a + 1 for a in rounds], fastpath_rejects=fastpath, rounds=len(rounds),
-        first_accepted=len(rounds) - rounds.count(0), wall_s=wall_s, draft_s=0.01 * wall_s,
-        verify_s=0.99 * wall_s, tokens_per_s=N_TOKENS / wall_s, started_at=t_s, ended_at=t_s + wall_s,
-        energy_j=energy_j, mean_power_w=power_w, j_per_100_tokens=energy_j / N_TOKENS * 100,
-        tokens_per_j=N_TOKENS / energy_j, power_source="nvml" if with_samples else "estimate",
-        power_measured=with_samples, rouge_l=float(rng.uniform(0.95, 1.0)), exact_match=bool(rng.random() < 0.9),
-        bridged=False, stopped="max_new_tokens", device="generated",
-        tokens=pool.tokens[pick], text=pool.texts[pick])
+        cell_id=cell_id,
+        experiment_id=exp_id,
+        strategy=strategy,
+        draft=draft,
+        task=task,
+        prompt_index=prompt,
+        k=k,
+        regime=regime,
+        n_prompt_tokens=60,
+        n_tokens=N_TOKENS,
+        steps=steps,
+        drafted=drafted,
+        accepted=accepted,
+        acceptance=accepted / drafted if drafted else None,
+        mal=accepted / steps,
+        accept_hist=[rounds.count(j) for j in range(k + 1)],
+        accepted_per_step=rounds,
+        tokens_per_step=[a + 1 for a in rounds],
+        fastpath_rejects=fastpath,
+        rounds=len(rounds),
+        first_accepted=len(rounds) - rounds.count(0),
+        wall_s=wall_s,
+        draft_s=0.01 * wall_s,
+        verify_s=0.99 * wall_s,
+        tokens_per_s=N_TOKENS / wall_s,
+        started_at=t_s,
+        ended_at=t_s + wall_s,
+        energy_j=energy_j,
+        mean_power_w=power_w,
+        j_per_100_tokens=energy_j / N_TOKENS * 100,
+        tokens_per_j=N_TOKENS / energy_j,
+        power_source="nvml" if with_samples else "estimate",
+        power_measured=with_samples,
+        rouge_l=float(rng.uniform(0.95, 1.0)),
+        exact_match=bool(rng.random() < 0.9),
+        bridged=False,
+        stopped="max_new_tokens",
+        device="generated",
+        tokens=pool.tokens[pick],
+        text=pool.texts[pick],
+    )
 
 
 SAMPLE_COLUMNS = ("experiment_id", "t_s", "source", "power_w", "energy_j", "measured")
@@ -143,8 +188,12 @@ def _flush(conn, table, rows: list) -> None:
     if isinstance(rows[0], tuple):
         _insert(conn, table.name, SAMPLE_COLUMNS, rows)
     else:
-        _insert(conn, table.name, list(rows[0]), [tuple(json.dumps(v) if isinstance(v, (list, dict)) else v
-                                                        for v in r.values()) for r in rows])
+        _insert(
+            conn,
+            table.name,
+            list(rows[0]),
+            [tuple(json.dumps(v) if isinstance(v, (list, dict)) else v for v in r.values()) for r in rows],
+        )
     rows.clear()
 
 
@@ -157,8 +206,11 @@ def generate(url: str, n: int, seed: int = 0) -> Generated:
     prompts = math.ceil(n / len(points))
     written = samples = 0
     with engine.begin() as conn:
-        exp_id = conn.execute(Experiment.__table__.insert().values(
-            name=EXPERIMENT, spec_toml=SPEC_TOML, spec_hash=_key(SPEC_TOML), device="generated")).inserted_primary_key[0]
+        exp_id = conn.execute(
+            Experiment.__table__.insert().values(
+                name=EXPERIMENT, spec_toml=SPEC_TOML, spec_hash=_key(SPEC_TOML), device="generated"
+            )
+        ).inserted_primary_key[0]
         _references(conn, exp_id, prompts, rng)
         cell_id = _next_id(conn)
         cells, gens, power = [], [], []
@@ -167,9 +219,24 @@ def generate(url: str, n: int, seed: int = 0) -> Generated:
             for point in points:
                 if written == n:
                     break
-                cells.append(dict(id=cell_id, experiment_id=exp_id, key=_key("sweep", *point, prompt), kind="sweep",
-                                  state="done", strategy=point[0], draft=point[1], task=point[2], prompt_index=prompt,
-                                  k=point[3], regime=point[4], params={}, attempts=1, created_at=CREATED))
+                cells.append(
+                    dict(
+                        id=cell_id,
+                        experiment_id=exp_id,
+                        key=_key("sweep", *point, prompt),
+                        kind="sweep",
+                        state="done",
+                        strategy=point[0],
+                        draft=point[1],
+                        task=point[2],
+                        prompt_index=prompt,
+                        k=point[3],
+                        regime=point[4],
+                        params={},
+                        attempts=1,
+                        created_at=CREATED,
+                    )
+                )
                 gen = _generation(rng, pool, exp_id, cell_id, point, prompt, t_s, written % 4 == 0)
                 gens.append(gen)
                 if written % 4 == 0:
@@ -179,7 +246,11 @@ def generate(url: str, n: int, seed: int = 0) -> Generated:
                 written += 1
                 if len(gens) >= CHUNK:
                     samples += len(power)
-                    for table, rows in ((Cell.__table__, cells), (Generation.__table__, gens), (PowerSample.__table__, power)):
+                    for table, rows in (
+                        (Cell.__table__, cells),
+                        (Generation.__table__, gens),
+                        (PowerSample.__table__, power),
+                    ):
                         _flush(conn, table, rows)
         samples += len(power)
         for table, rows in ((Cell.__table__, cells), (Generation.__table__, gens), (PowerSample.__table__, power)):
@@ -200,14 +271,34 @@ def _references(conn, exp_id: int, prompts: int, rng: np.random.Generator) -> No
     cells, refs = [], []
     for task in TASKS:
         for prompt in range(prompts):
-            cells.append(dict(id=cell_id, experiment_id=exp_id, key=_key("ref", task, prompt), kind="reference",
-                              state="done", task=task, prompt_index=prompt, params={}, attempts=1, created_at=CREATED))
+            cells.append(
+                dict(
+                    id=cell_id,
+                    experiment_id=exp_id,
+                    key=_key("ref", task, prompt),
+                    kind="reference",
+                    state="done",
+                    task=task,
+                    prompt_index=prompt,
+                    params={},
+                    attempts=1,
+                    created_at=CREATED,
+                )
+            )
             words = rng.choice(len(WORDS), size=80)
-            refs.append(dict(cell_id=cell_id, experiment_id=exp_id, task=task, prompt_index=prompt,
-                             prompt_text=f"prompt {prompt} of {task}", prompt_tokens=[1, 2, 3],
-                             tokens=rng.integers(3, 32000, size=N_TOKENS).tolist(),
-                             text=" ".join(WORDS[i] for i in words), wall_s=1.0))
+            refs.append(
+                dict(
+                    cell_id=cell_id,
+                    experiment_id=exp_id,
+                    task=task,
+                    prompt_index=prompt,
+                    prompt_text=f"prompt {prompt} of {task}",
+                    prompt_tokens=[1, 2, 3],
+                    tokens=rng.integers(3, 32000, size=N_TOKENS).tolist(),
+                    text=" ".join(WORDS[i] for i in words),
+                    wall_s=1.0,
+                )
+            )
             cell_id += 1
     _flush(conn, Cell.__table__, cells)
     _flush(conn, Reference.__table__, refs)
-

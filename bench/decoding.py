@@ -47,8 +47,15 @@ def build_verifier(seed: int = 0, head_scale: float = HEAD_SCALE) -> Verifier:
     from transformers import MistralConfig, MistralForCausalLM
 
     torch.manual_seed(seed)
-    cfg = MistralConfig(vocab_size=32000, hidden_size=256, intermediate_size=768, num_hidden_layers=4,
-                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024)
+    cfg = MistralConfig(
+        vocab_size=32000,
+        hidden_size=256,
+        intermediate_size=768,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
+    )
     model = MistralForCausalLM(cfg).eval()
     with torch.no_grad():
         model.lm_head.weight.mul_(head_scale)
@@ -137,8 +144,10 @@ def run_config(verifier, draft, prompts, n_new, k, regime, repeats, temperature=
     cached, fastpath = REGIMES[regime]
     opts = {"fastpath": fastpath, "temperature": temperature}
     warmup(verifier, draft, prompts[0], k, cached, seed=0, **opts)
-    runs = [[timed_generate(verifier, draft, p, n_new, k, cached, seed=i, **opts) for i, p in enumerate(prompts)]
-            for _ in range(repeats)]
+    runs = [
+        [timed_generate(verifier, draft, p, n_new, k, cached, seed=i, **opts) for i, p in enumerate(prompts)]
+        for _ in range(repeats)
+    ]
     return [min(per_prompt, key=lambda t: t.res.wall_s) for per_prompt in zip(*runs)]
 
 
@@ -149,10 +158,16 @@ def summary(timed: list[Timed], plain: list[Timed], regime: str, costs: dict) ->
     first = acceptance_rate(sum(r.first_accepted for r in results), sum(r.first_checked for r in results))
     speedup = sum(t.res.wall_s for t in plain) / sum(r.wall_s for r in results)
     cpu_speedup = sum(t.cpu_s for t in plain) / sum(t.cpu_s for t in timed)
-    ideal = (sum(ideal_seconds(t.res, regime, costs) for t in plain)
-             / sum(ideal_seconds(r, regime, costs) for r in results))
-    return {"accept": acceptance_rate(accepted, drafted), "first": first, "speedup": speedup, "cpu": cpu_speedup,
-            "ideal": ideal}
+    ideal = sum(ideal_seconds(t.res, regime, costs) for t in plain) / sum(
+        ideal_seconds(r, regime, costs) for r in results
+    )
+    return {
+        "accept": acceptance_rate(accepted, drafted),
+        "first": first,
+        "speedup": speedup,
+        "cpu": cpu_speedup,
+        "ideal": ideal,
+    }
 
 
 def row(name, k, regime, timed: list[Timed], plain: list[Timed], costs) -> list:
@@ -165,10 +180,21 @@ def row(name, k, regime, timed: list[Timed], plain: list[Timed], costs) -> list:
     ideal = s["ideal"]
     overhead = statistics.fmean((r.wall_s - r.verify_s) / r.wall_s for r in results)
     draft_share = statistics.fmean(r.draft_s / r.wall_s for r in results)
-    return [name, k, regime, f"{acceptance_rate(accepted, drafted):.2f}",
-            f"{mal(accepted, steps):.2f}", f"{mean_accepted_tokens(n_tok, steps):.2f}", f"{wall / n_tok * 1e3:.2f}",
-            f"{s['speedup']:.2f}x", f"{s['cpu']:.2f}x", f"{ideal:.2f}x", f"{s['speedup'] / ideal:.0%}",
-            f"{overhead:.1%}", f"{draft_share:.1%}"]
+    return [
+        name,
+        k,
+        regime,
+        f"{acceptance_rate(accepted, drafted):.2f}",
+        f"{mal(accepted, steps):.2f}",
+        f"{mean_accepted_tokens(n_tok, steps):.2f}",
+        f"{wall / n_tok * 1e3:.2f}",
+        f"{s['speedup']:.2f}x",
+        f"{s['cpu']:.2f}x",
+        f"{ideal:.2f}x",
+        f"{s['speedup'] / ideal:.0%}",
+        f"{overhead:.1%}",
+        f"{draft_share:.1%}",
+    ]
 
 
 def run(quick: bool = False) -> str:
@@ -189,8 +215,11 @@ def _run(quick: bool) -> str:
     k_sampled = 5
     prompts = [tok(p).input_ids for p in PROMPTS[: 2 if quick else 4]]
     refs = [greedy_reference(verifier, p, n_new) for p in prompts]
-    drafts = {"ngram": make_draft("ngram", n=4), "olifant": make_draft("olifant", ibase=fitted_tree(prompts, refs)),
-              "olifant-75": make_draft("olifant", ibase=fitted_tree(prompts, refs, corrupt_every=4))}
+    drafts = {
+        "ngram": make_draft("ngram", n=4),
+        "olifant": make_draft("olifant", ibase=fitted_tree(prompts, refs)),
+        "olifant-75": make_draft("olifant", ibase=fitted_tree(prompts, refs, corrupt_every=4)),
+    }
     mid = prompts[0] + refs[0][: n_new // 2]  # costs at the mean context length of a generation
     costs = pass_costs(verifier, prompts[0], mid, sorted(set(ks) | {k_sampled}), reps=5 if quick else 10)
     rows, sampled_rows, mismatches = [], [], 0
@@ -208,8 +237,11 @@ def measure_regime(verifier, drafts, prompts, n_new, ks, regime, repeats, temper
     """Plain (measured before and after the drafts, fastest kept: load drifts) and every draft x k of a regime."""
     plain_draft = make_draft("plain")
     before = run_config(verifier, plain_draft, prompts, n_new, 1, regime, repeats, temperature)
-    runs = {(name, k): run_config(verifier, draft, prompts, n_new, k, regime, repeats, temperature)
-            for name, draft in drafts.items() for k in ks}
+    runs = {
+        (name, k): run_config(verifier, draft, prompts, n_new, k, regime, repeats, temperature)
+        for name, draft in drafts.items()
+        for k in ks
+    }
     after = run_config(verifier, plain_draft, prompts, n_new, 1, regime, repeats, temperature)
     return [min(a, b, key=lambda t: t.res.wall_s) for a, b in zip(before, after)], runs
 
@@ -228,39 +260,54 @@ def render(rows, sampled_rows, costs, ks, n_new, n_prompts, mismatches, repeats)
     """The Markdown section: setup, the pass-cost table, the greedy results and the sampled ones."""
     from tabulate import tabulate
 
-    head = ["draft", "k", "regime", "accept", "MAL", "tok/step", "ms/token", "speedup", "speedup (CPU s)", "ideal",
-            "measured/ideal", "draft+bookkeeping", "draft"]
+    head = [
+        "draft",
+        "k",
+        "regime",
+        "accept",
+        "MAL",
+        "tok/step",
+        "ms/token",
+        "speedup",
+        "speedup (CPU s)",
+        "ideal",
+        "measured/ideal",
+        "draft+bookkeeping",
+        "draft",
+    ]
     sampled_head = ["draft", "k", "regime"] + [f"{key} T={t}" for t in (0, TEMPERATURE) for key, _ in SAMPLED_COLUMNS]
     n_max = max(n for _, n in costs)
     cost_rows = [[n, f"{costs[(False, n)] * 1e3:.2f}", f"{costs[(True, n)] * 1e3:.2f}"] for n in range(1, n_max + 1)]
-    return "\n".join([
-        "## Speculative decoding engine (`bench/decoding.py`)",
-        "",
-        "Random-weights Mistral verifier (~20M parameters, vocab 32000, fp32, CPU, 1 thread; output head "
-        f"x{HEAD_SCALE:g}, which leaves greedy outputs unchanged), {n_prompts} prompts x {n_new} new tokens per "
-        f"configuration, fastest of {repeats} runs per prompt, warm-up excluded; plain measured before and after the "
-        "drafts of each regime, the faster kept. "
-        f"Outputs differing from transformers' greedy `generate`: {mismatches}.",
-        "`ideal` = plain's verifier-only time over this run's verifier-only time, from the measured pass costs "
-        "below and the size of every pass the run made (rejections: 1 position; verified drafts: their count, "
-        "+1 uncached and cached-standard; cached-standard's first pass costed as the prompt's prefill). "
-        "Goals: draft+bookkeeping <= 2% of wall time, measured/ideal >= 90%. `speedup (CPU s)`: the same ratio "
-        "from this process's CPU seconds, steadier than wall time on shared cores.",
-        "",
-        "Verifier pass cost at the mean context length (ms):",
-        "",
-        tabulate(cost_rows, headers=["positions", "uncached (full forward)", "cached (extend)"], tablefmt="github"),
-        "",
-        tabulate(rows, headers=head, tablefmt="github"),
-        "",
-        f"### Speculative sampling at T = {TEMPERATURE} (no top-k, no top-p)",
-        "",
-        "Same verifier, prompts and drafts; each generation seeded by its prompt's index. "
-        f"Speedups at T = {TEMPERATURE} are over plain decoding at T = {TEMPERATURE} in the same regime (its sampling "
-        "cost included); `first`: first-token acceptance, rounds whose first draft token was accepted / rounds that "
-        "drafted; `speedup`: wall time, `cpu`: CPU seconds, `ideal`: from the passes made, as above. "
-        "The olifant trees were fitted on the "
-        "greedy outputs, so sampling, which leaves the greedy path, takes fewer of their drafts.",
-        "",
-        tabulate(sampled_rows, headers=sampled_head, tablefmt="github"),
-    ])
+    return "\n".join(
+        [
+            "## Speculative decoding engine (`bench/decoding.py`)",
+            "",
+            "Random-weights Mistral verifier (~20M parameters, vocab 32000, fp32, CPU, 1 thread; output head "
+            f"x{HEAD_SCALE:g}, which leaves greedy outputs unchanged), {n_prompts} prompts x {n_new} new tokens per "
+            f"configuration, fastest of {repeats} runs per prompt, warm-up excluded; plain measured before and after the "
+            "drafts of each regime, the faster kept. "
+            f"Outputs differing from transformers' greedy `generate`: {mismatches}.",
+            "`ideal` = plain's verifier-only time over this run's verifier-only time, from the measured pass costs "
+            "below and the size of every pass the run made (rejections: 1 position; verified drafts: their count, "
+            "+1 uncached and cached-standard; cached-standard's first pass costed as the prompt's prefill). "
+            "Goals: draft+bookkeeping <= 2% of wall time, measured/ideal >= 90%. `speedup (CPU s)`: the same ratio "
+            "from this process's CPU seconds, steadier than wall time on shared cores.",
+            "",
+            "Verifier pass cost at the mean context length (ms):",
+            "",
+            tabulate(cost_rows, headers=["positions", "uncached (full forward)", "cached (extend)"], tablefmt="github"),
+            "",
+            tabulate(rows, headers=head, tablefmt="github"),
+            "",
+            f"### Speculative sampling at T = {TEMPERATURE} (no top-k, no top-p)",
+            "",
+            "Same verifier, prompts and drafts; each generation seeded by its prompt's index. "
+            f"Speedups at T = {TEMPERATURE} are over plain decoding at T = {TEMPERATURE} in the same regime (its sampling "
+            "cost included); `first`: first-token acceptance, rounds whose first draft token was accepted / rounds that "
+            "drafted; `speedup`: wall time, `cpu`: CPU seconds, `ideal`: from the passes made, as above. "
+            "The olifant trees were fitted on the "
+            "greedy outputs, so sampling, which leaves the greedy path, takes fewer of their drafts.",
+            "",
+            tabulate(sampled_rows, headers=sampled_head, tablefmt="github"),
+        ]
+    )

@@ -45,13 +45,31 @@ def plain_table(df: pd.DataFrame) -> str:
 
 def cells_table(df: pd.DataFrame) -> str:
     """One row per drafted cell, the columns a reader compares drafts by."""
-    cols = ["strategy", "task", "regime", "k", "acceptance", "first_token_acceptance", "mean_accepted_tokens",
-            "tokens_per_s", "speedup", "draft_share", "j_per_100_tokens", "energy_ratio"]
+    cols = [
+        "strategy",
+        "task",
+        "regime",
+        "k",
+        "acceptance",
+        "first_token_acceptance",
+        "mean_accepted_tokens",
+        "tokens_per_s",
+        "speedup",
+        "draft_share",
+        "j_per_100_tokens",
+        "energy_ratio",
+    ]
     out = df[df["strategy"] != "plain"][cols].copy()
     out["strategy"] = pd.Categorical(out["strategy"], strategy_order(df), ordered=True)
-    out = out.sort_values(["strategy", "task", "regime"]).rename(columns={
-        "first_token_acceptance": "first-token acc.", "mean_accepted_tokens": "tokens/pass", "draft_share": "draft share",
-        "j_per_100_tokens": "J/100 tok", "energy_ratio": "energy ratio"})
+    out = out.sort_values(["strategy", "task", "regime"]).rename(
+        columns={
+            "first_token_acceptance": "first-token acc.",
+            "mean_accepted_tokens": "tokens/pass",
+            "draft_share": "draft share",
+            "j_per_100_tokens": "J/100 tok",
+            "energy_ratio": "energy ratio",
+        }
+    )
     return out.to_markdown(index=False, floatfmt=".2f")
 
 

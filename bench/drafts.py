@@ -50,8 +50,13 @@ def demo_setup(work: Path, n_prompts: int):
     tok = load_tokenizer("mistral")
     verifier = Verifier(AutoModelForCausalLM.from_pretrained(models.verifier_dir).eval())
     draft_model = AutoModelForCausalLM.from_pretrained(models.draft_dir).eval()
-    prompts = {d: [tok(p.text).input_ids for p in load_prompts(TextSource(name=d, path=str(corpora[d].test_path)),
-                                                                n_prompts).prompts] for d in DOMAINS}
+    prompts = {
+        d: [
+            tok(p.text).input_ids
+            for p in load_prompts(TextSource(name=d, path=str(corpora[d].test_path)), n_prompts).prompts
+        ]
+        for d in DOMAINS
+    }
     trains = {d: TextSource(name=d, path=str(corpora[d].train_path)) for d in DOMAINS}
     return verifier, draft_model, tok, prompts, trains
 
@@ -99,9 +104,12 @@ def measure(verifier, drafts: dict, prompts: dict, refs: dict, ks, n_new: int, r
             for name, (only, draft) in drafts.items():
                 if only not in (None, domain):
                     continue
-                for k in ([0] if name == "plain" else ks):
-                    res = plain if name == "plain" else timed_runs(verifier, draft, prompts[domain], n_new, k, regime,
-                                                                   repeats)
+                for k in [0] if name == "plain" else ks:
+                    res = (
+                        plain
+                        if name == "plain"
+                        else timed_runs(verifier, draft, prompts[domain], n_new, k, regime, repeats)
+                    )
                     mismatches += sum(list(r.tokens) != ref for r, ref in zip(res, refs[domain]))
                     rows.append(row(name, domain, regime_name, k, res, plain_wall, index_label(name, draft, built)))
     return rows, mismatches
@@ -111,8 +119,17 @@ def row(name, domain, regime, k, res, plain_wall, index) -> list:
     """One table row."""
     accepted, drafted = sum(r.accepted for r in res), sum(r.drafted for r in res)
     steps, n_tok, wall = sum(r.steps for r in res), sum(r.n_tokens for r in res), sum(r.wall_s for r in res)
-    return [name, domain, regime, k, f"{acceptance_rate(accepted, drafted):.2f}", f"{mal(accepted, steps):.2f}",
-            f"{plain_wall / wall:.2f}x", f"{sum(r.draft_s for r in res) / n_tok * 1e3:.3f}", index]
+    return [
+        name,
+        domain,
+        regime,
+        k,
+        f"{acceptance_rate(accepted, drafted):.2f}",
+        f"{mal(accepted, steps):.2f}",
+        f"{plain_wall / wall:.2f}x",
+        f"{sum(r.draft_s for r in res) / n_tok * 1e3:.3f}",
+        index,
+    ]
 
 
 @torch.inference_mode()
@@ -121,20 +138,25 @@ def hf_lookup(model, prompt: list[int], n_new: int, k: int) -> tuple[list[int], 
     from transformers import GenerationConfig
 
     ids = torch.tensor([prompt])
-    config = GenerationConfig(do_sample=False, max_new_tokens=n_new, prompt_lookup_num_tokens=k, eos_token_id=None,
-                              pad_token_id=0)  # no EOS: fixed-length outputs, as greenspec's runs
+    config = GenerationConfig(
+        do_sample=False, max_new_tokens=n_new, prompt_lookup_num_tokens=k, eos_token_id=None, pad_token_id=0
+    )  # no EOS: fixed-length outputs, as greenspec's runs
     t0 = time.perf_counter()
     out = model.generate(ids, attention_mask=torch.ones_like(ids), generation_config=config)
-    return out[0, len(prompt):].tolist(), time.perf_counter() - t0
+    return out[0, len(prompt) :].tolist(), time.perf_counter() - t0
 
 
-def lookup_vs_transformers(verifier, all_prompts: list, all_refs: list, ks, n_new: int, repeats: int) -> tuple[list, int]:
+def lookup_vs_transformers(
+    verifier, all_prompts: list, all_refs: list, ks, n_new: int, repeats: int
+) -> tuple[list, int]:
     """greenspec's `lookup` in each cached regime against transformers' prompt lookup, same prompts; fastest runs."""
     draft, rows, mismatches = make_draft("lookup"), [], 0
     hf_lookup(verifier.model, all_prompts[0], 8, 3)  # warm-up
     for k in ks:
-        hf = [min((hf_lookup(verifier.model, p, n_new, k) for _ in range(repeats)), key=lambda x: x[1])
-              for p in all_prompts]
+        hf = [
+            min((hf_lookup(verifier.model, p, n_new, k) for _ in range(repeats)), key=lambda x: x[1])
+            for p in all_prompts
+        ]
         mismatches += sum(toks != ref for (toks, _), ref in zip(hf, all_refs))
         hf_wall = sum(w for _, w in hf)
         for name, regime in regimes().items():
@@ -143,8 +165,9 @@ def lookup_vs_transformers(verifier, all_prompts: list, all_refs: list, ks, n_ne
             res = timed_runs(verifier, draft, all_prompts, n_new, k, regime, repeats)
             mismatches += sum(list(r.tokens) != ref for r, ref in zip(res, all_refs))
             wall = sum(r.wall_s for r in res)
-            rows.append([k, name, f"{wall / len(res) * 1e3:.1f}", f"{hf_wall / len(hf) * 1e3:.1f}",
-                         f"{hf_wall / wall:.2f}x"])
+            rows.append(
+                [k, name, f"{wall / len(res) * 1e3:.1f}", f"{hf_wall / len(hf) * 1e3:.1f}", f"{hf_wall / wall:.2f}x"]
+            )
     return rows, mismatches
 
 
@@ -181,6 +204,7 @@ def run_lookup(quick: bool = False) -> str:
 
 def run_drafts(quick: bool = False) -> str:
     """Every draft x regime x k on the demo models (trained on first use, then cached)."""
+
     def measure_it() -> str:
         with tempfile.TemporaryDirectory(prefix="bench-drafts-") as tmp:
             return _run_drafts(quick, Path(tmp))
@@ -193,9 +217,13 @@ def _run_drafts(quick: bool, work: Path) -> str:
     n_prompts, n_new, ks, repeats = (2, 32, [3], 1) if quick else (3, 48, [3, 8], 2)
     verifier, draft_model, tok, prompts, trains = demo_setup(work, n_prompts)
     refs = {d: [greedy_reference(verifier, p, n_new) for p in prompts[d]] for d in DOMAINS}
-    drafts = {"plain": (None, make_draft("plain")), "ngram": (None, make_draft("ngram", n=4)),
-              "lookup": (None, make_draft("lookup")), "suffix": (None, make_draft("suffix")),
-              "neural": (None, make_draft("neural", model=draft_model))}
+    drafts = {
+        "plain": (None, make_draft("plain")),
+        "ngram": (None, make_draft("ngram", n=4)),
+        "lookup": (None, make_draft("lookup")),
+        "suffix": (None, make_draft("suffix")),
+        "neural": (None, make_draft("neural", model=draft_model)),
+    }
     more, built = corpus_drafts(trains, work)
     drafts.update(more)
     rows, mismatches = measure(verifier, drafts, prompts, refs, ks, n_new, repeats, built)
@@ -206,19 +234,22 @@ def render_lookup(rows, n_prompts, n_new, repeats, mismatches) -> str:
     """The Markdown section of the lookup comparison."""
     from tabulate import tabulate
 
-    return "\n".join([
-        "## `lookup` vs transformers' prompt lookup (`bench/drafts.py`)",
-        "",
-        "greenspec's `lookup` draft in each cached regime against transformers' own "
-        "`generate(prompt_lookup_num_tokens=k)`, side by side in one run: the random-weights Mistral of "
-        f"`bench/decoding.py` (~20M parameters, fp32, CPU, 1 thread; it loops, which prompt lookup copies), {n_prompts} "
-        f"prompts x {n_new} new tokens, fastest of {repeats} runs per prompt, warm-up excluded. Outputs differing "
-        f"from greedy `generate`: {mismatches}. ms per generation; `ratio` = transformers' time / greenspec's "
-        "(above 1: greenspec faster).",
-        "",
-        tabulate(rows, headers=["k", "greenspec regime", "greenspec ms", "transformers ms", "ratio"],
-                 tablefmt="github"),
-    ])
+    return "\n".join(
+        [
+            "## `lookup` vs transformers' prompt lookup (`bench/drafts.py`)",
+            "",
+            "greenspec's `lookup` draft in each cached regime against transformers' own "
+            "`generate(prompt_lookup_num_tokens=k)`, side by side in one run: the random-weights Mistral of "
+            f"`bench/decoding.py` (~20M parameters, fp32, CPU, 1 thread; it loops, which prompt lookup copies), {n_prompts} "
+            f"prompts x {n_new} new tokens, fastest of {repeats} runs per prompt, warm-up excluded. Outputs differing "
+            f"from greedy `generate`: {mismatches}. ms per generation; `ratio` = transformers' time / greenspec's "
+            "(above 1: greenspec faster).",
+            "",
+            tabulate(
+                rows, headers=["k", "greenspec regime", "greenspec ms", "transformers ms", "ratio"], tablefmt="github"
+            ),
+        ]
+    )
 
 
 def render_drafts(rows, built, n_prompts, n_new, repeats, mismatches) -> str:
@@ -226,20 +257,25 @@ def render_drafts(rows, built, n_prompts, n_new, repeats, mismatches) -> str:
     from tabulate import tabulate
 
     builds = [[name, f"{b / 2**20:.1f}", f"{s:.1f}", t] for name, (b, s, t) in built.items()]
-    return "\n".join([
-        "## All drafts on the demo models (`bench/drafts.py`)",
-        "",
-        f"Demo verifier and neural draft (`greenspec demo`'s models, fp32, CPU, 1 thread); {n_prompts} prompts per "
-        f"domain x {n_new} new tokens, fastest of {repeats} runs per prompt, warm-up excluded; corpus drafts on their "
-        f"own domain only. Outputs differing from transformers' greedy `generate`: {mismatches}. "
-        "`draft ms/token`: draft seconds per new token. `index`: what the draft keeps besides the generation's own "
-        "context.",
-        "",
-        tabulate(builds, headers=["artifact", "MiB", "build s", "corpus tokens"], tablefmt="github"),
-        "",
-        tabulate(rows, headers=["draft", "domain", "regime", "k", "accept", "MAL", "speedup", "draft ms/token",
-                                "index"], tablefmt="github"),
-    ])
+    return "\n".join(
+        [
+            "## All drafts on the demo models (`bench/drafts.py`)",
+            "",
+            f"Demo verifier and neural draft (`greenspec demo`'s models, fp32, CPU, 1 thread); {n_prompts} prompts per "
+            f"domain x {n_new} new tokens, fastest of {repeats} runs per prompt, warm-up excluded; corpus drafts on their "
+            f"own domain only. Outputs differing from transformers' greedy `generate`: {mismatches}. "
+            "`draft ms/token`: draft seconds per new token. `index`: what the draft keeps besides the generation's own "
+            "context.",
+            "",
+            tabulate(builds, headers=["artifact", "MiB", "build s", "corpus tokens"], tablefmt="github"),
+            "",
+            tabulate(
+                rows,
+                headers=["draft", "domain", "regime", "k", "accept", "MAL", "speedup", "draft ms/token", "index"],
+                tablefmt="github",
+            ),
+        ]
+    )
 
 
 def run_latency(quick: bool = False) -> str:
@@ -254,34 +290,42 @@ def run_latency(quick: bool = False) -> str:
         work = Path(tmp)
         corpora = write_demo_corpora(work / "data")
         tok = load_tokenizer("mistral")
-        built, drafts = {}, {"ngram": make_draft("ngram", n=4), "lookup": make_draft("lookup"),
-                             "suffix": make_draft("suffix")}
+        built, drafts = (
+            {},
+            {"ngram": make_draft("ngram", n=4), "lookup": make_draft("lookup"), "suffix": make_draft("suffix")},
+        )
         for d in DOMAINS:
             source = TextSource(name=d, path=str(corpora[d].train_path))
             ds = build_datastore(source, "mistral", work / "artifacts")
             built[f"rest-{d}"] = (ds.bytes, ds.build_s, ds.meta["tokens"])
             drafts[f"rest-{d}"] = make_draft("rest", datastore=ds.path)
-        ib = train_instance_base(IBaseRequest(TextSource(name="pydoc", path=str(corpora["pydoc"].train_path)),
-                                              "mistral", work / "artifacts"))
+        ib = train_instance_base(
+            IBaseRequest(TextSource(name="pydoc", path=str(corpora["pydoc"].train_path)), "mistral", work / "artifacts")
+        )
         built["olifant-pydoc"] = (ib.bytes, ib.train_s, ib.tokens)
         drafts["olifant-pydoc"] = make_draft("olifant", ibase=ib.path)
-        docs = [tok(doc).input_ids for d in DOMAINS
-                for doc, _ in zip(iter_documents(TextSource(name=d, path=str(corpora[d].test_path))), range(3))]
+        docs = [
+            tok(doc).input_ids
+            for d in DOMAINS
+            for doc, _ in zip(iter_documents(TextSource(name=d, path=str(corpora[d].test_path))), range(3))
+        ]
         rows = [[name, *propose_ms(draft, docs, 8, 20 if quick else 60)] for name, draft in drafts.items()]
     from tabulate import tabulate
 
     builds = [[name, f"{b / 2**20:.1f}", f"{s:.1f}", t] for name, (b, s, t) in built.items()]
-    return "\n".join([
-        "## Draft cost alone (`bench/drafts.py`)",
-        "",
-        "Each draft's `propose(context, k=8)` timed alone over growing contexts of real demo test documents "
-        "(Mistral tokenizer; 3 documents per domain), as a generation calls it; ms per call (median, p90), and "
-        "each corpus index's size and build time (tokenising included) from the demo train files.",
-        "",
-        tabulate(builds, headers=["index", "MiB", "build s", "corpus tokens"], tablefmt="github"),
-        "",
-        tabulate(rows, headers=["draft", "median ms/call", "p90 ms/call"], tablefmt="github"),
-    ])
+    return "\n".join(
+        [
+            "## Draft cost alone (`bench/drafts.py`)",
+            "",
+            "Each draft's `propose(context, k=8)` timed alone over growing contexts of real demo test documents "
+            "(Mistral tokenizer; 3 documents per domain), as a generation calls it; ms per call (median, p90), and "
+            "each corpus index's size and build time (tokenising included) from the demo train files.",
+            "",
+            tabulate(builds, headers=["index", "MiB", "build s", "corpus tokens"], tablefmt="github"),
+            "",
+            tabulate(rows, headers=["draft", "median ms/call", "p90 ms/call"], tablefmt="github"),
+        ]
+    )
 
 
 def propose_ms(draft, docs: list[list[int]], k: int, calls: int) -> list[str]:

@@ -71,8 +71,15 @@ def build_model(out: Path, layers: int, hidden: int) -> Path:
     from transformers import MistralConfig, MistralForCausalLM
 
     torch.manual_seed(0)
-    cfg = MistralConfig(vocab_size=32000, hidden_size=hidden, intermediate_size=4 * hidden, num_hidden_layers=layers,
-                        num_attention_heads=8, num_key_value_heads=4, max_position_embeddings=1024)
+    cfg = MistralConfig(
+        vocab_size=32000,
+        hidden_size=hidden,
+        intermediate_size=4 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=8,
+        num_key_value_heads=4,
+        max_position_embeddings=1024,
+    )
     MistralForCausalLM(cfg).eval().save_pretrained(out)
     return out
 
@@ -146,8 +153,11 @@ def main(argv: list[str]) -> int:
     import torch
 
     if a.device == "cuda" and not torch.cuda.is_available():
-        print(f"gpu check: torch {torch.__version__} sees no CUDA device (a CPU wheel? install a CUDA build of "
-              "torch); `--device cpu --power estimate` dry-runs the same path", file=sys.stderr)
+        print(
+            f"gpu check: torch {torch.__version__} sees no CUDA device (a CPU wheel? install a CUDA build of "
+            "torch); `--device cpu --power estimate` dry-runs the same path",
+            file=sys.stderr,
+        )
         return 2
     t0 = time.perf_counter()
     work = Path(a.workdir or tempfile.mkdtemp(prefix="greenspec-gpu-"))
@@ -156,16 +166,21 @@ def main(argv: list[str]) -> int:
     verifier = build_model(work / "verifier", a.layers, a.hidden)
     draft = build_model(work / "draft", max(1, a.layers // 4), max(64, a.hidden // 4))
     spec = work / "gpu.toml"
-    spec.write_text(SPEC.format(work=work, verifier=verifier, draft=draft, device=a.device, power=a.power,
-                                prompts=a.prompts))
+    spec.write_text(
+        SPEC.format(work=work, verifier=verifier, draft=draft, device=a.device, power=a.power, prompts=a.prompts)
+    )
     db = f"sqlite:///{work / 'gpu.db'}"
     greenspec("--db", db, "run", str(spec))
     latency = greenspec("--db", db, "latency", str(spec), "--prompts", "4", "--repeats", "5").stdout
     lines, failed = checks(db, a.device, a.power)
-    print(f"# greenspec GPU check: {gpu_name(a.device)}, torch {torch.__version__}, "
-          f"{time.perf_counter() - t0:.0f} s end to end\n")
-    print(f"verifier: random Mistral, {a.layers} layers x {a.hidden} hidden, fp32; power: {a.power}; "
-          f"{a.prompts} prompts, 64 new tokens; work dir {work}\n")
+    print(
+        f"# greenspec GPU check: {gpu_name(a.device)}, torch {torch.__version__}, "
+        f"{time.perf_counter() - t0:.0f} s end to end\n"
+    )
+    print(
+        f"verifier: random Mistral, {a.layers} layers x {a.hidden} hidden, fp32; power: {a.power}; "
+        f"{a.prompts} prompts, 64 new tokens; work dir {work}\n"
+    )
     print("\n".join(lines) + "\n\ndraft latency (no verifier):\n\n" + latency)
     print("checks: " + ("all passed" if not failed else "FAILED\n- " + "\n- ".join(failed)))
     return 1 if failed else 0

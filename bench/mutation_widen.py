@@ -21,7 +21,7 @@ _BY_FILE: dict[str, set[str]] = defaultdict(set)
 
 
 def _name(nodeid: str) -> str:
-    return nodeid[len("mutants/"):] if nodeid.startswith("mutants/") else nodeid
+    return nodeid[len("mutants/") :] if nodeid.startswith("mutants/") else nodeid
 
 
 def pytest_collection_modifyitems(items) -> None:

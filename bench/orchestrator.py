@@ -33,13 +33,33 @@ class NoopWorker:
         now = time.time()
         ref = ReferenceRecord(prompt_text="", prompt_tokens=(1,), tokens=tuple(range(10)), text="x", wall_s=0.01)
         gen = GenerationRecord(
-            n_prompt_tokens=5, tokens=tuple(range(10)), text="x", steps=4, drafted=9, accepted=6, accept_hist=(1, 1, 2, 0),
-            accepted_per_step=(3, 2, 1, 0), tokens_per_step=(4, 3, 2, 1), fastpath_rejects=0, wall_s=0.01,
-            draft_s=0.001, verify_s=0.009, started_at=now, ended_at=now + 0.01, bridged=False,
-            stopped="max_new_tokens", device="noop")
-        return BatchOutcome(outcomes=tuple(
-            JobOutcome(key=j.key, worker="noop", reference=ref) if j.kind == "reference"
-            else JobOutcome(key=j.key, worker="noop", generation=gen) for j in jobs))
+            n_prompt_tokens=5,
+            tokens=tuple(range(10)),
+            text="x",
+            steps=4,
+            drafted=9,
+            accepted=6,
+            accept_hist=(1, 1, 2, 0),
+            accepted_per_step=(3, 2, 1, 0),
+            tokens_per_step=(4, 3, 2, 1),
+            fastpath_rejects=0,
+            wall_s=0.01,
+            draft_s=0.001,
+            verify_s=0.009,
+            started_at=now,
+            ended_at=now + 0.01,
+            bridged=False,
+            stopped="max_new_tokens",
+            device="noop",
+        )
+        return BatchOutcome(
+            outcomes=tuple(
+                JobOutcome(key=j.key, worker="noop", reference=ref)
+                if j.kind == "reference"
+                else JobOutcome(key=j.key, worker="noop", generation=gen)
+                for j in jobs
+            )
+        )
 
     def close(self) -> None:
         pass
@@ -113,17 +133,19 @@ def run(quick: bool = False) -> str:
         finally:
             ray.shutdown()
     enq = expand_s + insert_s
-    return "\n".join([
-        "## Orchestrator",
-        "",
-        "Enqueue: expand a spec into cells (prompts read, keys hashed) and insert them into a fresh SQLite file.",
-        "Overhead: a whole run through real local Ray and SQLite with a no-op accelerator worker (batches of 32),",
-        "so every second is scheduling, result transfer, state changes and storage.",
-        "",
-        "| measure | cells | result | goal |",
-        "|---|---:|---:|---|",
-        f"| enqueue (expand {expand_s:.2f} s + insert {insert_s:.2f} s) | {n_enq} | {enq:.2f} s | < 5 s for 10,000 |",
-        f"| per-cell scheduling + storage overhead | {n_run} | {per_cell_s * 1000:.2f} ms | < 5 ms |",
-        "",
-        "The overhead figure includes Ray start-up of the worker and the run's fixed costs, spread over the cells.",
-    ])
+    return "\n".join(
+        [
+            "## Orchestrator",
+            "",
+            "Enqueue: expand a spec into cells (prompts read, keys hashed) and insert them into a fresh SQLite file.",
+            "Overhead: a whole run through real local Ray and SQLite with a no-op accelerator worker (batches of 32),",
+            "so every second is scheduling, result transfer, state changes and storage.",
+            "",
+            "| measure | cells | result | goal |",
+            "|---|---:|---:|---|",
+            f"| enqueue (expand {expand_s:.2f} s + insert {insert_s:.2f} s) | {n_enq} | {enq:.2f} s | < 5 s for 10,000 |",
+            f"| per-cell scheduling + storage overhead | {n_run} | {per_cell_s * 1000:.2f} ms | < 5 ms |",
+            "",
+            "The overhead figure includes Ray start-up of the worker and the run's fixed costs, spread over the cells.",
+        ]
+    )

@@ -58,10 +58,17 @@ def run(tokens: int = DEFAULT_TOKENS, cores: int | None = None) -> str:
         tf = _token_file(tokens, root, demo_chain())
         rows = []
         configs = ([("in memory", "memory", 0)] if in_memory_fits(tokens) else []) + [
-            (f"Ray x{w}", "budget", w) for w in worker_counts(cores)]
+            (f"Ray x{w}", "budget", w) for w in worker_counts(cores)
+        ]
         for i, (label, mode, workers) in enumerate(configs):
-            cfg = {"tf": tf.__dict__, "mode": mode, "budget_gb": budget, "ray_workers": workers,
-                   "out": str(root / f"{i}.igtree"), "work": str(root / f"work-{i}")}
+            cfg = {
+                "tf": tf.__dict__,
+                "mode": mode,
+                "budget_gb": budget,
+                "ray_workers": workers,
+                "out": str(root / f"{i}.igtree"),
+                "work": str(root / f"work-{i}"),
+            }
             result = _child("one", cfg)
             print(f"scaling {tokens:,} {label}: {result}", file=sys.stderr)
             rows.append((label, workers, result))
@@ -77,21 +84,29 @@ def markdown(tokens: int, budget: float, cores: int, rows: list[tuple[str, int, 
     one = ok.get("Ray x1", {}).get("wall_s")
     mem = ok.get("in memory", {}).get("wall_s")
     ref = next((r["sha256"] for r in ok.values()), None)
-    lines = ["## Training: scaling with Ray workers (`python -m bench training --scaling`)", "",
-             (f"{tokens:,} synthetic tokens (tokenisation skipped), window 4, gain ratio; out of core with a "
-              f"{budget:g} GB budget over 1..{cores} Ray workers (a fresh process and local Ray per row), and in "
-              "memory. Peak memory over the process tree, Ray workers included: RSS counts a shared page once per "
-              "process, PSS divides it among them."), "",
-             "| build | workers | wall (s) | speedup vs 1 worker | speedup vs in memory | CPU (s) | partitions | "
-             "peak RSS (GB) | peak PSS (GB) | same file |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "## Training: scaling with Ray workers (`python -m bench training --scaling`)",
+        "",
+        (
+            f"{tokens:,} synthetic tokens (tokenisation skipped), window 4, gain ratio; out of core with a "
+            f"{budget:g} GB budget over 1..{cores} Ray workers (a fresh process and local Ray per row), and in "
+            "memory. Peak memory over the process tree, Ray workers included: RSS counts a shared page once per "
+            "process, PSS divides it among them."
+        ),
+        "",
+        "| build | workers | wall (s) | speedup vs 1 worker | speedup vs in memory | CPU (s) | partitions | "
+        "peak RSS (GB) | peak PSS (GB) | same file |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for label, workers, r in rows:
         if "error" in r:
             lines.append(f"| {label} | {workers or '-'} | {r['error']} | | | | | | | |")
             continue
         vs_one = f"{one / r['wall_s']:.2f}" if one and workers else "-"
         vs_mem = f"{mem / r['wall_s']:.2f}" if mem else "-"
-        lines.append(f"| {label} | {workers or '-'} | {r['wall_s']:.1f} | {vs_one} | {vs_mem} | {r['cpu_s']:.1f} | "
-                     f"{r['partitions']} | {r['peak_rss_bytes'] / 1e9:.2f} | {r.get('peak_pss_bytes', 0) / 1e9:.2f} | "
-                     f"{'yes' if r['sha256'] == ref else 'NO'} |")
+        lines.append(
+            f"| {label} | {workers or '-'} | {r['wall_s']:.1f} | {vs_one} | {vs_mem} | {r['cpu_s']:.1f} | "
+            f"{r['partitions']} | {r['peak_rss_bytes'] / 1e9:.2f} | {r.get('peak_pss_bytes', 0) / 1e9:.2f} | "
+            f"{'yes' if r['sha256'] == ref else 'NO'} |"
+        )
     return "\n".join(lines) + "\n"

@@ -120,8 +120,11 @@ def run_one(cfg: dict) -> dict:
     t0, cpu0, load0 = time.perf_counter(), time.process_time(), os.getloadavg()[0]
 
     def progress(stage: str, done: int, total: int) -> None:
-        print(f"{time.strftime('%H:%M:%S')} {stage} {done}/{total} ({time.perf_counter() - t0:.0f} s)",
-              file=sys.stderr, flush=True)
+        print(
+            f"{time.strftime('%H:%M:%S')} {stage} {done}/{total} ({time.perf_counter() - t0:.0f} s)",
+            file=sys.stderr,
+            flush=True,
+        )
 
     with PeakRss(interval_s=0.1, pss=True) as peak:
         stage_s: dict = {}
@@ -134,10 +137,19 @@ def run_one(cfg: dict) -> dict:
             summary = build_partitioned(tf, 4, "gain_ratio", work, out, {}, plan, run_map, progress)
             parts, stage_s, hot = summary.partitions, summary.stage_s, summary.hot_values
     wall = time.perf_counter() - t0
-    return {"wall_s": wall, "cpu_s": time.process_time() - cpu0 + getattr(run_map, "cpu_s", 0.0),
-            "peak_rss_bytes": peak.peak_bytes, "peak_pss_bytes": peak.peak_pss_bytes, "partitions": parts, "bytes": out.stat().st_size,
-            "sha256": file_sha256(out), "load_start": load0, "load_end": os.getloadavg()[0],
-            "stages_s": {k: round(v, 1) for k, v in stage_s.items()}, "hot_values": hot}
+    return {
+        "wall_s": wall,
+        "cpu_s": time.process_time() - cpu0 + getattr(run_map, "cpu_s", 0.0),
+        "peak_rss_bytes": peak.peak_bytes,
+        "peak_pss_bytes": peak.peak_pss_bytes,
+        "partitions": parts,
+        "bytes": out.stat().st_size,
+        "sha256": file_sha256(out),
+        "load_start": load0,
+        "load_end": os.getloadavg()[0],
+        "stages_s": {k: round(v, 1) for k, v in stage_s.items()},
+        "hot_values": hot,
+    }
 
 
 def tokenise_one(cfg: dict) -> dict:
@@ -158,8 +170,13 @@ def tokenise_one(cfg: dict) -> dict:
         t0 = time.perf_counter()
         tf = tokenize_source(source, tok, cfg["work"])
     wall = time.perf_counter() - t0
-    return {"wall_s": wall, "tokens": tf.n_tokens, "tokens_per_s": tf.n_tokens / wall, "load": os.getloadavg()[0],
-            "sha256": file_sha256(tf.tokens_path)}
+    return {
+        "wall_s": wall,
+        "tokens": tf.n_tokens,
+        "tokens_per_s": tf.n_tokens / wall,
+        "load": os.getloadavg()[0],
+        "sha256": file_sha256(tf.tokens_path),
+    }
 
 
 def _ray_init(workers: int, tries: int = 3) -> None:
@@ -168,8 +185,9 @@ def _ray_init(workers: int, tries: int = 3) -> None:
 
     for attempt in range(tries):
         try:
-            ray.init(address="local", num_cpus=workers, include_dashboard=False, log_to_driver=False,
-                     configure_logging=False)
+            ray.init(
+                address="local", num_cpus=workers, include_dashboard=False, log_to_driver=False, configure_logging=False
+            )
             return
         except Exception:
             ray.shutdown()
@@ -180,10 +198,19 @@ def _ray_init(workers: int, tries: int = 3) -> None:
 
 def _child(kind: str, cfg: dict) -> dict:
     """Run one configuration in a fresh process (clean peak memory); its JSON result."""
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
-           "RAY_worker_niceness": "0"}  # Ray's default nice 15 starves its workers on a shared machine
-    proc = subprocess.Popen([sys.executable, "-m", "bench.training", f"--{kind}", json.dumps(cfg)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env = {
+        **os.environ,
+        "RAY_AUTH_MODE": "disabled",
+        "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+        "RAY_worker_niceness": "0",
+    }  # Ray's default nice 15 starves its workers on a shared machine
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bench.training", f"--{kind}", json.dumps(cfg)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     last = "failed"
     for line in proc.stderr:  # passed on live (progress of long runs), the last line kept for a failure
         sys.stderr.write(line)
@@ -210,8 +237,13 @@ DEFAULT_CONFIGS = [c[0] for c in CONFIGS[:6]]
 IN_MEMORY_LIMIT_TOKENS = 3 * 10**7  # ~300 B/instance: 10^8 would need ~30 GB, more than this 24 GB machine
 
 
-def run(quick: bool = False, sizes: list[int] | None = None, only: list[str] | None = None,
-        token_dir: str | None = None, tokenise: bool = True) -> str:
+def run(
+    quick: bool = False,
+    sizes: list[int] | None = None,
+    only: list[str] | None = None,
+    token_dir: str | None = None,
+    tokenise: bool = True,
+) -> str:
     """Measure the default configurations (or those labelled in `only`) at each size; a Markdown section.
 
     With `token_dir` the token files are kept there and reused by a later run (10^9 tokens take ~20 min).
@@ -231,8 +263,14 @@ def run(quick: bool = False, sizes: list[int] | None = None, only: list[str] | N
                 if mode == "memory" and n > IN_MEMORY_LIMIT_TOKENS:
                     rows.append((n, label, {"error": "not run: needs ~30 GB"}))
                     continue
-                cfg = {"tf": tf.__dict__, "mode": mode, "budget_gb": budget, "ray_workers": workers,
-                       "out": str(root / f"{n}-{len(rows)}.igtree"), "work": str(root / f"work-{len(rows)}")}
+                cfg = {
+                    "tf": tf.__dict__,
+                    "mode": mode,
+                    "budget_gb": budget,
+                    "ray_workers": workers,
+                    "out": str(root / f"{n}-{len(rows)}.igtree"),
+                    "work": str(root / f"work-{len(rows)}"),
+                }
                 result = _child("one", cfg)
                 print(f"training {n:,} {label}: {result}", file=sys.stderr)
                 rows.append((n, label, result))
@@ -265,41 +303,61 @@ def _tokenise_rows(root: Path) -> list[tuple[str, dict]]:
     text.write_text("\n\n".join(c.train_path.read_text() for c in corpora.values()))
     out = []
     for label, workers in (("1 process", 0), ("Ray x2", 2)):
-        out.append((label, _child("tokenise", {"text": str(text), "ray_workers": workers,
-                                               "work": str(root / f"tok-{workers}")})))
+        out.append(
+            (
+                label,
+                _child("tokenise", {"text": str(text), "ray_workers": workers, "work": str(root / f"tok-{workers}")}),
+            )
+        )
     return out
 
 
 def _markdown(rows, tok_rows) -> str:
     """The section: one table of training runs, one of tokenisation throughput."""
-    lines = ["## Training instance bases: in memory and out of core (`bench/training.py`)", "",
-             ("Synthetic token files (a word bigram chain fitted to the demo corpora, written as Mistral token ids: "
-              "tokenisation skipped), window 4, gain ratio. Each row is a fresh process; peak = sampled RSS of its "
-              "whole process tree (busy Ray workers included, Ray's daemons aside). `same file`: sha256 equal to "
-              "the first row of its size. `hot`: partitions of one value split by the second position."), "",
-             ("| tokens | path | wall (s) | tokens/s | CPU (s) | peak RSS (GB) | partitions (hot) | file (MB) | "
-              "same file | load avg |"),
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "## Training instance bases: in memory and out of core (`bench/training.py`)",
+        "",
+        (
+            "Synthetic token files (a word bigram chain fitted to the demo corpora, written as Mistral token ids: "
+            "tokenisation skipped), window 4, gain ratio. Each row is a fresh process; peak = sampled RSS of its "
+            "whole process tree (busy Ray workers included, Ray's daemons aside). `same file`: sha256 equal to "
+            "the first row of its size. `hot`: partitions of one value split by the second position."
+        ),
+        "",
+        (
+            "| tokens | path | wall (s) | tokens/s | CPU (s) | peak RSS (GB) | partitions (hot) | file (MB) | "
+            "same file | load avg |"
+        ),
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     first: dict[int, str] = {}
     for n, label, r in rows:
         if "error" in r:
             lines.append(f"| {n:,} | {label} | {r['error']} | | | | | | | |")
             continue
         first.setdefault(n, r["sha256"])
-        lines.append(f"| {n:,} | {label} | {r['wall_s']:.1f} | {n / r['wall_s']:,.0f} | {r['cpu_s']:.1f} | "
-                     f"{r['peak_rss_bytes'] / 1e9:.2f} | {r['partitions']} ({r.get('hot_values', 0)}) | "
-                     f"{r['bytes'] / 1e6:.1f} | {'yes' if r['sha256'] == first[n] else 'NO'} | "
-                     f"{r.get('load_start', 0):.0f}-{r.get('load_end', 0):.0f} |")
-    lines += ["", "Tokenisation (real text: the demo corpora, Mistral tokenizer), separately:", "",
-              "| tokenisation | tokens | wall (s) | tokens/s | same token file | load avg |",
-              "|---|---|---|---|---|---|"]
+        lines.append(
+            f"| {n:,} | {label} | {r['wall_s']:.1f} | {n / r['wall_s']:,.0f} | {r['cpu_s']:.1f} | "
+            f"{r['peak_rss_bytes'] / 1e9:.2f} | {r['partitions']} ({r.get('hot_values', 0)}) | "
+            f"{r['bytes'] / 1e6:.1f} | {'yes' if r['sha256'] == first[n] else 'NO'} | "
+            f"{r.get('load_start', 0):.0f}-{r.get('load_end', 0):.0f} |"
+        )
+    lines += [
+        "",
+        "Tokenisation (real text: the demo corpora, Mistral tokenizer), separately:",
+        "",
+        "| tokenisation | tokens | wall (s) | tokens/s | same token file | load avg |",
+        "|---|---|---|---|---|---|",
+    ]
     ref = next((r.get("sha256") for _, r in tok_rows if "sha256" in r), None)
     for label, r in tok_rows:
         if "error" in r:
             lines.append(f"| {label} | {r['error']} | | | | |")
         else:
-            lines.append(f"| {label} | {r['tokens']:,} | {r['wall_s']:.1f} | {r['tokens_per_s']:,.0f} | "
-                         f"{'yes' if r['sha256'] == ref else 'NO'} | {r.get('load', 0):.0f} |")
+            lines.append(
+                f"| {label} | {r['tokens']:,} | {r['wall_s']:.1f} | {r['tokens_per_s']:,.0f} | "
+                f"{'yes' if r['sha256'] == ref else 'NO'} | {r.get('load', 0):.0f} |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -323,5 +381,12 @@ if __name__ == "__main__":
         ap.add_argument("--no-tokenise", action="store_true", help="skip the tokenisation rows")
         a = ap.parse_args()
         sizes = [int(float(x)) for x in a.sizes.split(",")] if a.sizes else ([10**6, 10**7, 10**8] if a.large else None)
-        print(run(quick=a.quick, sizes=sizes, only=a.configs.split(";") if a.configs else None,
-                  token_dir=a.token_dir, tokenise=not a.no_tokenise))
+        print(
+            run(
+                quick=a.quick,
+                sizes=sizes,
+                only=a.configs.split(";") if a.configs else None,
+                token_dir=a.token_dir,
+                tokenise=not a.no_tokenise,
+            )
+        )

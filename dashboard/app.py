@@ -37,8 +37,12 @@ def main() -> None:
     if queries.db_state(url) != "ready":
         st.navigation([st.Page(ui.start_page, title="Start", icon=":material/play_arrow:")]).run()
         return
-    page = st.navigation([st.Page(PAGES_DIR / name, title=title, icon=icon, default=i == 0)
-                          for i, (name, title, icon) in enumerate(PAGES)])
+    page = st.navigation(
+        [
+            st.Page(PAGES_DIR / name, title=title, icon=icon, default=i == 0)
+            for i, (name, title, icon) in enumerate(PAGES)
+        ]
+    )
     ui.sidebar_filters(url)
     try:
         page.run()

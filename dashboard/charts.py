@@ -27,10 +27,22 @@ def _over_tasks(summary: pd.DataFrame, value: str) -> pd.DataFrame:
 def speedup_vs_k(summary: pd.DataFrame) -> go.Figure:
     """Figure 1: speedup over plain vs k, one panel per regime, one line per strategy, break-even at 1.0."""
     df = _over_tasks(summary[summary["draft"] != PLAIN], "speedup")
-    fig = px.line(df.sort_values("k"), x="k", y="speedup", color="strategy", facet_col="regime", markers=True,
-                  category_orders={"regime": REGIME_ORDER})
-    fig.add_hline(y=1.0, line_dash="dash", line_color="gray", annotation_text="break-even (plain)",
-                  annotation_position="bottom right")
+    fig = px.line(
+        df.sort_values("k"),
+        x="k",
+        y="speedup",
+        color="strategy",
+        facet_col="regime",
+        markers=True,
+        category_orders={"regime": REGIME_ORDER},
+    )
+    fig.add_hline(
+        y=1.0,
+        line_dash="dash",
+        line_color="gray",
+        annotation_text="break-even (plain)",
+        annotation_position="bottom right",
+    )
     fig.update_xaxes(tickmode="array", tickvals=sorted(df["k"].unique()))
     fig.update_yaxes(title_text="speedup over plain", col=1)
     return _finish(fig, "Figure 1: speedup vs k (mean over selected tasks)")
@@ -40,19 +52,46 @@ def acceptance_vs_k(summary: pd.DataFrame) -> go.Figure:
     """Acceptance (solid) and first-token acceptance (dotted) vs k per strategy and regime, with the break-even k/(k+1)."""
     drafted = summary[summary["draft"] != PLAIN]
     df = drafted.groupby(["strategy", "k", "regime"], as_index=False)[["acceptance", "first_token_acceptance"]].mean()
-    fig = px.line(df.sort_values("k"), x="k", y="acceptance", color="strategy", facet_col="regime", markers=True,
-                  category_orders={"regime": REGIME_ORDER})
+    fig = px.line(
+        df.sort_values("k"),
+        x="k",
+        y="acceptance",
+        color="strategy",
+        facet_col="regime",
+        markers=True,
+        category_orders={"regime": REGIME_ORDER},
+    )
     colors = {t.name: t.line.color for t in fig.data}
     regimes = [r for r in REGIME_ORDER if r in set(df["regime"])] + sorted(set(df["regime"]) - set(REGIME_ORDER))
     for col, regime in enumerate(regimes, start=1):
         for strategy, group in df[df["regime"] == regime].sort_values("k").groupby("strategy"):
-            fig.add_trace(go.Scatter(x=group["k"], y=group["first_token_acceptance"], mode="lines+markers",
-                                     name=f"{strategy} first-token", legendgroup=strategy, showlegend=col == 1,
-                                     line=dict(dash="dot", color=colors.get(strategy))), row=1, col=col)
+            fig.add_trace(
+                go.Scatter(
+                    x=group["k"],
+                    y=group["first_token_acceptance"],
+                    mode="lines+markers",
+                    name=f"{strategy} first-token",
+                    legendgroup=strategy,
+                    showlegend=col == 1,
+                    line=dict(dash="dot", color=colors.get(strategy)),
+                ),
+                row=1,
+                col=col,
+            )
     ks = np.arange(1, max(int(df["k"].max()) if not df.empty else 8, 2) + 1)
     for col in range(1, len(regimes) + 1):
-        fig.add_trace(go.Scatter(x=ks, y=ks / (ks + 1), mode="lines", name="break-even k/(k+1)",
-                                 line=dict(dash="dash", color="gray"), showlegend=col == 1), row=1, col=col)
+        fig.add_trace(
+            go.Scatter(
+                x=ks,
+                y=ks / (ks + 1),
+                mode="lines",
+                name="break-even k/(k+1)",
+                line=dict(dash="dash", color="gray"),
+                showlegend=col == 1,
+            ),
+            row=1,
+            col=col,
+        )
     fig.update_yaxes(tickformat=".0%", range=[0, 1.05])
     return _finish(fig, "Acceptance (solid), first-token acceptance (dotted) and the break-even k/(k+1)")
 
@@ -75,11 +114,20 @@ def tokens_per_joule_ladder(summary: pd.DataFrame, label: str) -> go.Figure:
     """Figure 2: tokens per joule, best k per strategy and regime, both regimes ranked in one ladder."""
     df = _over_tasks(summary.dropna(subset=["tokens_per_j"]), "tokens_per_j")
     best = df.loc[df.groupby(["strategy", "regime"])["tokens_per_j"].idxmax()] if not df.empty else df
-    names = [f"{s}, {r}" if s == PLAIN else f"{s} (k={k}), {r}"
-             for s, k, r in zip(best["strategy"], best["k"], best["regime"])]
+    names = [
+        f"{s}, {r}" if s == PLAIN else f"{s} (k={k}), {r}"
+        for s, k, r in zip(best["strategy"], best["k"], best["regime"])
+    ]
     best = best.assign(name=names).sort_values("tokens_per_j")
-    fig = px.bar(best, x="tokens_per_j", y="name", color="regime", orientation="h", text_auto=".2f",
-                 category_orders={"regime": REGIME_ORDER})
+    fig = px.bar(
+        best,
+        x="tokens_per_j",
+        y="name",
+        color="regime",
+        orientation="h",
+        text_auto=".2f",
+        category_orders={"regime": REGIME_ORDER},
+    )
     fig.update_yaxes(title_text="", categoryorder="array", categoryarray=list(best["name"]))
     fig.update_xaxes(title_text="tokens per joule")
     fig.update_layout(height=max(300, 28 * len(best) + 120))
@@ -89,8 +137,15 @@ def tokens_per_joule_ladder(summary: pd.DataFrame, label: str) -> go.Figure:
 def power_vs_k(summary: pd.DataFrame, label: str) -> go.Figure:
     """Mean power (W) vs k per strategy and regime (plain at k = 0)."""
     df = _over_tasks(summary.dropna(subset=["mean_power_w"]), "mean_power_w")
-    fig = px.line(df.sort_values("k"), x="k", y="mean_power_w", color="strategy", facet_col="regime", markers=True,
-                  category_orders={"regime": REGIME_ORDER})
+    fig = px.line(
+        df.sort_values("k"),
+        x="k",
+        y="mean_power_w",
+        color="strategy",
+        facet_col="regime",
+        markers=True,
+        category_orders={"regime": REGIME_ORDER},
+    )
     fig.update_yaxes(title_text="mean power (W)", col=1)
     return _finish(fig, f"Mean power vs k ({label})")
 
@@ -107,11 +162,20 @@ def power_trace(samples: pd.DataFrame, t0: float, t1: float, label: str) -> go.F
 
 def queue_progress(status: dict) -> go.Figure:
     """Stacked bars of cell states per kind (train, reference, sweep)."""
-    rows = [{"kind": kind, "state": state, "cells": n} for kind in ("train", "reference", "sweep")
-            for state, n in status.get(kind, {}).items()]
+    rows = [
+        {"kind": kind, "state": state, "cells": n}
+        for kind in ("train", "reference", "sweep")
+        for state, n in status.get(kind, {}).items()
+    ]
     colors = {"done": "#2ca02c", "running": "#1f77b4", "pending": "#c7c7c7", "failed": "#d62728"}
-    fig = px.bar(pd.DataFrame(rows, columns=["kind", "state", "cells"]), x="cells", y="kind", color="state",
-                 orientation="h", color_discrete_map=colors,
-                 category_orders={"state": ["done", "running", "pending", "failed"]})
+    fig = px.bar(
+        pd.DataFrame(rows, columns=["kind", "state", "cells"]),
+        x="cells",
+        y="kind",
+        color="state",
+        orientation="h",
+        color_discrete_map=colors,
+        category_orders={"state": ["done", "running", "pending", "failed"]},
+    )
     fig.update_layout(height=240)
     return _finish(fig, "Queue by state")

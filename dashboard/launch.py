@@ -19,16 +19,27 @@ logger = logging.getLogger(__name__)
 
 DB_ENV = "GREENSPEC_DB"  # names the database the dashboard reads
 APP = Path(__file__).resolve().parent / "app.py"
-STOP_TIMEOUT_S = 10      # how long the child gets to exit after SIGTERM before it is killed
+STOP_TIMEOUT_S = 10  # how long the child gets to exit after SIGTERM before it is killed
 PR_SET_PDEATHSIG = 1
 
 
 def command(port: int = 8501, headless: bool = True) -> list[str]:
     """The `streamlit run` command line, localhost only (results may be unpublished)."""
-    return [sys.executable, "-m", "streamlit", "run", str(APP),
-            "--server.address", "127.0.0.1", "--server.port", str(port),
-            "--server.headless", "true" if headless else "false",
-            "--browser.gatherUsageStats", "false"]
+    return [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(APP),
+        "--server.address",
+        "127.0.0.1",
+        "--server.port",
+        str(port),
+        "--server.headless",
+        "true" if headless else "false",
+        "--browser.gatherUsageStats",
+        "false",
+    ]
 
 
 def environment(db_url: str) -> dict[str, str]:

@@ -50,7 +50,7 @@ def _session(url: str):
 
 
 def db_state(url: str) -> str:
-    """"missing" (no file), "no_schema", "empty" (no experiment yet), or "ready"."""
+    """ "missing" (no file), "no_schema", "empty" (no experiment yet), or "ready"."""
     return browse.database_state(url, lambda: _sessions(url))
 
 
@@ -109,8 +109,9 @@ def options(url: str, exp_id: int, data: Version) -> dict[str, list]:
 
 
 @st.cache_data(max_entries=16 * ENTRIES, show_spinner=False)
-def distinct(url: str, exp_id: int, data: Version, column: str, fixed: tuple[tuple[str, object], ...],
-             selection: Selection) -> list:
+def distinct(
+    url: str, exp_id: int, data: Version, column: str, fixed: tuple[tuple[str, object], ...], selection: Selection
+) -> list:
     """DISTINCT values of `column` given the picker's earlier choices `fixed` and the sidebar's selection."""
     with _session(url) as s:
         return browse.distinct_values(s, exp_id, column, dict(fixed), selection)

@@ -58,25 +58,37 @@ OVERLAP = Metric("overlap", "overlap", "{:.3f}", None)
 GZIP = Metric("gzip_ratio", "gzip", "{:.3f}", None)
 
 PAPER_TABLES = {
-    "table1": TableSpec("Table 1: throughput and speedup over plain, uncached",
-                        (TOKENS_PER_S, SPEEDUP), "uncached"),
-    "table2": TableSpec("Table 2: throughput and speedup over plain, cached",
-                        (TOKENS_PER_S, SPEEDUP), "cached"),
-    "table3": TableSpec("Table 3: energy per 100 tokens and ratio to plain, uncached",
-                        (J_PER_100, ENERGY_RATIO), "uncached"),
-    "table4": TableSpec("Table 4: energy per 100 tokens and ratio to plain, cached",
-                        (J_PER_100, ENERGY_RATIO), "cached"),
-    "table5": TableSpec("Table 5: redundancy of the generated texts",
-                        (REPETITION, OVERLAP, GZIP), None),
-    "table6": TableSpec("Table 6: acceptance, first-token acceptance and mean accepted length, uncached",
-                        (ACCEPTANCE, FIRST_TOKEN, MAL), "uncached", plain=False),
-    "table7": TableSpec("Table 7: acceptance, first-token acceptance and mean accepted length, cached",
-                        (ACCEPTANCE, FIRST_TOKEN, MAL), "cached", plain=False),
+    "table1": TableSpec("Table 1: throughput and speedup over plain, uncached", (TOKENS_PER_S, SPEEDUP), "uncached"),
+    "table2": TableSpec("Table 2: throughput and speedup over plain, cached", (TOKENS_PER_S, SPEEDUP), "cached"),
+    "table3": TableSpec(
+        "Table 3: energy per 100 tokens and ratio to plain, uncached", (J_PER_100, ENERGY_RATIO), "uncached"
+    ),
+    "table4": TableSpec(
+        "Table 4: energy per 100 tokens and ratio to plain, cached", (J_PER_100, ENERGY_RATIO), "cached"
+    ),
+    "table5": TableSpec("Table 5: redundancy of the generated texts", (REPETITION, OVERLAP, GZIP), None),
+    "table6": TableSpec(
+        "Table 6: acceptance, first-token acceptance and mean accepted length, uncached",
+        (ACCEPTANCE, FIRST_TOKEN, MAL),
+        "uncached",
+        plain=False,
+    ),
+    "table7": TableSpec(
+        "Table 7: acceptance, first-token acceptance and mean accepted length, cached",
+        (ACCEPTANCE, FIRST_TOKEN, MAL),
+        "cached",
+        plain=False,
+    ),
 }
 
 
-def filter_frame(df: pd.DataFrame, tasks: Iterable[str] = (), strategies: Iterable[str] = (),
-                 regimes: Iterable[str] = (), ks: Iterable[int] = ()) -> pd.DataFrame:
+def filter_frame(
+    df: pd.DataFrame,
+    tasks: Iterable[str] = (),
+    strategies: Iterable[str] = (),
+    regimes: Iterable[str] = (),
+    ks: Iterable[int] = (),
+) -> pd.DataFrame:
     """Rows matching every non-empty selection; plain rows (k = 0) survive any k selection (they are the reference)."""
     mask = pd.Series(True, index=df.index)
     for column, chosen in (("task", tasks), ("strategy", strategies), ("regime", regimes)):
@@ -97,8 +109,11 @@ def paper_table(summary: pd.DataFrame, metrics: Sequence[Metric], regime: str | 
     df = summary if regime is None else summary[summary["regime"] == regime]
     if df.empty:
         return pd.DataFrame()
-    parts = {m.label: df.pivot_table(index=["strategy", "k"], columns="task", values=m.column, aggfunc="mean",
-                                     dropna=False) * m.scale for m in metrics}
+    parts = {
+        m.label: df.pivot_table(index=["strategy", "k"], columns="task", values=m.column, aggfunc="mean", dropna=False)
+        * m.scale
+        for m in metrics
+    }
     table = pd.concat(parts, axis=1).swaplevel(0, 1, axis=1)
     tasks = sorted(df["task"].unique())
     table = table.reindex(columns=pd.MultiIndex.from_product([tasks, [m.label for m in metrics]]))
@@ -135,10 +150,11 @@ def styled(table: pd.DataFrame, metrics: Sequence[Metric], *, latex: bool = Fals
         flat = [" · ".join(map(str, c)) if isinstance(c, tuple) else str(c) for c in table.columns]
         shown = table.set_axis(flat, axis=1).reset_index()
         mask = mask.set_axis(flat, axis=1).reset_index(drop=True)
-        mask = pd.concat([pd.DataFrame(False, index=mask.index, columns=shown.columns[:table.index.nlevels]), mask],
-                         axis=1)
+        mask = pd.concat(
+            [pd.DataFrame(False, index=mask.index, columns=shown.columns[: table.index.nlevels]), mask], axis=1
+        )
     labels = [c[-1] if isinstance(c, tuple) else c for c in table.columns]
-    columns = list(shown.columns[-len(labels):]) if labels else []
+    columns = list(shown.columns[-len(labels) :]) if labels else []
     formats = {col: by_label[label].fmt for col, label in zip(columns, labels) if label in by_label}
     props = BOLD_LATEX if latex else BOLD_CSS
     styler = shown.style.format(formats, na_rep=NA)
@@ -158,8 +174,9 @@ def to_latex(table: pd.DataFrame, metrics: Sequence[Metric], caption: str = "", 
         return ""
     styler = styled(table, metrics, latex=True)
     styler = styler.format_index(_latex_escape, axis=0).format_index(_latex_escape, axis=1)
-    return styler.to_latex(caption=caption or None, label=label or None, hrules=True,
-                           multicol_align="c", position_float="centering")
+    return styler.to_latex(
+        caption=caption or None, label=label or None, hrules=True, multicol_align="c", position_float="centering"
+    )
 
 
 def _latex_escape(value) -> str:
@@ -178,8 +195,9 @@ def break_even_frame(summary: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
-def segment_steps(tokens: Sequence[int], accepted_per_step: Sequence[int],
-                  tokens_per_step: Sequence[int] | None = None) -> list[tuple[list[int], list[int]]]:
+def segment_steps(
+    tokens: Sequence[int], accepted_per_step: Sequence[int], tokens_per_step: Sequence[int] | None = None
+) -> list[tuple[list[int], list[int]]]:
     """Split generated tokens into steps: (accepted draft tokens, verifier tokens) per round.
 
     With `tokens_per_step` (stored since schema 0002), round i holds that many tokens, the first
@@ -193,8 +211,8 @@ def segment_steps(tokens: Sequence[int], accepted_per_step: Sequence[int],
     for accepted, size in zip(accepted_per_step, sizes):
         if pos >= len(tokens):
             break
-        draft = list(tokens[pos:pos + accepted])
-        verifier = list(tokens[pos + len(draft):pos + size])
+        draft = list(tokens[pos : pos + accepted])
+        verifier = list(tokens[pos + len(draft) : pos + size])
         pos += len(draft) + len(verifier)
         steps.append((draft, verifier))
     steps.extend(([], [t]) for t in tokens[pos:])
@@ -233,8 +251,12 @@ def decode_segments(steps: Sequence[tuple[list[int], list[int]]], decode) -> lis
 
 def ids_segments(steps: Sequence[tuple[list[int], list[int]]]) -> list[tuple[str, bool]]:
     """Token ids as text segments, for when no tokenizer can be loaded."""
-    return [(" ".join(map(str, part)) + " ", accepted) for draft, verifier in steps
-            for part, accepted in ((draft, True), (verifier, False)) if part]
+    return [
+        (" ".join(map(str, part)) + " ", accepted)
+        for draft, verifier in steps
+        for part, accepted in ((draft, True), (verifier, False))
+        if part
+    ]
 
 
 def redundancy_frame(texts: pd.DataFrame, references: pd.DataFrame, n: int = 4) -> pd.DataFrame:
@@ -259,8 +281,9 @@ def redundancy_table(frame: pd.DataFrame, metrics: Sequence[Metric]) -> pd.DataF
     """Rows text source (reference first), columns (task, metric label)."""
     if frame.empty:
         return pd.DataFrame()
-    table = frame.pivot_table(index="strategy", columns="task", values=[m.column for m in metrics], aggfunc="mean",
-                              dropna=False)
+    table = frame.pivot_table(
+        index="strategy", columns="task", values=[m.column for m in metrics], aggfunc="mean", dropna=False
+    )
     table = table.rename(columns={m.column: m.label for m in metrics}, level=0).swaplevel(0, 1, axis=1)
     tasks = sorted(frame["task"].unique())
     table = table.reindex(columns=pd.MultiIndex.from_product([tasks, [m.label for m in metrics]]))

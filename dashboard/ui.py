@@ -57,20 +57,28 @@ def sidebar_filters(url: str) -> Filters:
         regimes = st.multiselect("Regime", opts["regime"], key="f_regime", placeholder="every regime")
         ks = st.multiselect("k", [k for k in opts["k"] if k > 0], key="f_k", placeholder="every k")
         temps = opts.get("temperature") or [0.0]
-        temperature = st.selectbox("Temperature", temps, key="f_temperature", format_func=temperature_label,
-                                   help=TEMPERATURE_HELP) if len(temps) > 1 else temps[0]
+        temperature = (
+            st.selectbox(
+                "Temperature", temps, key="f_temperature", format_func=temperature_label, help=TEMPERATURE_HELP
+            )
+            if len(temps) > 1
+            else temps[0]
+        )
         pooled = st.toggle("Pooled (sum / sum)", key="f_pooled", help=AGGREGATION_HELP)
         st.caption(f"Database: `{url}` · {data[1]:,} generations")
-    selection = Selection(tuple(tasks), tuple(strategies), tuple(regimes), tuple(int(k) for k in ks),
-                          float(temperature))
+    selection = Selection(
+        tuple(tasks), tuple(strategies), tuple(regimes), tuple(int(k) for k in ks), float(temperature)
+    )
     found = Filters(url, name, exp_id, data, selection, bool(pooled))
     st.session_state[FILTERS_KEY] = found
     return found
 
 
-TEMPERATURE_HELP = ("0 is greedy decoding. Above 0 the verifier samples (speculative sampling keeps its distribution "
-                    "exactly): acceptance, MAL, speed and energy are shown; ROUGE-L and exact match against the "
-                    "greedy reference are left empty, since a sampled text is not meant to equal it.")
+TEMPERATURE_HELP = (
+    "0 is greedy decoding. Above 0 the verifier samples (speculative sampling keeps its distribution "
+    "exactly): acceptance, MAL, speed and energy are shown; ROUGE-L and exact match against the "
+    "greedy reference are left empty, since a sampled text is not meant to equal it."
+)
 
 
 def temperature_label(t: float) -> str:
@@ -78,8 +86,10 @@ def temperature_label(t: float) -> str:
     return "0 (greedy)" if t == 0 else f"{t:g} (sampled)"
 
 
-AGGREGATION_HELP = ("Off (the paper's way): each rate is computed per generation, then averaged over the prompts. "
-                    "On: ratios of sums over the cell (total tokens / total seconds, ...).")
+AGGREGATION_HELP = (
+    "Off (the paper's way): each rate is computed per generation, then averaged over the prompts. "
+    "On: ratios of sums over the cell (total tokens / total seconds, ...)."
+)
 
 
 def remembered_filters() -> Filters | None:
@@ -134,8 +144,9 @@ def metric_table_block(table: pd.DataFrame, title: str, metrics, key: str) -> pd
         st.info("No rows for this selection yet.")
         return table
     st.table(tables.styled(table, metrics), hide_index=True)
-    downloads(key, lambda: tables.to_csv(table),
-              lambda: tables.to_latex(table, metrics, caption=title, label=f"tab:{key}"))
+    downloads(
+        key, lambda: tables.to_csv(table), lambda: tables.to_latex(table, metrics, caption=title, label=f"tab:{key}")
+    )
     return table
 
 
@@ -146,8 +157,11 @@ def frame_block(df: pd.DataFrame, title: str, key: str, empty: str = "Nothing he
         st.info(empty)
         return
     st.dataframe(df, hide_index=True, **dataframe_args)
-    downloads(key, lambda: df.to_csv(index=False),
-              lambda: df.to_latex(index=False, float_format="%.3f", escape=True, caption=title, label=f"tab:{key}"))
+    downloads(
+        key,
+        lambda: df.to_csv(index=False),
+        lambda: df.to_latex(index=False, float_format="%.3f", escape=True, caption=title, label=f"tab:{key}"),
+    )
 
 
 def downloads(key: str, csv, latex) -> None:
@@ -158,7 +172,7 @@ def downloads(key: str, csv, latex) -> None:
 
 
 def power_label(df: pd.DataFrame) -> str:
-    """"measured (nvml)", "estimated (estimate)", "mixed ..." or "no energy data" for a frame's rows."""
+    """ "measured (nvml)", "estimated (estimate)", "mixed ..." or "no energy data" for a frame's rows."""
     if df.empty or "power_measured" not in df or df["power_measured"].isna().all():
         return "no energy data"
     measured = df["power_measured"].dropna().astype(bool)

@@ -14,7 +14,7 @@ from workers.errors import ModelError
 
 logger = logging.getLogger(__name__)
 
-IN_FLIGHT = 2          # accelerator batches queued at once: the next is ready the moment one finishes
+IN_FLIGHT = 2  # accelerator batches queued at once: the next is ready the moment one finishes
 FAULT_ENV = "GREENSPEC_FAULT_"  # fault-injection variables (workers/faults.py) reach the worker on any cluster
 
 
@@ -51,8 +51,10 @@ def start_actor(spec: Spec, opts: RunOptions) -> tuple[Any, dict, int]:
     except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError) as err:
         cause = getattr(err, "cause", None) or err
         first = next((ln for ln in str(cause).splitlines() if ln.strip()), type(cause).__name__)
-        raise ModelError(f"verifier.model: {spec.verifier.model} could not be loaded by the accelerator "
-                         f"worker ({first.strip()[:200]})") from err
+        raise ModelError(
+            f"verifier.model: {spec.verifier.model} could not be loaded by the accelerator "
+            f"worker ({first.strip()[:200]})"
+        ) from err
     return actor, info, batches_in_flight(str(info["device"]), threads, cpus)
 
 

@@ -33,13 +33,28 @@ def submit_artifact(spec: Spec, cell: CellSpec, paths: dict[str, str]) -> Any:
     tokenizer = cell.params.tokenizer
     power = dict(power_sources=tuple(spec.power.sources), power_hz=spec.power.hz)
     if cell.kind != "train":
-        return build_task.remote(ArtifactJob(
-            kind=cell.kind, corpus=corpus.source(), tokenizer=tokenizer, out_dir=spec.experiment.artifacts,
-            options=corpus.model_dump(exclude={"name"}), inputs={role: paths[key] for role, key in cell.needs},
-            **power))
-    request = IBaseRequest(corpus.source(), tokenizer, spec.experiment.artifacts, window=corpus.window,
-                           backend=corpus.backend, order=corpus.order, max_tokens=corpus.max_tokens,
-                           shards=corpus.shards, memory_gb=corpus.memory_gb)
+        return build_task.remote(
+            ArtifactJob(
+                kind=cell.kind,
+                corpus=corpus.source(),
+                tokenizer=tokenizer,
+                out_dir=spec.experiment.artifacts,
+                options=corpus.model_dump(exclude={"name"}),
+                inputs={role: paths[key] for role, key in cell.needs},
+                **power,
+            )
+        )
+    request = IBaseRequest(
+        corpus.source(),
+        tokenizer,
+        spec.experiment.artifacts,
+        window=corpus.window,
+        backend=corpus.backend,
+        order=corpus.order,
+        max_tokens=corpus.max_tokens,
+        shards=corpus.shards,
+        memory_gb=corpus.memory_gb,
+    )
     return train_task.options(memory=COORDINATOR_BYTES).remote(request, **power)
 
 

@@ -63,7 +63,9 @@ def corpus_identity(corpus: CorpusSection) -> dict[str, Any]:
     return ident
 
 
-def corpus_cell(spec: Spec, corpus: CorpusSection, kind: str = "train", needs: dict[str, str] | None = None) -> CellSpec:
+def corpus_cell(
+    spec: Spec, corpus: CorpusSection, kind: str = "train", needs: dict[str, str] | None = None
+) -> CellSpec:
     """The cell that builds a `kind` artifact (an instance base: "train") from `corpus` with the verifier's tokenizer.
 
     `needs` (role -> artifact cell key) names the artifacts this build reads; a label or distill cell also
@@ -81,10 +83,21 @@ def reference_cells(spec: Spec, prompts: TaskPrompts) -> list[CellSpec]:
     """One independent plain-greedy reference per task x prompt."""
     out = []
     for i, text in enumerate(prompts.texts):
-        ident = {"kind": "reference", "verifier": verifier_identity(spec), "prompt": text,
-                 "max_new_tokens": spec.sweep.max_new_tokens}
-        out.append(CellSpec(key=content_key(ident), kind="reference", task=prompts.task, prompt_index=i,
-                            params=CellParams(prompt=text)))
+        ident = {
+            "kind": "reference",
+            "verifier": verifier_identity(spec),
+            "prompt": text,
+            "max_new_tokens": spec.sweep.max_new_tokens,
+        }
+        out.append(
+            CellSpec(
+                key=content_key(ident),
+                kind="reference",
+                task=prompts.task,
+                prompt_index=i,
+                params=CellParams(prompt=text),
+            )
+        )
     return out
 
 
@@ -108,19 +121,44 @@ def sweep_cells(spec: Spec, prompts: TaskPrompts, artifacts: dict[Requirement, C
         corpus = next((r.corpus for r in s.options.requires().values()), None)
         draft = {"draft": s.draft, **s.options.identity(), **needs}
         for i, text in enumerate(prompts.texts):
-            for k, regime, temperature in itertools.product(s.ks(spec.sweep.k), s.regimes_in(spec.sweep.regimes),
-                                                            spec.sweep.temperatures):
+            for k, regime, temperature in itertools.product(
+                s.ks(spec.sweep.k), s.regimes_in(spec.sweep.regimes), spec.sweep.temperatures
+            ):
                 sampling = sampling_identity(spec, temperature)
-                ident = {"kind": "sweep", "verifier": verifier_identity(spec), "prompt": text, "k": k,
-                         "regime": regime, "max_new_tokens": spec.sweep.max_new_tokens, **draft, **sampling}
+                ident = {
+                    "kind": "sweep",
+                    "verifier": verifier_identity(spec),
+                    "prompt": text,
+                    "k": k,
+                    "regime": regime,
+                    "max_new_tokens": spec.sweep.max_new_tokens,
+                    **draft,
+                    **sampling,
+                }
                 key = content_key(ident)
                 params = CellParams(prompt=text, options=s.options.model_dump(), needs=needs)
                 if sampling:  # one reproducible stream per cell
-                    params = replace(params, top_k=sampling["top_k"], top_p=sampling["top_p"],
-                                     seed=int(key[:8], 16) ^ spec.experiment.seed)
-                out.append(CellSpec(key=key, kind="sweep", strategy=s.name, draft=s.draft, task=prompts.task,
-                                    corpus=corpus, prompt_index=i, k=k, regime=regime, temperature=temperature,
-                                    params=params))
+                    params = replace(
+                        params,
+                        top_k=sampling["top_k"],
+                        top_p=sampling["top_p"],
+                        seed=int(key[:8], 16) ^ spec.experiment.seed,
+                    )
+                out.append(
+                    CellSpec(
+                        key=key,
+                        kind="sweep",
+                        strategy=s.name,
+                        draft=s.draft,
+                        task=prompts.task,
+                        corpus=corpus,
+                        prompt_index=i,
+                        k=k,
+                        regime=regime,
+                        temperature=temperature,
+                        params=params,
+                    )
+                )
     return out
 
 

@@ -23,9 +23,9 @@ from orchestrator.targets import Check, _best, _rows
 
 UNCACHED, CACHED = "uncached", "cached"
 BREAK_EVEN = (0.20, 0.25)  # the paper's cached break-even, first-token acceptance
-NEAR = 0.05                # "near": within 5 points of that range
-TRACKS_R = 0.9             # energy ratios track speedups: Pearson r at least this ...
-TRACKS_DEV = 0.10          # ... and the median |energy ratio / speedup - 1| at most this
+NEAR = 0.05  # "near": within 5 points of that range
+TRACKS_R = 0.9  # energy ratios track speedups: Pearson r at least this ...
+TRACKS_DEV = 0.10  # ... and the median |energy ratio / speedup - 1| at most this
 
 
 def _instance_base_only(strategy) -> str | None:
@@ -52,8 +52,13 @@ def session_4gram(spec) -> str | None:
     """The spec's first in-session 4-gram strategy: a fixed-length draft that needs no artifact, combines no other
     drafts, and has n-gram order `n = 4` (the paper's baseline); None if the spec has none."""
     for s in spec.strategies:
-        if (s.entry.drafts and not s.entry.parts and not s.options.requires()
-                and getattr(s.options, "n", None) == 4 and not getattr(s.options, "adaptive", False)):
+        if (
+            s.entry.drafts
+            and not s.entry.parts
+            and not s.options.requires()
+            and getattr(s.options, "n", None) == 4
+            and not getattr(s.options, "adaptive", False)
+        ):
             return s.name
     return None
 
@@ -85,8 +90,15 @@ def beats_ngram(df: pd.DataFrame, own: dict[str, str], ngram: str) -> list[Check
         a, b = _acceptance(df, strategy, task), _acceptance(df, ngram, task)
         sa, sb = _best(df, strategy, task, UNCACHED), _best(df, ngram, task, UNCACHED)
         ok = a > b and sa > sb
-        out.append(Check(f"{strategy} beats {ngram} on its domain", task, UNCACHED, ok,
-                         f"acceptance {a:.3f} vs {b:.3f}; speedup {sa:.2f} vs {sb:.2f}"))
+        out.append(
+            Check(
+                f"{strategy} beats {ngram} on its domain",
+                task,
+                UNCACHED,
+                ok,
+                f"acceptance {a:.3f} vs {b:.3f}; speedup {sa:.2f} vs {sb:.2f}",
+            )
+        )
     return out
 
 
@@ -109,16 +121,30 @@ def cached_break_even(df: pd.DataFrame) -> Check:
         return Check("cached break-even near 20-25% first-token acceptance", "all", CACHED, False, "too few cells")
     slope, intercept = np.polyfit(pts["first_token_acceptance"], pts["speedup"], 1)
     above = pts[pts["speedup"] >= 1]
-    seen = (f"; {len(above)} of {len(pts)} cells at speedup >= 1, the lowest first-token acceptance among them "
-            f"{above['first_token_acceptance'].min():.2f}" if len(above) else f"; none of {len(pts)} cells reached 1")
+    seen = (
+        f"; {len(above)} of {len(pts)} cells at speedup >= 1, the lowest first-token acceptance among them "
+        f"{above['first_token_acceptance'].min():.2f}"
+        if len(above)
+        else f"; none of {len(pts)} cells reached 1"
+    )
     span = f"first-token acceptance {pts['first_token_acceptance'].min():.2f}-{pts['first_token_acceptance'].max():.2f}"
     if slope <= 0:
-        return Check("cached break-even near 20-25% first-token acceptance", "all", CACHED, False,
-                     f"speedup does not rise with acceptance (slope {slope:.2f}); {span}{seen}")
+        return Check(
+            "cached break-even near 20-25% first-token acceptance",
+            "all",
+            CACHED,
+            False,
+            f"speedup does not rise with acceptance (slope {slope:.2f}); {span}{seen}",
+        )
     x = (1 - intercept) / slope
     ok = BREAK_EVEN[0] - NEAR <= x <= BREAK_EVEN[1] + NEAR
-    return Check("cached break-even near 20-25% first-token acceptance", "all", CACHED, ok,
-                 f"line crosses 1.0 at {x:.2f} (speedup = {intercept:.2f} + {slope:.2f} x acceptance); {span}{seen}")
+    return Check(
+        "cached break-even near 20-25% first-token acceptance",
+        "all",
+        CACHED,
+        ok,
+        f"line crosses 1.0 at {x:.2f} (speedup = {intercept:.2f} + {slope:.2f} x acceptance); {span}{seen}",
+    )
 
 
 def energy_tracks_speedup(df: pd.DataFrame) -> Check:
@@ -130,8 +156,13 @@ def energy_tracks_speedup(df: pd.DataFrame) -> Check:
     r = float(np.corrcoef(pts["energy_ratio"], pts["speedup"])[0, 1])
     dev = float((pts["energy_ratio"] / pts["speedup"] - 1).abs().median())
     source = "measured" if "power_measured" in df and df["power_measured"].fillna(False).all() else "estimated power"
-    return Check("uncached energy ratio tracks speedup", "all", UNCACHED, r >= TRACKS_R and dev <= TRACKS_DEV,
-                 f"Pearson r {r:.3f}, median |energy ratio / speedup - 1| {dev:.1%} over {len(pts)} cells ({source})")
+    return Check(
+        "uncached energy ratio tracks speedup",
+        "all",
+        UNCACHED,
+        r >= TRACKS_R and dev <= TRACKS_DEV,
+        f"Pearson r {r:.3f}, median |energy ratio / speedup - 1| {dev:.1%} over {len(pts)} cells ({source})",
+    )
 
 
 def check_claims(df: pd.DataFrame, own: dict[str, str], ngram: str | None = None, noise: float = 0.05) -> list[Check]:
@@ -145,6 +176,14 @@ def check_claims(df: pd.DataFrame, own: dict[str, str], ngram: str | None = None
 
 def claims_table(checks: list[Check]) -> str:
     """The verdicts as a Markdown table, each claim marked "holds" or "does not hold"."""
-    rows = [{"claim": c.target, "task": c.task, "regime": c.regime, "verdict": "holds" if c.ok else "does not hold",
-             "numbers": c.detail} for c in checks]
+    rows = [
+        {
+            "claim": c.target,
+            "task": c.task,
+            "regime": c.regime,
+            "verdict": "holds" if c.ok else "does not hold",
+            "numbers": c.detail,
+        }
+        for c in checks
+    ]
     return pd.DataFrame(rows).to_markdown(index=False)

@@ -22,12 +22,15 @@ logger = logging.getLogger("greenspec")
 
 def setup_logging(debug: bool) -> None:
     """Logging configured once, here: warnings by default, everything with --debug."""
-    logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if debug else logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     for noisy in ("urllib3", "filelock", "alembic", "matplotlib", "PIL"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     if not debug:
-        logging.getLogger("orchestrator").setLevel(logging.INFO if os.environ.get("GREENSPEC_VERBOSE") else logging.WARNING)
+        logging.getLogger("orchestrator").setLevel(
+            logging.INFO if os.environ.get("GREENSPEC_VERBOSE") else logging.WARNING
+        )
 
 
 _PASSWORD = re.compile(r"(://[^:/@\s]*:)[^@\s]*@")
@@ -60,14 +63,20 @@ class GreenspecGroup(click.Group):
             if ctx.obj is not None and getattr(ctx.obj, "debug", False):
                 raise
             first = (str(err).splitlines() or [""])[0][:200]
-            click.echo(masked(f"greenspec: error: unexpected {type(err).__name__}: {first} (rerun with --debug for details)"),
-                       err=True)
+            click.echo(
+                masked(f"greenspec: error: unexpected {type(err).__name__}: {first} (rerun with --debug for details)"),
+                err=True,
+            )
             sys.exit(1)
 
 
 @click.group(cls=GreenspecGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--db", default=lambda: os.environ.get("GREENSPEC_DB", DEFAULT_URL), show_default=DEFAULT_URL,
-              help="SQLAlchemy URL of the results database (env GREENSPEC_DB).")
+@click.option(
+    "--db",
+    default=lambda: os.environ.get("GREENSPEC_DB", DEFAULT_URL),
+    show_default=DEFAULT_URL,
+    help="SQLAlchemy URL of the results database (env GREENSPEC_DB).",
+)
 @click.option("--address", default=None, help="Ray cluster address (default: start a local Ray).")
 @click.option("--debug", is_flag=True, help="Verbose logs and full tracebacks.")
 @click.version_option(package_name="greenspec")
@@ -108,19 +117,26 @@ def _run_options(obj: Context, wait: bool = False, drop_stale: bool = False):
     return RunOptions(db_url=obj.db, address=obj.address, wait=wait, drop_stale=drop_stale)
 
 
-WAIT = click.option("--wait", is_flag=True, help="If another driver runs this experiment, wait for it instead of refusing.")
-DROP_STALE = click.option("--drop-stale", is_flag=True,
-                          help="Drop unfinished cells of an earlier version of the spec (refused otherwise).")
+WAIT = click.option(
+    "--wait", is_flag=True, help="If another driver runs this experiment, wait for it instead of refusing."
+)
+DROP_STALE = click.option(
+    "--drop-stale", is_flag=True, help="Drop unfinished cells of an earlier version of the spec (refused otherwise)."
+)
 
 
 def _print_report(report, db: str) -> None:
     """The run's counts; with failed cells, a last line naming how many and exit 1 (2 stays for refused input)."""
     c = report.counts
-    click.echo(f"{report.experiment}: {c['done']} done, {c['failed']} failed, {c['pending']} pending "
-               f"({report.added} new cells, {report.elapsed_s:.0f} s). Results in {db}.")
+    click.echo(
+        f"{report.experiment}: {c['done']} done, {c['failed']} failed, {c['pending']} pending "
+        f"({report.added} new cells, {report.elapsed_s:.0f} s). Results in {db}."
+    )
     if c["failed"]:
-        click.echo(f"{c['failed']} cell{'s' if c['failed'] != 1 else ''} failed: `greenspec status` shows their errors; "
-                   "`greenspec retry --failed` runs them again.")
+        click.echo(
+            f"{c['failed']} cell{'s' if c['failed'] != 1 else ''} failed: `greenspec status` shows their errors; "
+            "`greenspec retry --failed` runs them again."
+        )
         sys.exit(1)
 
 

@@ -67,8 +67,10 @@ def _print_status(name: str, counts: dict, fails) -> None:
     """One experiment's counts and its first failures."""
     c, w = counts["cells"], counts["sweep"]
     click.echo(f"{name}: cells {c['done']} done, {c['running']} running, {c['pending']} pending, {c['failed']} failed")
-    click.echo(f"  sweep: {w['done']} done, {w['running']} running, {w['pending']} pending, {w['failed']} failed; "
-               f"{counts['generations']} generations stored")
+    click.echo(
+        f"  sweep: {w['done']} done, {w['running']} running, {w['pending']} pending, {w['failed']} failed; "
+        f"{counts['generations']} generations stored"
+    )
     if fails is not None and not fails.empty:
         click.echo("  failed cells:")
         for r in fails.head(20).itertuples():
@@ -77,6 +79,7 @@ def _print_status(name: str, counts: dict, fails) -> None:
 
 def _failure_line(r) -> str:
     """A failed cell in one line: its kind and the coordinates it has (no `nan` for the ones it has not)."""
+
     def given(v) -> bool:
         return v is not None and v == v and v != ""  # v != v: NaN, as pandas fills a missing number
 
@@ -90,16 +93,24 @@ def _failure_line(r) -> str:
 
 
 @click.command()
-@click.option("--format", "fmt", type=click.Choice(["csv", "parquet", "markdown", "latex"]), default="csv", show_default=True)
+@click.option(
+    "--format", "fmt", type=click.Choice(["csv", "parquet", "markdown", "latex"]), default="csv", show_default=True
+)
 @click.option("--out", "out", type=click.Path(dir_okay=False), default="-", help="Output file (default: stdout).")
 @click.option("--experiment", "-e", default=None, help="Experiment name (default: the newest).")
-@click.option("--compare", "compare_with", type=click.Choice(["paper"]), default=None,
-              help="Instead: the run's numbers beside the seed paper's, cell by cell, with differences.")
+@click.option(
+    "--compare",
+    "compare_with",
+    type=click.Choice(["paper"]),
+    default=None,
+    help="Instead: the run's numbers beside the seed paper's, cell by cell, with differences.",
+)
 @click.option("--pooled", is_flag=True, help="Ratios of sums over each cell instead of the paper's per-prompt means.")
 @FORCE
 @click.pass_obj
-def export(obj: Context, fmt: str, out: str, experiment: str | None, compare_with: str | None, pooled: bool,
-           force: bool) -> None:
+def export(
+    obj: Context, fmt: str, out: str, experiment: str | None, compare_with: str | None, pooled: bool, force: bool
+) -> None:
     """One row per strategy x task x k x regime with speed, acceptance, quality and energy.
 
     \b
@@ -131,8 +142,11 @@ def _say_superseded(session, experiment: str | None) -> None:
 
     exp_id = experiment_id(session, experiment)
     if exp_id is not None and (n := superseded(session, exp_id)):
-        click.echo(f"export: {n} generations of an earlier version of the spec left out: each cell coordinate and prompt "
-                   "shows its newest generation", err=True)
+        click.echo(
+            f"export: {n} generations of an earlier version of the spec left out: each cell coordinate and prompt "
+            "shows its newest generation",
+            err=True,
+        )
 
 
 @click.command()
@@ -150,7 +164,9 @@ def dashboard(obj: Context, port: int) -> None:
     if not 1 <= port <= 65535:
         raise GreenspecError(f"--port {port}: give a TCP port from 1 to 65535")
     if not port_free(port):
-        raise GreenspecError(f"--port {port}: 127.0.0.1:{port} is already in use (another dashboard?); pick another port")
+        raise GreenspecError(
+            f"--port {port}: 127.0.0.1:{port} is already in use (another dashboard?); pick another port"
+        )
     click.echo(f"dashboard: http://127.0.0.1:{port}  (database {obj.db}; Ctrl-C stops)")
     sys.exit(launch(obj.db, port))
 

@@ -12,8 +12,14 @@ MAX_POWER_S = 86_400  # `greenspec power --seconds`: at most a day
 
 @click.command()
 @click.option("--seconds", default=5.0, show_default=True, type=float, help="How long to sample.")
-@click.option("--source", "sources", multiple=True, default=("auto",), show_default=True,
-              help="auto, nvml, rapl, powermetrics or estimate (repeatable).")
+@click.option(
+    "--source",
+    "sources",
+    multiple=True,
+    default=("auto",),
+    show_default=True,
+    help="auto, nvml, rapl, powermetrics or estimate (repeatable).",
+)
 def power(seconds: float, sources: tuple[str, ...]) -> None:
     """List power sources, sample them, print mean watts (measured or estimated).
 
@@ -85,10 +91,18 @@ def doctor() -> None:
 @click.command()
 @click.argument("spec", type=click.Path(dir_okay=False))
 @click.option("--corpus", required=True, help="The [[corpora]] name to train.")
-@click.option("--out", default=None, type=click.Path(dir_okay=False),
-              help="Write the instance base here (default: the spec's artifact store, where a run finds it).")
-@click.option("--memory-gb", default=None, type=click.FloatRange(min=0, min_open=True),
-              help="Bound the training's resident memory (default: the corpus's memory_gb, else half the free memory).")
+@click.option(
+    "--out",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="Write the instance base here (default: the spec's artifact store, where a run finds it).",
+)
+@click.option(
+    "--memory-gb",
+    default=None,
+    type=click.FloatRange(min=0, min_open=True),
+    help="Bound the training's resident memory (default: the corpus's memory_gb, else half the free memory).",
+)
 @FORCE
 @click.pass_obj
 def train(obj: Context, spec: str, corpus: str, out: str | None, memory_gb: float | None, force: bool) -> None:

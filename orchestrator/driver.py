@@ -52,8 +52,9 @@ def run_spec_file(path: str | Path, opts: RunOptions, progress: Progress | None 
     return run(spec, path.read_text(encoding="utf-8"), str(path.resolve()), opts, progress)
 
 
-def resume(opts: RunOptions, experiment: str | None = None, progress: Progress | None = None,
-           retry_failed: bool = False) -> RunReport:
+def resume(
+    opts: RunOptions, experiment: str | None = None, progress: Progress | None = None, retry_failed: bool = False
+) -> RunReport:
     """Continue an experiment from its stored spec (`greenspec resume`, `greenspec retry --failed`)."""
     path = sqlite_path(opts.db_url)
     if path is not None and path.parent.is_dir() and not path.exists():  # a mistyped --db: say so, create nothing
@@ -63,8 +64,11 @@ def resume(opts: RunOptions, experiment: str | None = None, progress: Progress |
         with guard(opts.db_url, "reading"), Session() as s:
             exp = store.find_experiment(s, experiment)
             if exp is None:
-                raise GreenspecError(f"no experiment {experiment!r} in {opts.db_url}" if experiment
-                                     else f"no experiment in {opts.db_url}; start one with `greenspec run SPEC`")
+                raise GreenspecError(
+                    f"no experiment {experiment!r} in {opts.db_url}"
+                    if experiment
+                    else f"no experiment in {opts.db_url}; start one with `greenspec run SPEC`"
+                )
             text, spec_path = exp.spec_toml, exp.spec_path
     finally:
         engine.dispose()
@@ -73,8 +77,14 @@ def resume(opts: RunOptions, experiment: str | None = None, progress: Progress |
     return run(spec, text, spec_path, opts, progress, retry_failed=retry_failed)
 
 
-def run(spec: Spec, spec_text: str, spec_path: str | None, opts: RunOptions,
-        progress: Progress | None = None, retry_failed: bool = False) -> RunReport:
+def run(
+    spec: Spec,
+    spec_text: str,
+    spec_path: str | None,
+    opts: RunOptions,
+    progress: Progress | None = None,
+    retry_failed: bool = False,
+) -> RunReport:
     """Register the spec's cells (new ones only) and run every pending cell to done or failed."""
     t0 = time.perf_counter()
     spec, _, cells = prepare(spec)  # everything that can refuse bad input happens before the first write
@@ -86,8 +96,15 @@ def run(spec: Spec, spec_text: str, spec_path: str | None, opts: RunOptions,
     return replace(report, elapsed_s=time.perf_counter() - t0)
 
 
-def _run_leased(spec: Spec, cells: list, source: tuple[str, str | None], opts: RunOptions, Session: Any,
-                progress: Progress | None, retry_failed: bool) -> RunReport:
+def _run_leased(
+    spec: Spec,
+    cells: list,
+    source: tuple[str, str | None],
+    opts: RunOptions,
+    Session: Any,
+    progress: Progress | None,
+    retry_failed: bool,
+) -> RunReport:
     """The run proper, under the experiment's lease: register the cells, reset dead ones, run the loop (on Ray
     only when there is something to run)."""
     name = spec.experiment.name
@@ -105,8 +122,9 @@ def _run_leased(spec: Spec, cells: list, source: tuple[str, str | None], opts: R
     return RunReport(name, added, counts, 0.0)
 
 
-def _register(spec: Spec, cells: list, source: tuple[str, str | None], Session: Any, retry_failed: bool,
-              drop_stale: bool = False) -> tuple[int, int]:
+def _register(
+    spec: Spec, cells: list, source: tuple[str, str | None], Session: Any, retry_failed: bool, drop_stale: bool = False
+) -> tuple[int, int]:
     """Store the experiment and its new cells, put cells left running (and, retrying, failed ones) back to pending;
     (experiment id, cells added). Unfinished cells of an earlier spec version are refused, or dropped."""
     name, (spec_text, spec_path) = spec.experiment.name, source
@@ -129,12 +147,17 @@ def _drop_or_refuse_stale(s: Any, name: str, keys: set[str], drop: bool) -> None
     exp = store.find_experiment(s, name)
     stale = store.stale_cells(s, exp.id, keys) if exp is not None else []
     if stale and not drop:
-        raise StaleCells(f"experiment {name!r}: {len(stale)} unfinished cells were keyed by an earlier version of its "
-                         "spec (or of greenspec) and would run with this one's settings; pass --drop-stale to drop "
-                         "them, or run the earlier spec")
+        raise StaleCells(
+            f"experiment {name!r}: {len(stale)} unfinished cells were keyed by an earlier version of its "
+            "spec (or of greenspec) and would run with this one's settings; pass --drop-stale to drop "
+            "them, or run the earlier spec"
+        )
     if stale:
-        logger.warning("experiment %s: dropped %d unfinished cells of an earlier version of its spec", name,
-                       store.drop_cells(s, stale))
+        logger.warning(
+            "experiment %s: dropped %d unfinished cells of an earlier version of its spec",
+            name,
+            store.drop_cells(s, stale),
+        )
 
 
 def _has_work(Session: Any, exp_id: int) -> bool:
@@ -143,8 +166,9 @@ def _has_work(Session: Any, exp_id: int) -> bool:
         return state_counts(s, exp_id)["pending"] > 0 or bool(store.missing_artifacts(s, exp_id))
 
 
-def _run_on_ray(spec: Spec, exp_id: int, Session: Any, opts: RunOptions, progress: Progress,
-                lease: ExperimentLease) -> None:
+def _run_on_ray(
+    spec: Spec, exp_id: int, Session: Any, opts: RunOptions, progress: Progress, lease: ExperimentLease
+) -> None:
     """Start (or join) Ray and run the loop. Ctrl-C at any moment, Ray's start-up included, or SIGTERM once Ray is up,
     ends in `Interrupted` with no cell left running and the Ray this run started shut down."""
     started_ray = not ray_initialized()  # then this run starts (or joins) Ray, and shuts it down (or leaves)
@@ -163,4 +187,3 @@ def _run_on_ray(spec: Spec, exp_id: int, Session: Any, opts: RunOptions, progres
             import ray
 
             ray.shutdown()
-

@@ -14,9 +14,24 @@ from storage.db import Session
 from storage.queries import summary_frame
 from workers.errors import GreenspecError
 
-EXPORT_COLUMNS = ["strategy", "task", "k", "regime", "prompts", "tokens_per_s", "speedup", "acceptance",
-                  "first_token_acceptance", "mal", "rouge_l", "exact_match", "j_per_100_tokens", "energy_ratio",
-                  "mean_power_w", "power_source"]
+EXPORT_COLUMNS = [
+    "strategy",
+    "task",
+    "k",
+    "regime",
+    "prompts",
+    "tokens_per_s",
+    "speedup",
+    "acceptance",
+    "first_token_acceptance",
+    "mal",
+    "rouge_l",
+    "exact_match",
+    "j_per_100_tokens",
+    "energy_ratio",
+    "mean_power_w",
+    "power_source",
+]
 
 
 def export_frame(session: Session, experiment: str | None, pooled: bool = False) -> pd.DataFrame:

@@ -51,7 +51,7 @@ class LatencyRow:
 
     strategy: str
     draft: str
-    engine: str          # olifant: "native" or "timbl"; otherwise the draft's name
+    engine: str  # olifant: "native" or "timbl"; otherwise the draft's name
     queries: int
     mean_us: float
     median_us: float
@@ -75,8 +75,16 @@ def time_proposals(draft: Draft, contexts: Sequence[Sequence[int]], repeats: int
 def summarize_times(strategy: str, draft: str, engine: str, times_s: Sequence[float]) -> LatencyRow:
     """Mean, median, 95th percentile and minimum of per-query times, in microseconds."""
     us = np.asarray(times_s, dtype=float) * 1e6
-    return LatencyRow(strategy=strategy, draft=draft, engine=engine, queries=len(us), mean_us=float(us.mean()),
-                      median_us=float(np.median(us)), p95_us=float(np.percentile(us, 95)), min_us=float(us.min()))
+    return LatencyRow(
+        strategy=strategy,
+        draft=draft,
+        engine=engine,
+        queries=len(us),
+        mean_us=float(us.mean()),
+        median_us=float(np.median(us)),
+        p95_us=float(np.percentile(us, 95)),
+        min_us=float(us.min()),
+    )
 
 
 def task_prompts(task, want: int) -> tuple:
@@ -106,13 +114,28 @@ def ibase_path(spec: Spec, corpus_name: str, backend: str) -> str:
     corpus = spec.corpus(corpus_name)
     tok_name = spec.verifier.tokenizer or spec.verifier.model
     out_dir = Path(spec.experiment.artifacts)
-    name = artifact_name(corpus.source(), tokenizer_id(load_tokenizer(tok_name)), window=corpus.window,
-                         backend=backend, order=corpus.order, max_tokens=corpus.max_tokens)
+    name = artifact_name(
+        corpus.source(),
+        tokenizer_id(load_tokenizer(tok_name)),
+        window=corpus.window,
+        backend=backend,
+        order=corpus.order,
+        max_tokens=corpus.max_tokens,
+    )
     if (out_dir / name).is_file():
         return str(out_dir / name)
     logger.info("latency: training the %s instance base of corpus %s (none stored yet)", backend, corpus_name)
-    info = train_instance_base(IBaseRequest(corpus.source(), tok_name, out_dir, window=corpus.window, backend=backend,
-                                            order=corpus.order, max_tokens=corpus.max_tokens))
+    info = train_instance_base(
+        IBaseRequest(
+            corpus.source(),
+            tok_name,
+            out_dir,
+            window=corpus.window,
+            backend=backend,
+            order=corpus.order,
+            max_tokens=corpus.max_tokens,
+        )
+    )
     return info.path
 
 
@@ -125,9 +148,13 @@ def artifact_path(spec: Spec, req: Requirement, backend: str | None) -> str:
     from workers.contracts import ArtifactJob
 
     corpus = spec.corpus(req.corpus)
-    job = ArtifactJob(kind=producer(req.artifact, corpus.distilled).cell_kind, corpus=corpus.source(),
-                      tokenizer=spec.verifier.tokenizer or spec.verifier.model, out_dir=spec.experiment.artifacts,
-                      options=corpus.model_dump(exclude={"name"}))
+    job = ArtifactJob(
+        kind=producer(req.artifact, corpus.distilled).cell_kind,
+        corpus=corpus.source(),
+        tokenizer=spec.verifier.tokenizer or spec.verifier.model,
+        out_dir=spec.experiment.artifacts,
+        options=corpus.model_dump(exclude={"name"}),
+    )
     return build(job).path
 
 
@@ -152,8 +179,10 @@ def timbl_notes(spec: Spec, opts: LatencyOptions) -> list[str]:
         reqs = s.options.requires() if s.entry.drafts else {}
         gap = timbl_gap(s.options.model_dump())
         if gap and any(r.artifact == "ibase" for r in reqs.values()):
-            out.append(f"{s.name}: native engine only ({gap} scores guesses by match depth or node share, "
-                       "which TiMBL's lookups do not give)")
+            out.append(
+                f"{s.name}: native engine only ({gap} scores guesses by match depth or node share, "
+                "which TiMBL's lookups do not give)"
+            )
     return out
 
 
@@ -169,8 +198,9 @@ def strategy_drafts(spec: Spec, s: StrategySection, tokenizer, opts: LatencyOpti
     engines: list[str | None] = [None]
     if any(r.artifact == "ibase" for r in reqs.values()):
         timbl = opts.timbl and timbl_gap(s.options.model_dump()) is None
-        engines = list(dict.fromkeys([spec.corpus(next(iter(reqs.values())).corpus).backend,
-                                      *(["timbl"] if timbl else [])]))
+        engines = list(
+            dict.fromkeys([spec.corpus(next(iter(reqs.values())).corpus).backend, *(["timbl"] if timbl else [])])
+        )
     for engine in engines:
         artifacts = {role: artifact_path(spec, req, engine) for role, req in reqs.items()}
         ctx = BuildContext(tokenizer=tokenizer, device=opts.device, artifacts=artifacts)

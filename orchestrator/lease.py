@@ -44,7 +44,9 @@ class LeaseLost(GreenspecError):
 
 def holder_name(host: str, pid: int, now_s: float) -> str:
     """`host:pid:YYYY-MM-DDTHH:MM:SS.mmmZ`."""
-    return f"{host}:{pid}:" + time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now_s)) + f".{int(now_s * 1000) % 1000:03d}Z"
+    return (
+        f"{host}:{pid}:" + time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now_s)) + f".{int(now_s * 1000) % 1000:03d}Z"
+    )
 
 
 def holder_is_dead(holder: str, host: str | None = None) -> bool:
@@ -86,8 +88,9 @@ class ExperimentLease:
             took = store.take_over_lease(s, self.experiment, dead, self.holder, self.ttl_s, time.time())
             s.commit()
         if took:
-            logger.warning("experiment %s: took over the lease of driver %s, which is no longer running",
-                           self.experiment, dead)
+            logger.warning(
+                "experiment %s: took over the lease of driver %s, which is no longer running", self.experiment, dead
+            )
         return took
 
     def __enter__(self) -> ExperimentLease:
@@ -96,8 +99,10 @@ class ExperimentLease:
             if holder_is_dead(holder) and self._take_over(holder):
                 break
             if not self.wait:
-                raise LeaseHeld(f"experiment {self.experiment!r} is being run by another driver ({holder}); "
-                                "wait for it to finish, or pass --wait")
+                raise LeaseHeld(
+                    f"experiment {self.experiment!r} is being run by another driver ({holder}); "
+                    "wait for it to finish, or pass --wait"
+                )
             if holder != waiting_for:
                 logger.warning("experiment %s is being run by %s; waiting for it", self.experiment, holder)
                 waiting_for = holder
@@ -121,8 +126,10 @@ class ExperimentLease:
     def check(self) -> None:
         """Raise when the lease was lost (the driver stalled past its expiry and another driver took over)."""
         if self.lost.is_set():
-            raise LeaseLost(f"experiment {self.experiment!r}: this driver's lease lapsed and another driver took "
-                            "the experiment over; stopping")
+            raise LeaseLost(
+                f"experiment {self.experiment!r}: this driver's lease lapsed and another driver took "
+                "the experiment over; stopping"
+            )
 
     def __exit__(self, *exc) -> None:
         self._stop.set()

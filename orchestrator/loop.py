@@ -35,8 +35,15 @@ WAIT_S = 1.0  # ray.wait timeout; bounds how late a Ctrl-C or a state change is 
 class SweepLoop:
     """Runs an experiment's pending cells to done or failed, writing each result as it arrives."""
 
-    def __init__(self, spec: Spec, exp_id: int, Session: Any, opts: RunOptions, progress: Progress,
-                 lease: ExperimentLease | None = None):
+    def __init__(
+        self,
+        spec: Spec,
+        exp_id: int,
+        Session: Any,
+        opts: RunOptions,
+        progress: Progress,
+        lease: ExperimentLease | None = None,
+    ):
         self.spec, self.exp_id, self.Session, self.opts, self.progress = spec, exp_id, Session, opts, progress
         self.lease = lease
         self.rebuilt: set[str] = set()  # artifact keys put back to pending in this run (each at most once)
@@ -47,17 +54,24 @@ class SweepLoop:
                 self.rebuilt.add(key)
             s.commit()
             cells = store.pending_cells(s, exp_id, CELL_KINDS)  # artifacts of every kind, references, sweeps
-            self.paths = store.artifact_paths(s, exp_id)   # artifact cell key -> file
+            self.paths = store.artifact_paths(s, exp_id)  # artifact cell key -> file
         e = spec.experiment
-        self.sched = Scheduler(cells, e.batch_size, e.max_attempts, overlap=e.overlap, in_flight=IN_FLIGHT,
-                               built=self.paths, order=spec.sweep.order)
-        self.builds: dict[Any, CellSpec] = {}                        # ObjectRef -> artifact cell
-        self.batches: dict[Any, tuple[list[CellSpec], Any]] = {}     # ObjectRef -> (cells, the actor running them)
+        self.sched = Scheduler(
+            cells,
+            e.batch_size,
+            e.max_attempts,
+            overlap=e.overlap,
+            in_flight=IN_FLIGHT,
+            built=self.paths,
+            order=spec.sweep.order,
+        )
+        self.builds: dict[Any, CellSpec] = {}  # ObjectRef -> artifact cell
+        self.batches: dict[Any, tuple[list[CellSpec], Any]] = {}  # ObjectRef -> (cells, the actor running them)
         self.actor = None
         self.label = ""
-        self._seq: dict[Any, int] = {}               # ObjectRef -> submission order (the actor runs in this order)
+        self._seq: dict[Any, int] = {}  # ObjectRef -> submission order (the actor runs in this order)
         self._counter = itertools.count()
-        self._died_at: dict[int, int] = {}           # id(dead actor) -> submission number of the batch it died in
+        self._died_at: dict[int, int] = {}  # id(dead actor) -> submission number of the batch it died in
 
     # -- bookkeeping
     def _counts(self, s) -> tuple[int, int, int]:
@@ -72,8 +86,12 @@ class SweepLoop:
     def run(self) -> None:
         with self.Session() as s:
             if self.sched.orphans:
-                store.fail_dependents(s, self.exp_id, [c.id for c in self.sched.orphans],
-                                      "an artifact this cell needs is neither built nor pending (it failed)")
+                store.fail_dependents(
+                    s,
+                    self.exp_id,
+                    [c.id for c in self.sched.orphans],
+                    "an artifact this cell needs is neither built nor pending (it failed)",
+                )
                 s.commit()
             total, done, failed = self._counts(s)
         self.progress.start(total, done, failed)
@@ -162,8 +180,9 @@ class SweepLoop:
     def _fail_dependents(self, s, cell: CellSpec, error: str) -> None:
         """An artifact cell failed for good: every cell that needed it (directly or not) fails with the reason."""
         dependents = self.sched.artifact_failed(cell)
-        store.fail_dependents(s, self.exp_id, [c.id for c in dependents],
-                              f"{cell.kind} cell for corpus {cell.corpus!r} failed: {error}")
+        store.fail_dependents(
+            s, self.exp_id, [c.id for c in dependents], f"{cell.kind} cell for corpus {cell.corpus!r} failed: {error}"
+        )
 
     # -- the accelerator
     def _ensure_actor(self) -> None:
@@ -179,13 +198,29 @@ class SweepLoop:
         p = c.params
         if c.kind == "label":
             corpus = self.spec.corpus(c.corpus)
-            return LabelJob(key=c.key, corpus=corpus.source(), out_dir=self.spec.experiment.artifacts,
-                            max_tokens=corpus.label_budget(), chunk_tokens=corpus.label_chunk_tokens,
-                            overlap_tokens=corpus.label_overlap_tokens)
-        return SweepJob(key=c.key, kind=c.kind, prompt=p.prompt, strategy=c.strategy, draft=c.draft,
-                        options=p.options, artifacts={role: self.paths[key] for role, key in c.needs},
-                        k=c.k or 0, regime=c.regime, temperature=c.temperature or 0.0, top_k=p.top_k,
-                        top_p=p.top_p, seed=p.seed)
+            return LabelJob(
+                key=c.key,
+                corpus=corpus.source(),
+                out_dir=self.spec.experiment.artifacts,
+                max_tokens=corpus.label_budget(),
+                chunk_tokens=corpus.label_chunk_tokens,
+                overlap_tokens=corpus.label_overlap_tokens,
+            )
+        return SweepJob(
+            key=c.key,
+            kind=c.kind,
+            prompt=p.prompt,
+            strategy=c.strategy,
+            draft=c.draft,
+            options=p.options,
+            artifacts={role: self.paths[key] for role, key in c.needs},
+            k=c.k or 0,
+            regime=c.regime,
+            temperature=c.temperature or 0.0,
+            top_k=p.top_k,
+            top_p=p.top_p,
+            seed=p.seed,
+        )
 
     def _dispatch(self) -> None:
         while batch := self.sched.next_batch():
@@ -205,8 +240,11 @@ class SweepLoop:
         self.sched.batch_finished()
         try:
             out: BatchOutcome = ray.get(ref)
-        except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError,
-                ray.exceptions.WorkerCrashedError) as err:
+        except (
+            ray.exceptions.RayActorError,
+            ray.exceptions.ActorUnavailableError,
+            ray.exceptions.WorkerCrashedError,
+        ) as err:
             self._worker_died(s, ref, cells, actor, err)
             return
         self._seq.pop(ref)
@@ -222,8 +260,9 @@ class SweepLoop:
         if actor is self.actor:
             ray.kill(actor, no_restart=True)
             self.actor = None
-        died_at = self._died_at.setdefault(id(actor), min(
-            [self._seq[ref], *(self._seq[r] for r, (_, a) in self.batches.items() if a is actor)]))
+        died_at = self._died_at.setdefault(
+            id(actor), min([self._seq[ref], *(self._seq[r] for r, (_, a) in self.batches.items() if a is actor)])
+        )
         running = self._seq.pop(ref) == died_at
         for c in reversed(cells):
             if running:

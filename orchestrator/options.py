@@ -31,8 +31,8 @@ class RunOptions:
     db_url: str = "sqlite:///greenspec.db"
     address: str | None = None
     num_cpus: int | None = None
-    worker_env: dict[str, str] = field(default_factory=dict)   # env vars of the accelerator worker (fault tests)
-    worker_cls: Any = None                                     # a Ray actor class replacing AcceleratorWorker
-    wait: bool = False                                         # wait for another driver's lease instead of refusing
-    lease_s: float | None = None                               # lease expiry (default: GREENSPEC_LEASE_S or 30 s)
-    drop_stale: bool = False                                   # drop unfinished cells of an earlier spec version
+    worker_env: dict[str, str] = field(default_factory=dict)  # env vars of the accelerator worker (fault tests)
+    worker_cls: Any = None  # a Ray actor class replacing AcceleratorWorker
+    wait: bool = False  # wait for another driver's lease instead of refusing
+    lease_s: float | None = None  # lease expiry (default: GREENSPEC_LEASE_S or 30 s)
+    drop_stale: bool = False  # drop unfinished cells of an earlier spec version

@@ -11,8 +11,20 @@ import pandas as pd
 
 from storage.db import Session
 
-SHOWN = ["source", "metric", "strategy", "task", "k", "regime", "paper", "paper_max", "ours", "diff", "rel_diff",
-         "in_range"]
+SHOWN = [
+    "source",
+    "metric",
+    "strategy",
+    "task",
+    "k",
+    "regime",
+    "paper",
+    "paper_max",
+    "ours",
+    "diff",
+    "rel_diff",
+    "in_range",
+]
 
 
 def comparison_frame(session: Session, experiment: str | None) -> pd.DataFrame:

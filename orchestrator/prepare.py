@@ -23,8 +23,12 @@ from workers.runner import RunnerConfig
 logger = logging.getLogger(__name__)
 
 # Files of which at least one must exist in a local model folder for from_pretrained to find weights.
-WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
-                "pytorch_model.bin.index.json")
+WEIGHT_FILES = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+)
 CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
 
 
@@ -37,13 +41,18 @@ def load_prompts(spec: Spec) -> list[TaskPrompts]:
         ps = load(t.source(), t.prompts, t.prompt_words, articles=t.articles)
         texts = tuple(dict.fromkeys(p.text for p in ps.prompts))  # same first prompt_words words: one prompt
         if len(texts) < len(ps.prompts):
-            logger.warning("task %s: %d prompts repeat an earlier one (same first %d words) and are used once",
-                           t.name, len(ps.prompts) - len(texts), t.prompt_words)
+            logger.warning(
+                "task %s: %d prompts repeat an earlier one (same first %d words) and are used once",
+                t.name,
+                len(ps.prompts) - len(texts),
+                t.prompt_words,
+            )
         out.append(TaskPrompts(task=t.name, texts=texts, skipped_short=ps.skipped_short))
     return out
 
 
 # ----------------------------------------------------------------------------- models
+
 
 def _weights_present(folder: Path) -> bool:
     """Whether a local model folder holds weights (every shard an index names, too)."""
@@ -69,8 +78,10 @@ def _load_config(key: str, value: str):
     except (OSError, ValueError, KeyError) as err:
         raise ModelError(f"{key}: {value} is not a loadable model ({str(err).splitlines()[0][:120]})") from err
     if Path(value).is_dir() and not _weights_present(Path(value)):
-        raise ModelError(f"{key}: {value} has a config.json but no weights ({' or '.join(WEIGHT_FILES[::2])} "
-                         "expected); copy the model's weight files there")
+        raise ModelError(
+            f"{key}: {value} has a config.json but no weights ({' or '.join(WEIGHT_FILES[::2])} "
+            "expected); copy the model's weight files there"
+        )
     return config
 
 
@@ -89,9 +100,11 @@ def check_context(spec: Spec, n_ctx: int, where: str) -> None:
     for t in spec.tasks:
         need = t.prompt_words + sw.max_new_tokens + k_max + 1  # every word is at least one token
         if need > n_ctx:
-            raise SpecError(f"sweep.max_new_tokens = {sw.max_new_tokens}: task {t.name!r} (prompt_words = "
-                            f"{t.prompt_words}) with k up to {k_max} needs at least {need} positions, more than "
-                            f"the verifier's context of {n_ctx} ({where}); lower max_new_tokens, prompt_words or k")
+            raise SpecError(
+                f"sweep.max_new_tokens = {sw.max_new_tokens}: task {t.name!r} (prompt_words = "
+                f"{t.prompt_words}) with k up to {k_max} needs at least {need} positions, more than "
+                f"the verifier's context of {n_ctx} ({where}); lower max_new_tokens, prompt_words or k"
+            )
 
 
 def preflight_models(spec: Spec) -> None:
@@ -114,16 +127,21 @@ def preflight_models(spec: Spec) -> None:
 
 # ----------------------------------------------------------------------------- the grid
 
+
 def _collision(a: CellSpec, b: CellSpec) -> str:
     """One line saying why two cells have the same key."""
     if a.kind in ARTIFACT_KINDS:
         return f"corpora {a.corpus!r} and {b.corpus!r} are the same source with the same options; keep one"
     if a.kind == "sweep" and a.strategy != b.strategy:
-        return (f"strategies {a.strategy!r} and {b.strategy!r} are the same draft with the same options "
-                f"(k={a.k}, {a.regime}); change one's options or drop it")
+        return (
+            f"strategies {a.strategy!r} and {b.strategy!r} are the same draft with the same options "
+            f"(k={a.k}, {a.regime}); change one's options or drop it"
+        )
     words = " ".join((a.params.prompt or "").split()[:6])
-    return (f"tasks {a.task!r} (prompt {a.prompt_index}) and {b.task!r} (prompt {b.prompt_index}) give the same "
-            f"prompt ({words!r}...): two tasks read the same documents; keep one")
+    return (
+        f"tasks {a.task!r} (prompt {a.prompt_index}) and {b.task!r} (prompt {b.prompt_index}) give the same "
+        f"prompt ({words!r}...): two tasks read the same documents; keep one"
+    )
 
 
 def check_unique(cells: list[CellSpec]) -> None:
@@ -139,8 +157,10 @@ def link_references(cells: list[CellSpec]) -> list[CellSpec]:
     """Each sweep cell names the reference cell of its prompt (`params.reference`): results are matched by
     the prompt they were made for, never by position."""
     refs = {(c.task, c.params.prompt): c.key for c in cells if c.kind == "reference"}
-    return [replace(c, params=replace(c.params, reference=refs.get((c.task, c.params.prompt))))
-            if c.kind == "sweep" else c for c in cells]
+    return [
+        replace(c, params=replace(c.params, reference=refs.get((c.task, c.params.prompt)))) if c.kind == "sweep" else c
+        for c in cells
+    ]
 
 
 def check_grid(spec: Spec) -> None:
@@ -197,8 +217,18 @@ def prepare(spec: Spec) -> tuple[Spec, list[TaskPrompts], list[CellSpec]]:
 def runner_config(spec: Spec, threads: int | None) -> RunnerConfig:
     """What the accelerator worker needs from the spec."""
     v = spec.verifier
-    return RunnerConfig(model=v.model, tokenizer=v.tokenizer, revision=v.revision, dtype=v.dtype, device=v.device,
-                        max_new_tokens=spec.sweep.max_new_tokens, warmup=spec.sweep.warmup,
-                        power_sources=tuple(spec.power.sources), power_hz=spec.power.hz,
-                        idle_baseline_s=spec.power.idle_baseline_s, threads=threads,
-                        repeats=spec.sweep.repeats, max_drafts=1 if spec.sweep.order == "strategy" else RunnerConfig.max_drafts)
+    return RunnerConfig(
+        model=v.model,
+        tokenizer=v.tokenizer,
+        revision=v.revision,
+        dtype=v.dtype,
+        device=v.device,
+        max_new_tokens=spec.sweep.max_new_tokens,
+        warmup=spec.sweep.warmup,
+        power_sources=tuple(spec.power.sources),
+        power_hz=spec.power.hz,
+        idle_baseline_s=spec.power.idle_baseline_s,
+        threads=threads,
+        repeats=spec.sweep.repeats,
+        max_drafts=1 if spec.sweep.order == "strategy" else RunnerConfig.max_drafts,
+    )

@@ -14,9 +14,16 @@ class BarProgress:
     def __init__(self):
         console = Console(file=sys.stderr)
         self._bar = Progress(
-            TextColumn("[bold]{task.fields[label]:<22}"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("failed {task.fields[failed]}"), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-            console=console, transient=False, refresh_per_second=4,
+            TextColumn("[bold]{task.fields[label]:<22}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("failed {task.fields[failed]}"),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=console,
+            transient=False,
+            refresh_per_second=4,
         )
         self._task = None
 

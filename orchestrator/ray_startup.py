@@ -27,8 +27,9 @@ def interrupts_deferred():
         yield
         return
     came: list[int] = []
-    previous = {sig: signal.signal(sig, lambda signum, frame: came.append(signum))
-                for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {
+        sig: signal.signal(sig, lambda signum, frame: came.append(signum)) for sig in (signal.SIGINT, signal.SIGTERM)
+    }
     try:
         yield
     finally:
@@ -36,7 +37,6 @@ def interrupts_deferred():
             signal.signal(sig, handler)
     if came:
         raise KeyboardInterrupt
-
 
 
 @contextmanager
@@ -69,6 +69,12 @@ def ray_up(opts: RunOptions) -> bool:
         ray.init(address=opts.address, log_to_driver=False, configure_logging=False)
     else:
         # "local": a new Ray here, never a `ray start` cluster that a bare ray.init() would join
-        ray.init(address="local", num_cpus=opts.num_cpus or os.cpu_count(), resources={"accelerator": 1},
-                 include_dashboard=False, log_to_driver=False, configure_logging=False)
+        ray.init(
+            address="local",
+            num_cpus=opts.num_cpus or os.cpu_count(),
+            resources={"accelerator": 1},
+            include_dashboard=False,
+            log_to_driver=False,
+            configure_logging=False,
+        )
     return True

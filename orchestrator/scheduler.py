@@ -41,26 +41,51 @@ def run_order(c: CellSpec, order: str = "paired") -> tuple:
     """Labels, then references, then sweep cells: `paired`, by task, regime, temperature and prompt, plain first,
     then strategy and k; `strategy`, grouped by strategy, task, regime, temperature and k, prompts in order."""
     if order == "strategy":
-        return (KIND_ORDER.get(c.kind, 2), c.strategy or "", c.task or "", c.regime or "", c.temperature or 0.0,
-                c.k or 0, c.prompt_index or 0)
-    return (KIND_ORDER.get(c.kind, 2), c.task or "", c.regime or "", c.temperature or 0.0, c.prompt_index or 0,
-            bool(c.k), c.strategy or "", c.k or 0)
+        return (
+            KIND_ORDER.get(c.kind, 2),
+            c.strategy or "",
+            c.task or "",
+            c.regime or "",
+            c.temperature or 0.0,
+            c.k or 0,
+            c.prompt_index or 0,
+        )
+    return (
+        KIND_ORDER.get(c.kind, 2),
+        c.task or "",
+        c.regime or "",
+        c.temperature or 0.0,
+        c.prompt_index or 0,
+        bool(c.k),
+        c.strategy or "",
+        c.k or 0,
+    )
 
 
 class Scheduler:
     """Queue, batching, retries and artifact dependencies of one experiment's run."""
 
-    def __init__(self, cells: Iterable[CellSpec], batch_size: int, max_attempts: int, *,
-                 overlap: bool = False, in_flight: int = 2, built: Iterable[str] = (), order: str = "paired"):
+    def __init__(
+        self,
+        cells: Iterable[CellSpec],
+        batch_size: int,
+        max_attempts: int,
+        *,
+        overlap: bool = False,
+        in_flight: int = 2,
+        built: Iterable[str] = (),
+        order: str = "paired",
+    ):
         if order not in ORDERS:
             raise ValueError(f"unknown sweep order {order!r}; one of {', '.join(ORDERS)}")
         cells = list(cells)
         self.batch_size, self.max_attempts, self.overlap, self.in_flight = batch_size, max_attempts, overlap, in_flight
         self.artifacts = [c for c in cells if c.kind in ARTIFACT_KINDS]
-        self.queue: deque[CellSpec] = deque(sorted((c for c in cells if c.kind not in ARTIFACT_KINDS),
-                                                     key=lambda c: run_order(c, order)))
-        self.building: set[str] = set()      # artifact keys being built now
-        self.built: set[str] = set(built)    # artifact keys whose file exists
+        self.queue: deque[CellSpec] = deque(
+            sorted((c for c in cells if c.kind not in ARTIFACT_KINDS), key=lambda c: run_order(c, order))
+        )
+        self.building: set[str] = set()  # artifact keys being built now
+        self.built: set[str] = set(built)  # artifact keys whose file exists
         self.running_batches = 0
         known = self.built | {c.key for c in self.artifacts}
         self.orphans = [c for c in self.queue if any(key not in known for _, key in c.needs)]

@@ -44,21 +44,21 @@ class _Model(BaseModel):
 class ExperimentSection(_Model):
     name: Name
     seed: int = 0
-    artifacts: str | None = None        # where instance bases go (default: the greenspec cache); relative to the spec
-    max_attempts: PositiveInt = 3       # a cell that fails this many times is marked failed
-    overlap: bool = False               # allow training to run beside timed cells on one node
-    batch_size: PositiveInt = 8         # sweep cells sent to the accelerator worker per call
+    artifacts: str | None = None  # where instance bases go (default: the greenspec cache); relative to the spec
+    max_attempts: PositiveInt = 3  # a cell that fails this many times is marked failed
+    overlap: bool = False  # allow training to run beside timed cells on one node
+    batch_size: PositiveInt = 8  # sweep cells sent to the accelerator worker per call
 
 
 class VerifierSection(_Model):
     model: Annotated[str, Field(min_length=1)]  # a hub id, a local folder, "smollm2-135m", or a folder with gguf_file
-    gguf_file: str | None = None        # a GGUF file in the `model` folder; folded into `model` as its path
-    tokenizer: str | None = None        # default: the model's own
+    gguf_file: str | None = None  # a GGUF file in the `model` folder; folded into `model` as its path
+    tokenizer: str | None = None  # default: the model's own
     revision: str | None = None
     dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
     device: Literal["auto", "cuda", "mps", "cpu"] = "auto"
     threads: PositiveInt | None = None  # the accelerator worker's torch threads on CPU (default: every core, one
-                                        # fewer with overlap); 1 for a tiny model on a shared machine
+    # fewer with overlap); 1 for a tiny model on a shared machine
 
     @model_validator(mode="before")
     @classmethod
@@ -71,7 +71,9 @@ class VerifierSection(_Model):
             return data
         name, model = data["gguf_file"], data.get("model")
         if not isinstance(name, str) or not name.endswith(GGUF_SUFFIX) or "/" in name:
-            raise ValueError(f"gguf_file {name!r} must be a file name ending in {GGUF_SUFFIX} (the folder goes in model)")
+            raise ValueError(
+                f"gguf_file {name!r} must be a file name ending in {GGUF_SUFFIX} (the folder goes in model)"
+            )
         if not isinstance(model, str) or model in PRETRAINED or model.startswith(BUILTIN):
             raise ValueError(f"gguf_file needs model = the folder that holds {name}, not {model!r}")
         return {**{k: v for k, v in data.items() if k != "gguf_file"}, "model": gguf_ref(model, name)}
@@ -110,15 +112,17 @@ class CorpusSection(_Source):
     # "verifier": a distilled instance base, each target the verifier's greedy next token (a label cell on the
     # accelerator worker, then a distill cell on CPU); the label_* keys apply only then
     labels: Literal["corpus", "verifier"] = "corpus"
-    label_max_tokens: PositiveInt | None = None    # tokens labelled and trained on (default: max_tokens)
-    label_chunk_tokens: Annotated[int, Field(ge=8)] = 512   # window of one forward pass
+    label_max_tokens: PositiveInt | None = None  # tokens labelled and trained on (default: max_tokens)
+    label_chunk_tokens: Annotated[int, Field(ge=8)] = 512  # window of one forward pass
     label_overlap_tokens: Annotated[int, Field(ge=0)] = 128  # context every labelled position sees at least
 
     @model_validator(mode="after")
     def _label_window(self):
         if self.label_overlap_tokens >= self.label_chunk_tokens - 1:
-            raise ValueError(f"label_overlap_tokens={self.label_overlap_tokens} must be below "
-                             f"label_chunk_tokens - 1 ({self.label_chunk_tokens - 1})")
+            raise ValueError(
+                f"label_overlap_tokens={self.label_overlap_tokens} must be below "
+                f"label_chunk_tokens - 1 ({self.label_chunk_tokens - 1})"
+            )
         if self.labels == "verifier" and self.backend != "native":
             raise ValueError("labels = 'verifier' builds a native instance base; use backend = 'native'")
         return self
@@ -137,7 +141,7 @@ class TaskSection(_Source):
     split: str = "test"
     prompts: Annotated[int, Field(gt=0, le=MAX_PROMPTS)] = 100
     prompt_words: Annotated[int, Field(gt=0, le=MAX_PROMPT_WORDS)] = 50
-    articles: bool | None = None        # group WikiText rows into articles (None: when the source is WikiText)
+    articles: bool | None = None  # group WikiText rows into articles (None: when the source is WikiText)
 
 
 class StrategySection(_Model):
@@ -146,7 +150,7 @@ class StrategySection(_Model):
     name: Name
     draft: str
     k: Annotated[list[KValue], Field(min_length=1)] | None = None  # this strategy's k values (default: [sweep] k)
-    tasks: Annotated[list[str], Field(min_length=1)] | None = None      # only these [[tasks]] (default: all)
+    tasks: Annotated[list[str], Field(min_length=1)] | None = None  # only these [[tasks]] (default: all)
     regimes: Annotated[list[Regime], Field(min_length=1)] | None = None  # only these [sweep] regimes (default: all)
     options: SerializeAsAny[DraftOptions]
 
@@ -168,8 +172,10 @@ class StrategySection(_Model):
             mine["auto"] = True
         for key, what in (("tree", "tree = N"), ("auto", 'k = "auto"')):
             if key in mine and key not in entry.options.model_fields:
-                raise ValueError(f".{'k' if key == 'auto' else key}: {what} needs a draft with an instance base "
-                                 f"(olifant, hybrid), not {data['draft']!r}")
+                raise ValueError(
+                    f".{'k' if key == 'auto' else key}: {what} needs a draft with an instance base "
+                    f"(olifant, hybrid), not {data['draft']!r}"
+                )
         try:
             options = entry.parse(mine)
         except DraftError as err:
@@ -179,8 +185,9 @@ class StrategySection(_Model):
     @model_validator(mode="after")
     def _k_drafts(self):
         if self.k is not None and not self.entry.drafts:
-            raise ValueError(f"k = {self.k}: draft {self.draft!r} proposes nothing and runs once per prompt with k = 0; "
-                             "remove k")
+            raise ValueError(
+                f"k = {self.k}: draft {self.draft!r} proposes nothing and runs once per prompt with k = 0; remove k"
+            )
         if self.k is not None and self.tree is not None:
             raise ValueError(f"k = {self.k}: tree = {self.tree} is the budget of every pass (the k column); remove k")
         return self
@@ -244,13 +251,15 @@ class SweepSection(_Model):
     repeats: Annotated[int, Field(ge=1, le=20)] = 1  # time each generation this many times, keep the fastest
     order: Literal["paired", "strategy"] = "paired"  # paired: every strategy of a prompt back to back (scheduler)
     temperatures: Annotated[list[Annotated[float, Field(ge=0, le=10)]], Field(min_length=1)] = [0.0]  # 0 = greedy
-    top_k: Annotated[int, Field(ge=0)] = 0                  # sampling: keep the k likeliest tokens (0 = all)
-    top_p: Annotated[float, Field(gt=0, le=1)] = 1.0        # sampling: nucleus mass
+    top_k: Annotated[int, Field(ge=0)] = 0  # sampling: keep the k likeliest tokens (0 = all)
+    top_p: Annotated[float, Field(gt=0, le=1)] = 1.0  # sampling: nucleus mass
 
     @field_validator("temperatures", mode="before")
     @classmethod
     def _floats(cls, v):
-        return [float(x) if isinstance(x, int) and not isinstance(x, bool) else x for x in v] if isinstance(v, list) else v
+        return (
+            [float(x) if isinstance(x, int) and not isinstance(x, bool) else x for x in v] if isinstance(v, list) else v
+        )
 
     @field_validator("k", "regimes", "temperatures")
     @classmethod
@@ -261,7 +270,9 @@ class SweepSection(_Model):
 
 
 class PowerSection(_Model):
-    sources: Annotated[list[Literal["auto", "nvml", "rapl", "powermetrics", "estimate"]], Field(min_length=1)] = ["auto"]
+    sources: Annotated[list[Literal["auto", "nvml", "rapl", "powermetrics", "estimate"]], Field(min_length=1)] = [
+        "auto"
+    ]
     hz: Annotated[float, Field(gt=0, le=1000)] = 10.0
     idle_baseline_s: Annotated[float, Field(ge=0)] = 0.0
 
@@ -285,19 +296,27 @@ class Spec(_Model):
         corpora, tasks = {c.name for c in self.corpora}, {t.name for t in self.tasks}
         for i, s in enumerate(self.strategies):
             for name in sorted(set(s.tasks or ()) - tasks):
-                raise ValueError(f"strategies[{i}] ({s.name}): task {name!r} is not a [[tasks]] name ({', '.join(sorted(tasks))})")
-            for name in sorted(set(s.regimes or ()) - set(self.sweep.regimes)):   # plain must run where it runs
-                raise ValueError(f"strategies[{i}] ({s.name}): regime {name!r} is not in [sweep] regimes "
-                                 f"({', '.join(self.sweep.regimes)})")
+                raise ValueError(
+                    f"strategies[{i}] ({s.name}): task {name!r} is not a [[tasks]] name ({', '.join(sorted(tasks))})"
+                )
+            for name in sorted(set(s.regimes or ()) - set(self.sweep.regimes)):  # plain must run where it runs
+                raise ValueError(
+                    f"strategies[{i}] ({s.name}): regime {name!r} is not in [sweep] regimes "
+                    f"({', '.join(self.sweep.regimes)})"
+                )
             for name in sorted(s.options.corpora() - corpora):
                 known = ", ".join(sorted(corpora)) or "none defined"
                 raise ValueError(f"strategies[{i}] ({s.name}): corpus {name!r} is not a [[corpora]] name ({known})")
             if s.tree is not None and any(t > 0 for t in self.sweep.temperatures):
-                raise ValueError(f"strategies[{i}] ({s.name}): token trees are greedy only; [sweep] temperatures "
-                                 f"{self.sweep.temperatures} must be [0.0]")
+                raise ValueError(
+                    f"strategies[{i}] ({s.name}): token trees are greedy only; [sweep] temperatures "
+                    f"{self.sweep.temperatures} must be [0.0]"
+                )
             if self.sweep.repeats > 1 and s.options.carries_outputs():
-                raise ValueError(f"strategies[{i}] ({s.name}): [sweep] repeats = {self.sweep.repeats} cannot time a draft "
-                                 f"that remembers earlier outputs (a repeat would draft the text it just generated)")
+                raise ValueError(
+                    f"strategies[{i}] ({s.name}): [sweep] repeats = {self.sweep.repeats} cannot time a draft "
+                    f"that remembers earlier outputs (a repeat would draft the text it just generated)"
+                )
         return self
 
     def corpus(self, name: str) -> CorpusSection:
@@ -319,8 +338,12 @@ class Spec(_Model):
     def cell_counts(self) -> dict[str, int]:
         """How many cells of each kind the grid expands into."""
         prompts = sum(t.prompts for t in self.tasks)
-        sweep = sum(t.prompts * len(s.regimes_in(self.sweep.regimes)) * len(s.ks(self.sweep.k)) for t in self.tasks
-                    for s in self.strategies if s.runs_on(t.name)) * len(self.sweep.temperatures)
+        sweep = sum(
+            t.prompts * len(s.regimes_in(self.sweep.regimes)) * len(s.ks(self.sweep.k))
+            for t in self.tasks
+            for s in self.strategies
+            if s.runs_on(t.name)
+        ) * len(self.sweep.temperatures)
         labels = sum(self.corpus(r.corpus).distilled for r in self.requirements())
         counts = {"train": len(self.requirements()), "reference": prompts, "sweep": sweep}
         return counts | ({"label": labels} if labels else {})  # label cells only where a corpus is distilled
@@ -392,8 +415,9 @@ def load_spec(path: str | Path) -> Spec:
     except OSError as err:
         raise SpecError(f"{path}: cannot read spec ({err.strerror})") from err
     except UnicodeDecodeError as err:
-        raise SpecError(f"{path}: not UTF-8 text (byte {err.object[err.start]:#04x} at offset {err.start}); "
-                        "save the spec as UTF-8") from err
+        raise SpecError(
+            f"{path}: not UTF-8 text (byte {err.object[err.start]:#04x} at offset {err.start}); save the spec as UTF-8"
+        ) from err
     return resolve_paths(parse_spec(text, str(path)), path.parent)
 
 

@@ -29,21 +29,26 @@ def _is_local(value: str, base: Path) -> bool:
 
 def resolve_paths(spec: Spec, base: Path) -> Spec:
     """Make local paths absolute relative to `base` (the spec's folder); hub ids and demo: names stay."""
+
     def local(v: str | None) -> str | None:
         return _resolve(v, base) if v and not v.startswith(BUILTIN) and _is_local(v, base) else v
 
     def data(v: str | None) -> str | None:
         return v if v is None or v.startswith(BUILTIN) else _resolve(v, base)
 
-    return spec.model_copy(update={
-        "experiment": spec.experiment.model_copy(update={"artifacts": _resolve(spec.experiment.artifacts, base)
-                                                          or str(_default_artifacts())}),
-        "verifier": spec.verifier.model_copy(update={"model": local(spec.verifier.model),
-                                                     "tokenizer": local(spec.verifier.tokenizer)}),
-        "corpora": [c.model_copy(update={"path": data(c.path)}) for c in spec.corpora],
-        "tasks": [t.model_copy(update={"path": data(t.path)}) for t in spec.tasks],
-        "strategies": [with_paths(s, local) for s in spec.strategies],
-    })
+    return spec.model_copy(
+        update={
+            "experiment": spec.experiment.model_copy(
+                update={"artifacts": _resolve(spec.experiment.artifacts, base) or str(_default_artifacts())}
+            ),
+            "verifier": spec.verifier.model_copy(
+                update={"model": local(spec.verifier.model), "tokenizer": local(spec.verifier.tokenizer)}
+            ),
+            "corpora": [c.model_copy(update={"path": data(c.path)}) for c in spec.corpora],
+            "tasks": [t.model_copy(update={"path": data(t.path)}) for t in spec.tasks],
+            "strategies": [with_paths(s, local) for s in spec.strategies],
+        }
+    )
 
 
 def with_paths(s: StrategySection, fn) -> StrategySection:
@@ -71,14 +76,17 @@ def _default_artifacts() -> Path:
 
 def check_paths(spec: Spec) -> None:
     """Refuse local paths that do not exist (corpora, tasks, verifier, neural drafts), naming the key."""
+
     def missing(value: str | None) -> bool:
         return bool(value) and not value.startswith(BUILTIN) and value.startswith("/") and not Path(value).exists()
 
     for field in ("corpora", "tasks"):
         for i, item in enumerate(getattr(spec, field)):
             if item.path and item.path.startswith(BUILTIN) and item.path.removeprefix(BUILTIN) not in BUILTIN_DATA:
-                raise SpecError(f"{field}[{i}].path: unknown built-in source {item.path!r} "
-                                f"(known: {', '.join(BUILTIN + n for n in BUILTIN_DATA)})")
+                raise SpecError(
+                    f"{field}[{i}].path: unknown built-in source {item.path!r} "
+                    f"(known: {', '.join(BUILTIN + n for n in BUILTIN_DATA)})"
+                )
             if missing(item.path):
                 raise SpecError(f"{field}[{i}].path: no such file or directory: {item.path}")
     for key in ("model", "tokenizer"):
@@ -88,9 +96,14 @@ def check_paths(spec: Spec) -> None:
         for key, value in path_options(s):
             if missing(value):
                 raise SpecError(f"{key}: no such file or directory: {value}")
-    for key, value in (("verifier.model", spec.verifier.model), *(kv for s in spec.strategies for kv in model_options(s))):
+    for key, value in (
+        ("verifier.model", spec.verifier.model),
+        *(kv for s in spec.strategies for kv in model_options(s)),
+    ):
         if value and value.startswith(BUILTIN) and value.removeprefix(BUILTIN) not in BUILTIN_MODELS:
-            raise SpecError(f"{key}: unknown built-in model {value!r} (known: {', '.join(BUILTIN + m for m in BUILTIN_MODELS)})")
+            raise SpecError(
+                f"{key}: unknown built-in model {value!r} (known: {', '.join(BUILTIN + m for m in BUILTIN_MODELS)})"
+            )
 
 
 # demo:verifier and demo:draft: the toy pair over the Mistral tokenizer (trained together, `greenspec demo --toy`);

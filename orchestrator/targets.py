@@ -42,10 +42,10 @@ class Check:
 class Roles:
     """The strategies each target compares, by strategy name, read off a spec (see `roles`)."""
 
-    distilled: tuple[tuple[str, str], ...] = ()           # (distilled strategy, its corpus-trained counterpart)
+    distilled: tuple[tuple[str, str], ...] = ()  # (distilled strategy, its corpus-trained counterpart)
     hybrid: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (hybrid strategy, its parts' strategies)
-    adaptive: tuple[tuple[str, str], ...] = ()            # (adaptive strategy, its fixed-length base)
-    tasks: tuple[tuple[str, tuple[str, ...]], ...] = ()   # (strategy, the tasks it runs on)
+    adaptive: tuple[tuple[str, str], ...] = ()  # (adaptive strategy, its fixed-length base)
+    tasks: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (strategy, the tasks it runs on)
 
     def runs_on(self, strategy: str) -> tuple[str, ...]:
         """The tasks `strategy` runs on."""
@@ -90,8 +90,13 @@ def _counterpart(spec, s) -> str | None:
     mine = sorted(_requirements(s))
     for t in spec.strategies:
         theirs = sorted(_requirements(t))
-        if (t.draft == s.draft and _fixed(t) and _identity(t) == _identity(s) and len(theirs) == len(mine)
-                and all(a[:2] == b[:2] and _same_text(spec, a[2], b[2]) for a, b in zip(mine, theirs))):
+        if (
+            t.draft == s.draft
+            and _fixed(t)
+            and _identity(t) == _identity(s)
+            and len(theirs) == len(mine)
+            and all(a[:2] == b[:2] and _same_text(spec, a[2], b[2]) for a, b in zip(mine, theirs))
+        ):
             return t.name
     return None
 
@@ -105,12 +110,18 @@ def roles(spec) -> Roles:
             if (twin := _counterpart(spec, s)) is not None:
                 distilled.append((s.name, twin))
         if _fixed(s) and s.entry.parts:
-            parts = tuple(t.name for t in spec.strategies if t.draft in s.entry.parts and _fixed(t)
-                          and _requirements(t) <= _requirements(s))
+            parts = tuple(
+                t.name
+                for t in spec.strategies
+                if t.draft in s.entry.parts and _fixed(t) and _requirements(t) <= _requirements(s)
+            )
             hybrid.append((s.name, parts))
         if getattr(s.options, "adaptive", False):
-            base = [t.name for t in spec.strategies if t.draft == s.draft and _fixed(t)
-                    and _requirements(t) == _requirements(s) and _same_proposals(s, t)]
+            base = [
+                t.name
+                for t in spec.strategies
+                if t.draft == s.draft and _fixed(t) and _requirements(t) == _requirements(s) and _same_proposals(s, t)
+            ]
             adaptive += [(s.name, b) for b in base[:1]]
     tasks = tuple((s.name, tuple(t.name for t in spec.tasks if s.runs_on(t.name))) for s in spec.strategies)
     return Roles(tuple(distilled), tuple(hybrid), tuple(adaptive), tasks)
@@ -142,7 +153,7 @@ def _best(df: pd.DataFrame, strategy: str, task: str, regime: str) -> float:
 
 
 def _passes(df: pd.DataFrame, strategies: tuple[str, str], task: str, regime: str) -> str:
-    """"; tokens/pass a vs b" at each one's best speedup: timing-free, so a speedup gap between equal figures
+    """ "; tokens/pass a vs b" at each one's best speedup: timing-free, so a speedup gap between equal figures
     is the machine's noise ("" without the column)."""
     if "mean_accepted_tokens" not in df:
         return ""
@@ -165,14 +176,28 @@ def hybrid_speedup(df: pd.DataFrame, hybrid: str, parts: tuple[str, ...], noise:
             best = {p: v for p, v in best.items() if v == v}  # a part not run on this task is left out
             top = max(best, key=best.get) if best else "no part"
             ok = bool(best) and h >= best[top] * (1 - noise)
-            out.append(Check(f"{hybrid} >= better part", task, UNCACHED, ok,
-                             f"{h:.2f} vs {top} {best.get(top, float('nan')):.2f}"
-                             + (_passes(df, (hybrid, top), task, UNCACHED) if best else "")))
+            out.append(
+                Check(
+                    f"{hybrid} >= better part",
+                    task,
+                    UNCACHED,
+                    ok,
+                    f"{h:.2f} vs {top} {best.get(top, float('nan')):.2f}"
+                    + (_passes(df, (hybrid, top), task, UNCACHED) if best else ""),
+                )
+            )
         for regime in sorted(set(df["regime"]) - {UNCACHED}):
             s = _rows(df, hybrid, task, regime).sort_values("k")
             if len(s):
-                out.append(Check(f"{hybrid} never loses to plain", task, regime, bool((s["speedup"] >= 1 - noise).all()),
-                                 ", ".join(f"k={k}: {v:.2f}" for k, v in zip(s["k"], s["speedup"]))))
+                out.append(
+                    Check(
+                        f"{hybrid} never loses to plain",
+                        task,
+                        regime,
+                        bool((s["speedup"] >= 1 - noise).all()),
+                        ", ".join(f"k={k}: {v:.2f}" for k, v in zip(s["k"], s["speedup"])),
+                    )
+                )
     return out
 
 
@@ -184,8 +209,15 @@ def adaptive_speedup(df: pd.DataFrame, adaptive: str, base: str, noise: float = 
         fixed = _rows(df, base, task, regime)
         b = _best(df, base, task, regime)
         k = int(fixed.loc[fixed["speedup"].idxmax(), "k"]) if len(fixed) else None
-        out.append(Check(f"{adaptive} >= {base} at its best k", task, regime, bool(a >= b * (1 - noise)),
-                         f"{a:.2f} vs {b:.2f} (k={k})" + _passes(df, (adaptive, base), task, regime)))
+        out.append(
+            Check(
+                f"{adaptive} >= {base} at its best k",
+                task,
+                regime,
+                bool(a >= b * (1 - noise)),
+                f"{a:.2f} vs {b:.2f} (k={k})" + _passes(df, (adaptive, base), task, regime),
+            )
+        )
     return out
 
 
@@ -201,8 +233,15 @@ def tolerance(sd: float | None, prompts: int, floor: float = NOISE) -> float:
 def exact_match(df: pd.DataFrame) -> list[Check]:
     """Every strategy's output equals plain greedy (exact match 1.0) in every cell of the summary."""
     bad = df[df["exact_match"] < 1.0]
-    return [Check("exact match 1.0", "all", "all", bad.empty,
-                  f"everywhere ({len(df)} cells)" if bad.empty else ", ".join(sorted(set(bad["strategy"]))))]
+    return [
+        Check(
+            "exact match 1.0",
+            "all",
+            "all",
+            bad.empty,
+            f"everywhere ({len(df)} cells)" if bad.empty else ", ".join(sorted(set(bad["strategy"]))),
+        )
+    ]
 
 
 def check_all(df: pd.DataFrame, r: Roles, noise: float = NOISE) -> list[Check]:

@@ -47,19 +47,35 @@ def train_corpus(req: TrainRequest, progress=None):
     corpus = _materialized(spec, req.corpus, tokenizer)
     with RaySession(req.address):
         request = IBaseRequest(
-            corpus.source(), tokenizer, spec.experiment.artifacts, window=corpus.window, backend=corpus.backend,
-            order=corpus.order, max_tokens=corpus.max_tokens, shards=corpus.shards,
-            memory_gb=req.memory_gb or corpus.memory_gb, out_path=req.out, reuse=req.out is None)
-        return train_with_energy(request, power_sources=tuple(spec.power.sources), power_hz=spec.power.hz,
-                                 progress=progress)
+            corpus.source(),
+            tokenizer,
+            spec.experiment.artifacts,
+            window=corpus.window,
+            backend=corpus.backend,
+            order=corpus.order,
+            max_tokens=corpus.max_tokens,
+            shards=corpus.shards,
+            memory_gb=req.memory_gb or corpus.memory_gb,
+            out_path=req.out,
+            reuse=req.out is None,
+        )
+        return train_with_energy(
+            request, power_sources=tuple(spec.power.sources), power_hz=spec.power.hz, progress=progress
+        )
 
 
 def _materialized(spec, name: str, tokenizer: str):
     """The corpus with a `demo:` path made real (the demo models are built only if the tokenizer is one)."""
     from orchestrator.demo.builtin import materialize
 
-    only = spec.model_copy(update={"verifier": spec.verifier.model_copy(update={"model": tokenizer}),
-                                   "corpora": [spec.corpus(name)], "tasks": [], "strategies": []})
+    only = spec.model_copy(
+        update={
+            "verifier": spec.verifier.model_copy(update={"model": tokenizer}),
+            "corpora": [spec.corpus(name)],
+            "tasks": [],
+            "strategies": [],
+        }
+    )
     return materialize(only).corpora[0]
 
 
@@ -69,21 +85,35 @@ def closing_line(info) -> str:
     how = "in memory" if not info.partitions else f"{info.partitions} partitions"
     if info.reused:
         return f"{info.name}: reused {info.path} ({info.instances:,} instances, {info.nodes_after_prune:,} nodes)"
-    energy = "energy n/a" if info.energy_j is None else (
-        f"{info.energy_j:,.0f} J ({info.power_source}{'' if info.power_measured else ', estimated'}; "
-        f"{info.energy_attribution})")
-    return (f"{info.name}: {info.instances:,} instances, {info.nodes_after_prune:,} nodes, {info.bytes / 1e6:,.1f} MB, "
-            f"{h}:{rem // 60:02d}:{rem % 60:02d}, peak {info.peak_rss_bytes / 1e9:.2f} GB, {energy}; {how} "
-            f"-> {info.path}")
+    energy = (
+        "energy n/a"
+        if info.energy_j is None
+        else (
+            f"{info.energy_j:,.0f} J ({info.power_source}{'' if info.power_measured else ', estimated'}; "
+            f"{info.energy_attribution})"
+        )
+    )
+    return (
+        f"{info.name}: {info.instances:,} instances, {info.nodes_after_prune:,} nodes, {info.bytes / 1e6:,.1f} MB, "
+        f"{h}:{rem // 60:02d}:{rem % 60:02d}, peak {info.peak_rss_bytes / 1e9:.2f} GB, {energy}; {how} "
+        f"-> {info.path}"
+    )
 
 
 class TrainBar:
     """The progress of one training on stderr: tokens tokenised, then partitions built, with elapsed time and ETA."""
 
     def __init__(self):
-        self._bar = Progress(TextColumn("[bold]{task.description:<12}"), BarColumn(), MofNCompleteColumn(),
-                             TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-                             console=Console(file=sys.stderr), refresh_per_second=4)
+        self._bar = Progress(
+            TextColumn("[bold]{task.description:<12}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=Console(file=sys.stderr),
+            refresh_per_second=4,
+        )
         self._tasks: dict[str, int] = {}
 
     def __enter__(self) -> TrainBar:
@@ -99,4 +129,3 @@ class TrainBar:
         if label not in self._tasks:
             self._tasks[label] = self._bar.add_task(label, total=total or None)
         self._bar.update(self._tasks[label], completed=done, total=total or None)
-

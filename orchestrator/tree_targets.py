@@ -31,8 +31,14 @@ def _twin(spec, s, keys: tuple[str, ...]) -> str | None:
     for t in spec.strategies:
         opts = t.options
         plain = getattr(opts, "tree", None) is None and not getattr(opts, "auto", False)
-        if (t is not s and plain and t.draft == s.draft and not getattr(opts, "adaptive", False)
-                and _requirements(t) == _requirements(s) and _identity_without(t, keys) == _identity_without(s, keys)):
+        if (
+            t is not s
+            and plain
+            and t.draft == s.draft
+            and not getattr(opts, "adaptive", False)
+            and _requirements(t) == _requirements(s)
+            and _identity_without(t, keys) == _identity_without(s, keys)
+        ):
             return t.name
     return None
 
@@ -63,13 +69,21 @@ def tree_vs_chain(df: pd.DataFrame, tree: str, chain: str) -> list[Check]:
         budget = int(part["k"].iloc[0])
         a, b = float(part["mean_accepted_tokens"].iloc[0]), _tokens_per_pass(df, chain, task, regime, budget)
         if b == b:
-            out.append(Check(f"{tree} more tokens/pass than {chain} at k={budget}", task, regime, a > b,
-                             f"{a:.2f} vs {b:.2f} (path acceptance: accepted/pass {float(part['mal'].iloc[0]):.2f})"))
+            out.append(
+                Check(
+                    f"{tree} more tokens/pass than {chain} at k={budget}",
+                    task,
+                    regime,
+                    a > b,
+                    f"{a:.2f} vs {b:.2f} (path acceptance: accepted/pass {float(part['mal'].iloc[0]):.2f})",
+                )
+            )
         ta, tb = _best(df, tree, task, regime), _best(df, chain, task, regime)
         if tb == tb:
             target = f"{tree} best speedup > {chain}'s best" + ("" if regime == UNCACHED else " (reported)")
-            out.append(Check(target, task, regime, ta > tb, f"{ta:.2f} vs {tb:.2f}"
-                             + _passes(df, (tree, chain), task, regime)))
+            out.append(
+                Check(target, task, regime, ta > tb, f"{ta:.2f} vs {tb:.2f}" + _passes(df, (tree, chain), task, regime))
+            )
     return out
 
 
@@ -82,8 +96,15 @@ def auto_vs_fixed(df: pd.DataFrame, auto: str, base: str, noise: float = NOISE) 
             continue
         a, b = float(part["speedup"].max()), _best(df, base, task, regime)
         k = int(fixed.loc[fixed["speedup"].idxmax(), "k"])
-        out.append(Check(f"{auto} >= {base} at its best fixed k", task, regime, bool(a >= b * (1 - noise)),
-                         f"{a:.2f} vs {b:.2f} (k={k})" + _passes(df, (auto, base), task, regime)))
+        out.append(
+            Check(
+                f"{auto} >= {base} at its best fixed k",
+                task,
+                regime,
+                bool(a >= b * (1 - noise)),
+                f"{a:.2f} vs {b:.2f} (k={k})" + _passes(df, (auto, base), task, regime),
+            )
+        )
     return out
 
 

@@ -69,8 +69,9 @@ def data_version(session: Session, exp_id: int) -> tuple[int, int]:
     return int(last or 0), int(count or 0)
 
 
-def distinct_values(session: Session, exp_id: int, column: str, fixed: dict[str, Any] | None = None,
-                    selection: Selection = Selection()) -> list:
+def distinct_values(
+    session: Session, exp_id: int, column: str, fixed: dict[str, Any] | None = None, selection: Selection = Selection()
+) -> list:
     """Sorted DISTINCT values of generations' `column`, where the `fixed` columns equal their values."""
     col = getattr(G, column)
     stmt = selection.where(select(col).distinct().where(G.experiment_id == exp_id))
@@ -81,8 +82,14 @@ def distinct_values(session: Session, exp_id: int, column: str, fixed: dict[str,
 
 def generation_id(session: Session, exp_id: int, point: GridPoint) -> int | None:
     """The id of the generation at `point` (the newest if a cell was somehow stored twice)."""
-    stmt = select(func.max(G.id)).where(G.experiment_id == exp_id, G.strategy == point.strategy, G.task == point.task,
-                                        G.k == point.k, G.regime == point.regime, G.prompt_index == point.prompt_index)
+    stmt = select(func.max(G.id)).where(
+        G.experiment_id == exp_id,
+        G.strategy == point.strategy,
+        G.task == point.task,
+        G.k == point.k,
+        G.regime == point.regime,
+        G.prompt_index == point.prompt_index,
+    )
     if point.temperature is not None:
         stmt = stmt.where(G.temperature == point.temperature)
     return session.scalar(stmt)
@@ -97,12 +104,15 @@ def generation_detail(session: Session, gen_id: int) -> dict | None:
 def reference(session: Session, exp_id: int, task: str, prompt_index: int) -> dict | None:
     """The greedy reference of one prompt: prompt text and continuation."""
     stmt = select(Reference.prompt_text, Reference.text, Reference.tokens).where(
-        Reference.experiment_id == exp_id, Reference.task == task, Reference.prompt_index == prompt_index)
+        Reference.experiment_id == exp_id, Reference.task == task, Reference.prompt_index == prompt_index
+    )
     row = session.execute(stmt.limit(1)).mappings().first()
     return dict(row) if row is not None else None
 
 
-def accepted_length_counts(session: Session, exp_id: int, max_k: int, selection: Selection = Selection()) -> pd.DataFrame:
+def accepted_length_counts(
+    session: Session, exp_id: int, max_k: int, selection: Selection = Selection()
+) -> pd.DataFrame:
     """Rounds that accepted 0..k draft tokens, summed over generations per strategy x k (one SQL query)."""
     if max_k <= 0:
         return pd.DataFrame(columns=["strategy", "k", "accepted", "rounds"])
@@ -114,13 +124,19 @@ def accepted_length_counts(session: Session, exp_id: int, max_k: int, selection:
     long["accepted"] = long["bin"].str[1:].astype(int)
     long = long[long["accepted"] <= long["k"]].fillna({"rounds": 0})
     long["rounds"] = long["rounds"].astype(int)
-    return long[["strategy", "k", "accepted", "rounds"]].sort_values(["k", "strategy", "accepted"]).reset_index(drop=True)
+    return (
+        long[["strategy", "k", "accepted", "rounds"]].sort_values(["k", "strategy", "accepted"]).reset_index(drop=True)
+    )
 
 
 def redundancy_texts(session: Session, exp_id: int) -> pd.DataFrame:
     """One generated text per strategy x task x prompt (greedy texts repeat across k and regime), for Table 5."""
-    first = (select(func.min(G.id).label("id")).where(G.experiment_id == exp_id)
-             .group_by(G.strategy, G.task, G.prompt_index).subquery())
+    first = (
+        select(func.min(G.id).label("id"))
+        .where(G.experiment_id == exp_id)
+        .group_by(G.strategy, G.task, G.prompt_index)
+        .subquery()
+    )
     stmt = select(G.strategy, G.task, G.prompt_index, G.text).join(first, G.id == first.c.id)
     return pd.DataFrame(session.execute(stmt).all(), columns=["strategy", "task", "prompt_index", "text"])
 
@@ -138,7 +154,7 @@ def spec_toml(session: Session, exp_id: int) -> str:
 
 
 def database_state(url: str, sessions) -> str:
-    """"missing" (no file), "no_schema", "empty" (no experiment yet) or "ready"; `sessions()` gives a session factory.
+    """ "missing" (no file), "no_schema", "empty" (no experiment yet) or "ready"; `sessions()` gives a session factory.
 
     A missing SQLite file is reported before anything connects, so a reader never creates an empty database.
     """

@@ -16,20 +16,22 @@ from typing import Any
 class CellParams:
     """A cell's inputs that are not columns; each kind sets its own, the rest keep their defaults."""
 
-    prompt: str | None = None                   # reference and sweep cells: the prompt's text
-    reference: str | None = None                # sweep cells: the key of their prompt's reference cell
+    prompt: str | None = None  # reference and sweep cells: the prompt's text
+    reference: str | None = None  # sweep cells: the key of their prompt's reference cell
     options: dict[str, Any] = field(default_factory=dict)  # sweep cells: the draft's options (validated by its model)
-    needs: dict[str, str] = field(default_factory=dict)    # role -> key of the artifact cell this cell reads
-    tokenizer: str | None = None                # artifact cells: the tokenizer their files are in
-    corpus: dict[str, Any] | None = None        # artifact cells: the corpus section they build from
-    top_k: int = 0                              # sampled sweep cells: the sampler's settings and stream
+    needs: dict[str, str] = field(default_factory=dict)  # role -> key of the artifact cell this cell reads
+    tokenizer: str | None = None  # artifact cells: the tokenizer their files are in
+    corpus: dict[str, Any] | None = None  # artifact cells: the corpus section they build from
+    top_k: int = 0  # sampled sweep cells: the sampler's settings and stream
     top_p: float = 1.0
     seed: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The JSON stored in `cells.params`: the fields that differ from their defaults."""
         default = CellParams()
-        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) != getattr(default, f.name)}
+        return {
+            f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) != getattr(default, f.name)
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any] | None) -> CellParams:

@@ -71,11 +71,17 @@ def make_engine(url: str = DEFAULT_URL, *, readonly: bool = False) -> Engine:
             engine = create_engine(parsed, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000})
             event.listen(engine, "connect", _sqlite_pragmas)
             return engine
-        args = {"connect_args": {"options": "-c default_transaction_read_only=on"}} if readonly and backend == "postgresql" else {}
+        args = (
+            {"connect_args": {"options": "-c default_transaction_read_only=on"}}
+            if readonly and backend == "postgresql"
+            else {}
+        )
         return create_engine(parsed, pool_pre_ping=True, **args)
     except sa_exc.NoSuchModuleError as err:
-        raise DatabaseError(f"--db {url!r}: unknown database scheme {parsed.drivername!r} "
-                            "(use sqlite:///FILE or postgresql://USER@HOST/DB)") from err
+        raise DatabaseError(
+            f"--db {url!r}: unknown database scheme {parsed.drivername!r} "
+            "(use sqlite:///FILE or postgresql://USER@HOST/DB)"
+        ) from err
     except ImportError as err:
         raise DatabaseError(f"--db {url!r}: the database driver is not installed ({err.name or err})") from err
 
@@ -86,8 +92,9 @@ def _sqlite_reader(path: Path) -> sqlite3.Connection:
     # Without a -wal file there is no writer mid-transaction; immutable stops SQLite creating -wal/-shm itself.
     # With one, the writer's -shm exists too and plain mode=ro reads its snapshot through it.
     flags = "mode=ro" if wal.exists() else "mode=ro&immutable=1"
-    conn = sqlite3.connect(f"file:{quote(str(path.resolve()))}?{flags}", uri=True, timeout=BUSY_TIMEOUT_MS / 1000,
-                           check_same_thread=False)
+    conn = sqlite3.connect(
+        f"file:{quote(str(path.resolve()))}?{flags}", uri=True, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False
+    )
     conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
     return conn
 
@@ -172,8 +179,10 @@ def has_schema(engine: Engine) -> bool:
         return False
     if not GREENSPEC_TABLES <= tables:
         shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
-        raise DatabaseError(f"{engine.url.render_as_string(hide_password=True)}: not a greenspec database "
-                            f"(its tables: {shown}); give another --db")
+        raise DatabaseError(
+            f"{engine.url.render_as_string(hide_password=True)}: not a greenspec database "
+            f"(its tables: {shown}); give another --db"
+        )
     return True
 
 
@@ -207,8 +216,12 @@ def open_reader(url: str = DEFAULT_URL) -> sessionmaker | None:
 def _is_disk_full(err: BaseException) -> bool:
     orig = getattr(err, "orig", None) or err
     text = str(orig).lower()
-    return (isinstance(orig, OSError) and orig.errno == errno.ENOSPC) or "disk is full" in text or \
-        "no space left" in text or "could not extend file" in text
+    return (
+        (isinstance(orig, OSError) and orig.errno == errno.ENOSPC)
+        or "disk is full" in text
+        or "no space left" in text
+        or "could not extend file" in text
+    )
 
 
 @contextmanager
@@ -218,7 +231,9 @@ def guard(url: str, doing: str = "storing") -> Iterator[None]:
         yield
     except (sa_exc.OperationalError, sa_exc.DatabaseError, sa_exc.InterfaceError) as err:
         if _is_disk_full(err):
-            raise DatabaseError(f"{url}: the disk is full while {doing}; nothing stored was lost (the last "
-                                "transaction was rolled back): free space, then `greenspec resume`") from err
+            raise DatabaseError(
+                f"{url}: the disk is full while {doing}; nothing stored was lost (the last "
+                "transaction was rolled back): free space, then `greenspec resume`"
+            ) from err
         first = str(getattr(err, "orig", None) or err).splitlines()[0][:200]
         raise DatabaseError(f"{url}: cannot use the database while {doing} ({first})") from err

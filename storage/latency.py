@@ -16,8 +16,21 @@ from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from storage.models import Base, utcnow
 
-LATENCY_COLUMNS = ["experiment", "strategy", "draft", "engine", "queries", "prompts", "repeats", "mean_us",
-                   "median_us", "p95_us", "min_us", "host", "measured_at"]
+LATENCY_COLUMNS = [
+    "experiment",
+    "strategy",
+    "draft",
+    "engine",
+    "queries",
+    "prompts",
+    "repeats",
+    "mean_us",
+    "median_us",
+    "p95_us",
+    "min_us",
+    "host",
+    "measured_at",
+]
 
 
 class DraftLatency(Base):
@@ -41,16 +54,26 @@ class DraftLatency(Base):
     measured_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
-def store_latency(session: Session, experiment: str, rows: Iterable, *, prompts: int, repeats: int,
-                  host: str | None = None) -> int:
+def store_latency(
+    session: Session, experiment: str, rows: Iterable, *, prompts: int, repeats: int, host: str | None = None
+) -> int:
     """Replace the experiment's latency rows by `rows` (dataclasses or dicts with the row fields); returns the count."""
     session.execute(delete(DraftLatency).where(DraftLatency.experiment == experiment))
     n = 0
     for r in rows:
         d = asdict(r) if is_dataclass(r) else dict(r)
-        session.add(DraftLatency(experiment=experiment, prompts=prompts, repeats=repeats, host=host,
-                                 **{k: d[k] for k in ("strategy", "draft", "engine", "queries", "mean_us",
-                                                      "median_us", "p95_us", "min_us")}))
+        session.add(
+            DraftLatency(
+                experiment=experiment,
+                prompts=prompts,
+                repeats=repeats,
+                host=host,
+                **{
+                    k: d[k]
+                    for k in ("strategy", "draft", "engine", "queries", "mean_us", "median_us", "p95_us", "min_us")
+                },
+            )
+        )
         n += 1
     return n
 

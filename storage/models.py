@@ -148,8 +148,10 @@ class Reference(Base):
     """The independent plain-greedy continuation of one prompt (for ROUGE-L and exact match)."""
 
     __tablename__ = "references"
-    __table_args__ = (Index("ix_references_task_prompt", "experiment_id", "task", "prompt_index"),
-                      Index("ix_references_prompt_key", "experiment_id", "prompt_key"))
+    __table_args__ = (
+        Index("ix_references_task_prompt", "experiment_id", "task", "prompt_index"),
+        Index("ix_references_prompt_key", "experiment_id", "prompt_key"),
+    )
 
     id: Mapped[int] = mapped_column(primary_key=True)
     cell_id: Mapped[int] = mapped_column(ForeignKey("cells.id"), unique=True)
@@ -179,10 +181,31 @@ def _first_accepted(context) -> int:
 # Everything the summary aggregates, grouping keys first (plus accept_hist, see the table): the GROUP BY reads the
 # index alone, several times faster than scanning rows that carry the tokens and texts (measured at 10^5 on SQLite).
 SUMMARY_INDEX_COLUMNS = (
-    "experiment_id", "strategy", "draft", "task", "k", "regime", "prompt_index", "n_tokens", "wall_s", "draft_s",
-    "drafted", "accepted", "rounds", "first_accepted", "fastpath_rejects", "tokens_per_s", "energy_j",
-    "j_per_100_tokens", "mean_power_w", "rouge_l", "exact_match", "power_source", "power_measured",
-    "temperature", "first_checked",
+    "experiment_id",
+    "strategy",
+    "draft",
+    "task",
+    "k",
+    "regime",
+    "prompt_index",
+    "n_tokens",
+    "wall_s",
+    "draft_s",
+    "drafted",
+    "accepted",
+    "rounds",
+    "first_accepted",
+    "fastpath_rejects",
+    "tokens_per_s",
+    "energy_j",
+    "j_per_100_tokens",
+    "mean_power_w",
+    "rouge_l",
+    "exact_match",
+    "power_source",
+    "power_measured",
+    "temperature",
+    "first_checked",
 )
 
 
@@ -198,7 +221,8 @@ class Generation(Base):
         # column in a btree key, so there it rides along as an INCLUDE column
         Index("ix_generations_summary", *SUMMARY_INDEX_COLUMNS, "accept_hist").ddl_if(dialect="sqlite"),
         Index("ix_generations_summary_inc", *SUMMARY_INDEX_COLUMNS, postgresql_include=["accept_hist"]).ddl_if(
-            callable_=lambda ddl, target, bind, dialect=None, **kw: dialect is not None and dialect.name != "sqlite"),
+            callable_=lambda ddl, target, bind, dialect=None, **kw: dialect is not None and dialect.name != "sqlite"
+        ),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -211,10 +235,10 @@ class Generation(Base):
     prompt_key: Mapped[str | None] = mapped_column(String(64))  # the key of the reference cell of its prompt
     k: Mapped[int] = mapped_column(Integer)
     regime: Mapped[str] = mapped_column(String(16))
-    temperature: Mapped[float] = mapped_column(Float, default=0.0)   # 0 = greedy; > 0: speculative sampling
+    temperature: Mapped[float] = mapped_column(Float, default=0.0)  # 0 = greedy; > 0: speculative sampling
     top_k: Mapped[int] = mapped_column(Integer, default=0)
     top_p: Mapped[float] = mapped_column(Float, default=1.0)
-    first_checked: Mapped[int | None] = mapped_column(Integer)       # rounds whose first draft token was checked
+    first_checked: Mapped[int | None] = mapped_column(Integer)  # rounds whose first draft token was checked
     n_prompt_tokens: Mapped[int] = mapped_column(Integer)
     n_tokens: Mapped[int] = mapped_column(Integer)
     steps: Mapped[int] = mapped_column(Integer)
@@ -228,8 +252,8 @@ class Generation(Base):
     fastpath_rejects: Mapped[int] = mapped_column(Integer, default=0)
     rounds: Mapped[int | None] = mapped_column(Integer, default=_rounds)  # len(accepted_per_step)
     first_accepted: Mapped[int | None] = mapped_column(Integer, default=_first_accepted)  # rounds - accept_hist[0]
-    wall_s: Mapped[float] = mapped_column(Float)                     # the fastest timed run's (see wall_s_runs)
-    wall_s_runs: Mapped[list[float] | None] = mapped_column(JSON)    # every timed run's wall time ([sweep] repeats)
+    wall_s: Mapped[float] = mapped_column(Float)  # the fastest timed run's (see wall_s_runs)
+    wall_s_runs: Mapped[list[float] | None] = mapped_column(JSON)  # every timed run's wall time ([sweep] repeats)
     draft_s: Mapped[float] = mapped_column(Float)
     verify_s: Mapped[float] = mapped_column(Float)
     tokens_per_s: Mapped[float] = mapped_column(Float)
@@ -271,6 +295,6 @@ class Lease(Base):
     __tablename__ = "leases"
 
     experiment: Mapped[str] = mapped_column(String(200), primary_key=True)
-    holder: Mapped[str] = mapped_column(String(300))            # host:pid:start of the driver
-    expires_at: Mapped[float] = mapped_column(Float)            # epoch s; renewed every few seconds
+    holder: Mapped[str] = mapped_column(String(300))  # host:pid:start of the driver
+    expires_at: Mapped[float] = mapped_column(Float)  # epoch s; renewed every few seconds
     acquired_at: Mapped[float] = mapped_column(Float)

@@ -12,6 +12,9 @@ from storage.models import Reference
 def reference_tokens_frame(session: Session, exp_id: int) -> pd.DataFrame:
     """Every reference continuation of an experiment: task, prompt_index, tokens (verifier ids), text."""
     cols = ["task", "prompt_index", "tokens", "text"]
-    rows = session.execute(select(*(getattr(Reference, c) for c in cols)).where(Reference.experiment_id == exp_id)
-                           .order_by(Reference.task, Reference.prompt_index)).all()
+    rows = session.execute(
+        select(*(getattr(Reference, c) for c in cols))
+        .where(Reference.experiment_id == exp_id)
+        .order_by(Reference.task, Reference.prompt_index)
+    ).all()
     return pd.DataFrame(rows, columns=cols)

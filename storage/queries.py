@@ -27,7 +27,9 @@ def experiments_frame(session: Session) -> pd.DataFrame:
     """Every experiment with its cell counts by state."""
     rows = session.execute(select(Experiment.id, Experiment.name, Experiment.device, Experiment.created_at)).all()
     df = pd.DataFrame(rows, columns=["id", "name", "device", "created_at"])
-    counts = session.execute(select(Cell.experiment_id, Cell.state, func.count()).group_by(Cell.experiment_id, Cell.state)).all()
+    counts = session.execute(
+        select(Cell.experiment_id, Cell.state, func.count()).group_by(Cell.experiment_id, Cell.state)
+    ).all()
     for state in CELL_STATES:
         df[state] = [sum(n for e, s, n in counts if e == eid and s == state) for eid in df["id"]]
     return df
@@ -68,17 +70,33 @@ def status_counts(session: Session, experiment: str | None = None) -> dict:
 
 def failures_frame(session: Session, exp_id: int | None = None) -> pd.DataFrame:
     """Failed cells with their last error."""
-    stmt = select(Cell.id, Cell.kind, Cell.strategy, Cell.task, Cell.corpus, Cell.prompt_index, Cell.k, Cell.regime,
-                  Cell.attempts, Cell.error).where(Cell.state == "failed")
+    stmt = select(
+        Cell.id,
+        Cell.kind,
+        Cell.strategy,
+        Cell.task,
+        Cell.corpus,
+        Cell.prompt_index,
+        Cell.k,
+        Cell.regime,
+        Cell.attempts,
+        Cell.error,
+    ).where(Cell.state == "failed")
     if exp_id is not None:
         stmt = stmt.where(Cell.experiment_id == exp_id)
-    return pd.DataFrame(session.execute(stmt).all(), columns=["cell", "kind", "strategy", "task", "corpus", "prompt",
-                                                               "k", "regime", "attempts", "error"])
+    return pd.DataFrame(
+        session.execute(stmt).all(),
+        columns=["cell", "kind", "strategy", "task", "corpus", "prompt", "k", "regime", "attempts", "error"],
+    )
 
 
 def generations_frame(session: Session, exp_id: int | None = None) -> pd.DataFrame:
     """Every stored generation (metrics only, no text/tokens) as a DataFrame."""
-    cols = [c for c in Generation.__table__.columns if c.name not in ("tokens", "text", "accepted_per_step", "tokens_per_step")]
+    cols = [
+        c
+        for c in Generation.__table__.columns
+        if c.name not in ("tokens", "text", "accepted_per_step", "tokens_per_step")
+    ]
     stmt = select(*cols)
     if exp_id is not None:
         stmt = stmt.where(Generation.experiment_id == exp_id)
@@ -96,18 +114,23 @@ def instance_bases_frame(session: Session, exp_id: int | None = None) -> pd.Data
 
 def build_costs_frame(session: Session, exp_id: int | None) -> pd.DataFrame:
     """What each corpus's artifacts cost: one row per built artifact (train, label, distill...), time and energy."""
-    ib = select(InstanceBase.corpus, literal("train"), InstanceBase.train_s,
-                InstanceBase.energy_j, InstanceBase.power_source).where(InstanceBase.experiment_id == exp_id)
-    art = select(Artifact.corpus, Artifact.kind, Artifact.build_s, Artifact.energy_j,
-                 Artifact.power_source).where(Artifact.experiment_id == exp_id)
+    ib = select(
+        InstanceBase.corpus, literal("train"), InstanceBase.train_s, InstanceBase.energy_j, InstanceBase.power_source
+    ).where(InstanceBase.experiment_id == exp_id)
+    art = select(Artifact.corpus, Artifact.kind, Artifact.build_s, Artifact.energy_j, Artifact.power_source).where(
+        Artifact.experiment_id == exp_id
+    )
     rows = [*session.execute(ib).all(), *session.execute(art).all()]
     return pd.DataFrame(rows, columns=["corpus", "kind", "build_s", "energy_j", "power_source"])
 
 
 def power_frame(session: Session, exp_id: int, t0: float | None = None, t1: float | None = None) -> pd.DataFrame:
     """Raw power samples of an experiment, optionally within [t0, t1] (epoch seconds)."""
-    stmt = select(PowerSample.t_s, PowerSample.source, PowerSample.power_w, PowerSample.energy_j,
-                  PowerSample.measured).where(PowerSample.experiment_id == exp_id).order_by(PowerSample.t_s)
+    stmt = (
+        select(PowerSample.t_s, PowerSample.source, PowerSample.power_w, PowerSample.energy_j, PowerSample.measured)
+        .where(PowerSample.experiment_id == exp_id)
+        .order_by(PowerSample.t_s)
+    )
     if t0 is not None:
         stmt = stmt.where(PowerSample.t_s >= t0)
     if t1 is not None:
@@ -127,8 +150,7 @@ def summary_frame(session: Session, experiment: str | None = None, pooled: bool 
 def timing_spread(session: Session, exp_id: int | None) -> dict | None:
     """How far apart the timed runs of the same generation were (`[sweep] repeats` > 1): per generation, its slowest
     run over its fastest, minus 1; the median and 90th percentile over the experiment. None without repeats."""
-    stmt = (select(Generation.wall_s_runs).where(Generation.experiment_id == exp_id)
-            .execution_options(yield_per=10_000))
+    stmt = select(Generation.wall_s_runs).where(Generation.experiment_id == exp_id).execution_options(yield_per=10_000)
     spreads, runs = [], 0
     for (walls,) in session.execute(stmt):
         if walls and len(walls) > 1 and min(walls) > 0:
@@ -148,9 +170,21 @@ def identical_pass_noise(session: Session, exp_id: int | None) -> dict | None:
     time), with the number of such groups and generations; None where no two cells match."""
     import math
 
-    stmt = (select(Generation.task, Generation.regime, Generation.prompt_index, Generation.temperature, Generation.k,
-                   Generation.tokens_per_step, Generation.accepted_per_step, Generation.wall_s, Generation.draft_s)
-            .where(Generation.experiment_id == exp_id).execution_options(yield_per=10_000))
+    stmt = (
+        select(
+            Generation.task,
+            Generation.regime,
+            Generation.prompt_index,
+            Generation.temperature,
+            Generation.k,
+            Generation.tokens_per_step,
+            Generation.accepted_per_step,
+            Generation.wall_s,
+            Generation.draft_s,
+        )
+        .where(Generation.experiment_id == exp_id)
+        .execution_options(yield_per=10_000)
+    )
     groups: dict[tuple, list[float]] = {}
     for task, regime, prompt, temp, k, per_round, accepted, wall, draft in session.execute(stmt):
         if per_round and wall and wall - (draft or 0.0) > 0:
@@ -166,5 +200,11 @@ def identical_pass_noise(session: Session, exp_id: int | None) -> dict | None:
 
 def plain_texts(session: Session, exp_id: int | None) -> list[tuple[str, list[int], str]]:
     """(task, token ids, text) of the experiment's plain uncached generations: the texts Table 5 describes."""
-    return [tuple(r) for r in session.execute(select(Generation.task, Generation.tokens, Generation.text).where(
-        Generation.experiment_id == exp_id, Generation.draft == "plain", Generation.regime == "uncached")).all()]
+    return [
+        tuple(r)
+        for r in session.execute(
+            select(Generation.task, Generation.tokens, Generation.text).where(
+                Generation.experiment_id == exp_id, Generation.draft == "plain", Generation.regime == "uncached"
+            )
+        ).all()
+    ]

@@ -48,10 +48,34 @@ FASTPATH_REGIME = "cached"  # the regime with the first-token rejection fast pat
 KEYS = ["strategy", "draft", "task", "k", "regime", "temperature"]
 
 SUMMARY_COLUMNS = [
-    "experiment", "strategy", "draft", "task", "k", "regime", "temperature", "prompts", "generations", "n_tokens", "tokens_per_s",
-    "speedup", "acceptance", "first_token_acceptance", "mal", "mean_accepted_tokens", "rouge_l", "exact_match",
-    "energy_j", "j_per_100_tokens", "tokens_per_j", "energy_ratio", "mean_power_w", "power_source", "power_measured",
-    "wall_s", "draft_share", "aggregation",
+    "experiment",
+    "strategy",
+    "draft",
+    "task",
+    "k",
+    "regime",
+    "temperature",
+    "prompts",
+    "generations",
+    "n_tokens",
+    "tokens_per_s",
+    "speedup",
+    "acceptance",
+    "first_token_acceptance",
+    "mal",
+    "mean_accepted_tokens",
+    "rouge_l",
+    "exact_match",
+    "energy_j",
+    "j_per_100_tokens",
+    "tokens_per_j",
+    "energy_ratio",
+    "mean_power_w",
+    "power_source",
+    "power_measured",
+    "wall_s",
+    "draft_share",
+    "aggregation",
 ]
 
 
@@ -72,10 +96,12 @@ def first_accepted_expr():
 
 def first_drafted_expr():
     """Rounds whose first draft token was checked: stored by the engine, else as far as the records tell (module doc)."""
-    return case((G.first_checked.isnot(None), G.first_checked),
-                (G.drafted == 0, 0),
-                (G.regime == FASTPATH_REGIME, first_accepted_expr() + G.fastpath_rejects),
-                else_=rounds_expr())
+    return case(
+        (G.first_checked.isnot(None), G.first_checked),
+        (G.drafted == 0, 0),
+        (G.regime == FASTPATH_REGIME, first_accepted_expr() + G.fastpath_rejects),
+        else_=rounds_expr(),
+    )
 
 
 def _per_gen(num, den):
@@ -139,8 +165,11 @@ def group_sums(session: Session, exp_id: int) -> pd.DataFrame:
     """One row per strategy x task x k x regime of experiment `exp_id`: sums, counts and per-generation means, over
     the newest generation of each coordinate and prompt (`latest_generations`)."""
     keys = [getattr(G, k) for k in KEYS]
-    stmt = (select(*keys, *_sum_columns(), *_mean_columns())
-            .where(G.experiment_id == exp_id, G.id.in_(latest_generations(exp_id))).group_by(*keys))
+    stmt = (
+        select(*keys, *_sum_columns(), *_mean_columns())
+        .where(G.experiment_id == exp_id, G.id.in_(latest_generations(exp_id)))
+        .group_by(*keys)
+    )
     result = session.execute(stmt)
     return pd.DataFrame(result.all(), columns=list(result.keys()))
 
@@ -203,4 +232,3 @@ def with_ratios_to_plain(df: pd.DataFrame) -> pd.DataFrame:
     with np.errstate(divide="ignore", invalid="ignore"):
         out["energy_ratio"] = base["j_per_100_tokens"].to_numpy() / out["j_per_100_tokens"].to_numpy()
     return out
-

@@ -50,7 +50,7 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.slow)
         if item.get_closest_marker("slow"):
             slow_files.add(item.path)
-    items.sort(key=lambda item: item.path not in slow_files)   # stable: each file keeps its own order
+    items.sort(key=lambda item: item.path not in slow_files)  # stable: each file keeps its own order
 
 
 @pytest.fixture(scope="session")
@@ -62,8 +62,14 @@ def ray_local():
         if ray.is_initialized():
             break
         try:
-            ray.init(address="local", num_cpus=2, resources={"accelerator": 1}, include_dashboard=False, log_to_driver=False,
-                     configure_logging=False)
+            ray.init(
+                address="local",
+                num_cpus=2,
+                resources={"accelerator": 1},
+                include_dashboard=False,
+                log_to_driver=False,
+                configure_logging=False,
+            )
         except Exception:  # on a heavily loaded machine the raylet can miss its 30 s start window: try again
             ray.shutdown()
             if attempt == RAY_START_TRIES - 1:
@@ -97,10 +103,24 @@ class _PgCluster:
         if self.user:
             subprocess.run(["chown", "-R", self.user, str(root)], check=True)
             os.chmod(root, 0o755)
-        self._as_user([_pg_bin("initdb"), "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8",
-                       "--no-sync"])
-        self._as_user([_pg_bin("pg_ctl"), "-D", str(self.data), "-l", str(root / "log"), "-w", "-t", "60", "-o",
-                       f"-k {self.sock} -c listen_addresses='' -c fsync=off -c max_connections=200", "start"])
+        self._as_user(
+            [_pg_bin("initdb"), "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"]
+        )
+        self._as_user(
+            [
+                _pg_bin("pg_ctl"),
+                "-D",
+                str(self.data),
+                "-l",
+                str(root / "log"),
+                "-w",
+                "-t",
+                "60",
+                "-o",
+                f"-k {self.sock} -c listen_addresses='' -c fsync=off -c max_connections=200",
+                "start",
+            ]
+        )
         self.n = 0
 
     def _as_user(self, cmd: list[str]) -> None:
@@ -143,7 +163,7 @@ def pg_cluster(tmp_path_factory):
         yield cluster
         cluster.stop()
     finally:
-        shutil.rmtree(root, ignore_errors=True)   # its data folder: ~125 MB a session otherwise left in /tmp
+        shutil.rmtree(root, ignore_errors=True)  # its data folder: ~125 MB a session otherwise left in /tmp
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

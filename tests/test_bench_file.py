@@ -23,7 +23,7 @@ def test_a_suite_replaces_its_own_region_only():
     out = replace_region(DOC, "igtree", "## IGTree engine vs TiMBL\nnew figures\n")
     assert "new figures" in out and "old figures" not in out
     assert out.endswith("## Mutation testing\nkept by hand\n")
-    assert replace_region(out, "igtree", "## IGTree engine vs TiMBL\nnew figures") == out   # idempotent
+    assert replace_region(out, "igtree", "## IGTree engine vs TiMBL\nnew figures") == out  # idempotent
 
 
 def test_a_suite_without_a_region_is_appended_with_its_markers():
@@ -34,13 +34,16 @@ def test_a_suite_without_a_region_is_appended_with_its_markers():
 
 def test_a_region_says_its_command_after_its_heading_and_its_machine_last():
     out = stamped("igtree", "## IGTree engine vs TiMBL\n\nData: x\n\n| a |\n", "Machine: M.")
-    assert out == ("## IGTree engine vs TiMBL\n\n`python -m bench igtree` (part of `make bench`).\n\n"
-                   "Data: x\n\n| a |\n\n_Machine: M._")
+    assert out == (
+        "## IGTree engine vs TiMBL\n\n`python -m bench igtree` (part of `make bench`).\n\n"
+        "Data: x\n\n| a |\n\n_Machine: M._"
+    )
     assert stamped("x", "no heading", "M.").startswith("`python -m bench x` (part of `make bench`).\n\nno heading")
 
 
 HISTORY = re.compile(  # what a run log says and a description does not
-    r"\bsession[ -]?\d|\b20\d\d-\d\d-\d\d|\d:\d\d(:\d\d)? ?UTC|\b(slow|fast) hour|\bissue|#\d|pilot", re.IGNORECASE)
+    r"\bsession[ -]?\d|\b20\d\d-\d\d-\d\d|\d:\d\d(:\d\d)? ?UTC|\b(slow|fast) hour|\bissue|#\d|pilot", re.IGNORECASE
+)
 
 
 def test_the_committed_file_describes_the_figures_not_their_history():
@@ -52,4 +55,4 @@ def test_the_committed_file_has_one_region_per_suite():
     text = (Path(__file__).resolve().parents[1] / "BENCHMARKS.md").read_text()
     for name in SUITES:
         assert text.count(f"<!-- bench:{name} -->") == 1 and text.count(f"<!-- /bench:{name} -->") == 1, name
-    assert "## Mutation testing" in text and "## Test suite time" in text   # the hand-kept sections
+    assert "## Mutation testing" in text and "## Test suite time" in text  # the hand-kept sections

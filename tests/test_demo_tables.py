@@ -14,10 +14,20 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_demo_tables_print_every_regime_and_cell(tmp_path):
     url = f"sqlite:///{tmp_path / 'g.db'}"
     populate(url)
-    out = subprocess.run([sys.executable, "-m", "bench.demo_tables", url, "fixture"], cwd=ROOT, capture_output=True,
-                         text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.demo_tables", url, "fixture"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
-    for title in ("uncached: acceptance / speedup", "cached: acceptance / speedup", "plain greedy", "every drafted cell"):
+    for title in (
+        "uncached: acceptance / speedup",
+        "cached: acceptance / speedup",
+        "plain greedy",
+        "every drafted cell",
+    ):
         assert title in out.stdout
     assert "| olifant-wikitext" in out.stdout and " / " in out.stdout and "x |" in out.stdout
     assert "exact match: min" in out.stdout and "nan" not in out.stdout.split("every drafted cell")[0]

@@ -10,8 +10,15 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("orchestrator", "workers", "storage", "dashboard")
 # the driver's side (its entry points, Ray's start-up, the loop, the accelerator worker's handle) and the worker
 # adapters (the CPU trainer, the accelerator, artifact copies between nodes)
-RAY_MODULES = {"orchestrator.driver", "orchestrator.ray_startup", "orchestrator.loop", "orchestrator.accelerator_actor",
-               "workers.trainer", "workers.accelerator", "workers.transfer"}
+RAY_MODULES = {
+    "orchestrator.driver",
+    "orchestrator.ray_startup",
+    "orchestrator.loop",
+    "orchestrator.accelerator_actor",
+    "workers.trainer",
+    "workers.accelerator",
+    "workers.transfer",
+}
 
 
 def modules(packages: tuple[str, ...] = PACKAGES) -> dict[str, Path]:
@@ -42,19 +49,27 @@ def imports(path: Path, top_level_only: bool = False) -> set[str]:
 
 
 def test_sqlalchemy_only_in_storage():
-    bad = [m for m, p in modules().items() if not m.startswith("storage")
-           and any(i.split(".")[0] == "sqlalchemy" for i in imports(p))]
+    bad = [
+        m
+        for m, p in modules().items()
+        if not m.startswith("storage") and any(i.split(".")[0] == "sqlalchemy" for i in imports(p))
+    ]
     assert bad == []
 
 
 def test_ray_only_in_the_driver_modules_and_the_two_worker_adapters():
-    bad = [m for m, p in modules().items() if m not in RAY_MODULES and any(i.split(".")[0] == "ray" for i in imports(p))]
+    bad = [
+        m for m, p in modules().items() if m not in RAY_MODULES and any(i.split(".")[0] == "ray" for i in imports(p))
+    ]
     assert bad == []
 
 
 def test_streamlit_only_in_the_dashboard():
-    bad = [m for m, p in modules().items() if not m.startswith("dashboard")
-           and any(i.split(".")[0] == "streamlit" for i in imports(p))]
+    bad = [
+        m
+        for m, p in modules().items()
+        if not m.startswith("dashboard") and any(i.split(".")[0] == "streamlit" for i in imports(p))
+    ]
     assert bad == []
 
 
@@ -63,8 +78,13 @@ def test_no_draft_name_but_plain_compared_outside_the_drafts():
 
     others = "|".join(re.escape(n) for n in names() if n != "plain")
     pattern = re.compile(rf"""(==|!=|\bin\b|case)\s*[\(\[\{{]?\s*["']({others})["']""")
-    bad = [f"{m}: {line.strip()}" for m, p in modules((*PACKAGES, "bench")).items() if not m.startswith("workers.drafts")
-           for line in p.read_text().splitlines() if pattern.search(line)]
+    bad = [
+        f"{m}: {line.strip()}"
+        for m, p in modules((*PACKAGES, "bench")).items()
+        if not m.startswith("workers.drafts")
+        for line in p.read_text().splitlines()
+        if pattern.search(line)
+    ]
     assert bad == []
 
 
@@ -75,7 +95,7 @@ def test_no_import_cycles_at_import_time():
 
     def visit(m):
         if m in stack:
-            cycles.append(stack[stack.index(m):] + [m])
+            cycles.append(stack[stack.index(m) :] + [m])
             return
         if m in seen:
             return

@@ -42,8 +42,13 @@ class AcceleratorWorker:
                 outcomes.append(corrupt(job, self.runner.run(job)))  # test seam, as inject
             except Exception as err:  # actor boundary: the failure becomes data and the batch goes on
                 logger.warning("job %s failed: %s", job.key[:12], err)
-                outcomes.append(JobOutcome(key=job.key, worker=self.runner.worker,
-                                           error=f"{type(err).__name__}: {err}\n{traceback.format_exc(limit=4)}"))
+                outcomes.append(
+                    JobOutcome(
+                        key=job.key,
+                        worker=self.runner.worker,
+                        error=f"{type(err).__name__}: {err}\n{traceback.format_exc(limit=4)}",
+                    )
+                )
         return BatchOutcome(outcomes=tuple(self.runner.attach_energy(outcomes)), samples=self.runner.drain_samples())
 
     def close(self) -> None:

@@ -31,21 +31,22 @@ from workers.errors import SpecError
 class ArtifactKind:
     """One kind of artifact and the cell kind that builds it."""
 
-    cell_kind: str                           # the cell kind that builds it ("train", "label", ...)
-    provides: str                            # the requirement it satisfies ("ibase", "labels", "datastore")
-    builder: str | None = None               # module whose `build(job)` makes it on a CPU task; None: its own task
+    cell_kind: str  # the cell kind that builds it ("train", "label", ...)
+    provides: str  # the requirement it satisfies ("ibase", "labels", "datastore")
+    builder: str | None = None  # module whose `build(job)` makes it on a CPU task; None: its own task
     runs_on: Literal["cpu", "accelerator"] = "cpu"
-    verifier: bool = False                   # its content depends on the verifier (which then enters its key)
-    reads: tuple[str, ...] = ()              # what it is built from (requirements of the same corpus)
-    distilled: bool | None = None            # built only for corpora with (True) or without (False) verifier labels
+    verifier: bool = False  # its content depends on the verifier (which then enters its key)
+    reads: tuple[str, ...] = ()  # what it is built from (requirements of the same corpus)
+    distilled: bool | None = None  # built only for corpora with (True) or without (False) verifier labels
 
 
 KINDS: tuple[ArtifactKind, ...] = (
     # the instance base trained from the corpus (workers.trainer.train_task: memory-budgeted, out-of-core)
     ArtifactKind("train", provides="ibase", distilled=False),
     ArtifactKind("datastore", provides="datastore", builder="workers.datastore"),
-    ArtifactKind("distill", provides="ibase", builder="workers.distill", verifier=True, reads=("labels",),
-                 distilled=True),
+    ArtifactKind(
+        "distill", provides="ibase", builder="workers.distill", verifier=True, reads=("labels",), distilled=True
+    ),
     # the verifier's greedy continuations of the corpus (workers.labels, run by the accelerator worker)
     ArtifactKind("label", provides="labels", runs_on="accelerator", verifier=True),
 )

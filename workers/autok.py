@@ -52,8 +52,9 @@ def timed(verifier: Verifier, fn, *args) -> float:
     return time.perf_counter() - t0
 
 
-def measure_pass_costs(verifier: Verifier, regime: str, context: Sequence[int], max_len: int,
-                       repeats: int = REPEATS) -> PassCosts:
+def measure_pass_costs(
+    verifier: Verifier, regime: str, context: Sequence[int], max_len: int, repeats: int = REPEATS
+) -> PassCosts:
     """c(0..max_len) in `regime` after `context`, as the line through `repeats` timed passes per length (after one
     warm pass); the lengths are timed in turn, round after round, so a busy spell slows them all alike.
 
@@ -63,13 +64,13 @@ def measure_pass_costs(verifier: Verifier, regime: str, context: Sequence[int], 
     curve; the per-length medians are kept beside it (`measured`).
     """
     context = [int(t) for t in context]
-    filler = (context * (max_len + 1))[:max_len + 1]  # real token ids; the cost does not depend on which
+    filler = (context * (max_len + 1))[: max_len + 1]  # real token ids; the cost does not depend on which
 
     def once(n: int) -> float:
         if regime == "uncached":
             return timed(verifier, verifier.logits, context + filler[:n], n + 1)
         verifier.prefill(context[:-1])
-        fed = filler[:max(n, 1)] if regime == "cached" else context[-1:] + filler[:n]
+        fed = filler[: max(n, 1)] if regime == "cached" else context[-1:] + filler[:n]
         return timed(verifier, verifier.extend, fed, len(fed))
 
     once(max_len)
@@ -77,19 +78,26 @@ def measure_pass_costs(verifier: Verifier, regime: str, context: Sequence[int], 
     verifier.cache = None
     intercept, slope = theil_sen(samples)
     medians = tuple(statistics.median(t for m, t in samples if m == n) for n in range(max_len + 1))
-    return PassCosts(verifier_name(verifier), str(verifier.device), regime, len(context),
-                     tuple(intercept + slope * n for n in range(max_len + 1)), measured=medians)
+    return PassCosts(
+        verifier_name(verifier),
+        str(verifier.device),
+        regime,
+        len(context),
+        tuple(intercept + slope * n for n in range(max_len + 1)),
+        measured=medians,
+    )
 
 
 def theil_sen(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
     """(intercept, slope) of the Theil-Sen line: the median pairwise slope (never below 0), the median intercept."""
-    slopes = [(y2 - y1) / (x2 - x1) for i, (x1, y1) in enumerate(points) for x2, y2 in points[i + 1:] if x2 != x1]
+    slopes = [(y2 - y1) / (x2 - x1) for i, (x1, y1) in enumerate(points) for x2, y2 in points[i + 1 :] if x2 != x1]
     slope = max(0.0, statistics.median(slopes)) if slopes else 0.0
     return statistics.median(y - slope * x for x, y in points), slope
 
 
-def cost_curve(verifier: Verifier, regime: str, context: Sequence[int], max_len: int,
-               folder: Path | None = None) -> PassCosts:
+def cost_curve(
+    verifier: Verifier, regime: str, context: Sequence[int], max_len: int, folder: Path | None = None
+) -> PassCosts:
     """The cached curve of this verifier, device and regime, measured (and saved) the first time."""
     name, device = verifier_name(verifier), str(verifier.device)
     for costs in load_curves(folder):
@@ -97,7 +105,9 @@ def cost_curve(verifier: Verifier, regime: str, context: Sequence[int], max_len:
         if same and len(costs.seconds) > max_len and costs.measured:  # a curve without `measured` predates the fit
             return costs
     costs = measure_pass_costs(verifier, regime, context, max_len)
-    logger.info("pass-cost curve %s %s %s: %s", name, device, regime, ", ".join(f"{s * 1e3:.1f}" for s in costs.seconds))
+    logger.info(
+        "pass-cost curve %s %s %s: %s", name, device, regime, ", ".join(f"{s * 1e3:.1f}" for s in costs.seconds)
+    )
     save_curve(costs, folder)
     return costs
 
@@ -159,9 +169,9 @@ class AutoLength(Draft):
         self._observe(context)
         tokens = [int(t) for t in self.draft.propose(context, k)[:k]]
         a = (self._accepted + 1) / (self._judged + 2)
-        n = best_length([a ** i for i in range(1, len(tokens) + 1)], self.costs)
+        n = best_length([a**i for i in range(1, len(tokens) + 1)], self.costs)
         tree = TokenTree.chain(tokens[:n])
-        self._last = (len(context), tree, tuple(a ** i for i in range(1, n + 1)))
+        self._last = (len(context), tree, tuple(a**i for i in range(1, n + 1)))
         self.chosen.append(n)
         return tokens[:n]
 
@@ -182,8 +192,9 @@ class AutoLength(Draft):
 _CURVES: dict[tuple[str, str, str], PassCosts] = {}
 
 
-def decoding_plan(verifier: Verifier, draft: Draft, options: dict, regime: str, prompt_ids: Sequence[int],
-                  k: int) -> tuple[Draft, dict]:
+def decoding_plan(
+    verifier: Verifier, draft: Draft, options: dict, regime: str, prompt_ids: Sequence[int], k: int
+) -> tuple[Draft, dict]:
     """The draft to run and speculative_generate's extra arguments for a strategy's options: token trees
     (`tree = N`), and k = "auto" (the draft wrapped in AutoLength over this regime's curve, measured once)."""
     if not options.get("auto"):

@@ -28,15 +28,15 @@ class SweepJob:
     """One reference or sweep cell as the accelerator worker runs it."""
 
     key: str
-    kind: str                                   # "reference" | "sweep"
+    kind: str  # "reference" | "sweep"
     prompt: str
     strategy: str | None = None
-    draft: str | None = None                    # a registered draft name (workers.drafts.registry)
-    options: Mapping[str, Any] = field(default_factory=dict)    # the draft's validated options, as stored
+    draft: str | None = None  # a registered draft name (workers.drafts.registry)
+    options: Mapping[str, Any] = field(default_factory=dict)  # the draft's validated options, as stored
     artifacts: Mapping[str, str] = field(default_factory=dict)  # role -> path of each artifact the draft needs
     k: int = 0
-    regime: str | None = None                   # "uncached" | "cached" | "cached-standard"
-    temperature: float = 0.0                    # 0: greedy; > 0: speculative sampling with top_k, top_p, seed
+    regime: str | None = None  # "uncached" | "cached" | "cached-standard"
+    temperature: float = 0.0  # 0: greedy; > 0: speculative sampling with top_k, top_p, seed
     top_k: int = 0
     top_p: float = 1.0
     seed: int | None = None
@@ -75,15 +75,15 @@ class GenerationRecord:
     wall_s: float
     draft_s: float
     verify_s: float
-    started_at: float                           # epoch s
+    started_at: float  # epoch s
     ended_at: float
     bridged: bool
     stopped: str
     device: str
-    first_checked: int | None = None            # rounds whose first draft token was checked by the verifier
-    first_accepted: int | None = None           # ... and accepted
+    first_checked: int | None = None  # rounds whose first draft token was checked by the verifier
+    first_accepted: int | None = None  # ... and accepted
     energy: EnergyRecord | None = None
-    wall_s_runs: tuple[float, ...] = ()         # every timed run's wall time ([sweep] repeats); wall_s is the least
+    wall_s_runs: tuple[float, ...] = ()  # every timed run's wall time ([sweep] repeats); wall_s is the least
 
 
 @dataclass(frozen=True)
@@ -107,31 +107,31 @@ class LabelJob:
     """
 
     key: str
-    corpus: Any                                 # workers.corpora.TextSource
+    corpus: Any  # workers.corpora.TextSource
     out_dir: str
     max_tokens: int | None = None
     chunk_tokens: int = 512
     overlap_tokens: int = 128
     batch_chunks: int = 4
     kind: str = "label"
-    strategy: str | None = None                # never set: label jobs belong to no strategy (fault seams read it)
+    strategy: str | None = None  # never set: label jobs belong to no strategy (fault seams read it)
 
 
 @dataclass(frozen=True)
 class LabelRecord:
     """What labelling produced: the manifest (token file, offsets, labels) and what it cost."""
 
-    path: str                                   # the manifest (JSON) naming the three files
-    sha256: str                                 # of the labels file
-    bytes: int                                  # of the three files together
+    path: str  # the manifest (JSON) naming the three files
+    sha256: str  # of the labels file
+    bytes: int  # of the three files together
     n_tokens: int
     n_docs: int
     n_labelled: int
-    agreement: float                            # share of labelled positions where the verifier's token = the corpus's
+    agreement: float  # share of labelled positions where the verifier's token = the corpus's
     chunk_tokens: int
     overlap_tokens: int
     wall_s: float
-    started_at: float                           # epoch s
+    started_at: float  # epoch s
     ended_at: float
     device: str
     energy: EnergyRecord | None = None
@@ -169,11 +169,11 @@ class ArtifactJob:
     """
 
     kind: str
-    corpus: Any                                 # workers.corpora.TextSource
-    tokenizer: str                              # the verifier's tokenizer name or path
+    corpus: Any  # workers.corpora.TextSource
+    tokenizer: str  # the verifier's tokenizer name or path
     out_dir: str
-    options: Mapping[str, Any] = field(default_factory=dict)   # the [[corpora]] entry's build options
-    inputs: Mapping[str, str] = field(default_factory=dict)    # role -> path of each artifact this build reads
+    options: Mapping[str, Any] = field(default_factory=dict)  # the [[corpora]] entry's build options
+    inputs: Mapping[str, str] = field(default_factory=dict)  # role -> path of each artifact this build reads
     power_sources: tuple[str, ...] = ("auto",)
     power_hz: float = 10.0
 
@@ -191,4 +191,4 @@ class ArtifactInfo:
     power_source: str | None = None
     power_measured: bool | None = None
     meta: Mapping[str, Any] = field(default_factory=dict)
-    node_id: str | None = None                  # the Ray node whose disk holds the file
+    node_id: str | None = None  # the Ray node whose disk holds the file

@@ -153,7 +153,9 @@ def _dataset_documents(source: TextSource) -> Iterator[str]:
     try:
         ds = _load_dataset(source)
     except Exception as err:  # datasets raises many types (connection, missing config, ...)
-        raise CorpusError(f"{source.name}: dataset {source.describe()} cannot be loaded: {str(err).splitlines()[0]}") from err
+        raise CorpusError(
+            f"{source.name}: dataset {source.describe()} cannot be loaded: {str(err).splitlines()[0]}"
+        ) from err
     for row in ds:
         if source.column not in row:
             raise CorpusError(f"{source.name}: dataset {source.describe()} has no column {source.column!r}")

@@ -47,7 +47,7 @@ class PassCosts:
         lo, hi = 0.0, 1.0
         for _ in range(40):
             a = (lo + hi) / 2
-            gain = sum(a ** i for i in range(n + 1)) / self.cost(n) - 1 / self.cost(0)
+            gain = sum(a**i for i in range(n + 1)) / self.cost(n) - 1 / self.cost(0)
             lo, hi = (a, hi) if gain < 0 else (lo, a)
         return hi
 

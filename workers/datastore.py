@@ -63,7 +63,7 @@ def compare_prefix(tokens: np.ndarray, start: int, query: list[int]) -> int:
 
     Python's list order is exactly this lexicographic order, and for 16 tokens it is faster than numpy's.
     """
-    seg = tokens[start:start + len(query)].tolist()
+    seg = tokens[start : start + len(query)].tolist()
     return 0 if seg == query else (-1 if seg < query else 1)
 
 
@@ -144,7 +144,7 @@ class Datastore:
         lo_len, hi_len, best = min_match, len(ctx), None
         while lo_len <= hi_len:
             length = (lo_len + hi_len) // 2
-            found = continued_range(self.tokens, self.sa, ctx[len(ctx) - length:])
+            found = continued_range(self.tokens, self.sa, ctx[len(ctx) - length :])
             if found is None:
                 hi_len = length - 1
             else:
@@ -153,15 +153,16 @@ class Datastore:
 
     def continuations(self, lo: int, hi: int, length: int, k: int, max_occurrences: int) -> np.ndarray:
         """The k tokens after each of the first `max_occurrences` matches in rows [lo, hi); (m, k), -1 past the end."""
-        starts = np.asarray(self.sa[lo:min(hi, lo + max_occurrences)], dtype=np.int64) + length
+        starts = np.asarray(self.sa[lo : min(hi, lo + max_occurrences)], dtype=np.int64) + length
         index = starts[:, None] + np.arange(k)[None, :]  # (m, k)
         inside = index < self.n_tokens
         conts = np.full(index.shape, -1, dtype=np.int64)
         conts[inside] = self.tokens[index[inside]]
         return conts
 
-    def draft(self, context: Sequence[int], k: int, max_match: int = 16, min_match: int = 2,
-              max_occurrences: int = 5000) -> list[int]:
+    def draft(
+        self, context: Sequence[int], k: int, max_match: int = 16, min_match: int = 2, max_occurrences: int = 5000
+    ) -> list[int]:
         """REST's draft: the most frequent k-token continuation of the longest matched context suffix."""
         if k <= 0 or len(context) < min_match or self.n_tokens == 0:
             return []
@@ -185,8 +186,16 @@ def save_datastore(tokens: np.ndarray, path: str | os.PathLike) -> int:
 
 def datastore_name(source: TextSource, tok_id: str, max_tokens: int | None) -> str:
     """`<name>-<hash>.rest.npy`: the same inputs always give the same file name."""
-    key = json.dumps({"source": dataclasses.asdict(source), "tokenizer": tok_id, "max_tokens": max_tokens,
-                      "format": FORMAT_VERSION, "kind": "datastore"}, sort_keys=True)
+    key = json.dumps(
+        {
+            "source": dataclasses.asdict(source),
+            "tokenizer": tok_id,
+            "max_tokens": max_tokens,
+            "format": FORMAT_VERSION,
+            "kind": "datastore",
+        },
+        sort_keys=True,
+    )
     return f"{source.name}-{hashlib.sha256(key.encode()).hexdigest()[:12]}{SUFFIX}"
 
 
@@ -209,11 +218,19 @@ def build_datastore(source: TextSource, tokenizer_name: str, out_dir, *, max_tok
     finally:
         shutil.rmtree(work, ignore_errors=True)
     build_s = time.perf_counter() - t0
-    meta = {"name": source.name, "tokens": tf.n_tokens, "docs": tf.n_docs, "tokenizer_id": tokenizer_id(tok),
-            "datastore_bytes": n_bytes, "suffix_sort_s": round(sort_s, 4), "build_s": round(build_s, 4)}
+    meta = {
+        "name": source.name,
+        "tokens": tf.n_tokens,
+        "docs": tf.n_docs,
+        "tokenizer_id": tokenizer_id(tok),
+        "datastore_bytes": n_bytes,
+        "suffix_sort_s": round(sort_s, 4),
+        "build_s": round(build_s, 4),
+    }
     logger.info("datastore %s: %d tokens -> %s (%d bytes, %.2f s)", source.name, tf.n_tokens, path, n_bytes, build_s)
-    return ArtifactInfo(kind="datastore", path=str(path), sha256=file_sha256(path), bytes=n_bytes, build_s=build_s,
-                        meta=meta)
+    return ArtifactInfo(
+        kind="datastore", path=str(path), sha256=file_sha256(path), bytes=n_bytes, build_s=build_s, meta=meta
+    )
 
 
 def build(job: ArtifactJob) -> ArtifactInfo:

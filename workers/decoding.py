@@ -148,8 +148,9 @@ class Tally:
         return self.stopped == STOP_EOS or len(self.tokens) >= max_new_tokens
 
 
-def propose(draft: Draft, context: Sequence[int], k: int, verifier: Verifier, tally: Tally,
-            judge: Judge) -> tuple[list[int], QRows]:
+def propose(
+    draft: Draft, context: Sequence[int], k: int, verifier: Verifier, tally: Tally, judge: Judge
+) -> tuple[list[int], QRows]:
     """Ask the draft for up to k tokens (and their q rows when sampled), timed into tally.draft_s."""
     if k <= 0:
         tally.drafted_per_step.append(0)
@@ -178,8 +179,9 @@ def timed_pass(verifier: Verifier, tally: Tally, fn, *args) -> torch.Tensor:
     return logits
 
 
-def uncached_round(verifier: Verifier, draft: Draft, context: list[int], k: int, tally: Tally,
-                   judge: Judge) -> tuple[list[int], int]:
+def uncached_round(
+    verifier: Verifier, draft: Draft, context: list[int], k: int, tally: Tally, judge: Judge
+) -> tuple[list[int], int]:
     """One full forward over context + drafts: (accepted drafts + the verifier's next token, n accepted)."""
     drafts, qs = propose(draft, context, k, verifier, tally, judge)
     logits = timed_pass(verifier, tally, verifier.logits, context + drafts, len(drafts) + 1)  # (k+1, V)
@@ -188,8 +190,15 @@ def uncached_round(verifier: Verifier, draft: Draft, context: list[int], k: int,
 
 
 def cached_round(
-    verifier: Verifier, draft: Draft, context: list[int], pending: Row, room: int, k: int, tally: Tally,
-    judge: Judge, eos_id: int | None,
+    verifier: Verifier,
+    draft: Draft,
+    context: list[int],
+    pending: Row,
+    room: int,
+    k: int,
+    tally: Tally,
+    judge: Judge,
+    eos_id: int | None,
 ) -> tuple[list[int], int, Row | None]:
     """One round of the paper's cached scheme: (new tokens, n accepted, row of the next position or None at the end).
 
@@ -214,8 +223,9 @@ def cached_round(
     return [token], 0, judge.dist(logits[-1])
 
 
-def standard_round(verifier: Verifier, draft: Draft, context: list[int], k: int, tally: Tally, judge: Judge,
-                   first: bool) -> tuple[list[int], int]:
+def standard_round(
+    verifier: Verifier, draft: Draft, context: list[int], k: int, tally: Tally, judge: Judge, first: bool
+) -> tuple[list[int], int]:
     """One round of the standard cached scheme: feed the pending token (the whole prompt at first) + drafts."""
     drafts, qs = propose(draft, context, k, verifier, tally, judge)
     if first:
@@ -227,8 +237,16 @@ def standard_round(verifier: Verifier, draft: Draft, context: list[int], k: int,
     return drafts[:n] + [judge.pick(row)], n
 
 
-def generate_uncached(verifier: Verifier, draft: Draft, prompt: list[int], max_new: int, k: int,
-                      eos_id: int | None, tally: Tally, judge: Judge) -> None:
+def generate_uncached(
+    verifier: Verifier,
+    draft: Draft,
+    prompt: list[int],
+    max_new: int,
+    k: int,
+    eos_id: int | None,
+    tally: Tally,
+    judge: Judge,
+) -> None:
     """Rounds of full forwards until EOS or max_new tokens (drafts capped so the bonus token still fits)."""
     while not tally.done(max_new):
         room = max_new - len(tally.tokens)
@@ -236,8 +254,16 @@ def generate_uncached(verifier: Verifier, draft: Draft, prompt: list[int], max_n
         tally.record(new, n, eos_id, max_new)
 
 
-def generate_standard(verifier: Verifier, draft: Draft, prompt: list[int], max_new: int, k: int,
-                      eos_id: int | None, tally: Tally, judge: Judge) -> None:
+def generate_standard(
+    verifier: Verifier,
+    draft: Draft,
+    prompt: list[int],
+    max_new: int,
+    k: int,
+    eos_id: int | None,
+    tally: Tally,
+    judge: Judge,
+) -> None:
     """Standard cached rounds until EOS or max_new tokens (drafts capped so the bonus token still fits)."""
     while not tally.done(max_new):
         room = max_new - len(tally.tokens)
@@ -246,8 +272,16 @@ def generate_standard(verifier: Verifier, draft: Draft, prompt: list[int], max_n
         tally.record(new, n, eos_id, max_new)
 
 
-def generate_cached(verifier: Verifier, draft: Draft, prompt: list[int], max_new: int, k: int,
-                    eos_id: int | None, tally: Tally, judge: Judge) -> None:
+def generate_cached(
+    verifier: Verifier,
+    draft: Draft,
+    prompt: list[int],
+    max_new: int,
+    k: int,
+    eos_id: int | None,
+    tally: Tally,
+    judge: Judge,
+) -> None:
     """Prefill once, then rounds of the paper's cached scheme until EOS or max_new tokens."""
     if max_new == 0:
         return
@@ -296,7 +330,11 @@ def speculative_generate(
     if trees:
         from workers import tree_rounds as tr
 
-        run = (tr.generate_cached_tree if fastpath else tr.generate_standard_tree) if cached else tr.generate_uncached_tree
+        run = (
+            (tr.generate_cached_tree if fastpath else tr.generate_standard_tree)
+            if cached
+            else tr.generate_uncached_tree
+        )
         run(verifier, draft, prompt, max_new_tokens, k, eos_id, tally)
     else:
         run = (generate_cached if fastpath else generate_standard) if cached else generate_uncached
@@ -306,8 +344,9 @@ def speculative_generate(
     return freeze(tally, wall_s, started_at, ended_at, bool(getattr(draft, "bridged", False)), used_seed)
 
 
-def freeze(tally: Tally, wall_s: float, started_at: float, ended_at: float, bridged: bool,
-           seed: int | None = None) -> GenerationResult:
+def freeze(
+    tally: Tally, wall_s: float, started_at: float, ended_at: float, bridged: bool, seed: int | None = None
+) -> GenerationResult:
     """The immutable result of a finished tally."""
     hist = [0] * (tally.k + 1)
     for n in tally.accepted_per_step:
@@ -338,7 +377,12 @@ def freeze(tally: Tally, wall_s: float, started_at: float, ended_at: float, brid
 
 
 def warmup(
-    verifier: Verifier, draft: Draft, prompt_ids: Sequence[int], k: int, cached: bool, max_new_tokens: int = 8,
+    verifier: Verifier,
+    draft: Draft,
+    prompt_ids: Sequence[int],
+    k: int,
+    cached: bool,
+    max_new_tokens: int = 8,
     **options,
 ) -> None:
     """One short untimed generation so kernels, caches and allocators are warm before measuring.
@@ -365,4 +409,4 @@ def greedy_reference(
         pad_token_id=eos_id if eos_id is not None else 0,
     )
     out = model.generate(ids, attention_mask=torch.ones_like(ids), generation_config=config)
-    return out[0, ids.shape[1]:].tolist()
+    return out[0, ids.shape[1] :].tolist()

@@ -49,6 +49,17 @@ def build(job: ArtifactJob) -> ArtifactInfo:
     n_bytes = tree.save(path)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     logger.info("distilled %s: %d instances -> %s (%d bytes)", job.corpus.name, len(targets), path, n_bytes)
-    return ArtifactInfo(kind=job.kind, path=str(path), sha256=digest, bytes=n_bytes, build_s=time.perf_counter() - t0,
-                        meta={"instances": len(targets), "tokens": len(tokens), "window": window,
-                              "order": order, "nodes_after_prune": tree.meta.get("nodes_after_prune")})
+    return ArtifactInfo(
+        kind=job.kind,
+        path=str(path),
+        sha256=digest,
+        bytes=n_bytes,
+        build_s=time.perf_counter() - t0,
+        meta={
+            "instances": len(targets),
+            "tokens": len(tokens),
+            "window": window,
+            "order": order,
+            "nodes_after_prune": tree.meta.get("nodes_after_prune"),
+        },
+    )

@@ -63,8 +63,15 @@ def token_dtype(tokenizer) -> np.dtype:
     return np.dtype(np.uint16) if len(tokenizer) <= 65535 else np.dtype(np.uint32)
 
 
-def tokenize_source(source: TextSource, tokenizer, out_dir, *, max_tokens: int | None = None,
-                    batch_docs: int = BATCH_DOCS, on_tokens: Callable[[int], None] | None = None) -> TokenFile:
+def tokenize_source(
+    source: TextSource,
+    tokenizer,
+    out_dir,
+    *,
+    max_tokens: int | None = None,
+    batch_docs: int = BATCH_DOCS,
+    on_tokens: Callable[[int], None] | None = None,
+) -> TokenFile:
     """Tokenise a source's documents into `out_dir`/<name>.tokens/.offsets; stop after `max_tokens` tokens.
 
     `on_tokens(n)` is called with the running token count after each batch (a progress bar's hook).
@@ -120,8 +127,9 @@ def _within_budget(ids: list[list[int]], budget: int | None) -> list[list[int]]:
     return kept
 
 
-def tokenize_docs(source: TextSource, tokenizer_name: str, out_dir, part: int, doc_lo: int, doc_hi: int,
-                  batch_docs: int = BATCH_DOCS) -> dict:
+def tokenize_docs(
+    source: TextSource, tokenizer_name: str, out_dir, part: int, doc_lo: int, doc_hi: int, batch_docs: int = BATCH_DOCS
+) -> dict:
     """Tokenise documents [doc_lo, doc_hi) of a source into `part-<part>.tokens` and `.lengths` (int64 per doc).
 
     Returns the part's paths, documents and tokens; files are written under .tmp names and renamed when done.
@@ -143,8 +151,14 @@ def tokenize_docs(source: TextSource, tokenizer_name: str, out_dir, part: int, d
             n_docs, n_tokens = n_docs + len(batch), n_tokens + sum(len(d) for d in ids)
     os.replace(f"{tok_path}.tmp", tok_path)
     os.replace(f"{len_path}.tmp", len_path)
-    return {"part": part, "tokens_path": str(tok_path), "lengths_path": str(len_path), "dtype": dtype.str,
-            "n_docs": n_docs, "n_tokens": n_tokens}
+    return {
+        "part": part,
+        "tokens_path": str(tok_path),
+        "lengths_path": str(len_path),
+        "dtype": dtype.str,
+        "n_docs": n_docs,
+        "n_tokens": n_tokens,
+    }
 
 
 def _batched(items, n: int):
@@ -154,16 +168,33 @@ def _batched(items, n: int):
         yield batch
 
 
-def tokenize_parallel(source: TextSource, tokenizer_name: str, out_dir, run_map, *, workers: int,
-                      docs_per_task: int = 20_000, max_tokens: int | None = None,
-                      on_tokens: Callable[[int], None] | None = None) -> TokenFile:
+def tokenize_parallel(
+    source: TextSource,
+    tokenizer_name: str,
+    out_dir,
+    run_map,
+    *,
+    workers: int,
+    docs_per_task: int = 20_000,
+    max_tokens: int | None = None,
+    on_tokens: Callable[[int], None] | None = None,
+) -> TokenFile:
     """`tokenize_source` spread over tasks by document ranges (waves of `workers` tasks); the identical file."""
     out = Path(out_dir)
     parts: list[dict] = []
     while True:
         lo = len(parts) * docs_per_task
-        calls = [dict(source=source, tokenizer_name=tokenizer_name, out_dir=str(out / "parts"), part=len(parts) + i,
-                      doc_lo=lo + i * docs_per_task, doc_hi=lo + (i + 1) * docs_per_task) for i in range(workers)]
+        calls = [
+            dict(
+                source=source,
+                tokenizer_name=tokenizer_name,
+                out_dir=str(out / "parts"),
+                part=len(parts) + i,
+                doc_lo=lo + i * docs_per_task,
+                doc_hi=lo + (i + 1) * docs_per_task,
+            )
+            for i in range(workers)
+        ]
         parts += run_map(tokenize_docs, calls, BATCH_DOCS * 50_000 + (64 << 20))  # a batch of docs, ~50 kB each
         n_tokens = sum(p["n_tokens"] for p in parts)
         if on_tokens is not None:
@@ -208,15 +239,18 @@ def _publish(source: TextSource, tok_path, off_path, dtype, n_tokens: int, n_doc
     if n_tokens - n_docs <= 0:
         os.unlink(f"{tok_path}.tmp")
         os.unlink(f"{off_path}.tmp")
-        raise CorpusError(f"{source.name}: {source.describe()} gave no instances ({n_docs} documents, {n_tokens} "
-                          "tokens); give a corpus with text")
+        raise CorpusError(
+            f"{source.name}: {source.describe()} gave no instances ({n_docs} documents, {n_tokens} "
+            "tokens); give a corpus with text"
+        )
     os.replace(f"{tok_path}.tmp", tok_path)
     os.replace(f"{off_path}.tmp", off_path)
     return TokenFile(str(tok_path), str(off_path), np.dtype(dtype).str, n_tokens, n_docs)
 
 
-def make_instances(tokens: np.ndarray, offsets: np.ndarray, window: int = 4, lo: int = 0,
-                   hi: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def make_instances(
+    tokens: np.ndarray, offsets: np.ndarray, window: int = 4, lo: int = 0, hi: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Instances whose target position is in [lo, hi): contexts (n, window) int32 (PAD-padded), targets (n,) int32."""
     hi = len(tokens) if hi is None else min(hi, len(tokens))
     pos = np.arange(lo, hi, dtype=np.int64)

@@ -71,22 +71,29 @@ def _argmax_rows(model, rows: list[np.ndarray], device) -> list[np.ndarray]:
     width = max(len(r) for r in rows)
     x = np.zeros((len(rows), width), dtype=np.int64)  # pad id 0: after every real token, so never attended to
     for i, r in enumerate(rows):
-        x[i, :len(r)] = r
+        x[i, : len(r)] = r
     logits = model(input_ids=torch.from_numpy(x).to(device), use_cache=False).logits  # (B, T, V)
     best = logits.argmax(dim=-1).cpu().numpy()  # (B, T)
-    return [best[i, :len(r)] for i, r in enumerate(rows)]
+    return [best[i, : len(r)] for i, r in enumerate(rows)]
 
 
-def label_positions(verifier, tokens: np.ndarray, offsets: np.ndarray, *, chunk_tokens: int = 512,
-                    overlap_tokens: int = 128, batch_chunks: int = 8) -> np.ndarray:
+def label_positions(
+    verifier,
+    tokens: np.ndarray,
+    offsets: np.ndarray,
+    *,
+    chunk_tokens: int = 512,
+    overlap_tokens: int = 128,
+    batch_chunks: int = 8,
+) -> np.ndarray:
     """The verifier's greedy next token for every target position; (n_tokens,) int32, -1 at document starts."""
     labels = np.full(len(tokens), NO_LABEL, dtype=np.int32)
     batch: list[Window] = []
 
     def flush() -> None:
-        rows = [np.asarray(tokens[w.start:w.end - 1], dtype=np.int64) for w in batch]  # the token before each target
+        rows = [np.asarray(tokens[w.start : w.end - 1], dtype=np.int64) for w in batch]  # the token before each target
         for w, best in zip(batch, _argmax_rows(verifier.model, rows, verifier.device)):
-            labels[w.first:w.end] = best[w.first - 1 - w.start:]
+            labels[w.first : w.end] = best[w.first - 1 - w.start :]
         batch.clear()
 
     for w in windows(offsets, chunk_tokens, overlap_tokens):
@@ -120,24 +127,47 @@ def label_corpus(verifier, tokenizer, job: LabelJob) -> LabelRecord:
     started_at, t0 = time.time(), time.perf_counter()
     tf = tokenize_source(job.corpus, tokenizer, out, max_tokens=job.max_tokens)
     tokens = tf.tokens()
-    labels = label_positions(verifier, tokens, tf.offsets(), chunk_tokens=job.chunk_tokens,
-                             overlap_tokens=job.overlap_tokens, batch_chunks=job.batch_chunks)
+    labels = label_positions(
+        verifier,
+        tokens,
+        tf.offsets(),
+        chunk_tokens=job.chunk_tokens,
+        overlap_tokens=job.overlap_tokens,
+        batch_chunks=job.batch_chunks,
+    )
     labels_path = out / f"{job.corpus.name}.labels"
     labels.tofile(labels_path)
     verifier.sync()
     wall_s, ended_at = time.perf_counter() - t0, time.time()
-    manifest = {"tokens": tf.tokens_path, "offsets": tf.offsets_path, "labels": str(labels_path), "dtype": tf.dtype,
-                "n_tokens": tf.n_tokens, "n_docs": tf.n_docs, "chunk_tokens": job.chunk_tokens,
-                "overlap_tokens": job.overlap_tokens}
+    manifest = {
+        "tokens": tf.tokens_path,
+        "offsets": tf.offsets_path,
+        "labels": str(labels_path),
+        "dtype": tf.dtype,
+        "n_tokens": tf.n_tokens,
+        "n_docs": tf.n_docs,
+        "chunk_tokens": job.chunk_tokens,
+        "overlap_tokens": job.overlap_tokens,
+    }
     path = out / "manifest.json"
     path.write_text(json.dumps(manifest, indent=1))
     n_bytes = sum(Path(p).stat().st_size for p in (tf.tokens_path, tf.offsets_path, labels_path))
     logger.info("labelled %s: %d tokens in %.1f s", job.corpus.name, tf.n_tokens, wall_s)
-    return LabelRecord(path=str(path), sha256=hashlib.sha256(labels.tobytes()).hexdigest(), bytes=n_bytes,
-                       n_tokens=tf.n_tokens, n_docs=tf.n_docs, n_labelled=int((labels != NO_LABEL).sum()),
-                       agreement=agreement(tokens, labels), chunk_tokens=job.chunk_tokens,
-                       overlap_tokens=job.overlap_tokens, wall_s=wall_s, started_at=started_at, ended_at=ended_at,
-                       device=str(verifier.device))
+    return LabelRecord(
+        path=str(path),
+        sha256=hashlib.sha256(labels.tobytes()).hexdigest(),
+        bytes=n_bytes,
+        n_tokens=tf.n_tokens,
+        n_docs=tf.n_docs,
+        n_labelled=int((labels != NO_LABEL).sum()),
+        agreement=agreement(tokens, labels),
+        chunk_tokens=job.chunk_tokens,
+        overlap_tokens=job.overlap_tokens,
+        wall_s=wall_s,
+        started_at=started_at,
+        ended_at=ended_at,
+        device=str(verifier.device),
+    )
 
 
 def load_labelled(manifest_path: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

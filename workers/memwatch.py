@@ -150,6 +150,4 @@ def machine_busy_cpu_s() -> float:
     """CPU seconds all cores of this machine have spent busy since boot (total minus idle and iowait; guest time is
     already inside user on Linux, so it is not counted twice, as in the estimate's utilisation)."""
     t = psutil.cpu_times()
-    return (sum(t) - t.idle - getattr(t, "iowait", 0.0)
-            - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0))
-
+    return sum(t) - t.idle - getattr(t, "iowait", 0.0) - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0)

@@ -96,7 +96,7 @@ def draft_latency(draft, context: Sequence[int], n: int = 50) -> DraftLatency:
 def word_ngrams(text: str, n: int = 4) -> list[tuple[str, ...]]:
     """Lower-cased whitespace-word n-grams of a text, in order."""
     words = text.lower().split()
-    return [tuple(words[i:i + n]) for i in range(len(words) - n + 1)]
+    return [tuple(words[i : i + n]) for i in range(len(words) - n + 1)]
 
 
 def within_text_repetition(text: str, n: int = 4) -> float:
@@ -127,18 +127,21 @@ def redundancy(texts: Sequence[str], n: int = 4) -> dict[str, float]:
     docs = [t for t in texts if t]
     if not docs:
         return {"texts": 0, "repetition": math.nan, "overlap": math.nan, "gzip_ratio": math.nan}
-    return {"texts": len(docs),
-            "repetition": statistics.fmean(within_text_repetition(t, n) for t in docs),
-            "overlap": cross_document_overlap(docs, n) if len(docs) > 1 else math.nan,
-            "gzip_ratio": statistics.fmean(gzip_ratio(t) for t in docs)}
+    return {
+        "texts": len(docs),
+        "repetition": statistics.fmean(within_text_repetition(t, n) for t in docs),
+        "overlap": cross_document_overlap(docs, n) if len(docs) > 1 else math.nan,
+        "gzip_ratio": statistics.fmean(gzip_ratio(t) for t in docs),
+    }
 
 
 # The paper's Table 5 (its §5.5), on the verifier's token ids ("computed on Mistral tokens to match the draft
 # models' context window"). `redundancy` above is greenspec's earlier word-level summary, kept for its callers.
 
+
 def token_ngrams(tokens: Sequence[int], n: int = 4) -> list[tuple[int, ...]]:
     """The token n-grams of a sequence, in order (none when it is shorter than n)."""
-    return [tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1)]
+    return [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
 
 
 def repeated_ngram_share(tokens: Sequence[int], n: int = 4) -> float:
@@ -170,9 +173,9 @@ class TaskRedundancy:
     """The paper's Table 5 row for one task: means over its texts (fractions, not %), and the gzip ratio."""
 
     texts: int
-    within_text: float      # mean share of a text's token 4-grams seen earlier in the same text
-    cross_doc: float        # mean share of a text's distinct 4-grams found in another text of the task
-    gzip_ratio: float       # compressed / raw bytes of the task's concatenated texts (lower = more redundant)
+    within_text: float  # mean share of a text's token 4-grams seen earlier in the same text
+    cross_doc: float  # mean share of a text's distinct 4-grams found in another text of the task
+    gzip_ratio: float  # compressed / raw bytes of the task's concatenated texts (lower = more redundant)
 
 
 def paper_redundancy(token_texts: Sequence[Sequence[int]], texts: Sequence[str], n: int = 4) -> TaskRedundancy:
@@ -183,7 +186,9 @@ def paper_redundancy(token_texts: Sequence[Sequence[int]], texts: Sequence[str],
     """
     within = [r for r in (repeated_ngram_share(t, n) for t in token_texts) if not math.isnan(r)]
     cross = [r for r in cross_document_shares(token_texts, n) if not math.isnan(r)] if len(token_texts) > 1 else []
-    return TaskRedundancy(texts=len(token_texts),
-                          within_text=statistics.fmean(within) if within else math.nan,
-                          cross_doc=statistics.fmean(cross) if cross else math.nan,
-                          gzip_ratio=concatenated_gzip_ratio(texts) if any(texts) else math.nan)
+    return TaskRedundancy(
+        texts=len(token_texts),
+        within_text=statistics.fmean(within) if within else math.nan,
+        cross_doc=statistics.fmean(cross) if cross else math.nan,
+        gzip_ratio=concatenated_gzip_ratio(texts) if any(texts) else math.nan,
+    )

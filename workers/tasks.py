@@ -106,5 +106,7 @@ def load_prompts(source: TextSource, count: int, prompt_words: int = 50, article
             f"{source.name}: {source.describe()} has {len(prompts)} documents of >= {min_words} words, "
             f"{count} prompts asked ({skipped} shorter ones skipped); lower prompts or prompt_words"
         )
-    logger.info("task %s: %d prompts from %s (%d short documents skipped)", source.name, count, source.describe(), skipped)
+    logger.info(
+        "task %s: %d prompts from %s (%d short documents skipped)", source.name, count, source.describe(), skipped
+    )
     return PromptSet(source.name, source.describe(), prompt_words, tuple(prompts), skipped)

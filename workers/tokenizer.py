@@ -41,7 +41,7 @@ def mistral_tokenizer_dir() -> Path:
     dst = dst_dir / "tokenizer.model"
     if not dst.is_file() or dst.stat().st_size != src.stat().st_size:
         dst_dir.mkdir(parents=True, exist_ok=True)
-        tmp = dst.with_suffix(f".{os.getpid()}.tmp")   # per process: two first runs at once must not share it
+        tmp = dst.with_suffix(f".{os.getpid()}.tmp")  # per process: two first runs at once must not share it
         shutil.copyfile(src, tmp)
         os.replace(tmp, dst)
     return dst_dir

@@ -111,8 +111,9 @@ def ancestor_mask(tree: TokenTree) -> torch.Tensor:
     return seen
 
 
-def attention_mask(tree: TokenTree, n_prefix: int, n_anchor: int, dtype: torch.dtype,
-                   device: torch.device | str = "cpu") -> torch.Tensor:
+def attention_mask(
+    tree: TokenTree, n_prefix: int, n_anchor: int, dtype: torch.dtype, device: torch.device | str = "cpu"
+) -> torch.Tensor:
     """Additive 4-D mask (1, 1, n_anchor + N, n_prefix + n_anchor + N): 0 where a query may look, -inf-like elsewhere.
 
     The queries are `n_anchor` causal tokens (the uncached context, or the pending token; 0 when the anchor is
@@ -123,9 +124,9 @@ def attention_mask(tree: TokenTree, n_prefix: int, n_anchor: int, dtype: torch.d
     q, kv = n_anchor + n, n_prefix + n_anchor + n
     seen = torch.zeros(q, kv, dtype=torch.bool)
     seen[:, :n_prefix] = True
-    seen[:n_anchor, n_prefix:n_prefix + n_anchor] = torch.ones(n_anchor, n_anchor, dtype=torch.bool).tril()
-    seen[n_anchor:, n_prefix:n_prefix + n_anchor] = True
-    seen[n_anchor:, n_prefix + n_anchor:] = ancestor_mask(tree)
+    seen[:n_anchor, n_prefix : n_prefix + n_anchor] = torch.ones(n_anchor, n_anchor, dtype=torch.bool).tril()
+    seen[n_anchor:, n_prefix : n_prefix + n_anchor] = True
+    seen[n_anchor:, n_prefix + n_anchor :] = ancestor_mask(tree)
     mask = torch.zeros(q, kv, dtype=dtype)
     mask.masked_fill_(~seen, torch.finfo(dtype).min)
     return mask[None, None].to(device)

@@ -61,13 +61,18 @@ def _count_shard_task(tokens: np.ndarray, offsets: np.ndarray, window: int, lo: 
     return count_shard(tokens, offsets, window, lo, hi)
 
 
-def ray_count_map(tokens: np.ndarray, offsets: np.ndarray, window: int,
-                  bounds: Sequence[tuple[int, int]]) -> list[InstanceCounts | None]:
+def ray_count_map(
+    tokens: np.ndarray, offsets: np.ndarray, window: int, bounds: Sequence[tuple[int, int]]
+) -> list[InstanceCounts | None]:
     """Count shards as parallel Ray tasks on any node; tokens go to the object store once, results come back in
     order. Each task declares the memory of one counting chunk."""
     tokens_ref, offsets_ref = ray.put(np.asarray(tokens)), ray.put(np.asarray(offsets))
-    refs = [_count_shard_task.options(memory=min(hi - lo, CHUNK_TOKENS) * CHUNK_BYTES_PER_TOKEN + (1 << 20))
-            .remote(tokens_ref, offsets_ref, window, lo, hi) for lo, hi in bounds]
+    refs = [
+        _count_shard_task.options(memory=min(hi - lo, CHUNK_TOKENS) * CHUNK_BYTES_PER_TOKEN + (1 << 20)).remote(
+            tokens_ref, offsets_ref, window, lo, hi
+        )
+        for lo, hi in bounds
+    ]
     return ray.get(refs)
 
 
@@ -95,16 +100,23 @@ class RayMap:
         self.cpu_s = 0.0
         self.node_id = node_id or this_node()
 
-    def __call__(self, fn: Callable, calls: list[dict], memory_bytes: int | list[int],
-                 on_done: Callable[[int], None] | None = None, budget_bytes: int | None = None) -> list:
+    def __call__(
+        self,
+        fn: Callable,
+        calls: list[dict],
+        memory_bytes: int | list[int],
+        on_done: Callable[[int], None] | None = None,
+        budget_bytes: int | None = None,
+    ) -> list:
         mem = memory_bytes if isinstance(memory_bytes, list) else [memory_bytes] * len(calls)
         node_mem = node_memory_bytes(self.node_id)
         mem = [max(1, int(min(m, node_mem))) for m in mem]
         where = NodeAffinitySchedulingStrategy(node_id=self.node_id, soft=False)
         out, flight, nxt, done = [None] * len(calls), {}, 0, 0
         while done < len(calls):
-            while nxt < len(calls) and (not flight or budget_bytes is None
-                                        or sum(mem[i] for i in flight.values()) + mem[nxt] <= budget_bytes):
+            while nxt < len(calls) and (
+                not flight or budget_bytes is None or sum(mem[i] for i in flight.values()) + mem[nxt] <= budget_bytes
+            ):
                 ref = _run_call.options(memory=mem[nxt], scheduling_strategy=where).remote(fn, calls[nxt])
                 flight[ref], nxt = nxt, nxt + 1
             ready, _ = ray.wait(list(flight), num_returns=1)
@@ -145,8 +157,13 @@ def _sampler(power_sources: Sequence[str], power_hz: float):
     return PowerSampler(sources, hz=power_hz)
 
 
-def train_with_energy(req: IBaseRequest, *, power_sources: Sequence[str] = ("auto",), power_hz: float = 10.0,
-                      progress: Progress | None = None) -> IBaseInfo:
+def train_with_energy(
+    req: IBaseRequest,
+    *,
+    power_sources: Sequence[str] = ("auto",),
+    power_hz: float = 10.0,
+    progress: Progress | None = None,
+) -> IBaseInfo:
     """`train_instance_base` with its stages on Ray CPU tasks, power-logged; energy by CPU-time share.
 
     Several trainings (and the sweep) may share the machine over overlapping windows: each is given its share of the
@@ -163,8 +180,14 @@ def train_with_energy(req: IBaseRequest, *, power_sources: Sequence[str] = ("aut
             info = train_instance_base(_over_ray(req), count_map=count_map, run_map=RayMap(), progress=progress)
     w = span.window
     energy = training_energy_j(sampler, w, info.cpu_s or 0.0, machine_busy_cpu_s() - machine0)
-    return dataclasses.replace(info, energy_j=energy, power_source=w.source_label, power_measured=w.measured,
-                               energy_attribution=ENERGY_ATTRIBUTION, node_id=this_node())
+    return dataclasses.replace(
+        info,
+        energy_j=energy,
+        power_source=w.source_label,
+        power_measured=w.measured,
+        energy_attribution=ENERGY_ATTRIBUTION,
+        node_id=this_node(),
+    )
 
 
 @ray.remote(num_cpus=1)
@@ -193,8 +216,13 @@ class RaySession:
                 ray.init(address=self.address, log_to_driver=False, configure_logging=False)
             else:
                 # "local": a new Ray here, never the last `ray start` cluster that a bare ray.init() would join
-                ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False,
-                         configure_logging=False)
+                ray.init(
+                    address="local",
+                    num_cpus=os.cpu_count(),
+                    include_dashboard=False,
+                    log_to_driver=False,
+                    configure_logging=False,
+                )
             self.started = True
         return self
 
@@ -221,5 +249,6 @@ def build_task(job: ArtifactJob) -> ArtifactInfo:
         w = span.window
         energy = training_energy_j(sampler, w, own_cpu_s, machine_cpu_s)
     replicate_to_accelerator(info.path, info.sha256)
-    return dataclasses.replace(info, energy_j=energy, power_source=w.source_label, power_measured=w.measured,
-                               node_id=this_node())
+    return dataclasses.replace(
+        info, energy_j=energy, power_source=w.source_label, power_measured=w.measured, node_id=this_node()
+    )

@@ -147,13 +147,23 @@ class BuiltTree:
     partitions: int = 0
 
 
-def artifact_name(source: TextSource, tok_id: str, *, window: int, backend: str, order: str,
-                  max_tokens: int | None) -> str:
+def artifact_name(
+    source: TextSource, tok_id: str, *, window: int, backend: str, order: str, max_tokens: int | None
+) -> str:
     """`<name>-<hash>.<ext>`: the same inputs always give the same file name (shards, budget and workers do not
     change the result)."""
-    key = json.dumps({"source": dataclasses.asdict(source), "tokenizer": tok_id, "window": window,
-                      "backend": backend, "order": order, "max_tokens": max_tokens, "format": FORMAT_VERSION},
-                     sort_keys=True)
+    key = json.dumps(
+        {
+            "source": dataclasses.asdict(source),
+            "tokenizer": tok_id,
+            "window": window,
+            "backend": backend,
+            "order": order,
+            "max_tokens": max_tokens,
+            "format": FORMAT_VERSION,
+        },
+        sort_keys=True,
+    )
     ext = "igtree" if backend == "native" else "ibase"
     return f"{source.name}-{hashlib.sha256(key.encode()).hexdigest()[:12]}.{ext}"
 
@@ -182,8 +192,9 @@ def default_budget_bytes() -> int:
     return int(psutil.virtual_memory().available * DEFAULT_BUDGET_SHARE)
 
 
-def count_shard(tokens: np.ndarray, offsets: np.ndarray, window: int, lo: int, hi: int,
-                chunk_tokens: int = CHUNK_TOKENS) -> InstanceCounts | None:
+def count_shard(
+    tokens: np.ndarray, offsets: np.ndarray, window: int, lo: int, hi: int, chunk_tokens: int = CHUNK_TOKENS
+) -> InstanceCounts | None:
     """Counts of the instances whose target lies in [lo, hi), chunk by chunk; None if there are none."""
     parts = []
     for a in range(lo, hi, chunk_tokens):
@@ -194,14 +205,20 @@ def count_shard(tokens: np.ndarray, offsets: np.ndarray, window: int, lo: int, h
     return merge_counts(parts) if parts else None
 
 
-def local_count_map(tokens: np.ndarray, offsets: np.ndarray, window: int,
-                    bounds: Sequence[tuple[int, int]]) -> list[InstanceCounts | None]:
+def local_count_map(
+    tokens: np.ndarray, offsets: np.ndarray, window: int, bounds: Sequence[tuple[int, int]]
+) -> list[InstanceCounts | None]:
     """Count every shard here, one after the other."""
     return [count_shard(tokens, offsets, window, lo, hi) for lo, hi in bounds]
 
 
-def train_instance_base(req: IBaseRequest, *, count_map: CountMap = local_count_map, run_map: TaskMap | None = None,
-                        progress: Progress | None = None) -> IBaseInfo:
+def train_instance_base(
+    req: IBaseRequest,
+    *,
+    count_map: CountMap = local_count_map,
+    run_map: TaskMap | None = None,
+    progress: Progress | None = None,
+) -> IBaseInfo:
     """Train one instance base as `req` asks and write it (resuming a killed training of the same file).
 
     `count_map` counts the in-memory path's shards, `run_map` runs the out-of-core stages (and, when given, the
@@ -211,8 +228,9 @@ def train_instance_base(req: IBaseRequest, *, count_map: CountMap = local_count_
     t0, cpu0 = time.perf_counter(), time.process_time()
     tok = load_tokenizer(req.tokenizer)
     tok_id = tokenizer_id(tok)
-    name = artifact_name(req.source, tok_id, window=req.window, backend=req.backend, order=req.order,
-                         max_tokens=req.max_tokens)
+    name = artifact_name(
+        req.source, tok_id, window=req.window, backend=req.backend, order=req.order, max_tokens=req.max_tokens
+    )
     path = Path(req.out_path) if req.out_path else Path(req.out_dir) / name
     fingerprint = source_fingerprint(req.source)
     with training_lock(path):  # a second training of the same file waits for the first
@@ -222,38 +240,73 @@ def train_instance_base(req: IBaseRequest, *, count_map: CountMap = local_count_
         plan = plan_training(budget, req.workers or 1)
         with PeakRss() as peak:
             tf = _tokens(req, tok, work_folder(path), fingerprint, run_map, progress)
-            meta = {"name": req.source.name, "source": req.source.describe(), "tokenizer_id": tok_id,
-                    "tokens": tf.n_tokens, "source_fingerprint": fingerprint}
+            meta = {
+                "name": req.source.name,
+                "source": req.source.describe(),
+                "tokenizer_id": tok_id,
+                "tokens": tf.n_tokens,
+                "source_fingerprint": fingerprint,
+            }
             built = _build(req, tf, plan, path, meta, count_map, run_map, progress)
         shutil.rmtree(work_folder(path), ignore_errors=True)
-        info = IBaseInfo(name=req.source.name, path=str(path), sha256=file_sha256(path), backend=req.backend,
-                         window=req.window, order=req.order, tokenizer_id=tok_id, tokens=tf.n_tokens,
-                         instances=tf.n_instances, nodes_before_prune=built.nodes_before_prune,
-                         nodes_after_prune=built.nodes_after_prune, bytes=built.n_bytes,
-                         train_s=time.perf_counter() - t0, partitions=built.partitions, memory_budget_bytes=budget,
-                         peak_rss_bytes=peak.peak_bytes,
-                         cpu_s=time.process_time() - cpu0 + float(getattr(run_map, "cpu_s", 0.0)))
-    logger.info("trained %s: %d tokens, %d instances, %d partitions -> %s (%d bytes, %.2f s, peak %.2f GB)",
-                info.name, info.tokens, info.instances, info.partitions, info.path, info.bytes, info.train_s,
-                info.peak_rss_bytes / 1e9)
+        info = IBaseInfo(
+            name=req.source.name,
+            path=str(path),
+            sha256=file_sha256(path),
+            backend=req.backend,
+            window=req.window,
+            order=req.order,
+            tokenizer_id=tok_id,
+            tokens=tf.n_tokens,
+            instances=tf.n_instances,
+            nodes_before_prune=built.nodes_before_prune,
+            nodes_after_prune=built.nodes_after_prune,
+            bytes=built.n_bytes,
+            train_s=time.perf_counter() - t0,
+            partitions=built.partitions,
+            memory_budget_bytes=budget,
+            peak_rss_bytes=peak.peak_bytes,
+            cpu_s=time.process_time() - cpu0 + float(getattr(run_map, "cpu_s", 0.0)),
+        )
+    logger.info(
+        "trained %s: %d tokens, %d instances, %d partitions -> %s (%d bytes, %.2f s, peak %.2f GB)",
+        info.name,
+        info.tokens,
+        info.instances,
+        info.partitions,
+        info.path,
+        info.bytes,
+        info.train_s,
+        info.peak_rss_bytes / 1e9,
+    )
     return info
 
 
-def _tokens(req: IBaseRequest, tok: Any, work: Path, fingerprint: str, run_map: TaskMap | None,
-            progress: Progress | None) -> TokenFile:
+def _tokens(
+    req: IBaseRequest, tok: Any, work: Path, fingerprint: str, run_map: TaskMap | None, progress: Progress | None
+) -> TokenFile:
     """The token file (over `run_map` tasks for a large local source); a bad corpus leaves no work folder behind
     (a kill keeps it, to resume)."""
     parallel = (req.workers or 1) > 1 and _local_bytes(req.source) >= req.parallel_tokenise_bytes
     try:
-        return _token_file(req, (req.tokenizer, tok), work, fingerprint, progress,
-                           (run_map or local_map) if parallel else None)
+        return _token_file(
+            req, (req.tokenizer, tok), work, fingerprint, progress, (run_map or local_map) if parallel else None
+        )
     except CorpusError:
         shutil.rmtree(work, ignore_errors=True)
         raise
 
 
-def _build(req: IBaseRequest, tf: TokenFile, plan: Plan, path: Path, meta: dict, count_map: CountMap,
-           run_map: TaskMap | None, progress: Progress | None) -> BuiltTree:
+def _build(
+    req: IBaseRequest,
+    tf: TokenFile,
+    plan: Plan,
+    path: Path,
+    meta: dict,
+    count_map: CountMap,
+    run_map: TaskMap | None,
+    progress: Progress | None,
+) -> BuiltTree:
     """The tree written to `path` by the build that fits: TiMBL's, in memory, or out of core."""
     work = work_folder(path)
     if req.backend == "timbl":
@@ -264,16 +317,21 @@ def _build(req: IBaseRequest, tf: TokenFile, plan: Plan, path: Path, meta: dict,
         if run_map is None or count_map is not local_count_map:
             return build_in_memory(tf, req.window, req.order, req.shards, meta, str(path), count_map)
         memory = max(1, tf.n_instances) * IN_MEMORY_BYTES_PER_ROW
-        (built,) = run_map(build_in_memory, [dict(tf=tf, window=req.window, order=req.order, shards=req.shards,
-                                                   meta=meta, out=str(path))], memory)
+        (built,) = run_map(
+            build_in_memory,
+            [dict(tf=tf, window=req.window, order=req.order, shards=req.shards, meta=meta, out=str(path))],
+            memory,
+        )
         return built
-    summary: BuildSummary = build_partitioned(tf, req.window, req.order, work / "partitioned", path, meta, plan,
-                                              run_map, progress)
+    summary: BuildSummary = build_partitioned(
+        tf, req.window, req.order, work / "partitioned", path, meta, plan, run_map, progress
+    )
     return BuiltTree(summary.bytes, summary.nodes_before_prune, summary.nodes_after_prune, summary.partitions)
 
 
-def build_in_memory(tf: TokenFile, window: int, order: str, shards: int, meta: dict, out: str,
-                    count_map: CountMap = local_count_map) -> BuiltTree:
+def build_in_memory(
+    tf: TokenFile, window: int, order: str, shards: int, meta: dict, out: str, count_map: CountMap = local_count_map
+) -> BuiltTree:
     """Count the shards (through `count_map`), merge them in training order, build the tree, save it to `out`."""
     bounds = shard_bounds(tf.n_tokens, shards)
     parts = [p for p in count_map(tf.tokens(), tf.offsets(), window, bounds) if p is not None]
@@ -281,8 +339,14 @@ def build_in_memory(tf: TokenFile, window: int, order: str, shards: int, meta: d
     return BuiltTree(tree.save(out), tree.meta["nodes_before_prune"], tree.meta["nodes_after_prune"])
 
 
-def _token_file(req: IBaseRequest, tok: tuple, work: Path, fingerprint: str, progress: Progress | None,
-                run_map: TaskMap | None = None) -> TokenFile:
+def _token_file(
+    req: IBaseRequest,
+    tok: tuple,
+    work: Path,
+    fingerprint: str,
+    progress: Progress | None,
+    run_map: TaskMap | None = None,
+) -> TokenFile:
     """The tokenised corpus in `work` (over `run_map` tasks by document ranges when given): reused when a killed
     training left it complete, else (re)made. `tok` is (name, tokenizer).
 
@@ -302,8 +366,9 @@ def _token_file(req: IBaseRequest, tok: tuple, work: Path, fingerprint: str, pro
     if run_map is None:
         tf = tokenize_source(req.source, tok[1], work, max_tokens=req.max_tokens, on_tokens=on_tokens)
     else:
-        tf = tokenize_parallel(req.source, tok[0], work, run_map, workers=req.workers or 1, max_tokens=req.max_tokens,
-                               on_tokens=on_tokens)
+        tf = tokenize_parallel(
+            req.source, tok[0], work, run_map, workers=req.workers or 1, max_tokens=req.max_tokens, on_tokens=on_tokens
+        )
         shutil.rmtree(work / "parts", ignore_errors=True)
     tmp = manifest.with_name("tokens.json.tmp")
     tmp.write_text(json.dumps({"fingerprint": fingerprint, "tf": dataclasses.asdict(tf)}))
@@ -323,10 +388,22 @@ def _reused(path: Path, fingerprint: str, backend: str, order: str) -> IBaseInfo
     m = tree.meta
     if m.get("source_fingerprint") != fingerprint:
         return None
-    return IBaseInfo(name=m["name"], path=str(path), sha256=file_sha256(path), backend=backend, window=tree.window,
-                     order=order, tokenizer_id=m["tokenizer_id"], tokens=m["tokens"], instances=m["instances"],
-                     nodes_before_prune=m["nodes_before_prune"], nodes_after_prune=m["nodes_after_prune"],
-                     bytes=path.stat().st_size, train_s=0.0, reused=True)
+    return IBaseInfo(
+        name=m["name"],
+        path=str(path),
+        sha256=file_sha256(path),
+        backend=backend,
+        window=tree.window,
+        order=order,
+        tokenizer_id=m["tokenizer_id"],
+        tokens=m["tokens"],
+        instances=m["instances"],
+        nodes_before_prune=m["nodes_before_prune"],
+        nodes_after_prune=m["nodes_after_prune"],
+        bytes=path.stat().st_size,
+        train_s=0.0,
+        reused=True,
+    )
 
 
 def _check_options(window: int, backend: str, order: str, shards: int, memory_gb: float | None = None) -> None:

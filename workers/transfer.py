@@ -72,8 +72,11 @@ def alive_nodes() -> list[dict]:
 
 def find_holder(path: str, exclude: str | None = None) -> Held | None:
     """The first other alive node holding `path`, with its size and sha256 (None if no node holds it)."""
-    refs = [_describe.options(scheduling_strategy=_on(n["NodeID"])).remote(path)
-            for n in alive_nodes() if n["NodeID"] != exclude]
+    refs = [
+        _describe.options(scheduling_strategy=_on(n["NodeID"])).remote(path)
+        for n in alive_nodes()
+        if n["NodeID"] != exclude
+    ]
     for ref in refs:
         try:
             held = ray.get(ref)
@@ -103,8 +106,10 @@ def fetch(path: str, held: Held) -> None:
                 out.write(ray.get(ref))
         got = file_sha256(tmp)
         if got != held.sha256:
-            raise OSError(f"{path}: copied from node {held.node_id[:12]} with sha256 {got[:12]}..., "
-                          f"expected {held.sha256[:12]}...")
+            raise OSError(
+                f"{path}: copied from node {held.node_id[:12]} with sha256 {got[:12]}..., "
+                f"expected {held.sha256[:12]}..."
+            )
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)

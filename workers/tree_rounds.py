@@ -57,8 +57,9 @@ def propose_tree(draft: Draft, context: Sequence[int], budget: int, verifier: Ve
     return tree
 
 
-def tree_pass(verifier: Verifier, tally: Tally, anchor: list[int], tree: TokenTree, n_prefix: int,
-              cache: str) -> list[int]:
+def tree_pass(
+    verifier: Verifier, tally: Tally, anchor: list[int], tree: TokenTree, n_prefix: int, cache: str
+) -> list[int]:
     """One pass over `anchor` tokens + the tree's nodes after `n_prefix` cached ones; the argmax after the last
     anchor token and after each node (1 + N)."""
     mask = attention_mask(tree, n_prefix, len(anchor), verifier.dtype)
@@ -68,8 +69,9 @@ def tree_pass(verifier: Verifier, tally: Tally, anchor: list[int], tree: TokenTr
     return greedy_tokens(logits)
 
 
-def uncached_tree_round(verifier: Verifier, draft: Draft, context: list[int], budget: int,
-                        tally: Tally) -> tuple[list[int], int]:
+def uncached_tree_round(
+    verifier: Verifier, draft: Draft, context: list[int], budget: int, tally: Tally
+) -> tuple[list[int], int]:
     """One full forward over context + tree: (the accepted path + the verifier's next token, path length)."""
     tree = propose_tree(draft, context, budget, verifier, tally)
     targets = tree_pass(verifier, tally, context, tree, 0, "none")
@@ -77,8 +79,9 @@ def uncached_tree_round(verifier: Verifier, draft: Draft, context: list[int], bu
     return [tree.tokens[i] for i in path] + [bonus], len(path)
 
 
-def standard_tree_round(verifier: Verifier, draft: Draft, context: list[int], budget: int, tally: Tally,
-                        first: bool) -> tuple[list[int], int]:
+def standard_tree_round(
+    verifier: Verifier, draft: Draft, context: list[int], budget: int, tally: Tally, first: bool
+) -> tuple[list[int], int]:
     """Feed the pending token (the whole prompt at first) + the tree; the cache keeps the accepted path."""
     tree = propose_tree(draft, context, budget, verifier, tally)
     anchor, n_prefix = (context, 0) if first else (context[-1:], len(context) - 1)
@@ -88,8 +91,16 @@ def standard_tree_round(verifier: Verifier, draft: Draft, context: list[int], bu
     return [tree.tokens[i] for i in path] + [bonus], len(path)
 
 
-def cached_tree_round(verifier: Verifier, draft: Draft, context: list[int], pending: int, room: int, budget: int,
-                      tally: Tally, eos_id: int | None) -> tuple[list[int], int, int | None]:
+def cached_tree_round(
+    verifier: Verifier,
+    draft: Draft,
+    context: list[int],
+    pending: int,
+    room: int,
+    budget: int,
+    tally: Tally,
+    eos_id: int | None,
+) -> tuple[list[int], int, int | None]:
     """The paper's cached round over a tree: (new tokens, n accepted, argmax of the next position or None at the end).
 
     The cache holds all of `context`; `pending` is the verifier's token after it (from the previous pass).
@@ -112,8 +123,9 @@ def cached_tree_round(verifier: Verifier, draft: Draft, context: list[int], pend
     return [sub.tokens[i] for i in path], len(path), after
 
 
-def generate_uncached_tree(verifier: Verifier, draft: Draft, prompt: list[int], max_new: int, budget: int,
-                           eos_id: int | None, tally: Tally) -> None:
+def generate_uncached_tree(
+    verifier: Verifier, draft: Draft, prompt: list[int], max_new: int, budget: int, eos_id: int | None, tally: Tally
+) -> None:
     """Tree rounds of full forwards until EOS or max_new tokens (budget capped so the bonus token still fits)."""
     while not tally.done(max_new):
         room = max_new - len(tally.tokens)
@@ -121,8 +133,9 @@ def generate_uncached_tree(verifier: Verifier, draft: Draft, prompt: list[int], 
         tally.record(new, n, eos_id, max_new)
 
 
-def generate_standard_tree(verifier: Verifier, draft: Draft, prompt: list[int], max_new: int, budget: int,
-                           eos_id: int | None, tally: Tally) -> None:
+def generate_standard_tree(
+    verifier: Verifier, draft: Draft, prompt: list[int], max_new: int, budget: int, eos_id: int | None, tally: Tally
+) -> None:
     """Standard cached tree rounds until EOS or max_new tokens."""
     while not tally.done(max_new):
         room = max_new - len(tally.tokens)
@@ -131,16 +144,18 @@ def generate_standard_tree(verifier: Verifier, draft: Draft, prompt: list[int], 
         tally.record(new, n, eos_id, max_new)
 
 
-def generate_cached_tree(verifier: Verifier, draft: Draft, prompt: list[int], max_new: int, budget: int,
-                         eos_id: int | None, tally: Tally) -> None:
+def generate_cached_tree(
+    verifier: Verifier, draft: Draft, prompt: list[int], max_new: int, budget: int, eos_id: int | None, tally: Tally
+) -> None:
     """Prefill once, then the paper's cached rounds over trees until EOS or max_new tokens."""
     if max_new == 0:
         return
     pending = int(timed_pass(verifier, tally, verifier.prefill, prompt, 1)[-1].argmax())
     while not tally.done(max_new):
         room = max_new - len(tally.tokens)
-        new, n, pending = cached_tree_round(verifier, draft, prompt + tally.tokens, pending, room, budget, tally,
-                                            eos_id)
+        new, n, pending = cached_tree_round(
+            verifier, draft, prompt + tally.tokens, pending, room, budget, tally, eos_id
+        )
         tally.record(new, n, eos_id, max_new)
         if pending is None:
             break

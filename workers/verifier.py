@@ -97,8 +97,9 @@ class Verifier:
         return out.logits[0]
 
     @torch.inference_mode()
-    def masked(self, ids: Sequence[int], positions: Sequence[int], mask: torch.Tensor, cache: str,
-               keep: int = 0) -> torch.Tensor:
+    def masked(
+        self, ids: Sequence[int], positions: Sequence[int], mask: torch.Tensor, cache: str, keep: int = 0
+    ) -> torch.Tensor:
         """A forward over `ids` at `positions` under a 4-D additive `mask` (a token tree); logits (T, V), or of the
         last `keep` positions when keep > 0.
 
@@ -112,9 +113,14 @@ class Verifier:
         elif cache == "extend" and self.cache is None:
             raise RuntimeError("Verifier.masked(cache='extend') before prefill")
         cached = cache != "none"
-        out = self.model(input_ids=self._tensor(ids), position_ids=self._tensor(positions),
-                         attention_mask=mask.to(self.device), cache=self.cache if cached else None,
-                         use_cache=cached, logits_to_keep=keep)
+        out = self.model(
+            input_ids=self._tensor(ids),
+            position_ids=self._tensor(positions),
+            attention_mask=mask.to(self.device),
+            cache=self.cache if cached else None,
+            use_cache=cached,
+            logits_to_keep=keep,
+        )
         if cached:
             self.cache = out.cache
         return out.logits[0]
@@ -144,7 +150,9 @@ class Verifier:
         return torch.tensor([list(ids)], dtype=torch.long, device=self.device)
 
 
-def load_verifier(model_id_or_path: str, dtype: str = "auto", device: str = "auto", revision: str | None = None) -> Verifier:
+def load_verifier(
+    model_id_or_path: str, dtype: str = "auto", device: str = "auto", revision: str | None = None
+) -> Verifier:
     """Load a causal LM by hub id (at `revision`), local path, built-in name ("smollm2-135m") or .gguf path onto
     `device`; failures raise ModelError in one line."""
     from transformers import AutoModelForCausalLM
@@ -157,7 +165,9 @@ def load_verifier(model_id_or_path: str, dtype: str = "auto", device: str = "aut
         raise ModelError(f"dtype {dtype!r} is not accepted; give 'auto', 'float32', 'float16' or 'bfloat16'")
     try:
         folder = resolve_model(model_id_or_path)  # a GGUF model: its converted folder (converted once, cached)
-        model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch_dtype, revision=None if is_gguf(model_id_or_path) else revision)
+        model = AutoModelForCausalLM.from_pretrained(
+            folder, dtype=torch_dtype, revision=None if is_gguf(model_id_or_path) else revision
+        )
     except (OSError, ValueError) as err:
         raise ModelError(f"verifier {model_id_or_path!r} cannot be loaded: {first_line(err)}") from err
     logger.info("verifier %s loaded on %s (%s)", model_id_or_path, target, model.dtype)

@@ -10,10 +10,12 @@ from dashboard.app import page_filters
 f = page_filters()
 st.title("Acceptance")
 summary = f.summary()
-st.caption("Acceptance = accepted / drafted tokens; first-token acceptance = rounds whose first draft token was "
-           "accepted / rounds with a draft (cached: 1 - fast-path rejects / rounds with a draft); MAL = accepted draft "
-           f"tokens per verification round (a fast-path reject is a round, the cached prefill is not). "
-           f"{ui.aggregation_label(f).capitalize()}.")
+st.caption(
+    "Acceptance = accepted / drafted tokens; first-token acceptance = rounds whose first draft token was "
+    "accepted / rounds with a draft (cached: 1 - fast-path rejects / rounds with a draft); MAL = accepted draft "
+    f"tokens per verification round (a fast-path reject is a round, the cached prefill is not). "
+    f"{ui.aggregation_label(f).capitalize()}."
+)
 ui.paper_table_block(f, "table6")
 ui.paper_table_block(f, "table7")
 
@@ -22,10 +24,16 @@ if even.empty:
     st.info("No drafted strategy in this selection.")
 else:
     ui.show_chart(ui.summary_chart("acceptance_vs_k", f))
-    ui.frame_block(even, "Break-even acceptance k/(k+1)", "break_even", column_config={
-        "acceptance": st.column_config.NumberColumn(format="percent"),
-        "first_token_acceptance": st.column_config.NumberColumn("first-token acceptance", format="percent"),
-        "break_even": st.column_config.NumberColumn("break-even", format="percent"),
-        "margin": st.column_config.NumberColumn(format="percent"),
-        "speedup": st.column_config.NumberColumn(format="%.2fx")})
+    ui.frame_block(
+        even,
+        "Break-even acceptance k/(k+1)",
+        "break_even",
+        column_config={
+            "acceptance": st.column_config.NumberColumn(format="percent"),
+            "first_token_acceptance": st.column_config.NumberColumn("first-token acceptance", format="percent"),
+            "break_even": st.column_config.NumberColumn("break-even", format="percent"),
+            "margin": st.column_config.NumberColumn(format="percent"),
+            "speedup": st.column_config.NumberColumn(format="%.2fx"),
+        },
+    )
     ui.show_chart(ui.accepted_length_chart(f, int(even["k"].max())))

@@ -28,7 +28,9 @@ def trace(f: ui.Filters) -> None:
         return
     t0, t1 = float(gen["started_at"]), float(gen["ended_at"])
     samples = queries.power(f.url, f.exp_id, t0 - TRACE_MARGIN_S, t1 + TRACE_MARGIN_S)
-    label = ui.power_label(pd.DataFrame([{"power_measured": gen["power_measured"], "power_source": gen["power_source"]}]))
+    label = ui.power_label(
+        pd.DataFrame([{"power_measured": gen["power_measured"], "power_source": gen["power_source"]}])
+    )
     cols = st.columns(4)
     cols[0].metric("energy (J)", _value(gen, "energy_j", "{:.2f}"))
     cols[1].metric("mean power (W)", _value(gen, "mean_power_w", "{:.1f}"))
@@ -44,9 +46,11 @@ f = page_filters()
 st.title("Energy")
 summary = f.summary()
 label = ui.power_label(summary)
-st.caption(f"Energy is the power trace integrated over each generation's window. Source: **{label}**. "
-           f"Energy ratio = plain's J/100 tokens ÷ the strategy's (higher is better; the paper's Table 3). "
-           f"{ui.aggregation_label(f).capitalize()}.")
+st.caption(
+    f"Energy is the power trace integrated over each generation's window. Source: **{label}**. "
+    f"Energy ratio = plain's J/100 tokens ÷ the strategy's (higher is better; the paper's Table 3). "
+    f"{ui.aggregation_label(f).capitalize()}."
+)
 ui.paper_table_block(f, "table3")
 ui.paper_table_block(f, "table4")
 if summary["tokens_per_j"].notna().any():

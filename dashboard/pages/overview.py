@@ -9,8 +9,22 @@ from dashboard.app import page_filters
 
 REFRESH_S = 5  # how often the queue redraws while cells are pending or running
 
-RESULT_COLUMNS = ["strategy", "task", "k", "regime", "prompts", "tokens_per_s", "speedup", "acceptance",
-                  "first_token_acceptance", "mal", "rouge_l", "j_per_100_tokens", "energy_ratio", "power_source"]
+RESULT_COLUMNS = [
+    "strategy",
+    "task",
+    "k",
+    "regime",
+    "prompts",
+    "tokens_per_s",
+    "speedup",
+    "acceptance",
+    "first_token_acceptance",
+    "mal",
+    "rouge_l",
+    "j_per_100_tokens",
+    "energy_ratio",
+    "power_source",
+]
 RESULT_FORMATS = {
     "tokens_per_s": st.column_config.NumberColumn("tok/s", format="%.1f"),
     "speedup": st.column_config.NumberColumn("speedup", format="%.2fx"),
@@ -22,11 +36,22 @@ RESULT_FORMATS = {
     "energy_ratio": st.column_config.NumberColumn("energy ratio", format="%.2fx"),
     "power_source": "power",
 }
-IBASE_COLUMNS = {"corpus": "corpus", "backend": "backend", "tokens": "tokens", "instances": "instances",
-                 "nodes_before_prune": "nodes before prune", "nodes_after_prune": "nodes after prune",
-                 "size_mb": "size (MB)", "train_s": "train (s)", "energy_j": "energy (J)",
-                 "power_source": "power source", "partitions": "partitions", "peak_gb": "peak RSS (GB)",
-                 "cpu_s": "CPU (s)", "energy_attribution": "energy attributed by"}
+IBASE_COLUMNS = {
+    "corpus": "corpus",
+    "backend": "backend",
+    "tokens": "tokens",
+    "instances": "instances",
+    "nodes_before_prune": "nodes before prune",
+    "nodes_after_prune": "nodes after prune",
+    "size_mb": "size (MB)",
+    "train_s": "train (s)",
+    "energy_j": "energy (J)",
+    "power_source": "power source",
+    "partitions": "partitions",
+    "peak_gb": "peak RSS (GB)",
+    "cpu_s": "CPU (s)",
+    "energy_attribution": "energy attributed by",
+}
 
 
 def live(status: dict) -> bool:
@@ -47,9 +72,16 @@ def queue(f: ui.Filters, was_live: bool) -> None:
     total = sum(sweep.values())
     done = sweep["done"] + sweep["failed"]
     cols = st.columns(5)
-    for col, (label, value) in zip(cols, [("sweep cells", total), ("done", sweep["done"]),
-                                          ("running", sweep["running"]), ("failed", sweep["failed"]),
-                                          ("generations", data[1])]):
+    for col, (label, value) in zip(
+        cols,
+        [
+            ("sweep cells", total),
+            ("done", sweep["done"]),
+            ("running", sweep["running"]),
+            ("failed", sweep["failed"]),
+            ("generations", data[1]),
+        ],
+    ):
         col.metric(label, value)
     st.progress(done / total if total else 0.0, text=f"sweep {done}/{total} finished")
     st.plotly_chart(charts.queue_progress(counts))

@@ -14,15 +14,35 @@ from workers.paper import TASK_NAMES, compare, load_results, redundancy_frame, r
 SECTIONS = [  # (title, metrics, key)
     ("Throughput and speedup (Tables 1 and 2, Figure 1)", ("tokens_per_s", "speedup"), "paper_speed"),
     ("Acceptance and mean accepted length (Tables 6 and 7)", ("acceptance", "mal"), "paper_acceptance"),
-    ("Energy (Tables 3 and 4, Figure 2)", ("j_per_100_tokens", "energy_ratio", "tokens_per_j", "mean_power_w"),
-     "paper_energy"),
+    (
+        "Energy (Tables 3 and 4, Figure 2)",
+        ("j_per_100_tokens", "energy_ratio", "tokens_per_j", "mean_power_w"),
+        "paper_energy",
+    ),
     ("Output quality (ROUGE-L against plain greedy)", ("rouge_l",), "paper_quality"),
-    ("Redundancy of the texts (Table 5, on the verifier's tokens)", ("within_text", "cross_doc", "gzip_ratio"),
-     "paper_redundancy"),
+    (
+        "Redundancy of the texts (Table 5, on the verifier's tokens)",
+        ("within_text", "cross_doc", "gzip_ratio"),
+        "paper_redundancy",
+    ),
     ("Draft latency (§2.3, `greenspec latency SPEC`)", ("latency_ms",), "paper_latency"),
 ]
-COLUMNS = ["source", "metric", "strategy", "task", "k", "regime", "paper", "paper_max", "ours", "diff", "rel_diff",
-           "in_range", "quote", "note"]
+COLUMNS = [
+    "source",
+    "metric",
+    "strategy",
+    "task",
+    "k",
+    "regime",
+    "paper",
+    "paper_max",
+    "ours",
+    "diff",
+    "rel_diff",
+    "in_range",
+    "quote",
+    "note",
+]
 NONE = "(none)"
 
 
@@ -49,12 +69,16 @@ def name_maps(summary: pd.DataFrame) -> tuple[dict[str, str], dict[str, str]]:
     if not tasks and not strategies:
         return {}, {}
     with st.expander("Pair this run's names with the paper's", expanded=False):
-        st.caption("The paper's tasks are wikitext (general), pubmed (medical) and eurlex (legal). A task or strategy "
-                   "left at (none) is compared with nothing.")
+        st.caption(
+            "The paper's tasks are wikitext (general), pubmed (medical) and eurlex (legal). A task or strategy "
+            "left at (none) is compared with nothing."
+        )
         cols = st.columns(2)
         task_map = {t: cols[0].selectbox(f"task {t}", [NONE, *paper_tasks], key=f"paper_task_{t}") for t in tasks}
-        strat_map = {s: cols[1].selectbox(f"strategy {s}", [NONE, *paper_strategies], key=f"paper_strategy_{s}")
-                     for s in strategies}
+        strat_map = {
+            s: cols[1].selectbox(f"strategy {s}", [NONE, *paper_strategies], key=f"paper_strategy_{s}")
+            for s in strategies
+        }
     return ({k: v for k, v in strat_map.items() if v != NONE}, {k: v for k, v in task_map.items() if v != NONE})
 
 
@@ -63,8 +87,13 @@ def section(table: pd.DataFrame, title: str, metrics: tuple[str, ...], key: str,
     rows = table[table["metric"].isin(metrics)]
     if only_ours:
         rows = rows[rows["ours"].notna()]
-    ui.frame_block(rows[COLUMNS], title, key, empty="This run has no cell the paper reports here.",
-                   column_config={"quote": st.column_config.TextColumn(width="large")})
+    ui.frame_block(
+        rows[COLUMNS],
+        title,
+        key,
+        empty="This run has no cell the paper reports here.",
+        column_config={"quote": st.column_config.TextColumn(width="large")},
+    )
 
 
 f = page_filters()

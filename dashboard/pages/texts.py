@@ -28,8 +28,11 @@ def redundancy(f: ui.Filters, was_busy: bool = False) -> None:
     if frame is None:
         st.subheader(spec.title)
         failed = background.error(key)
-        st.info(f"Table 5 could not be computed: {failed}" if failed else
-                "Computing Table 5 over every generated text in the background; it appears here when ready.")
+        st.info(
+            f"Table 5 could not be computed: {failed}"
+            if failed
+            else "Computing Table 5 over every generated text in the background; it appears here when ready."
+        )
     else:
         sel = f.selection
         if sel.tasks:
@@ -37,8 +40,10 @@ def redundancy(f: ui.Filters, was_busy: bool = False) -> None:
         if sel.strategies:
             frame = frame[frame["strategy"].isin((*sel.strategies, "reference"))]
         ui.metric_table_block(tables.redundancy_table(frame, spec.metrics), spec.title, spec.metrics, "table5")
-    st.caption("Within-text 4-gram repetition, cross-document 4-gram overlap and gzip ratio, one text per prompt."
-               + (" Updating with new results…" if busy and frame is not None else ""))
+    st.caption(
+        "Within-text 4-gram repetition, cross-document 4-gram overlap and gzip ratio, one text per prompt."
+        + (" Updating with new results…" if busy and frame is not None else "")
+    )
 
 
 def drill_down(f: ui.Filters) -> None:

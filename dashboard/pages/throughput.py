@@ -10,8 +10,10 @@ from dashboard.app import page_filters
 f = page_filters()
 st.title("Throughput")
 summary = f.summary()
-st.caption("Speedup is tokens/s over plain's tokens/s at the same task and regime "
-           f"({ui.aggregation_label(f)}); the best per task is bold.")
+st.caption(
+    "Speedup is tokens/s over plain's tokens/s at the same task and regime "
+    f"({ui.aggregation_label(f)}); the best per task is bold."
+)
 ui.paper_table_block(f, "table1")
 ui.paper_table_block(f, "table2")
 if summary[summary["draft"] != "plain"]["speedup"].notna().any():

@@ -35,10 +35,14 @@ def summary_text(df: pd.DataFrame, texts: pd.DataFrame | None = None) -> str:
     measured = df["power_measured"].dropna()
     label = "measured" if len(measured) and measured.all() else "ESTIMATED (no energy counter here)"
     drafted = df[df["draft"] != "plain"]
-    parts = [_pivot(df, "tokens_per_s", ".1f"), "speedup over plain\n" + _pivot(drafted, "speedup", ".2f"),
-             _pivot(drafted, "acceptance", ".2f"), _pivot(drafted, "mal", ".2f"),
-             f"energy: {label}\n" + _pivot(df, "j_per_100_tokens", ".2f"),
-             "agreement with plain greedy (exact match share)\n" + _pivot(df, "exact_match", ".2f")]
+    parts = [
+        _pivot(df, "tokens_per_s", ".1f"),
+        "speedup over plain\n" + _pivot(drafted, "speedup", ".2f"),
+        _pivot(drafted, "acceptance", ".2f"),
+        _pivot(drafted, "mal", ".2f"),
+        f"energy: {label}\n" + _pivot(df, "j_per_100_tokens", ".2f"),
+        "agreement with plain greedy (exact match share)\n" + _pivot(df, "exact_match", ".2f"),
+    ]
     if texts is not None and not texts.empty:
         parts.append("redundancy of the generated texts (Table 5)\n" + texts.to_markdown(index=False, floatfmt=".3f"))
     return "\n\n".join(parts)
@@ -67,8 +71,11 @@ def build_costs(session, experiment: str) -> pd.DataFrame:
     df = build_costs_frame(session, experiment_id(session, experiment))
     if df.empty:
         return df
-    return (df.groupby("corpus").agg(parts=("kind", lambda k: " + ".join(sorted(k))), build_s=("build_s", "sum"),
-                                     energy_j=("energy_j", "sum")).reset_index())
+    return (
+        df.groupby("corpus")
+        .agg(parts=("kind", lambda k: " + ".join(sorted(k))), build_s=("build_s", "sum"), energy_j=("energy_j", "sum"))
+        .reset_index()
+    )
 
 
 def future_work_text(df: pd.DataFrame, costs: pd.DataFrame, spec, noise: dict | None = None) -> str:
@@ -78,15 +85,21 @@ def future_work_text(df: pd.DataFrame, costs: pd.DataFrame, spec, noise: dict | 
 
     parts = []
     if not costs.empty:
-        parts.append("instance bases: build time and energy (distilled = verifier labels + IGTree)\n"
-                     + costs.to_markdown(index=False, floatfmt=".1f"))
+        parts.append(
+            "instance bases: build time and energy (distilled = verifier labels + IGTree)\n"
+            + costs.to_markdown(index=False, floatfmt=".1f")
+        )
     r = roles(spec)
     if r.distilled or r.hybrid or r.adaptive:
         prompts = int(df["prompts"].min()) if len(df) else 0
         tol = tolerance(noise["sd"] if noise else None, prompts)
-        how = (f"timing noise measured in this run: {noise['sd']:.1%} per generation ({noise['groups']} groups of cells "
-               f"that made identical verifier passes); speedups compared within {tol:.1%} (2 standard errors of a "
-               f"{prompts}-prompt speedup ratio, at least 5%)" if noise else f"speedups compared within {tol:.1%}")
+        how = (
+            f"timing noise measured in this run: {noise['sd']:.1%} per generation ({noise['groups']} groups of cells "
+            f"that made identical verifier passes); speedups compared within {tol:.1%} (2 standard errors of a "
+            f"{prompts}-prompt speedup ratio, at least 5%)"
+            if noise
+            else f"speedups compared within {tol:.1%}"
+        )
         parts.append(f"targets of the future-work strategies ({how})\n" + checks_table(check_all(df, r, tol)))
     parts += tree_targets_text(df, spec, noise)
     return "\n\n".join(parts)
@@ -101,8 +114,10 @@ def tree_targets_text(df: pd.DataFrame, spec, noise: dict | None = None) -> list
     if df.empty or not (roles[0] or roles[1]):
         return []
     tol = tolerance(noise["sd"] if noise else None, int(df["prompts"].min()))
-    return [f"targets of token trees and k = \"auto\" (speedups compared within {tol:.1%}; a tree's k is its budget, "
-            f"its mal the accepted tokens per pass)\n" + checks_table(tree_checks(df, roles, tol))]
+    return [
+        f'targets of token trees and k = "auto" (speedups compared within {tol:.1%}; a tree\'s k is its budget, '
+        f"its mal the accepted tokens per pass)\n" + checks_table(tree_checks(df, roles, tol))
+    ]
 
 
 def claims_text(df: pd.DataFrame, spec, noise: dict | None = None) -> str:
@@ -113,8 +128,10 @@ def claims_text(df: pd.DataFrame, spec, noise: dict | None = None) -> str:
     if df.empty:
         return ""
     tol = tolerance(noise["sd"] if noise else None, int(df["prompts"].min()))
-    return ("the seed paper's findings on this run (acceptance pooled over k; speedups at each strategy's best k)\n"
-            + claims_table(check_claims(df, own_domains(spec), session_4gram(spec), tol)))
+    return (
+        "the seed paper's findings on this run (acceptance pooled over k; speedups at each strategy's best k)\n"
+        + claims_table(check_claims(df, own_domains(spec), session_4gram(spec), tol))
+    )
 
 
 def run_demo(opts, spec_path: str | None = None, retrain: bool = False, echo: Callable[[str], None] = print) -> None:
@@ -130,7 +147,9 @@ def run_demo(opts, spec_path: str | None = None, retrain: bool = False, echo: Ca
     if not path.is_file():
         raise GreenspecError(f"demo spec not found at {path}; pass --spec examples/demo.toml")
     spec = load_spec(path)
-    echo("greenspec demo: preparing corpora and small demo models (trained on first use, a few minutes; then cached)...")
+    echo(
+        "greenspec demo: preparing corpora and small demo models (trained on first use, a few minutes; then cached)..."
+    )
     logging.getLogger("orchestrator.demo.models").setLevel(logging.INFO)  # training steps are the demo's first progress
     spec = materialize(spec, retrain=retrain)
     echo(spec.summary())
@@ -145,9 +164,11 @@ def run_demo(opts, spec_path: str | None = None, retrain: bool = False, echo: Ca
         spread, noise = timing_spread(s, exp_id), identical_pass_noise(s, exp_id)
     echo(summary_text(df, texts))
     if spread:
-        echo(f"\ntiming: each generation run {spread['runs']} times, the fastest kept; the slowest run of a generation "
-             f"took {spread['median']:.0%} longer than its fastest (median of {spread['generations']}), "
-             f"{spread['p90']:.0%} (90th percentile)")
+        echo(
+            f"\ntiming: each generation run {spread['runs']} times, the fastest kept; the slowest run of a generation "
+            f"took {spread['median']:.0%} longer than its fastest (median of {spread['generations']}), "
+            f"{spread['p90']:.0%} (90th percentile)"
+        )
     echo(future_work_text(df, costs, spec, noise))
     echo("\n" + claims_text(df, spec, noise))
     c = report.counts

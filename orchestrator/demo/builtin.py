@@ -18,7 +18,6 @@ from workers.tokenizer import cache_dir
 logger = logging.getLogger(__name__)
 
 
-
 def _data_paths() -> dict[str, str]:
     from orchestrator.demo.data import write_demo_corpora
 
@@ -38,20 +37,28 @@ def _model_dirs(wanted: set[str], retrain: bool) -> dict[str, str]:
     """The folders of the wanted built-in models (names without `demo:`), trained on first use."""
     from orchestrator.demo.data import write_demo_corpora
     from orchestrator.demo.models import ensure_demo_draft, ensure_demo_models
+
     corpora = write_demo_corpora(cache_dir() / "demo-data")
     out = {}
     if wanted & set(TOY_MODELS):
         models = ensure_demo_models([corpora[d].train_path for d in TOY_DOMAINS], retrain=retrain)
         out |= {"verifier": str(models.verifier_dir), "draft": str(models.draft_dir)}
     for name in sorted(wanted & set(DRAFT_VOCABS)):
-        out[name] = str(ensure_demo_draft([c.train_path for c in corpora.values()], DRAFT_VOCABS[name], retrain=retrain))
+        out[name] = str(
+            ensure_demo_draft([c.train_path for c in corpora.values()], DRAFT_VOCABS[name], retrain=retrain)
+        )
     return out
 
 
 def uses_builtin(spec: Spec) -> bool:
     """Whether any value of the spec is a `demo:` name."""
-    values = [spec.verifier.model, spec.verifier.tokenizer, *(c.path for c in spec.corpora),
-              *(t.path for t in spec.tasks), *(v for s in spec.strategies for _, v in model_options(s))]
+    values = [
+        spec.verifier.model,
+        spec.verifier.tokenizer,
+        *(c.path for c in spec.corpora),
+        *(t.path for t in spec.tasks),
+        *(v for s in spec.strategies for _, v in model_options(s)),
+    ]
     return any(v and v.startswith(BUILTIN) for v in values)
 
 
@@ -62,16 +69,25 @@ def materialize(spec: Spec, retrain: bool = False, models: bool = True) -> Spec:
         return spec
     check_paths(spec)  # unknown demo: names are refused before anything is built
     data = _data_paths()
-    wanted = set() if not models else {v.removeprefix(BUILTIN) for v in (spec.verifier.model, *(v for s in spec.strategies for _, v in model_options(s)))
-              if v and v.startswith(BUILTIN)}
+    wanted = (
+        set()
+        if not models
+        else {
+            v.removeprefix(BUILTIN)
+            for v in (spec.verifier.model, *(v for s in spec.strategies for _, v in model_options(s)))
+            if v and v.startswith(BUILTIN)
+        }
+    )
     models = _model_dirs(wanted, retrain) if wanted else {}
 
     def swap(v: str | None, table: dict[str, str]) -> str | None:
         return table.get(v.removeprefix(BUILTIN), v) if v and v.startswith(BUILTIN) else v
 
-    return spec.model_copy(update={
-        "verifier": spec.verifier.model_copy(update={"model": swap(spec.verifier.model, models)}),
-        "corpora": [c.model_copy(update={"path": swap(c.path, data)}) for c in spec.corpora],
-        "tasks": [t.model_copy(update={"path": swap(t.path, data)}) for t in spec.tasks],
-        "strategies": [with_paths(s, lambda v: swap(v, models)) for s in spec.strategies],
-    })
+    return spec.model_copy(
+        update={
+            "verifier": spec.verifier.model_copy(update={"model": swap(spec.verifier.model, models)}),
+            "corpora": [c.model_copy(update={"path": swap(c.path, data)}) for c in spec.corpora],
+            "tasks": [t.model_copy(update={"path": swap(t.path, data)}) for t in spec.tasks],
+            "strategies": [with_paths(s, lambda v: swap(v, models)) for s in spec.strategies],
+        }
+    )

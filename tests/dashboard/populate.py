@@ -23,8 +23,12 @@ REGIMES = ("uncached", "cached")
 T0_S = 1_750_000_000.0  # epoch seconds of the first generation
 SAMPLE_EVERY_S = 0.1
 POWER_W = {"plain": 180.0, "ngram": 190.0, "olifant": 200.0}
-ACCEPT_P = {("ngram", "wikitext"): 0.35, ("ngram", "pubmed"): 0.45,
-            ("olifant", "wikitext"): 0.7, ("olifant", "pubmed"): 0.5}  # chance each draft token is accepted
+ACCEPT_P = {
+    ("ngram", "wikitext"): 0.35,
+    ("ngram", "pubmed"): 0.45,
+    ("olifant", "wikitext"): 0.7,
+    ("olifant", "pubmed"): 0.5,
+}  # chance each draft token is accepted
 STEP_S = {"uncached": 0.05, "cached": 0.03}  # one verifier pass
 
 SPEC_TOML = """\
@@ -43,30 +47,42 @@ max_new_tokens = 48
 
 PROMPTS = {  # task -> [(prompt, greedy continuation)]
     "wikitext": [
-        ("The castle was built in the twelfth century by",
-         " the Norman lords of the valley, who used it to guard the river crossing. During the civil war "
-         "it was besieged twice and partly destroyed, and in the eighteenth century its stones were taken "
-         "to build the village church."),
-        ("The species is found throughout the northern",
-         " forests of Europe and Asia, where it nests in old trees and feeds on insects and seeds. It is "
-         "listed as least concern, although local populations have declined where old forests were "
-         "cleared."),
-        ("The album was released in 1994 and reached",
-         " number three on the national chart. Critics praised its production and the singer's voice, and "
-         "the second single became the band's best known song, played on radio for many years."),
+        (
+            "The castle was built in the twelfth century by",
+            " the Norman lords of the valley, who used it to guard the river crossing. During the civil war "
+            "it was besieged twice and partly destroyed, and in the eighteenth century its stones were taken "
+            "to build the village church.",
+        ),
+        (
+            "The species is found throughout the northern",
+            " forests of Europe and Asia, where it nests in old trees and feeds on insects and seeds. It is "
+            "listed as least concern, although local populations have declined where old forests were "
+            "cleared.",
+        ),
+        (
+            "The album was released in 1994 and reached",
+            " number three on the national chart. Critics praised its production and the singer's voice, and "
+            "the second single became the band's best known song, played on radio for many years.",
+        ),
     ],
     "pubmed": [
-        ("Patients with type 2 diabetes were randomly assigned",
-         " to receive either the study drug or placebo for 24 weeks. The primary outcome was the change in"
-         " glycated haemoglobin from baseline. Secondary outcomes included body weight, fasting glucose "
-         "and adverse events."),
-        ("We conducted a retrospective cohort study of",
-         " adults admitted to intensive care units with sepsis between 2010 and 2018. Mortality at 28 days"
-         " was compared between patients who received early antibiotics and those who did not."),
-        ("The aim of this study was to assess",
-         " the prevalence of vitamin D deficiency among older adults living in care homes and its "
-         "association with falls. Serum levels were measured in 312 residents and falls were recorded for "
-         "one year."),
+        (
+            "Patients with type 2 diabetes were randomly assigned",
+            " to receive either the study drug or placebo for 24 weeks. The primary outcome was the change in"
+            " glycated haemoglobin from baseline. Secondary outcomes included body weight, fasting glucose "
+            "and adverse events.",
+        ),
+        (
+            "We conducted a retrospective cohort study of",
+            " adults admitted to intensive care units with sepsis between 2010 and 2018. Mortality at 28 days"
+            " was compared between patients who received early antibiotics and those who did not.",
+        ),
+        (
+            "The aim of this study was to assess",
+            " the prevalence of vitamin D deficiency among older adults living in care homes and its "
+            "association with falls. Serum levels were measured in 312 residents and falls were recorded for "
+            "one year.",
+        ),
     ],
 }
 
@@ -102,15 +118,44 @@ def _generation(rng, cell, exp, strategy, draft, task, prompt, k, regime, ref, t
     energy_j = power_w * wall_s
     text = ref.text if not (draft == "ngram" and prompt == 2) else ref.text.replace("the", "a", 1)
     return Generation(
-        cell_id=cell.id, experiment_id=exp.id, strategy=strategy, draft=draft, task=task, prompt_index=prompt, k=k,
-        regime=regime, n_prompt_tokens=len(ref.prompt_tokens), n_tokens=len(tokens), steps=len(per_step),
-        drafted=drafted, accepted=accepted, acceptance=accepted / drafted if drafted else None,
-        mal=accepted / len(per_step), accept_hist=hist, accepted_per_step=per_step, fastpath_rejects=0,
-        wall_s=wall_s, draft_s=draft_s, verify_s=wall_s - draft_s, tokens_per_s=len(tokens) / wall_s,
-        started_at=t_s, ended_at=t_s + wall_s, energy_j=energy_j, mean_power_w=power_w,
-        j_per_100_tokens=energy_j / len(tokens) * 100, tokens_per_j=len(tokens) / energy_j, power_source="nvml",
-        power_measured=True, rouge_l=1.0 if text == ref.text else 0.97, exact_match=text == ref.text,
-        bridged=False, stopped="max_new_tokens", device="NVIDIA H200", tokens=tokens, text=text)
+        cell_id=cell.id,
+        experiment_id=exp.id,
+        strategy=strategy,
+        draft=draft,
+        task=task,
+        prompt_index=prompt,
+        k=k,
+        regime=regime,
+        n_prompt_tokens=len(ref.prompt_tokens),
+        n_tokens=len(tokens),
+        steps=len(per_step),
+        drafted=drafted,
+        accepted=accepted,
+        acceptance=accepted / drafted if drafted else None,
+        mal=accepted / len(per_step),
+        accept_hist=hist,
+        accepted_per_step=per_step,
+        fastpath_rejects=0,
+        wall_s=wall_s,
+        draft_s=draft_s,
+        verify_s=wall_s - draft_s,
+        tokens_per_s=len(tokens) / wall_s,
+        started_at=t_s,
+        ended_at=t_s + wall_s,
+        energy_j=energy_j,
+        mean_power_w=power_w,
+        j_per_100_tokens=energy_j / len(tokens) * 100,
+        tokens_per_j=len(tokens) / energy_j,
+        power_source="nvml",
+        power_measured=True,
+        rouge_l=1.0 if text == ref.text else 0.97,
+        exact_match=text == ref.text,
+        bridged=False,
+        stopped="max_new_tokens",
+        device="NVIDIA H200",
+        tokens=tokens,
+        text=text,
+    )
 
 
 def _samples(exp_id: int, gen: Generation, rng: random.Random) -> list[PowerSample]:
@@ -119,8 +164,9 @@ def _samples(exp_id: int, gen: Generation, rng: random.Random) -> list[PowerSamp
     while t <= gen.ended_at + 0.2:
         busy = gen.started_at <= t <= gen.ended_at
         power_w = (gen.mean_power_w if busy else 70.0) + rng.uniform(-3, 3)
-        out.append(PowerSample(experiment_id=exp_id, t_s=t, source="nvml", power_w=power_w, energy_j=None,
-                               measured=True))
+        out.append(
+            PowerSample(experiment_id=exp_id, t_s=t, source="nvml", power_w=power_w, energy_j=None, measured=True)
+        )
         t += SAMPLE_EVERY_S
     return out
 
@@ -135,26 +181,61 @@ def _instance_base(s, exp: Experiment, tok_id: str) -> None:
     cell = Cell(experiment_id=exp.id, key=_key("train", "wikitext"), kind="train", state="done", corpus="wikitext")
     s.add(cell)
     s.flush()
-    s.add(InstanceBase(cell_id=cell.id, experiment_id=exp.id, corpus="wikitext", path="/tmp/ibases/wikitext.igtree",
-                       sha256=_key("ibase"), backend="igtree", window=4, order="gain_ratio", tokenizer_id=tok_id,
-                       tokens=1_270_000, instances=1_269_996, nodes_before_prune=2_430_118,
-                       nodes_after_prune=121_850, bytes=3_912_448, train_s=41.7, energy_j=2_710.0,
-                       power_source="estimate", power_measured=False, partitions=3, memory_budget_bytes=10**9,
-                       peak_rss_bytes=930_000_000, cpu_s=38.2, energy_attribution="cpu-time share"))
+    s.add(
+        InstanceBase(
+            cell_id=cell.id,
+            experiment_id=exp.id,
+            corpus="wikitext",
+            path="/tmp/ibases/wikitext.igtree",
+            sha256=_key("ibase"),
+            backend="igtree",
+            window=4,
+            order="gain_ratio",
+            tokenizer_id=tok_id,
+            tokens=1_270_000,
+            instances=1_269_996,
+            nodes_before_prune=2_430_118,
+            nodes_after_prune=121_850,
+            bytes=3_912_448,
+            train_s=41.7,
+            energy_j=2_710.0,
+            power_source="estimate",
+            power_measured=False,
+            partitions=3,
+            memory_budget_bytes=10**9,
+            peak_rss_bytes=930_000_000,
+            cpu_s=38.2,
+            energy_attribution="cpu-time share",
+        )
+    )
 
 
 def _references(s, exp: Experiment, tok) -> dict[tuple[str, int], Reference]:
     refs = {}
     for task in TASKS:
         for i, (prompt, continuation) in enumerate(PROMPTS[task]):
-            cell = Cell(experiment_id=exp.id, key=_key("ref", task, i), kind="reference", state="done", task=task,
-                        prompt_index=i)
+            cell = Cell(
+                experiment_id=exp.id,
+                key=_key("ref", task, i),
+                kind="reference",
+                state="done",
+                task=task,
+                prompt_index=i,
+            )
             s.add(cell)
             s.flush()
             tokens = tok(continuation, add_special_tokens=False).input_ids
-            refs[task, i] = Reference(cell_id=cell.id, experiment_id=exp.id, task=task, prompt_index=i,
-                                      prompt_text=prompt, prompt_tokens=tok(prompt).input_ids, tokens=tokens,
-                                      text=tok.decode(tokens, skip_special_tokens=True), wall_s=1.2)
+            refs[task, i] = Reference(
+                cell_id=cell.id,
+                experiment_id=exp.id,
+                task=task,
+                prompt_index=i,
+                prompt_text=prompt,
+                prompt_tokens=tok(prompt).input_ids,
+                tokens=tokens,
+                text=tok.decode(tokens, skip_special_tokens=True),
+                wall_s=1.2,
+            )
             s.add(refs[task, i])
     return refs
 
@@ -164,11 +245,22 @@ def _sweep(s, exp: Experiment, refs, rng: random.Random, energy: bool) -> None:
     for regime in REGIMES:
         for task in TASKS:
             for strategy, draft in STRATEGIES.items():
-                for k in ((0,) if draft == "plain" else KS):
+                for k in (0,) if draft == "plain" else KS:
                     for i in range(len(PROMPTS[task])):
-                        cell = Cell(experiment_id=exp.id, key=_key("sweep", strategy, task, k, regime, i),
-                                    kind="sweep", state="done", strategy=strategy, draft=draft, task=task,
-                                    prompt_index=i, k=k, regime=regime, attempts=1, worker="accelerator-0")
+                        cell = Cell(
+                            experiment_id=exp.id,
+                            key=_key("sweep", strategy, task, k, regime, i),
+                            kind="sweep",
+                            state="done",
+                            strategy=strategy,
+                            draft=draft,
+                            task=task,
+                            prompt_index=i,
+                            k=k,
+                            regime=regime,
+                            attempts=1,
+                            worker="accelerator-0",
+                        )
                         s.add(cell)
                         s.flush()
                         gen = _generation(rng, cell, exp, strategy, draft, task, i, k, regime, refs[task, i], t_s)
@@ -181,13 +273,38 @@ def _sweep(s, exp: Experiment, refs, rng: random.Random, energy: bool) -> None:
 
 
 def _extra_cells(s, exp: Experiment, live: bool) -> None:
-    s.add(Cell(experiment_id=exp.id, key=_key("failed"), kind="sweep", state="failed", strategy="olifant-wikitext",
-               draft="olifant", task="pubmed", prompt_index=3, k=8, regime="cached", attempts=3,
-               error="DraftError: /tmp/ibases/wikitext.igtree: sha256 differs from the instance base record"))
+    s.add(
+        Cell(
+            experiment_id=exp.id,
+            key=_key("failed"),
+            kind="sweep",
+            state="failed",
+            strategy="olifant-wikitext",
+            draft="olifant",
+            task="pubmed",
+            prompt_index=3,
+            k=8,
+            regime="cached",
+            attempts=3,
+            error="DraftError: /tmp/ibases/wikitext.igtree: sha256 differs from the instance base record",
+        )
+    )
     if live:
         for i, state in enumerate(("running", "pending", "pending")):
-            s.add(Cell(experiment_id=exp.id, key=_key("live", i), kind="sweep", state=state, strategy="ngram",
-                       draft="ngram", task="pubmed", prompt_index=4 + i, k=8, regime="cached"))
+            s.add(
+                Cell(
+                    experiment_id=exp.id,
+                    key=_key("live", i),
+                    kind="sweep",
+                    state=state,
+                    strategy="ngram",
+                    draft="ngram",
+                    task="pubmed",
+                    prompt_index=4 + i,
+                    k=8,
+                    regime="cached",
+                )
+            )
 
 
 def populate(url: str, *, live: bool = False, energy: bool = True, seed: int = 0) -> None:
@@ -199,8 +316,14 @@ def populate(url: str, *, live: bool = False, energy: bool = True, seed: int = 0
     tok = load_tokenizer("mistral")
     rng = random.Random(seed)
     with Session.begin() as s:
-        exp = Experiment(name=EXPERIMENT, spec_path="examples/fixture.toml", spec_toml=SPEC_TOML,
-                         spec_hash=_key(SPEC_TOML), device="NVIDIA H200", idle_power_w=70.0)
+        exp = Experiment(
+            name=EXPERIMENT,
+            spec_path="examples/fixture.toml",
+            spec_toml=SPEC_TOML,
+            spec_hash=_key(SPEC_TOML),
+            device="NVIDIA H200",
+            idle_power_w=70.0,
+        )
         s.add(exp)
         s.flush()
         _instance_base(s, exp, tokenizer_id(tok))

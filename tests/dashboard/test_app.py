@@ -71,8 +71,10 @@ def test_throughput_tables_and_figure(app):
     assert [t.value.columns[0] for t in at.table] == ["strategy", "strategy"]
     table1 = at.table[0].value
     assert "wikitext · speedup" in table1.columns and len(table1) == 5
-    assert {"Table 1: throughput and speedup over plain, uncached",
-            "Table 2: throughput and speedup over plain, cached"} <= {h.value for h in at.subheader}
+    assert {
+        "Table 1: throughput and speedup over plain, uncached",
+        "Table 2: throughput and speedup over plain, cached",
+    } <= {h.value for h in at.subheader}
     assert len(_charts(at)) == 1
     assert {b.label for b in at.download_button} == {"CSV", "LaTeX"} and len(at.download_button) == 4
 
@@ -170,19 +172,44 @@ def test_new_results_show_on_the_next_render(monkeypatch, tmp_path):
 
     def ngram_prompts(at: AppTest) -> int:
         results = at.dataframe[1].value
-        row = results[(results["strategy"] == "ngram") & (results["task"] == "pubmed") & (results["k"] == 3)
-                      & (results["regime"] == "uncached")]
+        row = results[
+            (results["strategy"] == "ngram")
+            & (results["task"] == "pubmed")
+            & (results["k"] == 3)
+            & (results["regime"] == "uncached")
+        ]
         return int(row["prompts"].iloc[0])
 
     assert ngram_prompts(at) == 3
     engine, _ = open_db(url, migrate=False)
     with engine.begin() as conn:
         cols = [c for c in Generation.__table__.columns if c.name not in ("id", "cell_id", "prompt_index")]
-        row = conn.execute(select(*cols).where(Generation.strategy == "ngram", Generation.task == "pubmed",
-                                               Generation.k == 3, Generation.regime == "uncached")).mappings().first()
-        cell_id = conn.execute(insert(Cell).values(experiment_id=1, key="new", kind="sweep", state="done",
-                                                   strategy="ngram", task="pubmed", k=3, regime="uncached",
-                                                   prompt_index=3, params={})).inserted_primary_key[0]
+        row = (
+            conn.execute(
+                select(*cols).where(
+                    Generation.strategy == "ngram",
+                    Generation.task == "pubmed",
+                    Generation.k == 3,
+                    Generation.regime == "uncached",
+                )
+            )
+            .mappings()
+            .first()
+        )
+        cell_id = conn.execute(
+            insert(Cell).values(
+                experiment_id=1,
+                key="new",
+                kind="sweep",
+                state="done",
+                strategy="ngram",
+                task="pubmed",
+                k=3,
+                regime="uncached",
+                prompt_index=3,
+                params={},
+            )
+        ).inserted_primary_key[0]
         conn.execute(insert(Generation).values(**row, cell_id=cell_id, prompt_index=3))
     at.run()
     assert ngram_prompts(at) == 4

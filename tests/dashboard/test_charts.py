@@ -18,8 +18,12 @@ def frames(fixture_db) -> dict[str, pd.DataFrame]:
     """The fixture's summary, one generation, power samples and queue counts, read once."""
     _, Session = open_db(fixture_db, migrate=False)
     with Session() as s:
-        return {"summary": summary_frame(s, EXPERIMENT), "gen": browse.generation_detail(s, 1),
-                "power": power_frame(s, 1), "status": status_counts(s, EXPERIMENT)}
+        return {
+            "summary": summary_frame(s, EXPERIMENT),
+            "gen": browse.generation_detail(s, 1),
+            "power": power_frame(s, 1),
+            "status": status_counts(s, EXPERIMENT),
+        }
 
 
 @pytest.fixture(scope="module")
@@ -64,8 +68,12 @@ def test_break_even_chart_shows_acceptance_and_first_token_acceptance(hand):
 
 def test_accepted_length_histogram_shares(hand):
     fig = charts.accepted_length_hist(hand["counts"])
-    shares = {(t.name, a.text): list(t.y) for t in fig.data for a in fig.layout.annotations
-              if (t.xaxis == "x" and a.text == "k=2") or (t.xaxis == "x2" and a.text == "k=3")}
+    shares = {
+        (t.name, a.text): list(t.y)
+        for t in fig.data
+        for a in fig.layout.annotations
+        if (t.xaxis == "x" and a.text == "k=2") or (t.xaxis == "x2" and a.text == "k=3")
+    }
     assert shares[("ngram", "k=2")] == pytest.approx([9 / 19, 5 / 19, 5 / 19])  # rounds [9, 5, 5] of 19
     assert shares[("ngram", "k=3")] == pytest.approx([0.5, 0.0, 0.0, 0.5])  # rounds [2, 0, 0, 2] of 4
 
@@ -75,10 +83,15 @@ def test_figure2_ranks_both_regimes_in_one_ladder(hand):
     assert "measured (nvml)" in fig.layout.title.text
     bars = {name: x for t in fig.data for name, x in zip(t.y, t.x)}
     # best k per strategy and regime; tokens/J = 100 / (J per 100 tokens): ngram k=2 (100/500) beats k=3 (100/800)
-    assert bars == pytest.approx({"plain, uncached": 0.05, "ngram (k=2), uncached": 0.2,
-                                  "ngram (k=2), cached": 1 / 3, "plain, cached": 0.5})
-    assert list(fig.layout.yaxis.categoryarray) == ["plain, uncached", "ngram (k=2), uncached",
-                                                    "ngram (k=2), cached", "plain, cached"]  # ranked, one axis
+    assert bars == pytest.approx(
+        {"plain, uncached": 0.05, "ngram (k=2), uncached": 0.2, "ngram (k=2), cached": 1 / 3, "plain, cached": 0.5}
+    )
+    assert list(fig.layout.yaxis.categoryarray) == [
+        "plain, uncached",
+        "ngram (k=2), uncached",
+        "ngram (k=2), cached",
+        "plain, cached",
+    ]  # ranked, one axis
     assert {t.name for t in fig.data} == {"uncached", "cached"}
 
 

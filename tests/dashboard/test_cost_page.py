@@ -27,11 +27,21 @@ def open_page(url: str, cache: Path, monkeypatch) -> AppTest:
 def test_cost_page_shows_the_stored_curves(fixture_db, tmp_path, monkeypatch):
     url = fixture_db
     cache = tmp_path / "cache"
-    save_curve(PassCosts("smollm2-135m:torch.float32", "cpu", "cached", 60, (0.030, 0.030, 0.036, 0.042),
-                         measured=(0.031, 0.029, 0.036, 0.043)),
-               cache / "cost-curves")
-    save_curve(PassCosts("smollm2-135m:torch.float32", "cpu", "uncached", 60, (0.200, 0.201, 0.203, 0.204)),
-               cache / "cost-curves")
+    save_curve(
+        PassCosts(
+            "smollm2-135m:torch.float32",
+            "cpu",
+            "cached",
+            60,
+            (0.030, 0.030, 0.036, 0.042),
+            measured=(0.031, 0.029, 0.036, 0.043),
+        ),
+        cache / "cost-curves",
+    )
+    save_curve(
+        PassCosts("smollm2-135m:torch.float32", "cpu", "uncached", 60, (0.200, 0.201, 0.203, 0.204)),
+        cache / "cost-curves",
+    )
     at = open_page(url, cache, monkeypatch)
     assert at.title[0].value == "Cost model"
     table = at.dataframe[0].value

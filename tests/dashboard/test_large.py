@@ -81,14 +81,17 @@ def test_overview_counts_and_results_equal_the_export(app, big):
         assert page.dropna().to_numpy() == pytest.approx(exported.dropna().to_numpy()), column
 
 
-@pytest.mark.parametrize("page,table,regime,label,column,scale", [
-    ("throughput", 0, "uncached", "tok/s", "tokens_per_s", 1.0),
-    ("throughput", 1, "cached", "speedup", "speedup", 1.0),
-    ("acceptance", 0, "uncached", "accept %", "acceptance", 100.0),
-    ("acceptance", 1, "cached", "1st-token %", "first_token_acceptance", 100.0),
-    ("energy", 0, "uncached", "ratio vs plain", "energy_ratio", 1.0),
-    ("energy", 1, "cached", "J/100 tok", "j_per_100_tokens", 1.0),
-])
+@pytest.mark.parametrize(
+    "page,table,regime,label,column,scale",
+    [
+        ("throughput", 0, "uncached", "tok/s", "tokens_per_s", 1.0),
+        ("throughput", 1, "cached", "speedup", "speedup", 1.0),
+        ("acceptance", 0, "uncached", "accept %", "acceptance", 100.0),
+        ("acceptance", 1, "cached", "1st-token %", "first_token_acceptance", 100.0),
+        ("energy", 0, "uncached", "ratio vs plain", "energy_ratio", 1.0),
+        ("energy", 1, "cached", "J/100 tok", "j_per_100_tokens", 1.0),
+    ],
+)
 def test_paper_tables_equal_the_export(app, big, page, table, regime, label, column, scale):
     at = _open(app, page)
     _check(_page_table(at.table[table].value, label), _export_pivot(big[1], regime, column, scale))

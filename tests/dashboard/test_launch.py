@@ -52,8 +52,17 @@ def _wait_healthy(port: int, proc: subprocess.Popen) -> None:
 
 
 def _dump_dom(chromium: str, url: str, profile: Path) -> str:
-    cmd = [chromium, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={profile}",
-           "--window-size=1400,2000", "--virtual-time-budget=15000", "--dump-dom", url]
+    cmd = [
+        chromium,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        f"--user-data-dir={profile}",
+        "--window-size=1400,2000",
+        "--virtual-time-budget=15000",
+        "--dump-dom",
+        url,
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=90).stdout
 
 
@@ -69,8 +78,9 @@ def test_browser_shows_overview_tables_from_the_database(fixture_db, tmp_path):
         pytest.skip(reason)
     port = _free_port()
     log = (tmp_path / "streamlit.log").open("w")
-    proc = subprocess.Popen(launch.command(port), env=launch.environment(fixture_db), cwd=tmp_path,
-                            stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        launch.command(port), env=launch.environment(fixture_db), cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT
+    )
     try:
         _wait_healthy(port, proc)
         cells: list[str] = []

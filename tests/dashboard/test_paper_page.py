@@ -22,9 +22,24 @@ def page(tmp_path_factory):
     populate(url)
     _, Session = open_db(url)
     with Session() as s:
-        store_latency(s, "fixture", [{"strategy": "ngram", "draft": "ngram", "engine": "ngram", "queries": 50,
-                                      "mean_us": 45.0, "median_us": 40.0, "p95_us": 60.0, "min_us": 30.0}],
-                      prompts=10, repeats=5)
+        store_latency(
+            s,
+            "fixture",
+            [
+                {
+                    "strategy": "ngram",
+                    "draft": "ngram",
+                    "engine": "ngram",
+                    "queries": 50,
+                    "mean_us": 45.0,
+                    "median_us": 40.0,
+                    "p95_us": 60.0,
+                    "min_us": 30.0,
+                }
+            ],
+            prompts=10,
+            repeats=5,
+        )
         s.commit()
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("GREENSPEC_DB", url)
@@ -66,7 +81,7 @@ def test_run_names_the_paper_lacks_are_paired_by_the_user(tmp_path):
     engine, _ = open_db(url)
     with engine.begin() as conn:
         for table in ("generations", "cells", "references"):
-            conn.execute(text(f'update "{table}" set task = \'shakespeare\' where task = \'wikitext\''))
+            conn.execute(text(f"update \"{table}\" set task = 'shakespeare' where task = 'wikitext'"))
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("GREENSPEC_DB", url)
         at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)

@@ -36,13 +36,26 @@ def test_filter_with_no_selection_keeps_everything(summary):
 def test_table1_pivots_strategy_k_by_task_and_metric(summary):
     spec = tables.PAPER_TABLES["table1"]
     table = tables.paper_table(summary, spec.metrics, spec.regime)
-    assert list(table.index) == [("plain", 0), ("ngram", 3), ("ngram", 5), ("olifant-wikitext", 3),
-                                 ("olifant-wikitext", 5)]
-    assert list(table.columns) == [("pubmed", "tok/s"), ("pubmed", "speedup"), ("wikitext", "tok/s"),
-                                   ("wikitext", "speedup")]
+    assert list(table.index) == [
+        ("plain", 0),
+        ("ngram", 3),
+        ("ngram", 5),
+        ("olifant-wikitext", 3),
+        ("olifant-wikitext", 5),
+    ]
+    assert list(table.columns) == [
+        ("pubmed", "tok/s"),
+        ("pubmed", "speedup"),
+        ("wikitext", "tok/s"),
+        ("wikitext", "speedup"),
+    ]
     assert table.loc[("plain", 0), ("wikitext", "speedup")] == pytest.approx(1.0)
-    row = summary[(summary["strategy"] == "ngram") & (summary["k"] == 3) & (summary["task"] == "pubmed")
-                  & (summary["regime"] == "uncached")].iloc[0]
+    row = summary[
+        (summary["strategy"] == "ngram")
+        & (summary["k"] == 3)
+        & (summary["task"] == "pubmed")
+        & (summary["regime"] == "uncached")
+    ].iloc[0]
     assert table.loc[("ngram", 3), ("pubmed", "tok/s")] == pytest.approx(row["tokens_per_s"])
 
 
@@ -66,8 +79,10 @@ def test_best_cells_max_for_speed_min_for_energy(summary):
 
 def test_latex_bolds_the_best_and_escapes():
     metrics = tables.PAPER_TABLES["table1"].metrics
-    table = pd.DataFrame({("wiki_text", "tok/s"): [10.0, 30.0], ("wiki_text", "speedup"): [1.0, 3.0]},
-                         index=pd.MultiIndex.from_tuples([("plain", 0), ("olifant_x", 3)], names=["strategy", "k"]))
+    table = pd.DataFrame(
+        {("wiki_text", "tok/s"): [10.0, 30.0], ("wiki_text", "speedup"): [1.0, 3.0]},
+        index=pd.MultiIndex.from_tuples([("plain", 0), ("olifant_x", 3)], names=["strategy", "k"]),
+    )
     latex = tables.to_latex(table, metrics, caption="Table 1", label="tab:t1")
     assert r"\textbf{30.0}" in latex and r"\textbf{3.00x}" in latex
     assert r"\textbf{10.0}" not in latex
@@ -119,8 +134,14 @@ def test_decode_segments_rebuild_the_text():
 
 
 def test_redundancy_counts_each_prompt_once():
-    texts = pd.DataFrame({"strategy": ["a"] * 4, "task": ["t"] * 4, "prompt_index": [0, 0, 1, 1],
-                          "text": ["one two three four five"] * 2 + ["one two three four six"] * 2})
+    texts = pd.DataFrame(
+        {
+            "strategy": ["a"] * 4,
+            "task": ["t"] * 4,
+            "prompt_index": [0, 0, 1, 1],
+            "text": ["one two three four five"] * 2 + ["one two three four six"] * 2,
+        }
+    )
     refs = pd.DataFrame({"task": ["t"], "prompt_index": [0], "text": ["x y z w x y z w"]})
     frame = tables.redundancy_frame(texts, refs)
     a = frame[frame["strategy"] == "a"].iloc[0]
@@ -140,8 +161,10 @@ def test_segment_steps_uses_tokens_per_step_for_cached_rounds():
 
 def test_energy_ratio_bolds_the_maximum():
     t3 = tables.PAPER_TABLES["table3"]
-    table = pd.DataFrame({("t", "J/100 tok"): [2000.0, 500.0, 800.0], ("t", "ratio vs plain"): [1.0, 4.0, 2.5]},
-                         index=pd.MultiIndex.from_tuples([("plain", 0), ("ngram", 2), ("ngram", 3)]))
+    table = pd.DataFrame(
+        {("t", "J/100 tok"): [2000.0, 500.0, 800.0], ("t", "ratio vs plain"): [1.0, 4.0, 2.5]},
+        index=pd.MultiIndex.from_tuples([("plain", 0), ("ngram", 2), ("ngram", 3)]),
+    )
     best = tables.best_cells(table, t3.metrics)
     assert best[("t", "ratio vs plain")].tolist() == [False, True, False]  # plain ÷ strategy: higher is better
     assert best[("t", "J/100 tok")].tolist() == [False, True, False]

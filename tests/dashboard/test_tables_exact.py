@@ -43,23 +43,36 @@ SPEED = (TOKENS_PER_S, SPEEDUP)
 # a mean over regimes (regime None) differs from either regime alone. bolt has no pubmed row (a missing combination)
 # and sorts before "plain" by name; zeta runs only cached.
 SUMMARY = pd.DataFrame(
-    [("wiki", "plain", "plain", 0, "uncached", 10.0, 1.0, NAN),
-     ("pubmed", "plain", "plain", 0, "uncached", 20.0, 1.0, NAN),
-     ("wiki", "ngram", "ngram", 3, "uncached", 30.0, 3.0, 0.5),
-     ("pubmed", "ngram", "ngram", 3, "uncached", 50.0, 2.5, 0.25),
-     ("wiki", "ngram", "ngram", 2, "uncached", 25.0, 2.5, 0.75),
-     ("wiki", "bolt", "bolt", 4, "uncached", 12.0, 1.2, 0.125),
-     ("wiki", "plain", "plain", 0, "cached", 14.0, 1.0, NAN),
-     ("wiki", "ngram", "ngram", 3, "cached", 70.0, 5.0, 0.5),
-     ("pubmed", "zeta", "zeta", 1, "cached", 40.0, 2.0, 1.0)],
-    columns=["task", "strategy", "draft", "k", "regime", "tokens_per_s", "speedup", "acceptance"])
+    [
+        ("wiki", "plain", "plain", 0, "uncached", 10.0, 1.0, NAN),
+        ("pubmed", "plain", "plain", 0, "uncached", 20.0, 1.0, NAN),
+        ("wiki", "ngram", "ngram", 3, "uncached", 30.0, 3.0, 0.5),
+        ("pubmed", "ngram", "ngram", 3, "uncached", 50.0, 2.5, 0.25),
+        ("wiki", "ngram", "ngram", 2, "uncached", 25.0, 2.5, 0.75),
+        ("wiki", "bolt", "bolt", 4, "uncached", 12.0, 1.2, 0.125),
+        ("wiki", "plain", "plain", 0, "cached", 14.0, 1.0, NAN),
+        ("wiki", "ngram", "ngram", 3, "cached", 70.0, 5.0, 0.5),
+        ("pubmed", "zeta", "zeta", 1, "cached", 40.0, 2.0, 1.0),
+    ],
+    columns=["task", "strategy", "draft", "k", "regime", "tokens_per_s", "speedup", "acceptance"],
+)
 
 
-def frame(rows: list[tuple], index: list[tuple], columns: list[tuple], *, index_names=("strategy", "k"),
-          column_names=("task", None)) -> pd.DataFrame:
+def frame(
+    rows: list[tuple],
+    index: list[tuple],
+    columns: list[tuple],
+    *,
+    index_names=("strategy", "k"),
+    column_names=("task", None),
+) -> pd.DataFrame:
     """A float frame with (strategy, k) rows and (task, label) columns, as paper_table returns."""
-    return pd.DataFrame(rows, index=pd.MultiIndex.from_tuples(index, names=list(index_names)),
-                        columns=pd.MultiIndex.from_tuples(columns, names=list(column_names)), dtype=float)
+    return pd.DataFrame(
+        rows,
+        index=pd.MultiIndex.from_tuples(index, names=list(index_names)),
+        columns=pd.MultiIndex.from_tuples(columns, names=list(column_names)),
+        dtype=float,
+    )
 
 
 def two_row_table() -> pd.DataFrame:
@@ -68,21 +81,24 @@ def two_row_table() -> pd.DataFrame:
 
 
 # The tabular of two_row_table() in to_latex, with the table's end; what precedes it varies by test.
-TWO_ROW_TABULAR = ("\\begin{tabular}{llrr}\n"
-                   "\\toprule\n"
-                   " & task & \\multicolumn{2}{c}{wiki} \\\\\n"
-                   " &  & tok/s & speedup \\\\\n"
-                   "strategy & k &  &  \\\\\n"
-                   "\\midrule\n"
-                   "plain & 0 & 10.0 & \\textbf{1.00x} \\\\\n"
-                   "ngram & 3 & \\textbf{30.0} & \u2013 \\\\\n"
-                   "\\bottomrule\n"
-                   "\\end{tabular}\n"
-                   "\\end{table}\n")
+TWO_ROW_TABULAR = (
+    "\\begin{tabular}{llrr}\n"
+    "\\toprule\n"
+    " & task & \\multicolumn{2}{c}{wiki} \\\\\n"
+    " &  & tok/s & speedup \\\\\n"
+    "strategy & k &  &  \\\\\n"
+    "\\midrule\n"
+    "plain & 0 & 10.0 & \\textbf{1.00x} \\\\\n"
+    "ngram & 3 & \\textbf{30.0} & \u2013 \\\\\n"
+    "\\bottomrule\n"
+    "\\end{tabular}\n"
+    "\\end{table}\n"
+)
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # constants and specs
+
 
 def test_constants_and_metric_defaults():
     assert (tables.PLAIN, tables.REGIMES, tables.NA) == ("plain", ("uncached", "cached"), "\u2013")
@@ -91,25 +107,37 @@ def test_constants_and_metric_defaults():
     assert (m.fmt, m.best, m.scale) == ("{:.2f}", "max", 1.0)
     assert tables.TableSpec("t", (m,), None).plain is True
     assert [tables.PAPER_TABLES[f"table{i}"].regime for i in range(1, 8)] == [
-        "uncached", "cached", "uncached", "cached", None, "uncached", "cached"]
+        "uncached",
+        "cached",
+        "uncached",
+        "cached",
+        None,
+        "uncached",
+        "cached",
+    ]
     assert [tables.PAPER_TABLES[f"table{i}"].plain for i in range(1, 8)] == [True] * 5 + [False] * 2
     assert (ACCEPTANCE.scale, ACCEPTANCE.label, J_PER_100.best, REPETITION.best, MAL.fmt) == (
-        100.0, "accept %", "min", None, "{:.2f}")
+        100.0,
+        "accept %",
+        "min",
+        None,
+        "{:.2f}",
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # paper_table
 
+
 def test_paper_table_uncached_exact():
     table = paper_table(SUMMARY, SPEED, "uncached")
     # tasks sorted (pubmed < wiki), labels in metric order; rows plain first, then by name (bolt < ngram), then k;
     # bolt and ngram k=2 have no pubmed row: NaN, kept (the row is not all-NaN)
-    expected = frame([(20.0, 1.0, 10.0, 1.0),
-                      (NAN, NAN, 12.0, 1.2),
-                      (NAN, NAN, 25.0, 2.5),
-                      (50.0, 2.5, 30.0, 3.0)],
-                     [("plain", 0), ("bolt", 4), ("ngram", 2), ("ngram", 3)],
-                     [("pubmed", "tok/s"), ("pubmed", "speedup"), ("wiki", "tok/s"), ("wiki", "speedup")])
+    expected = frame(
+        [(20.0, 1.0, 10.0, 1.0), (NAN, NAN, 12.0, 1.2), (NAN, NAN, 25.0, 2.5), (50.0, 2.5, 30.0, 3.0)],
+        [("plain", 0), ("bolt", 4), ("ngram", 2), ("ngram", 3)],
+        [("pubmed", "tok/s"), ("pubmed", "speedup"), ("wiki", "tok/s"), ("wiki", "speedup")],
+    )
     pdt.assert_frame_equal(table, expected)
     assert table.index.names == ["strategy", "k"] and table.columns.names == ["task", None]
 
@@ -117,40 +145,50 @@ def test_paper_table_uncached_exact():
 def test_paper_table_cached_exact():
     table = paper_table(SUMMARY, (SPEEDUP, TOKENS_PER_S), "cached")
     # cached rows only: plain (wiki 14), ngram 3 (wiki 70, 5x), zeta 1 (pubmed 40, 2x); speedup first as asked
-    expected = frame([(NAN, NAN, 1.0, 14.0),
-                      (NAN, NAN, 5.0, 70.0),
-                      (2.0, 40.0, NAN, NAN)],
-                     [("plain", 0), ("ngram", 3), ("zeta", 1)],
-                     [("pubmed", "speedup"), ("pubmed", "tok/s"), ("wiki", "speedup"), ("wiki", "tok/s")])
+    expected = frame(
+        [(NAN, NAN, 1.0, 14.0), (NAN, NAN, 5.0, 70.0), (2.0, 40.0, NAN, NAN)],
+        [("plain", 0), ("ngram", 3), ("zeta", 1)],
+        [("pubmed", "speedup"), ("pubmed", "tok/s"), ("wiki", "speedup"), ("wiki", "tok/s")],
+    )
     pdt.assert_frame_equal(table, expected)
 
 
 def test_paper_table_regime_none_averages_over_regimes():
     table = paper_table(SUMMARY, SPEED, None)
     # plain wiki: (10 + 14) / 2 = 12; ngram 3 wiki: (30 + 70) / 2 = 50 tok/s, (3 + 5) / 2 = 4.0x
-    expected = frame([(20.0, 1.0, 12.0, 1.0),
-                      (NAN, NAN, 12.0, 1.2),
-                      (NAN, NAN, 25.0, 2.5),
-                      (50.0, 2.5, 50.0, 4.0),
-                      (40.0, 2.0, NAN, NAN)],
-                     [("plain", 0), ("bolt", 4), ("ngram", 2), ("ngram", 3), ("zeta", 1)],
-                     [("pubmed", "tok/s"), ("pubmed", "speedup"), ("wiki", "tok/s"), ("wiki", "speedup")])
+    expected = frame(
+        [
+            (20.0, 1.0, 12.0, 1.0),
+            (NAN, NAN, 12.0, 1.2),
+            (NAN, NAN, 25.0, 2.5),
+            (50.0, 2.5, 50.0, 4.0),
+            (40.0, 2.0, NAN, NAN),
+        ],
+        [("plain", 0), ("bolt", 4), ("ngram", 2), ("ngram", 3), ("zeta", 1)],
+        [("pubmed", "tok/s"), ("pubmed", "speedup"), ("wiki", "tok/s"), ("wiki", "speedup")],
+    )
     pdt.assert_frame_equal(table, expected)
 
 
 def test_paper_table_regime_none_needs_no_regime_column():
     bare = SUMMARY[SUMMARY["regime"] == "cached"].drop(columns=["regime"])
     table = paper_table(bare, (TOKENS_PER_S,), None)
-    expected = frame([(NAN, 14.0), (NAN, 70.0), (40.0, NAN)], [("plain", 0), ("ngram", 3), ("zeta", 1)],
-                     [("pubmed", "tok/s"), ("wiki", "tok/s")])
+    expected = frame(
+        [(NAN, 14.0), (NAN, 70.0), (40.0, NAN)],
+        [("plain", 0), ("ngram", 3), ("zeta", 1)],
+        [("pubmed", "tok/s"), ("wiki", "tok/s")],
+    )
     pdt.assert_frame_equal(table, expected)
 
 
 def test_paper_table_scales_and_drops_all_missing_rows():
     table = paper_table(SUMMARY, (ACCEPTANCE,), "uncached")
     # x 100; plain's acceptance is NaN everywhere: its row goes. bolt keeps its one value (how="all", not "any")
-    expected = frame([(NAN, 12.5), (NAN, 75.0), (25.0, 50.0)], [("bolt", 4), ("ngram", 2), ("ngram", 3)],
-                     [("pubmed", "accept %"), ("wiki", "accept %")])
+    expected = frame(
+        [(NAN, 12.5), (NAN, 75.0), (25.0, 50.0)],
+        [("bolt", 4), ("ngram", 2), ("ngram", 3)],
+        [("pubmed", "accept %"), ("wiki", "accept %")],
+    )
     pdt.assert_frame_equal(table, expected)
 
 
@@ -158,17 +196,21 @@ def test_paper_table_averages_duplicate_cells():
     twice = pd.concat([SUMMARY, SUMMARY.assign(tokens_per_s=SUMMARY["tokens_per_s"] + 4.0)], ignore_index=True)
     table = paper_table(twice, (TOKENS_PER_S,), "cached")
     # mean of v and v + 4 is v + 2: plain 16, ngram 72, zeta 42
-    expected = frame([(NAN, 16.0), (NAN, 72.0), (42.0, NAN)], [("plain", 0), ("ngram", 3), ("zeta", 1)],
-                     [("pubmed", "tok/s"), ("wiki", "tok/s")])
+    expected = frame(
+        [(NAN, 16.0), (NAN, 72.0), (42.0, NAN)],
+        [("plain", 0), ("ngram", 3), ("zeta", 1)],
+        [("pubmed", "tok/s"), ("wiki", "tok/s")],
+    )
     pdt.assert_frame_equal(table, expected)
 
 
 def test_paper_table_keeps_a_row_whose_k_is_missing():
     # jobs.k is nullable: a plain row stored without k still shows, under k = NaN (pivot_table keeps NaN keys
     # only with dropna=False)
-    summary = pd.DataFrame([("wiki", "plain", "plain", NAN, "uncached", 10.0),
-                            ("wiki", "ngram", "ngram", 3.0, "uncached", 30.0)],
-                           columns=["task", "strategy", "draft", "k", "regime", "tokens_per_s"])
+    summary = pd.DataFrame(
+        [("wiki", "plain", "plain", NAN, "uncached", 10.0), ("wiki", "ngram", "ngram", 3.0, "uncached", 30.0)],
+        columns=["task", "strategy", "draft", "k", "regime", "tokens_per_s"],
+    )
     table = paper_table(summary, (TOKENS_PER_S,), "uncached")
     expected = frame([(10.0,), (30.0,)], [("plain", NAN), ("ngram", 3.0)], [("wiki", "tok/s")])
     pdt.assert_frame_equal(table, expected)
@@ -182,19 +224,30 @@ def test_paper_table_unknown_regime_is_an_empty_frame():
 # ---------------------------------------------------------------------------------------------------------------
 # best_cells
 
+
 def test_best_cells_exact_mask():
     index = pd.MultiIndex.from_tuples([("plain", 0), ("ngram", 2), ("ngram", 3)], names=["strategy", "k"])
-    columns = pd.MultiIndex.from_tuples([("t", "repetition"), ("t", "other"), ("t", "tok/s"), ("t", "J/100 tok"),
-                                         ("t", "speedup"), ("t", "MAL")], names=["task", None])
-    table = pd.DataFrame([[0.1, 1.0, 10.0, 5.0, NAN, "n/a"],
-                          [0.2, 2.0, 30.0, 2.0, NAN, 2.0],
-                          [0.3, 3.0, 30.0, 9.0, NAN, 1.0]], index=index, columns=columns)
+    columns = pd.MultiIndex.from_tuples(
+        [("t", "repetition"), ("t", "other"), ("t", "tok/s"), ("t", "J/100 tok"), ("t", "speedup"), ("t", "MAL")],
+        names=["task", None],
+    )
+    table = pd.DataFrame(
+        [[0.1, 1.0, 10.0, 5.0, NAN, "n/a"], [0.2, 2.0, 30.0, 2.0, NAN, 2.0], [0.3, 3.0, 30.0, 9.0, NAN, 1.0]],
+        index=index,
+        columns=columns,
+    )
     best = best_cells(table, (REPETITION, TOKENS_PER_S, J_PER_100, SPEEDUP, MAL))
     # repetition: no best (first column, yet later columns are still marked); other: no metric; tok/s: max 30,
     # a tie, both marked; J/100: min 2; speedup: all NaN, none; MAL: "n/a" coerced to NaN, max 2.0
-    expected = pd.DataFrame([[False, False, False, False, False, False],
-                             [False, False, True, True, False, True],
-                             [False, False, True, False, False, False]], index=index, columns=columns)
+    expected = pd.DataFrame(
+        [
+            [False, False, False, False, False, False],
+            [False, False, True, True, False, True],
+            [False, False, True, False, False, False],
+        ],
+        index=index,
+        columns=columns,
+    )
     pdt.assert_frame_equal(best, expected)
 
 
@@ -223,6 +276,7 @@ def test_best_cells_no_metric_and_no_best():
 
 # ---------------------------------------------------------------------------------------------------------------
 # styled (the page) and to_latex (the paper)
+
 
 def test_styled_page_html_exact():
     styler = styled(two_row_table(), SPEED).set_uuid("t")
@@ -256,13 +310,15 @@ def test_styled_page_html_exact():
         '      <td id="T_t_row1_col3" class="data row1 col3" >\u2013</td>\n'
         "    </tr>\n"
         "  </tbody>\n"
-        "</table>\n")
+        "</table>\n"
+    )
     assert styler.to_html() == expected
 
 
 def test_styled_page_flat_columns_keep_their_names_and_formats():
-    table = pd.DataFrame({"tok/s": [10.0, 30.25], "gzip": [0.5, NAN]}, index=pd.Index(["plain", "ngram"],
-                                                                                       name="strategy"))
+    table = pd.DataFrame(
+        {"tok/s": [10.0, 30.25], "gzip": [0.5, NAN]}, index=pd.Index(["plain", "ngram"], name="strategy")
+    )
     styler = styled(table, (TOKENS_PER_S, GZIP)).set_uuid("f")
     html = styler.to_html()
     # headers stay "tok/s" and "gzip"; 30.25 -> "30.2" ({:.1f}, round half to even), 0.5 -> "0.500" ({:.3f})
@@ -279,28 +335,26 @@ def test_styled_latex_three_level_columns_format_by_last_level():
     table = pd.DataFrame([[10.0], [12.5]], index=pd.Index(["x", "y"], name="s"), columns=columns)
     latex = styled(table, SPEED, latex=True).to_latex()
     # tok/s: {:.1f} and max 12.5 in bold; had "speedup" been taken as the label it would read 12.50x
-    assert latex == ("\\begin{tabular}{lr}\n"
-                     "a & run \\\\\n"
-                     "b & speedup \\\\\n"
-                     "c & tok/s \\\\\n"
-                     "s &  \\\\\n"
-                     "x & 10.0 \\\\\n"
-                     "y & \\textbf{12.5} \\\\\n"
-                     "\\end{tabular}\n")
+    assert latex == (
+        "\\begin{tabular}{lr}\n"
+        "a & run \\\\\n"
+        "b & speedup \\\\\n"
+        "c & tok/s \\\\\n"
+        "s &  \\\\\n"
+        "x & 10.0 \\\\\n"
+        "y & \\textbf{12.5} \\\\\n"
+        "\\end{tabular}\n"
+    )
 
 
 def test_to_latex_exact_with_caption_and_label():
     latex = to_latex(two_row_table(), SPEED, caption="Speed", label="tab:speed")
-    assert latex == ("\\begin{table}\n"
-                     "\\centering\n"
-                     "\\caption{Speed}\n"
-                     "\\label{tab:speed}\n" + TWO_ROW_TABULAR)
+    assert latex == ("\\begin{table}\n\\centering\n\\caption{Speed}\n\\label{tab:speed}\n" + TWO_ROW_TABULAR)
 
 
 def test_to_latex_exact_without_caption_or_label():
     latex = to_latex(two_row_table(), SPEED)
-    assert latex == ("\\begin{table}\n"
-                     "\\centering\n" + TWO_ROW_TABULAR)
+    assert latex == ("\\begin{table}\n\\centering\n" + TWO_ROW_TABULAR)
 
 
 def test_to_latex_label_without_caption():
@@ -310,23 +364,24 @@ def test_to_latex_label_without_caption():
 
 
 def test_to_latex_escapes_every_special_in_both_headers():
-    table = frame([(10.0, 2.0), (20.0, 1.0)], [("plain", 0), ("x_y&z", 3)],
-                  [("5%_a", "tok/s"), ("b#\\c", "tok/s")])
+    table = frame([(10.0, 2.0), (20.0, 1.0)], [("plain", 0), ("x_y&z", 3)], [("5%_a", "tok/s"), ("b#\\c", "tok/s")])
     latex = to_latex(table, SPEED)
     # \ -> \textbackslash{} (first, so the later escapes' backslashes stay), & -> \&, % -> \%, _ -> \_, # -> \#
-    assert latex == ("\\begin{table}\n"
-                     "\\centering\n"
-                     "\\begin{tabular}{llrr}\n"
-                     "\\toprule\n"
-                     " & task & 5\\%\\_a & b\\#\\textbackslash{}c \\\\\n"
-                     " &  & tok/s & tok/s \\\\\n"
-                     "strategy & k &  &  \\\\\n"
-                     "\\midrule\n"
-                     "plain & 0 & 10.0 & \\textbf{2.0} \\\\\n"
-                     "x\\_y\\&z & 3 & \\textbf{20.0} & 1.0 \\\\\n"
-                     "\\bottomrule\n"
-                     "\\end{tabular}\n"
-                     "\\end{table}\n")
+    assert latex == (
+        "\\begin{table}\n"
+        "\\centering\n"
+        "\\begin{tabular}{llrr}\n"
+        "\\toprule\n"
+        " & task & 5\\%\\_a & b\\#\\textbackslash{}c \\\\\n"
+        " &  & tok/s & tok/s \\\\\n"
+        "strategy & k &  &  \\\\\n"
+        "\\midrule\n"
+        "plain & 0 & 10.0 & \\textbf{2.0} \\\\\n"
+        "x\\_y\\&z & 3 & \\textbf{20.0} & 1.0 \\\\\n"
+        "\\bottomrule\n"
+        "\\end{tabular}\n"
+        "\\end{table}\n"
+    )
 
 
 def test_to_latex_of_an_empty_table_is_empty():
@@ -334,56 +389,82 @@ def test_to_latex_of_an_empty_table_is_empty():
     assert to_latex(pd.DataFrame(), SPEED, caption="c", label="l") == ""
 
 
-@pytest.mark.parametrize("raw, escaped", [
-    ("\\", "\\textbackslash{}"),
-    ("&", "\\&"),
-    ("%", "\\%"),
-    ("_", "\\_"),
-    ("#", "\\#"),
-    ("a\\b&c%d_e#f", "a\\textbackslash{}b\\&c\\%d\\_e\\#f"),
-    ("plain {x} $y$", "plain {x} $y$"),  # only the five above are escaped
-    (3, "3"),
-])
+@pytest.mark.parametrize(
+    "raw, escaped",
+    [
+        ("\\", "\\textbackslash{}"),
+        ("&", "\\&"),
+        ("%", "\\%"),
+        ("_", "\\_"),
+        ("#", "\\#"),
+        ("a\\b&c%d_e#f", "a\\textbackslash{}b\\&c\\%d\\_e\\#f"),
+        ("plain {x} $y$", "plain {x} $y$"),  # only the five above are escaped
+        (3, "3"),
+    ],
+)
 def test_latex_escape(raw, escaped):
     assert tables._latex_escape(raw) == escaped
 
 
 def test_to_csv_exact():
     table = frame([(10.0, 1.5)], [("plain", 0)], [("wiki", "tok/s"), ("wiki", "speedup")])
-    assert tables.to_csv(table) == ("task,,wiki,wiki\n"
-                                    ",,tok/s,speedup\n"
-                                    "strategy,k,,\n"
-                                    "plain,0,10.0,1.5\n")
+    assert tables.to_csv(table) == ("task,,wiki,wiki\n,,tok/s,speedup\nstrategy,k,,\nplain,0,10.0,1.5\n")
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # break_even_frame
 
+
 def test_break_even_frame_exact():
     summary = pd.DataFrame(
-        [("plain", "plain", "wiki", 0, "uncached", NAN, NAN, 1.0, 10.0),
-         ("ngram", "ngram", "wiki", 0, "uncached", 0.1, 0.1, 0.9, 9.0),     # drafted but k = 0: no rounds
-         ("plain", "plain", "wiki", 2, "uncached", 0.2, 0.2, 1.0, 10.0),    # plain draft whatever its k
-         ("ngram", "ngram", "wiki", 1, "uncached", 0.75, 0.5, 1.5, 15.0),
-         ("ngram", "ngram", "pubmed", 3, "cached", 0.5, 0.25, 1.25, 12.5),
-         ("olifant", "olifant", "wiki", 4, "cached", 0.9, 0.6, 2.0, 20.0)],
-        columns=["strategy", "draft", "task", "k", "regime", "acceptance", "first_token_acceptance", "speedup",
-                 "tokens_per_s"],
-        index=[10, 11, 12, 13, 14, 15])
+        [
+            ("plain", "plain", "wiki", 0, "uncached", NAN, NAN, 1.0, 10.0),
+            ("ngram", "ngram", "wiki", 0, "uncached", 0.1, 0.1, 0.9, 9.0),  # drafted but k = 0: no rounds
+            ("plain", "plain", "wiki", 2, "uncached", 0.2, 0.2, 1.0, 10.0),  # plain draft whatever its k
+            ("ngram", "ngram", "wiki", 1, "uncached", 0.75, 0.5, 1.5, 15.0),
+            ("ngram", "ngram", "pubmed", 3, "cached", 0.5, 0.25, 1.25, 12.5),
+            ("olifant", "olifant", "wiki", 4, "cached", 0.9, 0.6, 2.0, 20.0),
+        ],
+        columns=[
+            "strategy",
+            "draft",
+            "task",
+            "k",
+            "regime",
+            "acceptance",
+            "first_token_acceptance",
+            "speedup",
+            "tokens_per_s",
+        ],
+        index=[10, 11, 12, 13, 14, 15],
+    )
     out = break_even_frame(summary)
     # break_even = k / (k + 1): 1/2 = 0.5, 3/4 = 0.75, 4/5 = 0.8; margin = acceptance - break_even:
     # 0.75 - 0.5 = 0.25, 0.5 - 0.75 = -0.25, 0.9 - 0.8 = 0.1
     expected = pd.DataFrame(
-        [("ngram", "wiki", 1, "uncached", 0.75, 0.5, 1.5, 0.5, 0.25),
-         ("ngram", "pubmed", 3, "cached", 0.5, 0.25, 1.25, 0.75, -0.25),
-         ("olifant", "wiki", 4, "cached", 0.9, 0.6, 2.0, 0.8, 0.1)],
-        columns=["strategy", "task", "k", "regime", "acceptance", "first_token_acceptance", "speedup", "break_even",
-                 "margin"])
+        [
+            ("ngram", "wiki", 1, "uncached", 0.75, 0.5, 1.5, 0.5, 0.25),
+            ("ngram", "pubmed", 3, "cached", 0.5, 0.25, 1.25, 0.75, -0.25),
+            ("olifant", "wiki", 4, "cached", 0.9, 0.6, 2.0, 0.8, 0.1),
+        ],
+        columns=[
+            "strategy",
+            "task",
+            "k",
+            "regime",
+            "acceptance",
+            "first_token_acceptance",
+            "speedup",
+            "break_even",
+            "margin",
+        ],
+    )
     pdt.assert_frame_equal(out, expected)
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # segment_steps, decode_segments, highlight_html, ids_segments
+
 
 def test_segment_steps_stops_when_the_tokens_run_out_on_a_round_boundary():
     # round 1: 1 draft + 1 verifier = tokens 1, 2; nothing left for round 2, which adds no empty step
@@ -425,10 +506,12 @@ def test_decode_segments_follows_a_rewritten_tail():
 
 def test_highlight_html_exact():
     html = highlight_html([("a<b", True), (' "c" & d\n', False)])
-    assert html == ('<div style="white-space:pre-wrap;line-height:1.7">'
-                    '<span class="gs-accepted" style="background:#c8f7c5;border-radius:3px">a&lt;b</span>'
-                    "<span> &quot;c&quot; &amp; d\n</span>"
-                    "</div>")
+    assert html == (
+        '<div style="white-space:pre-wrap;line-height:1.7">'
+        '<span class="gs-accepted" style="background:#c8f7c5;border-radius:3px">a&lt;b</span>'
+        "<span> &quot;c&quot; &amp; d\n</span>"
+        "</div>"
+    )
     assert highlight_html([]) == '<div style="white-space:pre-wrap;line-height:1.7"></div>'
 
 
@@ -442,15 +525,22 @@ def test_ids_segments_exact():
 # filter_frame (more in test_tables_filters.py)
 
 FRAME = pd.DataFrame(
-    [("t1", "plain", "plain", "uncached", 0), ("t1", "ngram", "ngram", "uncached", 2),
-     ("t1", "ngram", "ngram", "cached", 3), ("t2", "olifant", "olifant", "cached", 2),
-     ("t2", "plain", "plain", "cached", 0)],
-    columns=["task", "strategy", "draft", "regime", "k"], index=[5, 6, 7, 8, 9])
+    [
+        ("t1", "plain", "plain", "uncached", 0),
+        ("t1", "ngram", "ngram", "uncached", 2),
+        ("t1", "ngram", "ngram", "cached", 3),
+        ("t2", "olifant", "olifant", "cached", 2),
+        ("t2", "plain", "plain", "cached", 0),
+    ],
+    columns=["task", "strategy", "draft", "regime", "k"],
+    index=[5, 6, 7, 8, 9],
+)
 
 
 def test_filter_frame_takes_any_iterables_and_keeps_the_rows_whole():
-    out = filter_frame(FRAME, tasks=iter(["t1"]), strategies=(s for s in ["ngram", "plain"]),
-                       regimes=("uncached",), ks={2})
+    out = filter_frame(
+        FRAME, tasks=iter(["t1"]), strategies=(s for s in ["ngram", "plain"]), regimes=("uncached",), ks={2}
+    )
     pdt.assert_frame_equal(out, FRAME.loc[[5, 6]])
 
 
@@ -473,6 +563,7 @@ def test_filter_frame_ks_without_a_k_column_keeps_everything():
 # ---------------------------------------------------------------------------------------------------------------
 # redundancy_frame and redundancy_table
 
+
 def fake_redundancy(calls: list):
     """Stand-in for workers.metrics.redundancy recording (texts, n); n must be passed by name."""
 
@@ -484,14 +575,19 @@ def fake_redundancy(calls: list):
 
 
 TEXTS = pd.DataFrame(
-    [("ngram", "wiki", 0, "w0", 2, "uncached"),
-     ("ngram", "wiki", 0, "w0 again", 3, "cached"),  # same prompt again (another k and regime): dropped
-     ("ngram", "wiki", 1, "w1", 2, "uncached"),
-     ("bolt", "pubmed", 0, "p0", 2, "uncached"),
-     ("ngram", "pubmed", 0, "np0", 2, "uncached")],
-    columns=["strategy", "task", "prompt_index", "text", "k", "regime"])
-REFERENCES = pd.DataFrame([("wiki", 0, "r0", 7), ("wiki", 0, "r0 twice", 7), ("pubmed", 1, "rp1", 7)],
-                          columns=["task", "prompt_index", "text", "extra"])
+    [
+        ("ngram", "wiki", 0, "w0", 2, "uncached"),
+        ("ngram", "wiki", 0, "w0 again", 3, "cached"),  # same prompt again (another k and regime): dropped
+        ("ngram", "wiki", 1, "w1", 2, "uncached"),
+        ("bolt", "pubmed", 0, "p0", 2, "uncached"),
+        ("ngram", "pubmed", 0, "np0", 2, "uncached"),
+    ],
+    columns=["strategy", "task", "prompt_index", "text", "k", "regime"],
+)
+REFERENCES = pd.DataFrame(
+    [("wiki", 0, "r0", 7), ("wiki", 0, "r0 twice", 7), ("pubmed", 1, "rp1", 7)],
+    columns=["task", "prompt_index", "text", "extra"],
+)
 FRAME_COLUMNS = ["strategy", "task", "texts", "repetition", "overlap", "gzip_ratio"]
 
 
@@ -501,11 +597,16 @@ def test_redundancy_frame_groups_each_source_and_task_once(monkeypatch):
     out = redundancy_frame(TEXTS, REFERENCES, n=3)
     # groups sorted by (source, task); the first text of a repeated prompt is kept; overlap = n / 10 = 0.3
     assert calls == [(["p0"], 3), (["np0"], 3), (["w0", "w1"], 3), (["rp1"], 3), (["r0"], 3)]
-    expected = pd.DataFrame([("bolt", "pubmed", 1, 0.1, 0.3, 0.5),
-                             ("ngram", "pubmed", 1, 0.1, 0.3, 0.5),
-                             ("ngram", "wiki", 2, 0.2, 0.3, 0.5),
-                             ("reference", "pubmed", 1, 0.1, 0.3, 0.5),
-                             ("reference", "wiki", 1, 0.1, 0.3, 0.5)], columns=FRAME_COLUMNS)
+    expected = pd.DataFrame(
+        [
+            ("bolt", "pubmed", 1, 0.1, 0.3, 0.5),
+            ("ngram", "pubmed", 1, 0.1, 0.3, 0.5),
+            ("ngram", "wiki", 2, 0.2, 0.3, 0.5),
+            ("reference", "pubmed", 1, 0.1, 0.3, 0.5),
+            ("reference", "wiki", 1, 0.1, 0.3, 0.5),
+        ],
+        columns=FRAME_COLUMNS,
+    )
     pdt.assert_frame_equal(out, expected)
 
 
@@ -523,8 +624,14 @@ def test_redundancy_frame_of_nothing_has_the_columns():
 
 
 def test_redundancy_frame_with_the_real_measures():
-    texts = pd.DataFrame({"strategy": ["a", "a"], "task": ["t", "t"], "prompt_index": [0, 1],
-                          "text": ["one two three four one two three four", "one two three four five"]})
+    texts = pd.DataFrame(
+        {
+            "strategy": ["a", "a"],
+            "task": ["t", "t"],
+            "prompt_index": [0, 1],
+            "text": ["one two three four one two three four", "one two three four five"],
+        }
+    )
     out = redundancy_frame(texts, pd.DataFrame(), n=4)
     row = out.iloc[0]
     # text 1: 4-grams 5, distinct 4 -> 1 - 4/5 = 0.2; text 2: 2 distinct of 2 -> 0.0; mean 0.1.
@@ -535,36 +642,48 @@ def test_redundancy_frame_with_the_real_measures():
 
 def test_redundancy_table_exact():
     frame_ = pd.DataFrame(
-        [("zeta", "b", 2, 0.1, 0.2, 0.3),
-         ("plain", "b", 2, 0.4, 0.5, 0.6),
-         ("reference", "a", 1, 0.0, NAN, 0.7),
-         ("alpha", "a", 3, 0.25, 0.5, 0.75),
-         ("alpha", "a", 3, 0.75, 0.5, 0.25),  # a second alpha/a row: means (0.25 + 0.75) / 2 = 0.5 each
-         ("plain", "a", 2, 0.2, 0.3, 0.4)],
-        columns=FRAME_COLUMNS)
+        [
+            ("zeta", "b", 2, 0.1, 0.2, 0.3),
+            ("plain", "b", 2, 0.4, 0.5, 0.6),
+            ("reference", "a", 1, 0.0, NAN, 0.7),
+            ("alpha", "a", 3, 0.25, 0.5, 0.75),
+            ("alpha", "a", 3, 0.75, 0.5, 0.25),  # a second alpha/a row: means (0.25 + 0.75) / 2 = 0.5 each
+            ("plain", "a", 2, 0.2, 0.3, 0.4),
+        ],
+        columns=FRAME_COLUMNS,
+    )
     table = redundancy_table(frame_, (REPETITION, OVERLAP, GZIP))
     # reference first, then plain, then the rest by name (alpha, zeta); labels replace the column names
     labels = ["repetition", "overlap", "gzip"]
     expected = pd.DataFrame(
-        [(0.0, NAN, 0.7, NAN, NAN, NAN),
-         (0.2, 0.3, 0.4, 0.4, 0.5, 0.6),
-         (0.5, 0.5, 0.5, NAN, NAN, NAN),
-         (NAN, NAN, NAN, 0.1, 0.2, 0.3)],
+        [
+            (0.0, NAN, 0.7, NAN, NAN, NAN),
+            (0.2, 0.3, 0.4, 0.4, 0.5, 0.6),
+            (0.5, 0.5, 0.5, NAN, NAN, NAN),
+            (NAN, NAN, NAN, 0.1, 0.2, 0.3),
+        ],
         index=pd.Index(["reference", "plain", "alpha", "zeta"], name="text source"),
-        columns=pd.MultiIndex.from_product([["a", "b"], labels], names=["task", None]))
+        columns=pd.MultiIndex.from_product([["a", "b"], labels], names=["task", None]),
+    )
     pdt.assert_frame_equal(table, expected)
 
 
 def test_redundancy_table_keeps_a_source_without_measures_and_ignores_other_columns():
-    frame_ = pd.DataFrame([("ngram", "gzip_ratio", 2, 0.1, 0.2, 0.3, "two texts"),
-                           ("empty", "gzip_ratio", 0, NAN, NAN, NAN, "all texts empty")],
-                          columns=FRAME_COLUMNS + ["note"])
+    frame_ = pd.DataFrame(
+        [
+            ("ngram", "gzip_ratio", 2, 0.1, 0.2, 0.3, "two texts"),
+            ("empty", "gzip_ratio", 0, NAN, NAN, NAN, "all texts empty"),
+        ],
+        columns=FRAME_COLUMNS + ["note"],
+    )
     table = redundancy_table(frame_, (REPETITION, GZIP))
     # the all-NaN row stays (no dropna); "note" is not a measure; a task named like a measure column
     # ("gzip_ratio") keeps its name: only the measure level is relabelled
-    expected = pd.DataFrame([(NAN, NAN), (0.1, 0.3)], index=pd.Index(["empty", "ngram"], name="text source"),
-                            columns=pd.MultiIndex.from_product([["gzip_ratio"], ["repetition", "gzip"]],
-                                                               names=["task", None]))
+    expected = pd.DataFrame(
+        [(NAN, NAN), (0.1, 0.3)],
+        index=pd.Index(["empty", "ngram"], name="text source"),
+        columns=pd.MultiIndex.from_product([["gzip_ratio"], ["repetition", "gzip"]], names=["task", None]),
+    )
     pdt.assert_frame_equal(table, expected)
 
 

@@ -7,10 +7,15 @@ import pandas as pd
 from dashboard.tables import filter_frame
 
 FRAME = pd.DataFrame(
-    [("t1", "plain", "plain", "uncached", 0), ("t1", "ngram", "ngram", "uncached", 2),
-     ("t1", "ngram", "ngram", "cached", 3), ("t2", "olifant", "olifant", "cached", 2),
-     ("t2", "plain", "plain", "cached", 0)],
-    columns=["task", "strategy", "draft", "regime", "k"])
+    [
+        ("t1", "plain", "plain", "uncached", 0),
+        ("t1", "ngram", "ngram", "uncached", 2),
+        ("t1", "ngram", "ngram", "cached", 3),
+        ("t2", "olifant", "olifant", "cached", 2),
+        ("t2", "plain", "plain", "cached", 0),
+    ],
+    columns=["task", "strategy", "draft", "regime", "k"],
+)
 
 
 def rows(**chosen) -> list[int]:

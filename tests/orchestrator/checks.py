@@ -12,8 +12,11 @@ def decoding_problems(gens) -> list[str]:
     crops depends on the tiny verifier's text, whose training numerics differ from CPU to CPU: the crop path is
     exercised either way.
     """
-    problems = [f"{g.strategy} k={g.k} {g.regime} prompt {g.prompt_index}: not the greedy reference"
-                for g in gens if not (g.exact_match and g.rouge_l == 1.0)]
+    problems = [
+        f"{g.strategy} k={g.k} {g.regime} prompt {g.prompt_index}: not the greedy reference"
+        for g in gens
+        if not (g.exact_match and g.rouge_l == 1.0)
+    ]
     problems += [f"{g.strategy} {g.regime}: one token repeated" for g in gens if len(set(g.tokens)) < 2]
     drafting = ("olifant", "ngram")
     for draft in drafting:

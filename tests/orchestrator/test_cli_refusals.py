@@ -39,8 +39,12 @@ def test_output_path_rules(tmp_path):
     existing = tmp_path / "old.csv"
     existing.write_text("keep me")
     assert is_sqlite_file(db) and not is_sqlite_file(existing) and not is_sqlite_file(tmp_path / "none")
-    for path, force, words in ((db, True, "SQLite database"), (existing, False, "--force"),
-                               (tmp_path, False, "folder"), (tmp_path / "no" / "x.csv", False, "does not exist")):
+    for path, force, words in (
+        (db, True, "SQLite database"),
+        (existing, False, "--force"),
+        (tmp_path, False, "folder"),
+        (tmp_path / "no" / "x.csv", False, "does not exist"),
+    ):
         with pytest.raises(OutputError, match=words):
             check_out_path(str(path), "--out", force)
     with pytest.raises(OutputError, match="SQLite database"):  # the --db file itself, before it exists
@@ -88,14 +92,17 @@ def test_train_out_in_a_read_only_folder(tmp_path):
     try:
         if os.access(ro, os.W_OK):
             pytest.skip("running as a user who can write anywhere (root)")
-        refused(*cli("train", str(tmp_path / "s.toml"), "--corpus", "c", "--out", str(ro / "x.igtree"))[::2],
-                "not writable")
+        refused(
+            *cli("train", str(tmp_path / "s.toml"), "--corpus", "c", "--out", str(ro / "x.igtree"))[::2], "not writable"
+        )
     finally:
         ro.chmod(0o755)
 
 
 def test_memory_gb_must_be_finite(tmp_path):
-    refused(*cli("train", str(tmp_path / "s.toml"), "--corpus", "c", "--memory-gb", "inf")[::2], "--memory-gb", "finite")
+    refused(
+        *cli("train", str(tmp_path / "s.toml"), "--corpus", "c", "--memory-gb", "inf")[::2], "--memory-gb", "finite"
+    )
 
 
 def test_dashboard_port_out_of_range(known):
@@ -129,8 +136,10 @@ def test_a_foreign_sqlite_file_is_refused(tmp_path):
 def test_status_prints_no_nan_and_whole_k(known):
     url, path = known
     con = sqlite3.connect(path)
-    con.execute("insert into cells (experiment_id, key, kind, state, corpus, params, attempts, error, created_at) "
-                "values (1, 'tr', 'train', 'failed', 'pydoc', '{}', 2, 'MemoryError: boom', datetime('now'))")
+    con.execute(
+        "insert into cells (experiment_id, key, kind, state, corpus, params, attempts, error, created_at) "
+        "values (1, 'tr', 'train', 'failed', 'pydoc', '{}', 2, 'MemoryError: boom', datetime('now'))"
+    )
     con.execute("update cells set state = 'failed', error = 'RuntimeError: x' where key = 's4'")
     con.commit()
     con.close()
@@ -144,8 +153,10 @@ def test_status_json_counts_every_cell_kind(known):
     url, path = known
     con = sqlite3.connect(path)
     for i, kind in enumerate(("datastore", "label", "distill")):
-        con.execute("insert into cells (experiment_id, key, kind, state, corpus, params, attempts, created_at) "
-                    f"values (1, 'a{i}', '{kind}', 'done', 'c', '{{}}', 1, datetime('now'))")
+        con.execute(
+            "insert into cells (experiment_id, key, kind, state, corpus, params, attempts, created_at) "
+            f"values (1, 'a{i}', '{kind}', 'done', 'c', '{{}}', 1, datetime('now'))"
+        )
     con.commit()
     con.close()
     code, out, _ = cli("--db", url, "status", "--json")

@@ -38,8 +38,9 @@ def _state(url: str) -> dict[str, tuple[dict, dict]]:
     with Session() as s:
         out = {}
         for exp in s.scalars(select(Experiment)):
-            gens = dict(s.execute(select(Generation.cell_id, Generation.id)
-                                  .where(Generation.experiment_id == exp.id)).all())
+            gens = dict(
+                s.execute(select(Generation.cell_id, Generation.id).where(Generation.experiment_id == exp.id)).all()
+            )
             out[exp.name] = (status_counts(s, exp.name)["cells"], gens)
         return out
 
@@ -47,8 +48,9 @@ def _state(url: str) -> dict[str, tuple[dict, dict]]:
 def test_resume_and_retry_by_name_leave_the_other_experiments_alone(tmp_path, write_spec):
     url = f"sqlite:///{tmp_path / 'g.db'}"
     _register_only(url, write_spec(name="c", k=[2]))  # a driver killed before it ran anything
-    run_spec_file(write_spec(name="a", k=[2], attempts=1),
-                  RunOptions(db_url=url, worker_env={"GREENSPEC_FAULT_RAISE": "ngram"}))
+    run_spec_file(
+        write_spec(name="a", k=[2], attempts=1), RunOptions(db_url=url, worker_env={"GREENSPEC_FAULT_RAISE": "ngram"})
+    )
     run_spec_file(write_spec(name="b", k=[2]), RunOptions(db_url=url))  # the newest: the default of both commands
     before = _state(url)
     assert before["a"][0] == {"pending": 0, "running": 0, "done": CELLS - 4, "failed": 4}

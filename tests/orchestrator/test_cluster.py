@@ -33,8 +33,9 @@ ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 CORPORA = ("a", "b", "c")
 
-NAMESPACES = pytest.mark.skipif(shutil.which("unshare") is None or os.geteuid() != 0,
-                                reason="needs unshare and root for a private mount namespace")
+NAMESPACES = pytest.mark.skipif(
+    shutil.which("unshare") is None or os.geteuid() != 0, reason="needs unshare and root for a private mount namespace"
+)
 
 
 def readme_cluster_commands() -> list[str]:
@@ -64,8 +65,9 @@ def _env(**extra: str) -> dict[str, str]:
 
 def _start(cmd: list[str], env: dict[str, str]) -> subprocess.Popen:
     """A `ray start --block` in a session of its own; returns once it says the node is up."""
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
     seen = []
     for line in proc.stdout:
         seen.append(line)
@@ -90,15 +92,20 @@ def _kill_tree(proc: subprocess.Popen) -> None:
 
 
 def _spec(write_spec, text: Path, arts: Path) -> Path:
-    corpora = "".join(f'[[corpora]]\nname = "{c}"\npath = "{text}"\nmax_tokens = {6000 + 1000 * i}\n'
-                      for i, c in enumerate(CORPORA))  # three different instance bases
+    corpora = "".join(
+        f'[[corpora]]\nname = "{c}"\npath = "{text}"\nmax_tokens = {6000 + 1000 * i}\n' for i, c in enumerate(CORPORA)
+    )  # three different instance bases
     olifants = "".join(f'[[strategies]]\nname = "olifant-{c}"\ndraft = "olifant"\ncorpus = "{c}"\n' for c in CORPORA)
-    return write_spec(k=[2], **{
-        f'[[corpora]]\nname = "pydoc"\npath = "{text}"\n': corpora,
-        '[[strategies]]\nname = "olifant-pydoc"\ndraft = "olifant"\ncorpus = "pydoc"\n': olifants,
-        '[[strategies]]\nname = "ngram"\ndraft = "ngram"\n': "",
-        'regimes = ["uncached", "cached"]': 'regimes = ["cached"]',
-        "[experiment]\n": f'[experiment]\nartifacts = "{arts}"\n'})
+    return write_spec(
+        k=[2],
+        **{
+            f'[[corpora]]\nname = "pydoc"\npath = "{text}"\n': corpora,
+            '[[strategies]]\nname = "olifant-pydoc"\ndraft = "olifant"\ncorpus = "pydoc"\n': olifants,
+            '[[strategies]]\nname = "ngram"\ndraft = "ngram"\n': "",
+            'regimes = ["uncached", "cached"]': 'regimes = ["cached"]',
+            "[experiment]\n": f'[experiment]\nartifacts = "{arts}"\n',
+        },
+    )
 
 
 def _wait_for(path: Path, driver: subprocess.Popen, timeout_s: float) -> None:
@@ -146,9 +153,20 @@ def test_two_nodes_without_a_shared_disk_train_and_survive_a_lost_node(request, 
     node = None
     try:
         marker = arts / ".train-hang"  # only the second node sees it: it lives in that node's tmpfs
-        node = _start(["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                       f'mount -t tmpfs tmpfs "{arts}" && exec "$0" "$@"', *node_cmd, *small],
-                      _env(GREENSPEC_FAULT_TRAIN_HANG=str(marker)))
+        node = _start(
+            [
+                "unshare",
+                "--mount",
+                "--propagation",
+                "private",
+                "sh",
+                "-c",
+                f'mount -t tmpfs tmpfs "{arts}" && exec "$0" "$@"',
+                *node_cmd,
+                *small,
+            ],
+            _env(GREENSPEC_FAULT_TRAIN_HANG=str(marker)),
+        )
         driver = subprocess.Popen(run_cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         node_view = Path(f"/proc/{node.pid}/root") / str(arts).lstrip("/")
         _wait_for(node_view / ".train-hang.hanging", driver, 120)  # node 2: one training done, the next one hangs

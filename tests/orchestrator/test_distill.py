@@ -93,7 +93,7 @@ def test_distilled_and_hybrid_run_exactly_greedy(tmp_path, spec_path, tiny_verif
     # random one's greedy text leaves every 4-token context either instance base has seen
     (check,) = exact_match(df)
     assert check.ok, checks_table([check])
-    assert len(df[df["strategy"] == "distilled-pydoc"]) == 2 * 2   # k {2, 3} x 2 regimes, in the summary
+    assert len(df[df["strategy"] == "distilled-pydoc"]) == 2 * 2  # k {2, 3} x 2 regimes, in the summary
     assert {"distilled-pydoc", "hybrid-pydoc", "hybrid-pydoc-adaptive"} <= strategies
     label, distill = arts["label"], arts["distill"]
     assert label.energy_j and label.energy_j > 0 and label.power_source == "estimate" and label.build_s > 0
@@ -105,16 +105,16 @@ def test_distilled_and_hybrid_run_exactly_greedy(tmp_path, spec_path, tiny_verif
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(tiny_verifier).eval()
-    a, b = int(offsets[0]), int(min(offsets[1], offsets[0] + 40))   # the first document (it fits one window)
-    doc = torch.from_numpy(np.asarray(tokens[a:b - 1], dtype=np.int64))[None]
+    a, b = int(offsets[0]), int(min(offsets[1], offsets[0] + 40))  # the first document (it fits one window)
+    doc = torch.from_numpy(np.asarray(tokens[a : b - 1], dtype=np.int64))[None]
     with torch.inference_mode():
         argmax = model(input_ids=doc).logits[0].argmax(-1).numpy()
-    assert b - a > 2 and labels[a + 1:b].tolist() == argmax.tolist()
+    assert b - a > 2 and labels[a + 1 : b].tolist() == argmax.tolist()
     tree = IGTree.load(distill.path)
     from workers.distill import distilled_instances
 
     ctx, tgt = distilled_instances(tokens, offsets, labels, 4)
     distilled_fit = (tree.predict_batch(ctx) == tgt).mean()
     corpus_fit = (IGTree.load(corpus_ibase).predict_batch(ctx) == tgt).mean()
-    assert distilled_fit > 0.5 and distilled_fit > corpus_fit   # distilling moved the instance base to the verifier
+    assert distilled_fit > 0.5 and distilled_fit > corpus_fit  # distilling moved the instance base to the verifier
     assert Path(distill.path).is_file()

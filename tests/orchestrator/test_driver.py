@@ -99,15 +99,21 @@ def test_end_to_end_exactly_greedy(finished):
         # drafts were really accepted and rejected on the way
         assert decoding_problems(gens) == []
         assert all(g.n_tokens == MAX_NEW_TOKENS and g.accepted <= g.drafted for g in gens)
-        assert all(g.energy_j == pytest.approx(ramp_j(g.started_at, g.ended_at), rel=1e-6)
-                   and g.power_source == "nvml" and g.power_measured is True for g in gens)
+        assert all(
+            g.energy_j == pytest.approx(ramp_j(g.started_at, g.ended_at), rel=1e-6)
+            and g.power_source == "nvml"
+            and g.power_measured is True
+            for g in gens
+        )
         assert s.scalar(select(func.count()).select_from(PowerSample)) > 0
         # the idle floor: the ramp's mean over 1 s, measured before Ray started, so before the first cell began
         w0, slope, start = RAMP
         idle_w = s.scalars(select(Experiment.idle_power_w)).one()
         mid = start + (idle_w - w0) / slope  # the middle of the second it was measured over
-        first = min(c.started_at.replace(tzinfo=c.started_at.tzinfo or dt.timezone.utc).timestamp()
-                    for c in s.scalars(select(Cell)))  # SQLite hands back UTC without its zone
+        first = min(
+            c.started_at.replace(tzinfo=c.started_at.tzinfo or dt.timezone.utc).timestamp()
+            for c in s.scalars(select(Cell))
+        )  # SQLite hands back UTC without its zone
         assert start < mid - 0.5 and mid + 0.5 < first
         counts = status_counts(s)
         assert counts["sweep"] == {"pending": 0, "running": 0, "done": SWEEP_CELLS, "failed": 0}
@@ -148,8 +154,9 @@ def test_exported_figures_are_the_stored_passes_and_the_power_ramp_worked_by_han
             # accepted / drafted; accepted / rounds; rounds whose first draft token was accepted / rounds checked
             "acceptance": _mean(g.accepted / g.drafted for g in drafting) if drafting else None,
             "mal": _mean(sum(g.accepted_per_step) / len(g.accepted_per_step) for g in gs),
-            "first_token_acceptance": (_mean(sum(a > 0 for a in g.accepted_per_step) / g.first_checked
-                                             for g in drafting) if drafting else None),
+            "first_token_acceptance": (
+                _mean(sum(a > 0 for a in g.accepted_per_step) / g.first_checked for g in drafting) if drafting else None
+            ),
         }
         assert all(sum(g.accepted_per_step) == g.accepted and g.first_checked > 0 for g in drafting)
     rows = list(csv.DictReader(io.StringIO(_export_text(o.db_url))))
@@ -159,8 +166,7 @@ def test_exported_figures_are_the_stored_passes_and_the_power_ramp_worked_by_han
         assert float(r["tokens_per_s"]) == pytest.approx(cell["tokens_per_s"], rel=1e-9)
         assert float(r["speedup"]) == pytest.approx(cell["tokens_per_s"] / plain["tokens_per_s"], rel=1e-9)
         assert float(r["j_per_100_tokens"]) == pytest.approx(cell["j_per_100_tokens"], rel=1e-6)
-        assert float(r["energy_ratio"]) == pytest.approx(plain["j_per_100_tokens"] / cell["j_per_100_tokens"],
-                                                         rel=1e-6)
+        assert float(r["energy_ratio"]) == pytest.approx(plain["j_per_100_tokens"] / cell["j_per_100_tokens"], rel=1e-6)
         assert float(r["tokens_per_j"]) == pytest.approx(100 / cell["j_per_100_tokens"], rel=1e-6)
         assert r["power_source"] == "nvml" and r["power_measured"] == "True"
         for name in ("acceptance", "mal", "first_token_acceptance"):
@@ -174,8 +180,13 @@ def test_exported_figures_are_the_stored_passes_and_the_power_ramp_worked_by_han
 
 def _export_text(db_url: str) -> str:
     """`greenspec export --format csv` as a user runs it."""
-    out = subprocess.run([sys.executable, "-m", "orchestrator.cli", "--db", db_url, "export", "--format", "csv"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "--db", db_url, "export", "--format", "csv"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     return out.stdout
 
@@ -303,7 +314,9 @@ def test_overlap_runs_timed_cells_beside_training(tmp_path, write_spec):
 
 
 def test_repeats_store_every_timed_run_and_keep_the_fastest(tmp_path, write_spec):
-    spec = write_spec(k=[2], **{f"max_new_tokens = {MAX_NEW_TOKENS}": f"max_new_tokens = {MAX_NEW_TOKENS}\nrepeats = 3"})
+    spec = write_spec(
+        k=[2], **{f"max_new_tokens = {MAX_NEW_TOKENS}": f"max_new_tokens = {MAX_NEW_TOKENS}\nrepeats = 3"}
+    )
     o = opts(tmp_path)
     assert run_spec_file(spec, o).counts["failed"] == 0
     with sessions(o)() as s:

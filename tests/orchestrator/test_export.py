@@ -24,8 +24,9 @@ def db(tmp_path_factory) -> str:
 
 
 def greenspec(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_csv_has_one_row_per_strategy_task_k_regime(db, tmp_path):

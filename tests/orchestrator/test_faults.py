@@ -38,8 +38,14 @@ cluster.shutdown()
 def test_two_node_cluster(tmp_path, write_spec):
     url = f"sqlite:///{tmp_path / 'c.db'}"
     env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
-    out = subprocess.run([sys.executable, "-c", CLUSTER_SCRIPT, str(write_spec(k=[2])), url], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", CLUSTER_SCRIPT, str(write_spec(k=[2])), url],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert "'failed': 0" in out.stdout and "'pending': 0" in out.stdout and "NODES 2" in out.stdout
     _, Session = open_db(url, migrate=False)

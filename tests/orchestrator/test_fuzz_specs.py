@@ -19,17 +19,33 @@ pytestmark = pytest.mark.slow
 
 # Values of the wrong type or out of range for a key, per section (each one is invalid by the spec's rules).
 BAD_VALUES = {
-    "experiment": {"name": ["", "has space", 7, "x" * 300], "max_attempts": [0, -1, "3", 2.5],
-                   "batch_size": [0, True, []], "seed": ["zero", 1.5], "overlap": ["yes", 1]},
+    "experiment": {
+        "name": ["", "has space", 7, "x" * 300],
+        "max_attempts": [0, -1, "3", 2.5],
+        "batch_size": [0, True, []],
+        "seed": ["zero", 1.5],
+        "overlap": ["yes", 1],
+    },
     "verifier": {"model": ["", 3, ["a"]], "dtype": ["float8", 32], "device": ["tpu", None.__class__.__name__]},
-    "sweep": {"k": [[], [0], [2, 2], [65], "3", [2_000_000_000]], "regimes": [[], ["warp"], "cached"],
-              "max_new_tokens": [0, -5, 2_000_000_000, "100", 1e9], "warmup": ["no"]},
+    "sweep": {
+        "k": [[], [0], [2, 2], [65], "3", [2_000_000_000]],
+        "regimes": [[], ["warp"], "cached"],
+        "max_new_tokens": [0, -5, 2_000_000_000, "100", 1e9],
+        "warmup": ["no"],
+    },
     "power": {"sources": [[], ["battery"]], "hz": [0, -1, 1e9, "fast"], "idle_baseline_s": [-1.0]},
 }
-LIST_BAD = {"tasks": {"prompts": [0, -1, 10**9, "2"], "prompt_words": [0, 10**8], "path": ["/no/such/task.txt", 5]},
-            "corpora": {"path": ["/no/such/corpus.txt", 5], "window": [0, "4"], "backend": ["igtree"]},
-            "strategies": {"draft": ["medusa", 3], "k": [[0], [], [99]], "tasks": [["nosuch"], []],
-                           "corpus": ["nosuch"], "n": [0, "x"]}}
+LIST_BAD = {
+    "tasks": {"prompts": [0, -1, 10**9, "2"], "prompt_words": [0, 10**8], "path": ["/no/such/task.txt", 5]},
+    "corpora": {"path": ["/no/such/corpus.txt", 5], "window": [0, "4"], "backend": ["igtree"]},
+    "strategies": {
+        "draft": ["medusa", 3],
+        "k": [[0], [], [99]],
+        "tasks": [["nosuch"], []],
+        "corpus": ["nosuch"],
+        "n": [0, "x"],
+    },
+}
 
 
 def toml_value(v) -> str:
@@ -46,7 +62,7 @@ def dump(data: dict) -> str:
     """A minimal TOML writer for the spec's shape (tables and arrays of tables of scalars and lists)."""
     out = []
     for section, body in data.items():
-        for table in (body if isinstance(body, list) else [body]):
+        for table in body if isinstance(body, list) else [body]:
             out.append(f"[[{section}]]" if isinstance(body, list) else f"[{section}]")
             out += [f"{k} = {toml_value(v)}" for k, v in table.items()]
     return "\n".join(out) + "\n"
@@ -66,12 +82,17 @@ def mutation(draw, base: dict):
         key = draw(st.sampled_from(sorted(LIST_BAD[section])))
         i = draw(st.integers(0, len(data[section]) - 1))
         if section == "strategies" and key in ("corpus", "n"):
-            i = next(j for j, s in enumerate(data[section]) if s["draft"] == ("olifant" if key == "corpus" else "ngram"))
+            i = next(
+                j for j, s in enumerate(data[section]) if s["draft"] == ("olifant" if key == "corpus" else "ngram")
+            )
         data[section][i][key] = draw(st.sampled_from(LIST_BAD[section][key]))
     elif kind == "unknown":
         section = draw(st.sampled_from(sorted(data)))
-        key = draw(st.from_regex(r"\A[a-z][a-z_]{2,12}\Z", fullmatch=True).filter(lambda k: k not in {
-            "name", "seed", "draft", "k", "tasks", "path", "model", "artifacts", "corpus"}))
+        key = draw(
+            st.from_regex(r"\A[a-z][a-z_]{2,12}\Z", fullmatch=True).filter(
+                lambda k: k not in {"name", "seed", "draft", "k", "tasks", "path", "model", "artifacts", "corpus"}
+            )
+        )
         target = data[section][0] if isinstance(data[section], list) else data[section]
         target[f"zz_{key}"] = draw(st.sampled_from([1, "x", True, [1]]))
     elif kind == "missing":
@@ -104,8 +125,15 @@ def _digest(path: Path) -> str:
 def base_spec(tmp_path_factory, tiny_verifier, text_files):
     from tests.orchestrator.conftest import MAX_NEW_TOKENS, SPEC
 
-    text = SPEC.format(name="t", attempts=2, model=tiny_verifier, corpus=text_files[0], task=text_files[1], k=[2, 3],
-                       max_new=MAX_NEW_TOKENS)
+    text = SPEC.format(
+        name="t",
+        attempts=2,
+        model=tiny_verifier,
+        corpus=text_files[0],
+        task=text_files[1],
+        k=[2, 3],
+        max_new=MAX_NEW_TOKENS,
+    )
     return tomllib.loads(text)
 
 

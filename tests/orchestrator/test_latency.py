@@ -17,7 +17,7 @@ from orchestrator.latency import (
 from storage.db import open_db
 from storage.latency import latency_frame
 
-NEURAL = '''
+NEURAL = """
 [[strategies]]
 name = "neural"
 draft = "neural"
@@ -27,7 +27,7 @@ tokenizer = "mistral"
 name = "ngram-word"
 draft = "ngram"
 unit = "word"
-'''
+"""
 
 
 class CountingDraft:
@@ -54,8 +54,12 @@ def test_timing_loop_resets_warms_and_repeats():
 def test_summary_statistics_in_microseconds():
     row = summarize_times("s", "ngram", "ngram", [1e-6, 2e-6, 3e-6, 4e-6, 100e-6])
     # mean (1+2+3+4+100)/5 = 22 us; median 3 us; p95 by linear interpolation: 4 + 0.8 * (100 - 4) = 80.8 us
-    assert (row.queries, row.mean_us, row.median_us, row.min_us) == (5, pytest.approx(22.0), pytest.approx(3.0),
-                                                                      pytest.approx(1.0))
+    assert (row.queries, row.mean_us, row.median_us, row.min_us) == (
+        5,
+        pytest.approx(22.0),
+        pytest.approx(3.0),
+        pytest.approx(1.0),
+    )
     assert row.p95_us == pytest.approx(80.8)
 
 
@@ -63,7 +67,7 @@ def test_summary_statistics_in_microseconds():
 def spec_path(write_spec, tiny_verifier, tmp_path):
     path = write_spec(name="lat")
     text = path.read_text().replace("[sweep]", NEURAL.format(model=tiny_verifier) + "[sweep]")
-    text = text.replace('[experiment]\n', f'[experiment]\nartifacts = "{tmp_path / "artifacts"}"\n')
+    text = text.replace("[experiment]\n", f'[experiment]\nartifacts = "{tmp_path / "artifacts"}"\n')
     path.write_text(text)
     return path
 
@@ -73,10 +77,14 @@ def test_every_strategy_and_both_olifant_engines_are_timed(spec_path, tmp_path):
     name, rows = measure_spec_file(spec_path, LatencyOptions(prompts=2, repeats=3))
     assert name == "lat"
     got = {(r.strategy, r.engine) for r in rows}
-    assert got == {("ngram", "ngram"), ("ngram-word", "ngram"), ("olifant-pydoc", "native"),
-                   ("olifant-pydoc", "timbl"), ("neural", "neural")}  # plain drafts nothing: not timed
-    assert all(isinstance(r, LatencyRow) and r.queries == 6 and 0 < r.min_us <= r.median_us <= r.p95_us
-               for r in rows)
+    assert got == {
+        ("ngram", "ngram"),
+        ("ngram-word", "ngram"),
+        ("olifant-pydoc", "native"),
+        ("olifant-pydoc", "timbl"),
+        ("neural", "neural"),
+    }  # plain drafts nothing: not timed
+    assert all(isinstance(r, LatencyRow) and r.queries == 6 and 0 < r.min_us <= r.median_us <= r.p95_us for r in rows)
     # both instance bases were trained here (none stored) and are reused by the next call
     built = {p.suffix for p in (tmp_path / "artifacts").iterdir()}
     assert {".ibase", ".igtree"} <= built  # TiMBL's instance base has sidecar files beside it
@@ -90,8 +98,10 @@ def test_every_strategy_and_both_olifant_engines_are_timed(spec_path, tmp_path):
 def test_cli_prints_stores_and_writes_csv(spec_path, tmp_path):
     db = f"sqlite:///{tmp_path / 'l.db'}"
     out = tmp_path / "lat.csv"
-    res = CliRunner().invoke(main, ["--db", db, "latency", str(spec_path), "--prompts", "1", "--repeats", "2",
-                                    "--no-timbl", "--out", str(out)])
+    res = CliRunner().invoke(
+        main,
+        ["--db", db, "latency", str(spec_path), "--prompts", "1", "--repeats", "2", "--no-timbl", "--out", str(out)],
+    )
     assert res.exit_code == 0, res.output
     assert "olifant-pydoc" in res.output and "timbl" not in res.output
     assert out.read_text().splitlines()[0].startswith("strategy,draft,engine,queries")
@@ -103,8 +113,9 @@ def test_cli_prints_stores_and_writes_csv(spec_path, tmp_path):
 
 
 def test_bad_counts_are_one_line(spec_path, tmp_path):
-    res = CliRunner().invoke(main, ["--db", f"sqlite:///{tmp_path / 'x.db'}", "latency", str(spec_path),
-                                    "--prompts", "0"])
+    res = CliRunner().invoke(
+        main, ["--db", f"sqlite:///{tmp_path / 'x.db'}", "latency", str(spec_path), "--prompts", "0"]
+    )
     assert res.exit_code == 2 and "must be >= 1" in res.output
 
 
@@ -120,7 +131,7 @@ def test_contexts_may_outnumber_the_sweeps_prompts(spec_path):
     assert len(prompt_contexts(spec, tok, 500)) < 500  # a source with fewer documents gives what it has
 
 
-SCORED = '''
+SCORED = """
 [[strategies]]
 name = "hybrid-share"
 draft = "hybrid"
@@ -132,7 +143,7 @@ draft = "hybrid"
 corpus = "pydoc"
 confidence = "share"
 adaptive = true
-'''
+"""
 
 
 def test_timbl_gap_names_what_needs_native_scores():
@@ -149,14 +160,19 @@ def test_scored_hybrids_are_timed_on_the_native_engine_and_the_table_says_so(wri
     """`greenspec latency` on a spec with `confidence = "share"` hybrids crashed in TiMBL's engine."""
     path = write_spec(name="scored")
     text = path.read_text().replace("[sweep]", SCORED + "[sweep]")
-    path.write_text(text.replace('[experiment]\n', f'[experiment]\nartifacts = "{tmp_path / "artifacts"}"\n'))
-    res = CliRunner().invoke(main, ["--db", f"sqlite:///{tmp_path / 'l.db'}", "latency", str(path), "--prompts", "1",
-                                    "--repeats", "1"])
+    path.write_text(text.replace("[experiment]\n", f'[experiment]\nartifacts = "{tmp_path / "artifacts"}"\n'))
+    res = CliRunner().invoke(
+        main, ["--db", f"sqlite:///{tmp_path / 'l.db'}", "latency", str(path), "--prompts", "1", "--repeats", "1"]
+    )
     assert res.exit_code == 0, res.output
     rows = [ln.split("|")[1:4] for ln in res.stdout.splitlines() if ln.startswith("| ") and "strategy" not in ln]
     engines = {(s.strip(), e.strip()) for s, _, e in rows}
-    assert {("olifant-pydoc", "native"), ("olifant-pydoc", "timbl"), ("hybrid-share", "native"),
-            ("hybrid-adaptive", "native")} <= engines
+    assert {
+        ("olifant-pydoc", "native"),
+        ("olifant-pydoc", "timbl"),
+        ("hybrid-share", "native"),
+        ("hybrid-adaptive", "native"),
+    } <= engines
     assert not {("hybrid-share", "timbl"), ("hybrid-adaptive", "timbl")} & engines
     notes = [ln for ln in res.stdout.splitlines() if ln.startswith("note: ")]
     assert len(notes) == 2 and all("native engine only" in n for n in notes)

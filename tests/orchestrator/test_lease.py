@@ -29,11 +29,11 @@ def dead_pid() -> int:
 
 def test_holder_liveness():
     now = time.time()
-    assert not holder_is_dead(holder_name(HOST, os.getpid(), now))           # this very process
-    assert holder_is_dead(holder_name(HOST, dead_pid(), now))                 # gone
+    assert not holder_is_dead(holder_name(HOST, os.getpid(), now))  # this very process
+    assert holder_is_dead(holder_name(HOST, dead_pid(), now))  # gone
     assert holder_is_dead(holder_name(HOST, os.getpid(), now - 10 * 86400))  # the pid now names a later process
-    assert not holder_is_dead(holder_name("elsewhere", dead_pid(), now))      # another host: cannot tell
-    assert not holder_is_dead("another driver")                                # a name we did not write
+    assert not holder_is_dead(holder_name("elsewhere", dead_pid(), now))  # another host: cannot tell
+    assert not holder_is_dead("another driver")  # a name we did not write
 
 
 @pytest.fixture

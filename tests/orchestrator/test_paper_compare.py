@@ -21,9 +21,24 @@ def db(tmp_path_factory) -> str:
     populate(url)
     _, Session = open_db(url)
     with Session() as s:
-        store_latency(s, "fixture", [{"strategy": "ngram", "draft": "ngram", "engine": "ngram", "queries": 50,
-                                      "mean_us": 45.0, "median_us": 40.0, "p95_us": 60.0, "min_us": 30.0}],
-                      prompts=10, repeats=5)
+        store_latency(
+            s,
+            "fixture",
+            [
+                {
+                    "strategy": "ngram",
+                    "draft": "ngram",
+                    "engine": "ngram",
+                    "queries": 50,
+                    "mean_us": 45.0,
+                    "median_us": 40.0,
+                    "p95_us": 60.0,
+                    "min_us": 30.0,
+                }
+            ],
+            prompts=10,
+            repeats=5,
+        )
         s.commit()
     return url
 
@@ -51,8 +66,13 @@ def test_markdown_and_bad_format(db):
 
 
 def test_redundancy_frame_uses_the_papers_definitions():
-    refs = pd.DataFrame({"task": ["a", "a", "b"], "tokens": [[1, 2, 3, 4, 1, 2, 3, 4, 1], [2, 3, 4, 1, 9], [5, 6]],
-                         "text": ["x", "y", "z"]})
+    refs = pd.DataFrame(
+        {
+            "task": ["a", "a", "b"],
+            "tokens": [[1, 2, 3, 4, 1, 2, 3, 4, 1], [2, 3, 4, 1, 9], [5, 6]],
+            "text": ["x", "y", "z"],
+        }
+    )
     red = redundancy_frame(refs).set_index("task")
     # task a: within (2/6 + 0/2) / 2 = 1/6; cross (1/4 + 1/2) / 2 = 3/8 (see tests/workers/test_metrics.py)
     assert red.loc["a", "within_text"] == pytest.approx(1 / 6) and red.loc["a", "cross_doc"] == pytest.approx(3 / 8)

@@ -43,9 +43,14 @@ def cases(spec: str, tmp: Path, corpus: str) -> dict[str, list[list[str]]]:
         "resume": [["resume"], ["resume", "-e", "t"]],
         "retry": [["retry", "--failed"]],
         "status": [["status"], ["status", "--json"]],
-        "export": [["export", "--format", f, "--out", str(tmp / f"t.{f}")] for f in ("csv", "parquet", "markdown", "latex")]
+        "export": [
+            ["export", "--format", f, "--out", str(tmp / f"t.{f}")] for f in ("csv", "parquet", "markdown", "latex")
+        ]
         + [["export", "--format", "csv", "--out", str(tmp / "t.csv"), "--force", "--pooled"]],
-        "export --compare": [["export", "--compare", "paper"], ["export", "--compare", "paper", "--format", "markdown"]],
+        "export --compare": [
+            ["export", "--compare", "paper"],
+            ["export", "--compare", "paper", "--format", "markdown"],
+        ],
         "power": [["power", "--seconds", "1"]],
         "doctor": [["doctor"]],
         "latency": [["latency", spec, "--prompts", "2", "--repeats", "2", "--out", str(tmp / "lat.csv")]],
@@ -82,9 +87,15 @@ def dashboard_starts_and_stops(url: str, tmp: Path) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "--db", url, "dashboard", "--port", str(port)],
-                            cwd=tmp, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.cli", "--db", url, "dashboard", "--port", str(port)],
+        cwd=tmp,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 90
         while not _healthy(port):

@@ -30,6 +30,7 @@ def digest(folder: Path) -> dict[str, str]:
 
 # ----------------------------------------------------------------------------- case 3: colliding cells
 
+
 def test_strategies_with_the_same_draft_and_options_collide(write_spec, tmp_path):
     spec = write_spec()
     spec.write_text(spec.read_text() + '[[strategies]]\nname = "ngram-again"\ndraft = "ngram"\n')
@@ -41,8 +42,9 @@ def test_strategies_with_the_same_draft_and_options_collide(write_spec, tmp_path
 
 def test_two_tasks_reading_one_file_collide(write_spec, text_files, tmp_path):
     spec = write_spec()
-    spec.write_text(spec.read_text() + f'[[tasks]]\nname = "again"\npath = "{text_files[1]}"\nprompts = 2\n'
-                    'prompt_words = 20\n')
+    spec.write_text(
+        spec.read_text() + f'[[tasks]]\nname = "again"\npath = "{text_files[1]}"\nprompts = 2\nprompt_words = 20\n'
+    )
     for cmd in (["validate", str(spec)], ["--db", f"sqlite:///{tmp_path / 'g.db'}", "run", str(spec)]):
         code, _, err = cli(*cmd)
         one_line_error(code, err, "duplicate cells", "'pydoc'", "'again'")
@@ -54,9 +56,14 @@ def test_repeated_prompts_in_a_task_are_used_once_and_said_so(write_spec, tmp_pa
     doc = " ".join(f"word{i}" for i in range(60))
     task.write_text("\n\n".join([doc, doc + " tail", "other " + doc]))
     spec = write_spec()
-    spec.write_text(spec.read_text().replace('prompts = 2', 'prompts = 3').replace(
-        f'path = "{spec.read_text().split("[[tasks]]")[1].split("path = ")[1].split(chr(10))[0].strip(chr(34))}"',
-        f'path = "{task}"'))
+    spec.write_text(
+        spec.read_text()
+        .replace("prompts = 2", "prompts = 3")
+        .replace(
+            f'path = "{spec.read_text().split("[[tasks]]")[1].split("path = ")[1].split(chr(10))[0].strip(chr(34))}"',
+            f'path = "{task}"',
+        )
+    )
     code, out, err = cli("validate", str(spec))
     assert code == 0, err
     assert "sweep cells" in out
@@ -65,12 +72,16 @@ def test_repeated_prompts_in_a_task_are_used_once_and_said_so(write_spec, tmp_pa
 
 # ----------------------------------------------------------------------------- case 5: raw tracebacks
 
-@pytest.mark.parametrize("url, says", [
-    ("not a url", "not a SQLAlchemy URL"),
-    ("nosuch://x/y", "unknown database scheme"),
-    ("postgresql+pg8000://u@localhost/db", "not installed"),
-    ("sqlite:////no/such/dir/g.db", "does not exist"),
-])
+
+@pytest.mark.parametrize(
+    "url, says",
+    [
+        ("not a url", "not a SQLAlchemy URL"),
+        ("nosuch://x/y", "unknown database scheme"),
+        ("postgresql+pg8000://u@localhost/db", "not installed"),
+        ("sqlite:////no/such/dir/g.db", "does not exist"),
+    ],
+)
 def test_bad_db_urls(url, says):
     for cmd in (["status"], ["export"], ["resume"]):
         code, _, err = cli("--db", url, *cmd)
@@ -124,6 +135,7 @@ def test_verifier_with_config_but_no_weights(tmp_path, write_spec, tiny_verifier
 
 # ----------------------------------------------------------------------------- case 6: unbounded work
 
+
 def test_huge_max_new_tokens_is_refused_by_validate(write_spec):
     spec = write_spec()
     spec.write_text(re.sub(r"max_new_tokens = \d+", "max_new_tokens = 2000000000", spec.read_text()))
@@ -131,8 +143,14 @@ def test_huge_max_new_tokens_is_refused_by_validate(write_spec):
     one_line_error(code, err, "sweep.max_new_tokens", str(MAX_NEW_TOKENS))
 
 
-@pytest.mark.parametrize("old, new", [("k = [2, 3]", "k = [2, 1000]"), ("prompts = 2", "prompts = 10000000"),
-                                      ("prompt_words = 20", "prompt_words = 99999999")])
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ("k = [2, 3]", "k = [2, 1000]"),
+        ("prompts = 2", "prompts = 10000000"),
+        ("prompt_words = 20", "prompt_words = 99999999"),
+    ],
+)
 def test_huge_k_and_prompts_are_refused(write_spec, old, new):
     spec = write_spec()
     text = spec.read_text()
@@ -154,6 +172,7 @@ def test_grid_longer_than_the_verifiers_context(write_spec, tmp_path, tiny_verif
 
 # ----------------------------------------------------------------------------- case 8: status and the dashboard port
 
+
 def test_status_of_an_unknown_experiment_refuses_like_resume(tmp_path):
     url = f"sqlite:///{tmp_path / 'g.db'}"
     open_db(url)[0].dispose()
@@ -174,8 +193,6 @@ def test_dashboard_on_a_taken_port_fails_before_printing_the_url(tmp_path):
     assert "http://" not in out
 
 
-
-
 def test_status_without_experiment_shows_each_one(tmp_path):
     from storage import store
     from storage.cell import CellParams, CellSpec
@@ -185,8 +202,16 @@ def test_status_without_experiment_shows_each_one(tmp_path):
     with Session() as s:
         for name, n in (("first", 2), ("second", 3)):
             exp = store.upsert_experiment(s, name, "", "", None)
-            store.add_cells(s, exp.id, [CellSpec(key=f"{name}{i}", kind="reference", task="t", prompt_index=i,
-                                                 params=CellParams(prompt=str(i))) for i in range(n)])
+            store.add_cells(
+                s,
+                exp.id,
+                [
+                    CellSpec(
+                        key=f"{name}{i}", kind="reference", task="t", prompt_index=i, params=CellParams(prompt=str(i))
+                    )
+                    for i in range(n)
+                ],
+            )
         s.commit()
     engine.dispose()
     code, out, err = cli("--db", url, "status")

@@ -37,11 +37,22 @@ def start_driver(url: str, *args: str, slow_s: float = 0.3, lease_s: float = 30)
     """A `greenspec` driver process joined to the session's Ray (`--address`): killing it kills the driver, whose
     accelerator worker Ray then reaps; what these tests check (leases, signals) is the driver's. Each job of its
     worker sleeps `slow_s` first, so a test can strike mid-sweep."""
-    env = {**os.environ, "GREENSPEC_FAULT_SLOW": str(slow_s), "GREENSPEC_LEASE_S": str(lease_s),
-           "RAY_AUTH_MODE": "disabled"}
-    return subprocess.Popen([*GREENSPEC, "--db", url, "--address", ray_address(), *args], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            preexec_fn=_sigint_default)
+    env = {
+        **os.environ,
+        "GREENSPEC_FAULT_SLOW": str(slow_s),
+        "GREENSPEC_LEASE_S": str(lease_s),
+        "RAY_AUTH_MODE": "disabled",
+    }
+    return subprocess.Popen(
+        [*GREENSPEC, "--db", url, "--address", ray_address(), *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=_sigint_default,
+    )
 
 
 def wait_for(url: str, proc: subprocess.Popen, generations: int, timeout_s: float = 180) -> str:
@@ -180,9 +191,14 @@ def _healthy(port: int) -> bool:
 
 def test_sigterm_to_the_dashboard_stops_streamlit(tmp_path):
     port = _free_port()
-    proc = subprocess.Popen([*GREENSPEC, "--db", f"sqlite:///{tmp_path / 'g.db'}", "dashboard", "--port", str(port)],
-                            cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [*GREENSPEC, "--db", f"sqlite:///{tmp_path / 'g.db'}", "dashboard", "--port", str(port)],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 90
         while not _healthy(port):

@@ -24,8 +24,16 @@ def metrics(url: str) -> dict[int, tuple]:
     """generation id -> (cell, prompt key, ROUGE-L, exact match, tokens)."""
     engine, Session = open_db(url, migrate=False)
     with Session() as s:
-        rows = s.execute(select(Generation.id, Generation.cell_id, Generation.prompt_key, Generation.rouge_l,
-                                Generation.exact_match, Generation.tokens)).all()
+        rows = s.execute(
+            select(
+                Generation.id,
+                Generation.cell_id,
+                Generation.prompt_key,
+                Generation.rouge_l,
+                Generation.exact_match,
+                Generation.tokens,
+            )
+        ).all()
     engine.dispose()
     return {r[0]: tuple(r[1:]) for r in rows}
 
@@ -44,8 +52,8 @@ def test_changed_prompts_never_touch_stored_metrics(db_url, write_spec):
         assert code == 0, err
     after = metrics(db_url)
     assert len(after) == 2 * len(before)
-    assert {i: after[i] for i in before} == before                     # no stored metric rewritten
-    assert all(m[3] is True and m[2] == 1.0 for m in after.values())   # each compared with its own prompt's reference
+    assert {i: after[i] for i in before} == before  # no stored metric rewritten
+    assert all(m[3] is True and m[2] == 1.0 for m in after.values())  # each compared with its own prompt's reference
     engine, Session = open_db(db_url, migrate=False)
     with Session() as s:
         refs = dict(s.execute(select(Reference.prompt_key, Reference.prompt_text)).all())
@@ -70,7 +78,7 @@ def test_a_corrupt_or_missing_instance_base_is_rebuilt(write_spec, tmp_path):
     with Session() as s:
         ibase = Path(s.scalars(select(InstanceBase.path)).one())
     _corrupt(ibase)
-    code, out, err = cli("--db", db_url, "run", str(spec([2, 3])))   # new olifant cells meet the corrupt file
+    code, out, err = cli("--db", db_url, "run", str(spec([2, 3])))  # new olifant cells meet the corrupt file
     assert code == 0, err
     assert "0 failed" in out
     IGTree.load(ibase)  # retrained: the checksum holds again
@@ -83,8 +91,11 @@ def test_a_corrupt_or_missing_instance_base_is_rebuilt(write_spec, tmp_path):
     with Session() as s:
         olifant = list(s.scalars(select(Cell.id).where(Cell.strategy == "olifant-pydoc")))
         s.execute(Generation.__table__.delete().where(Generation.cell_id.in_(olifant)))
-        s.execute(Cell.__table__.update().where(Cell.id.in_(olifant))
-                  .values(state="failed", attempts=2, error=f"IBaseError: {ibase}: data checksum mismatch"))
+        s.execute(
+            Cell.__table__.update()
+            .where(Cell.id.in_(olifant))
+            .values(state="failed", attempts=2, error=f"IBaseError: {ibase}: data checksum mismatch")
+        )
         s.commit()
     code, out, err = cli("--db", db_url, "retry", "--failed")
     assert code == 0 and "0 failed" in out, err
@@ -122,9 +133,24 @@ def test_a_full_disk_is_one_line_and_loses_nothing(write_spec, tmp_path, ray_loc
     # first write its free pages do not hold (with a few pages of headroom, a small grid sometimes fit)
     env = {**os.environ, MAX_PAGES_ENV: str(pages), "RAY_AUTH_MODE": "disabled"}
     address = ray_local.get_runtime_context().gcs_address
-    proc = subprocess.run([sys.executable, "-m", "orchestrator.cli", "--db", url, "--address", address, "run",
-                           str(small_spec(write_spec, [2, 3, 4]))], cwd=Path(__file__).resolve().parents[2], env=env,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "orchestrator.cli",
+            "--db",
+            url,
+            "--address",
+            address,
+            "run",
+            str(small_spec(write_spec, [2, 3, 4])),
+        ],
+        cwd=Path(__file__).resolve().parents[2],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     errors = [ln for ln in proc.stderr.strip().splitlines() if ln.startswith("greenspec: error")]
     assert proc.returncode != 0 and len(errors) == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     assert str(db) in errors[0] and "disk is full" in errors[0] and "nothing stored was lost" in errors[0]

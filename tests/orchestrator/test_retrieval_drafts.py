@@ -15,7 +15,7 @@ from workers.datastore import Datastore
 
 pytestmark = [pytest.mark.usefixtures("ray_local"), pytest.mark.slow]
 
-RETRIEVAL = '''name = "rest-pydoc"
+RETRIEVAL = """name = "rest-pydoc"
 draft = "rest"
 corpus = "pydoc"
 [[strategies]]
@@ -25,7 +25,7 @@ k = [3]
 [[strategies]]
 name = "suffix"
 draft = "suffix"
-k = [3]'''
+k = [3]"""
 
 
 def test_rest_lookup_and_suffix_run_through_the_driver(tmp_path, write_spec):
@@ -44,6 +44,10 @@ def test_rest_lookup_and_suffix_run_through_the_driver(tmp_path, write_spec):
     for strategy, g in gens:
         by_strategy.setdefault(strategy, []).append(g)
     # rest at k 2 and 3, lookup and suffix at k 3; 2 prompts x 2 regimes each
-    assert {k: len(v) for k, v in by_strategy.items() if k != "plain"} == \
-        {"ngram": 8, "rest-pydoc": 8, "lookup": 4, "suffix": 4}
+    assert {k: len(v) for k, v in by_strategy.items() if k != "plain"} == {
+        "ngram": 8,
+        "rest-pydoc": 8,
+        "lookup": 4,
+        "suffix": 4,
+    }
     assert all(g.exact_match and g.n_tokens == MAX_NEW_TOKENS for _, g in gens)

@@ -11,29 +11,50 @@ from storage.cell import CellParams, CellSpec
 
 
 def cell(i: int, kind: str = "sweep", strategy: str | None = "s", needs: tuple = (), **kw) -> CellSpec:
-    return CellSpec(id=i, key=f"k{i}", kind=kind, strategy=strategy, task="t", prompt_index=i, k=3,
-                    regime="uncached", params=CellParams(needs=dict(needs)), **kw)
+    return CellSpec(
+        id=i,
+        key=f"k{i}",
+        kind=kind,
+        strategy=strategy,
+        task="t",
+        prompt_index=i,
+        k=3,
+        regime="uncached",
+        params=CellParams(needs=dict(needs)),
+        **kw,
+    )
 
 
 def test_references_first_then_batches_of_one_strategy_up_to_batch_size():
-    cells = [cell(1, strategy="b"), cell(2, strategy="a"), cell(3, strategy="a"), cell(4, strategy="a"),
-             cell(5, kind="reference", strategy=None)]
-    cells = [c if c.kind == "reference" else replace(c, prompt_index=0) for c in cells]   # one prompt
+    cells = [
+        cell(1, strategy="b"),
+        cell(2, strategy="a"),
+        cell(3, strategy="a"),
+        cell(4, strategy="a"),
+        cell(5, kind="reference", strategy=None),
+    ]
+    cells = [c if c.kind == "reference" else replace(c, prompt_index=0) for c in cells]  # one prompt
     s = Scheduler(cells, batch_size=2, max_attempts=3, in_flight=5)
     assert [c.id for c in s.next_batch()] == [5]
     assert [c.id for c in s.next_batch()] == [2, 3]
-    assert [c.id for c in s.next_batch()] == [4]      # the next strategy starts a new batch
+    assert [c.id for c in s.next_batch()] == [4]  # the next strategy starts a new batch
     assert [c.id for c in s.next_batch()] == [1]
     assert s.next_batch() == []
 
 
-GRID = [(st, k, rg, p) for rg in ("uncached", "cached") for st, k in (("olifant", 8), ("ngram", 3), ("plain", 0),
-                                                                     ("olifant", 3)) for p in (1, 0)]
+GRID = [
+    (st, k, rg, p)
+    for rg in ("uncached", "cached")
+    for st, k in (("olifant", 8), ("ngram", 3), ("plain", 0), ("olifant", 3))
+    for p in (1, 0)
+]
 
 
 def batches_of(order: str) -> list[list[tuple]]:
-    cells = [CellSpec(id=i, key=f"k{i}", kind="sweep", strategy=st, task="t", prompt_index=p, k=k, regime=rg)
-             for i, (st, k, rg, p) in enumerate(GRID, start=1)]
+    cells = [
+        CellSpec(id=i, key=f"k{i}", kind="sweep", strategy=st, task="t", prompt_index=p, k=k, regime=rg)
+        for i, (st, k, rg, p) in enumerate(GRID, start=1)
+    ]
     s = Scheduler(cells, batch_size=100, max_attempts=1, in_flight=100, order=order)
     batches = []
     while batch := s.next_batch():
@@ -44,21 +65,46 @@ def batches_of(order: str) -> list[list[tuple]]:
 def test_paired_order_runs_every_strategy_of_a_prompt_back_to_back_plain_first():
     """A batch holds one strategy's k values for one prompt; the strategies compared are timed seconds apart."""
     assert batches_of("paired") == [
-        [("cached", 0, "plain", 0)], [("cached", 0, "ngram", 3)], [("cached", 0, "olifant", 3), ("cached", 0, "olifant", 8)],
-        [("cached", 1, "plain", 0)], [("cached", 1, "ngram", 3)], [("cached", 1, "olifant", 3), ("cached", 1, "olifant", 8)],
-        [("uncached", 0, "plain", 0)], [("uncached", 0, "ngram", 3)],
+        [("cached", 0, "plain", 0)],
+        [("cached", 0, "ngram", 3)],
+        [("cached", 0, "olifant", 3), ("cached", 0, "olifant", 8)],
+        [("cached", 1, "plain", 0)],
+        [("cached", 1, "ngram", 3)],
+        [("cached", 1, "olifant", 3), ("cached", 1, "olifant", 8)],
+        [("uncached", 0, "plain", 0)],
+        [("uncached", 0, "ngram", 3)],
         [("uncached", 0, "olifant", 3), ("uncached", 0, "olifant", 8)],
-        [("uncached", 1, "plain", 0)], [("uncached", 1, "ngram", 3)],
-        [("uncached", 1, "olifant", 3), ("uncached", 1, "olifant", 8)]]
+        [("uncached", 1, "plain", 0)],
+        [("uncached", 1, "ngram", 3)],
+        [("uncached", 1, "olifant", 3), ("uncached", 1, "olifant", 8)],
+    ]
 
 
 def test_strategy_order_runs_each_strategys_cells_together():
     assert batches_of("strategy") == [
-        [("cached", 0, "ngram", 3), ("cached", 1, "ngram", 3), ("uncached", 0, "ngram", 3), ("uncached", 1, "ngram", 3)],
-        [("cached", 0, "olifant", 3), ("cached", 1, "olifant", 3), ("cached", 0, "olifant", 8), ("cached", 1, "olifant", 8),
-         ("uncached", 0, "olifant", 3), ("uncached", 1, "olifant", 3), ("uncached", 0, "olifant", 8),
-         ("uncached", 1, "olifant", 8)],
-        [("cached", 0, "plain", 0), ("cached", 1, "plain", 0), ("uncached", 0, "plain", 0), ("uncached", 1, "plain", 0)]]
+        [
+            ("cached", 0, "ngram", 3),
+            ("cached", 1, "ngram", 3),
+            ("uncached", 0, "ngram", 3),
+            ("uncached", 1, "ngram", 3),
+        ],
+        [
+            ("cached", 0, "olifant", 3),
+            ("cached", 1, "olifant", 3),
+            ("cached", 0, "olifant", 8),
+            ("cached", 1, "olifant", 8),
+            ("uncached", 0, "olifant", 3),
+            ("uncached", 1, "olifant", 3),
+            ("uncached", 0, "olifant", 8),
+            ("uncached", 1, "olifant", 8),
+        ],
+        [
+            ("cached", 0, "plain", 0),
+            ("cached", 1, "plain", 0),
+            ("uncached", 0, "plain", 0),
+            ("uncached", 1, "plain", 0),
+        ],
+    ]
 
 
 def test_unknown_order_refused():
@@ -69,7 +115,7 @@ def test_unknown_order_refused():
 def test_in_flight_limit_and_attempts_counted_on_dispatch():
     s = Scheduler([cell(i) for i in range(6)], batch_size=2, max_attempts=1, in_flight=2)
     a, b = s.next_batch(), s.next_batch()
-    assert len(a) == len(b) == 2 and s.next_batch() == []   # two batches in flight: the third waits
+    assert len(a) == len(b) == 2 and s.next_batch() == []  # two batches in flight: the third waits
     assert all(c.attempts == 1 for c in a + b) and s.is_final(a[0])
     s.batch_finished()
     assert len(s.next_batch()) == 2
@@ -83,10 +129,10 @@ def test_cells_wait_for_their_artifact_and_fail_with_it():
     s = Scheduler([art, other, *needy, free], batch_size=8, max_attempts=2, overlap=True)
     started = s.start_artifacts()
     assert {c.id for c in started} == {10, 11} and all(c.attempts == 1 for c in started)
-    assert [c.id for c in s.next_batch()] == [3]             # overlap: ready cells run while artifacts build
-    assert s.next_batch() == []                             # the rest need k10
+    assert [c.id for c in s.next_batch()] == [3]  # overlap: ready cells run while artifacts build
+    assert s.next_batch() == []  # the rest need k10
     assert {c.id for c in s.artifact_failed(started[0])} == {1, 2}
-    assert not s.queue and s.busy()                         # k11 still building
+    assert not s.queue and s.busy()  # k11 still building
 
 
 def test_no_timed_cells_beside_training_unless_overlap():
@@ -128,8 +174,8 @@ def test_one_batch_in_flight_where_a_cpu_worker_takes_every_core():
     from orchestrator.accelerator_actor import IN_FLIGHT, batches_in_flight
 
     assert IN_FLIGHT == 2
-    assert batches_in_flight("cpu", threads=2, cpus=2) == 1      # the driver's bookkeeping would share a timed core
-    assert batches_in_flight("cpu", threads=1, cpus=2) == 2      # overlap: a core is left over
+    assert batches_in_flight("cpu", threads=2, cpus=2) == 1  # the driver's bookkeeping would share a timed core
+    assert batches_in_flight("cpu", threads=1, cpus=2) == 2  # overlap: a core is left over
     assert batches_in_flight("cuda:0", threads=16, cpus=16) == 2
     assert batches_in_flight("mps", threads=8, cpus=8) == 2
 

@@ -22,17 +22,17 @@ def cells():
 def test_chain_runs_label_then_distill_then_its_sweeps():
     s = Scheduler(cells(), batch_size=8, max_attempts=2, in_flight=1)
     first = s.start_artifacts()
-    assert [c.key for c in first] == ["T"]            # D waits for its labels
-    assert s.next_batch() == []                        # nothing timed beside training
+    assert [c.key for c in first] == ["T"]  # D waits for its labels
+    assert s.next_batch() == []  # nothing timed beside training
     s.artifact_built(first[0])
     label = s.next_batch()
-    assert [c.key for c in label] == ["L"]             # label cells first on the accelerator
+    assert [c.key for c in label] == ["L"]  # label cells first on the accelerator
     assert s.start_artifacts() == []
     s.batch_finished()
     s.artifact_built(label[0])
     distill = s.start_artifacts()
     assert [c.key for c in distill] == ["D"] and distill[0].attempts == 1
-    assert s.next_batch() == []                        # the distill build runs: the accelerator waits
+    assert s.next_batch() == []  # the distill build runs: the accelerator waits
     s.artifact_built(distill[0])
     order = []
     while batch := s.next_batch():
@@ -44,12 +44,12 @@ def test_chain_runs_label_then_distill_then_its_sweeps():
 
 def test_sweeps_wait_for_their_artifact_while_others_run():
     s = Scheduler(cells(), batch_size=8, max_attempts=2, in_flight=2)
-    s.artifact_built(s.start_artifacts()[0])          # T built, L and D not yet
+    s.artifact_built(s.start_artifacts()[0])  # T built, L and D not yet
     got = []
     while batch := s.next_batch():
         got += [c.key for c in batch]
         s.batch_finished()
-    assert got == ["L", "R", "S3"]                     # S1, S2 wait for D
+    assert got == ["L", "R", "S3"]  # S1, S2 wait for D
     assert [c.key for c in s.queue] == ["S1", "S2"] and s.busy()
 
 

@@ -60,10 +60,16 @@ def test_a_signal_during_ray_start_up_exits_130_and_leaves_no_ray(sig, write_spe
     ray_tmp = tempfile.mkdtemp(prefix="gsr", dir="/tmp")  # short: Ray's socket paths live under it
     env = {**os.environ, "RAY_TMPDIR": ray_tmp, "RAY_AUTH_MODE": "disabled"}
     env.pop("RAY_ADDRESS", None)
-    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "--db", url, "run",
-                             str(write_spec(k=[2]))], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.cli", "--db", url, "run", str(write_spec(k=[2]))],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     try:
         registered(url, proc)
         time.sleep(0.5)  # into ray.init (it takes seconds here)

@@ -56,8 +56,9 @@ def test_examples_are_valid(name):
 
 def test_repeats_default_and_allowed_for_a_forgetting_suffix(tmp_path, corpus):
     assert load_spec(write(tmp_path, MINIMAL.format(corpus="c.txt"))).sweep.repeats == 1
-    text = MINIMAL.format(corpus="c.txt").replace('name = "oli"\ndraft = "olifant"\ncorpus = "c"',
-                                                  'name = "suf"\ndraft = "suffix"\n[sweep]\nrepeats = 3')
+    text = MINIMAL.format(corpus="c.txt").replace(
+        'name = "oli"\ndraft = "olifant"\ncorpus = "c"', 'name = "suf"\ndraft = "suffix"\n[sweep]\nrepeats = 3'
+    )
     assert load_spec(write(tmp_path, text)).sweep.repeats == 3
 
 
@@ -80,35 +81,77 @@ def test_minimal_defaults_and_relative_paths(tmp_path, corpus):
 
 BAD = [
     # (what is changed, replacement pair, words the one-line message must contain)
-    ("unknown top key", ('[experiment]', '[experiment]\ncolour = "red"'), ["colour", "unknown key"]),
-    ("unknown section", ('[[tasks]]', '[extras]\na = 1\n[[tasks]]'), ["extras", "unknown key"]),
-    ("wrong type", ('prompts = 3', 'prompts = "three"'), ["tasks[0].prompts", "three"]),
-    ("k zero", ('[[strategies]]\nname = "plain"', '[sweep]\nk = [3, 0]\n[[strategies]]\nname = "plain"'), ["sweep.k[1]", "0"]),
-    ("k negative", ('[[strategies]]\nname = "plain"', '[sweep]\nk = [-2]\n[[strategies]]\nname = "plain"'), ["sweep.k[0]", "-2"]),
-    ("negative tokens", ('[[strategies]]\nname = "plain"', '[sweep]\nmax_new_tokens = -5\n[[strategies]]\nname = "plain"'), ["max_new_tokens", "-5"]),
+    ("unknown top key", ("[experiment]", '[experiment]\ncolour = "red"'), ["colour", "unknown key"]),
+    ("unknown section", ("[[tasks]]", "[extras]\na = 1\n[[tasks]]"), ["extras", "unknown key"]),
+    ("wrong type", ("prompts = 3", 'prompts = "three"'), ["tasks[0].prompts", "three"]),
+    (
+        "k zero",
+        ('[[strategies]]\nname = "plain"', '[sweep]\nk = [3, 0]\n[[strategies]]\nname = "plain"'),
+        ["sweep.k[1]", "0"],
+    ),
+    (
+        "k negative",
+        ('[[strategies]]\nname = "plain"', '[sweep]\nk = [-2]\n[[strategies]]\nname = "plain"'),
+        ["sweep.k[0]", "-2"],
+    ),
+    (
+        "negative tokens",
+        ('[[strategies]]\nname = "plain"', '[sweep]\nmax_new_tokens = -5\n[[strategies]]\nname = "plain"'),
+        ["max_new_tokens", "-5"],
+    ),
     ("negative max_tokens", ('name = "c"', 'name = "c"\nmax_tokens = -1'), ["corpora[0].max_tokens", "-1"]),
     ("unknown draft", ('draft = "plain"', 'draft = "medusa"'), ["strategies[0].draft", "medusa"]),
     ("undefined corpus", ('corpus = "c"', 'corpus = "nope"'), ["nope", "corpora"]),
-    ("olifant without corpus", ('corpus = "c"', ''), ["olifant", "corpus"]),
-    ("missing verifier", ('[verifier]\nmodel = "some/model"', ''), ["verifier", "missing"]),
+    ("olifant without corpus", ('corpus = "c"', ""), ["olifant", "corpus"]),
+    ("missing verifier", ('[verifier]\nmodel = "some/model"', ""), ["verifier", "missing"]),
     ("empty verifier model", ('model = "some/model"', 'model = ""'), ["verifier.model"]),
-    ("k on plain", ('draft = "plain"', 'draft = "plain"\nk = [3]'), ["strategies[0]", "k = [3]", "'plain' proposes nothing", "remove k"]),
-    ("strategy regime outside the sweep", ('draft = "plain"', 'draft = "plain"\nregimes = ["cached-standard"]'),
-     ["strategies[0] (plain)", "regime 'cached-standard' is not in [sweep] regimes"]),
-    ("gguf_file not a .gguf", ('model = "some/model"', 'model = "/models"\ngguf_file = "x.bin"'),
-     ["gguf_file 'x.bin' must be a file name ending in .gguf"]),
-    ("gguf_file on a built-in model", ('model = "some/model"', 'model = "smollm2-135m"\ngguf_file = "x.gguf"'),
-     ["gguf_file needs model = the folder that holds x.gguf"]),
-    ("bad regime", ('[[strategies]]\nname = "plain"', '[sweep]\nregimes = ["warm"]\n[[strategies]]\nname = "plain"'), ["regimes", "warm"]),
+    (
+        "k on plain",
+        ('draft = "plain"', 'draft = "plain"\nk = [3]'),
+        ["strategies[0]", "k = [3]", "'plain' proposes nothing", "remove k"],
+    ),
+    (
+        "strategy regime outside the sweep",
+        ('draft = "plain"', 'draft = "plain"\nregimes = ["cached-standard"]'),
+        ["strategies[0] (plain)", "regime 'cached-standard' is not in [sweep] regimes"],
+    ),
+    (
+        "gguf_file not a .gguf",
+        ('model = "some/model"', 'model = "/models"\ngguf_file = "x.bin"'),
+        ["gguf_file 'x.bin' must be a file name ending in .gguf"],
+    ),
+    (
+        "gguf_file on a built-in model",
+        ('model = "some/model"', 'model = "smollm2-135m"\ngguf_file = "x.gguf"'),
+        ["gguf_file needs model = the folder that holds x.gguf"],
+    ),
+    (
+        "bad regime",
+        ('[[strategies]]\nname = "plain"', '[sweep]\nregimes = ["warm"]\n[[strategies]]\nname = "plain"'),
+        ["regimes", "warm"],
+    ),
     ("path and dataset", ('name = "t1"', 'name = "t1"\ndataset = "x/y"'), ["tasks[0]", "exactly one"]),
     ("duplicate strategy", ('name = "oli"', 'name = "plain"'), ["duplicate", "plain"]),
-    ("bad toml", ('[experiment]', '[experiment'), ["TOML"]),
-    ("repeats zero", ('[[strategies]]\nname = "plain"', '[sweep]\nrepeats = 0\n[[strategies]]\nname = "plain"'), ["sweep.repeats", "0"]),
-    ("repeats with remembered outputs", ('name = "oli"\ndraft = "olifant"\ncorpus = "c"',
-                                         'name = "suf"\ndraft = "suffix"\nremember_outputs = true\n[sweep]\nrepeats = 2'),
-     ["strategies[1] (suf)", "repeats = 2", "remembers earlier outputs"]),
+    ("bad toml", ("[experiment]", "[experiment"), ["TOML"]),
+    (
+        "repeats zero",
+        ('[[strategies]]\nname = "plain"', '[sweep]\nrepeats = 0\n[[strategies]]\nname = "plain"'),
+        ["sweep.repeats", "0"],
+    ),
+    (
+        "repeats with remembered outputs",
+        (
+            'name = "oli"\ndraft = "olifant"\ncorpus = "c"',
+            'name = "suf"\ndraft = "suffix"\nremember_outputs = true\n[sweep]\nrepeats = 2',
+        ),
+        ["strategies[1] (suf)", "repeats = 2", "remembers earlier outputs"],
+    ),
     ("threads zero", ('model = "some/model"', 'model = "some/model"\nthreads = 0'), ["verifier.threads", "0"]),
-    ("bad power source", ('[[strategies]]\nname = "plain"', '[power]\nsources = ["gas"]\n[[strategies]]\nname = "plain"'), ["power.sources", "gas"]),
+    (
+        "bad power source",
+        ('[[strategies]]\nname = "plain"', '[power]\nsources = ["gas"]\n[[strategies]]\nname = "plain"'),
+        ["power.sources", "gas"],
+    ),
 ]
 
 

@@ -40,35 +40,110 @@ def _generation(cell_id: int, exp_id: int, row) -> dict:
     strategy, draft, k, regime, prompt, n, per_round, drafted, rejects, wall_s, energy_j = row
     accepted = sum(per_round)
     return dict(
-        cell_id=cell_id, experiment_id=exp_id, strategy=strategy, draft=draft, task="t", prompt_index=prompt, k=k,
-        regime=regime, n_prompt_tokens=5, n_tokens=n, steps=len(per_round) + (regime == "cached"), drafted=drafted,
-        accepted=accepted, acceptance=accepted / drafted if drafted else None, mal=0.0,
-        accept_hist=[per_round.count(j) for j in range(k + 1)], accepted_per_step=per_round,
-        tokens_per_step=None, fastpath_rejects=rejects, wall_s=wall_s, draft_s=0.0, verify_s=wall_s,
-        tokens_per_s=n / wall_s, started_at=1000.0 + cell_id, ended_at=1000.0 + cell_id + wall_s, energy_j=energy_j,
-        mean_power_w=energy_j / wall_s, j_per_100_tokens=energy_j / n * 100, tokens_per_j=n / energy_j,
-        power_source="nvml", power_measured=True, rouge_l=1.0, exact_match=not (strategy == "ngram" and prompt == 1),
-        bridged=False, stopped="max_new_tokens", device="test", tokens=list(range(n)), text=TEXTS[prompt])
+        cell_id=cell_id,
+        experiment_id=exp_id,
+        strategy=strategy,
+        draft=draft,
+        task="t",
+        prompt_index=prompt,
+        k=k,
+        regime=regime,
+        n_prompt_tokens=5,
+        n_tokens=n,
+        steps=len(per_round) + (regime == "cached"),
+        drafted=drafted,
+        accepted=accepted,
+        acceptance=accepted / drafted if drafted else None,
+        mal=0.0,
+        accept_hist=[per_round.count(j) for j in range(k + 1)],
+        accepted_per_step=per_round,
+        tokens_per_step=None,
+        fastpath_rejects=rejects,
+        wall_s=wall_s,
+        draft_s=0.0,
+        verify_s=wall_s,
+        tokens_per_s=n / wall_s,
+        started_at=1000.0 + cell_id,
+        ended_at=1000.0 + cell_id + wall_s,
+        energy_j=energy_j,
+        mean_power_w=energy_j / wall_s,
+        j_per_100_tokens=energy_j / n * 100,
+        tokens_per_j=n / energy_j,
+        power_source="nvml",
+        power_measured=True,
+        rouge_l=1.0,
+        exact_match=not (strategy == "ngram" and prompt == 1),
+        bridged=False,
+        stopped="max_new_tokens",
+        device="test",
+        tokens=list(range(n)),
+        text=TEXTS[prompt],
+    )
 
 
 def build(url: str) -> None:
     """Create the schema at `url` and store the seven generations above."""
     engine, _ = open_db(url)
     with engine.begin() as conn:
-        exp_id = conn.execute(insert(Experiment).values(name=EXPERIMENT, spec_toml="", spec_hash="")).inserted_primary_key[0]
+        exp_id = conn.execute(
+            insert(Experiment).values(name=EXPERIMENT, spec_toml="", spec_hash="")
+        ).inserted_primary_key[0]
         for i, row in enumerate(ROWS):
             strategy, draft, k, regime, prompt = row[:5]
-            cell_id = conn.execute(insert(Cell).values(
-                experiment_id=exp_id, key=f"s{i}", kind="sweep", state="done", strategy=strategy, draft=draft,
-                task="t", prompt_index=prompt, k=k, regime=regime, params={})).inserted_primary_key[0]
+            cell_id = conn.execute(
+                insert(Cell).values(
+                    experiment_id=exp_id,
+                    key=f"s{i}",
+                    kind="sweep",
+                    state="done",
+                    strategy=strategy,
+                    draft=draft,
+                    task="t",
+                    prompt_index=prompt,
+                    k=k,
+                    regime=regime,
+                    params={},
+                )
+            ).inserted_primary_key[0]
             conn.execute(insert(Generation).values(**_generation(cell_id, exp_id, row)))
         for prompt, text in TEXTS.items():
-            cell_id = conn.execute(insert(Cell).values(experiment_id=exp_id, key=f"r{prompt}", kind="reference",
-                                                       state="done", task="t", prompt_index=prompt, params={})
-                                   ).inserted_primary_key[0]
-            conn.execute(insert(Reference).values(cell_id=cell_id, experiment_id=exp_id, task="t", prompt_index=prompt,
-                                                  prompt_text=f"prompt {prompt}", prompt_tokens=[1], tokens=[1, 2],
-                                                  text=text, wall_s=1.0))
-        conn.execute(insert(Cell).values(experiment_id=exp_id, key="p", kind="sweep", state="pending", strategy="ngram",
-                                         draft="ngram", task="t", prompt_index=2, k=2, regime="cached", params={}))
+            cell_id = conn.execute(
+                insert(Cell).values(
+                    experiment_id=exp_id,
+                    key=f"r{prompt}",
+                    kind="reference",
+                    state="done",
+                    task="t",
+                    prompt_index=prompt,
+                    params={},
+                )
+            ).inserted_primary_key[0]
+            conn.execute(
+                insert(Reference).values(
+                    cell_id=cell_id,
+                    experiment_id=exp_id,
+                    task="t",
+                    prompt_index=prompt,
+                    prompt_text=f"prompt {prompt}",
+                    prompt_tokens=[1],
+                    tokens=[1, 2],
+                    text=text,
+                    wall_s=1.0,
+                )
+            )
+        conn.execute(
+            insert(Cell).values(
+                experiment_id=exp_id,
+                key="p",
+                kind="sweep",
+                state="pending",
+                strategy="ngram",
+                draft="ngram",
+                task="t",
+                prompt_index=2,
+                k=2,
+                regime="cached",
+                params={},
+            )
+        )
     engine.dispose()

@@ -54,8 +54,9 @@ def test_a_grid_point_at_another_temperature_is_another_generation(tmp_path):
     with engine.begin() as conn:
         cols = [c for c in Generation.__table__.columns if c.name not in ("id", "cell_id", "temperature")]
         row = conn.execute(select(*cols).where(Generation.id == 7)).mappings().one()
-        cell = conn.execute(insert(Cell).values(experiment_id=1, key="sampled", kind="sweep", state="done",
-                                                params={})).inserted_primary_key[0]
+        cell = conn.execute(
+            insert(Cell).values(experiment_id=1, key="sampled", kind="sweep", state="done", params={})
+        ).inserted_primary_key[0]
         conn.execute(insert(Generation).values(**row, cell_id=cell, temperature=0.8))
     point = dict(strategy="ngram", task="t", k=2, regime="cached", prompt_index=0)
     with Session() as s:
@@ -75,6 +76,10 @@ def test_accepted_length_counts_sum_histograms_in_sql(session):
 
 def test_redundancy_texts_one_per_strategy_and_prompt(session):
     texts = browse.redundancy_texts(session, 1)
-    assert sorted(zip(texts["strategy"], texts["prompt_index"])) == [("ngram", 0), ("ngram", 1), ("plain", 0),
-                                                                      ("plain", 1)]
+    assert sorted(zip(texts["strategy"], texts["prompt_index"])) == [
+        ("ngram", 0),
+        ("ngram", 1),
+        ("plain", 0),
+        ("plain", 1),
+    ]
     assert len(browse.references_frame(session, 1)) == 2

@@ -33,8 +33,12 @@ def test_upgrade_from_first_revision_keeps_rows(tmp_path):
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, "0001")
     with engine.begin() as conn:
-        conn.execute(text("insert into experiments (name, spec_toml, spec_hash, created_at, updated_at) "
-                          "values ('old', '', '', '2026-01-01', '2026-01-01')"))
+        conn.execute(
+            text(
+                "insert into experiments (name, spec_toml, spec_hash, created_at, updated_at) "
+                "values ('old', '', '', '2026-01-01', '2026-01-01')"
+            )
+        )
     open_db(url)  # migrates to head
     with engine.connect() as conn:
         assert conn.execute(text("select name from experiments")).scalar() == "old"
@@ -43,13 +47,44 @@ def test_upgrade_from_first_revision_keeps_rows(tmp_path):
 
 
 GEN_0001 = {  # a generation row as schema 0001 stored it (no tokens_per_step)
-    "id": 1, "cell_id": 1, "experiment_id": 1, "strategy": "ngram", "draft": "ngram", "task": "t", "prompt_index": 0,
-    "k": 2, "regime": "cached", "n_prompt_tokens": 5, "n_tokens": 4, "steps": 3, "drafted": 4, "accepted": 1,
-    "acceptance": 0.25, "mal": 1 / 3, "accept_hist": "[2, 1, 0]", "accepted_per_step": "[0, 1, 0]",
-    "fastpath_rejects": 2, "wall_s": 2.0, "draft_s": 0.5, "verify_s": 1.5, "tokens_per_s": 2.0, "started_at": 10.0,
-    "ended_at": 12.0, "energy_j": 8.0, "mean_power_w": 4.0, "j_per_100_tokens": 200.0, "tokens_per_j": 0.5,
-    "power_source": "estimate", "power_measured": False, "rouge_l": 0.75, "exact_match": False, "bridged": False,
-    "stopped": "max_new_tokens", "device": "cpu", "tokens": "[5, 6, 7, 8]", "text": "old text",
+    "id": 1,
+    "cell_id": 1,
+    "experiment_id": 1,
+    "strategy": "ngram",
+    "draft": "ngram",
+    "task": "t",
+    "prompt_index": 0,
+    "k": 2,
+    "regime": "cached",
+    "n_prompt_tokens": 5,
+    "n_tokens": 4,
+    "steps": 3,
+    "drafted": 4,
+    "accepted": 1,
+    "acceptance": 0.25,
+    "mal": 1 / 3,
+    "accept_hist": "[2, 1, 0]",
+    "accepted_per_step": "[0, 1, 0]",
+    "fastpath_rejects": 2,
+    "wall_s": 2.0,
+    "draft_s": 0.5,
+    "verify_s": 1.5,
+    "tokens_per_s": 2.0,
+    "started_at": 10.0,
+    "ended_at": 12.0,
+    "energy_j": 8.0,
+    "mean_power_w": 4.0,
+    "j_per_100_tokens": 200.0,
+    "tokens_per_j": 0.5,
+    "power_source": "estimate",
+    "power_measured": False,
+    "rouge_l": 0.75,
+    "exact_match": False,
+    "bridged": False,
+    "stopped": "max_new_tokens",
+    "device": "cpu",
+    "tokens": "[5, 6, 7, 8]",
+    "text": "old text",
 }
 
 
@@ -68,18 +103,32 @@ def test_upgrade_0001_to_0002_to_head_keeps_generations(tmp_path):
     engine = make_engine(url)
     _upgrade(engine, "0001")
     with engine.begin() as conn:
-        conn.execute(text("insert into experiments (id, name, spec_toml, spec_hash, created_at, updated_at) "
-                          "values (1, 'old', '', '', '2026-01-01', '2026-01-01')"))
-        conn.execute(text("insert into cells (id, experiment_id, key, kind, state, strategy, draft, task, prompt_index, "
-                          "k, regime, params, attempts, created_at) values (1, 1, 'c1', 'sweep', 'done', 'ngram', "
-                          "'ngram', 't', 0, 2, 'cached', '{}', 1, '2026-01-01')"))
+        conn.execute(
+            text(
+                "insert into experiments (id, name, spec_toml, spec_hash, created_at, updated_at) "
+                "values (1, 'old', '', '', '2026-01-01', '2026-01-01')"
+            )
+        )
+        conn.execute(
+            text(
+                "insert into cells (id, experiment_id, key, kind, state, strategy, draft, task, prompt_index, "
+                "k, regime, params, attempts, created_at) values (1, 1, 'c1', 'sweep', 'done', 'ngram', "
+                "'ngram', 't', 0, 2, 'cached', '{}', 1, '2026-01-01')"
+            )
+        )
         cols = ", ".join(GEN_0001)
-        conn.execute(text(f"insert into generations ({cols}) values ({', '.join(':' + c for c in GEN_0001)})"), GEN_0001)
+        conn.execute(
+            text(f"insert into generations ({cols}) values ({', '.join(':' + c for c in GEN_0001)})"), GEN_0001
+        )
     _upgrade(engine, "0002")
     with engine.connect() as conn:
         row = conn.execute(text("select tokens, accepted_per_step, tokens_per_step, text from generations")).one()
-    assert (row.tokens, row.accepted_per_step, row.tokens_per_step, row.text) == ("[5, 6, 7, 8]", "[0, 1, 0]", None,
-                                                                                   "old text")
+    assert (row.tokens, row.accepted_per_step, row.tokens_per_step, row.text) == (
+        "[5, 6, 7, 8]",
+        "[0, 1, 0]",
+        None,
+        "old text",
+    )
     _, Session = open_db(url)  # the rest of the way to head
     with Session() as s:
         gens = generations_frame(s)
@@ -121,17 +170,31 @@ def test_upgrade_to_0003_backfills_rounds_and_first_accepted(tmp_path):
     with engine.begin() as conn:
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, "0002")
-    cols = ("experiment_id, cell_id, strategy, draft, task, prompt_index, k, regime, n_prompt_tokens, n_tokens, steps, "
-            "drafted, accepted, mal, accept_hist, accepted_per_step, fastpath_rejects, wall_s, draft_s, verify_s, "
-            "tokens_per_s, started_at, ended_at, bridged, stopped, device, tokens, text")
+    cols = (
+        "experiment_id, cell_id, strategy, draft, task, prompt_index, k, regime, n_prompt_tokens, n_tokens, steps, "
+        "drafted, accepted, mal, accept_hist, accepted_per_step, fastpath_rejects, wall_s, draft_s, verify_s, "
+        "tokens_per_s, started_at, ended_at, bridged, stopped, device, tokens, text"
+    )
     with engine.begin() as conn:
-        conn.execute(text("insert into experiments (name, spec_toml, spec_hash, created_at, updated_at) "
-                          "values ('old', '', '', '2026-01-01', '2026-01-01')"))
-        conn.execute(text("insert into cells (experiment_id, key, kind, state, params, attempts, created_at) "
-                          "values (1, 'a', 'sweep', 'done', '{}', 1, '2026-01-01')"))
-        conn.execute(text(f"insert into generations ({cols}) values (1, 1, 'ngram', 'ngram', 't', 0, 2, 'uncached', "
-                          "3, 10, 5, 10, 5, 1.0, '[2, 1, 2]', '[2, 0, 2, 1, 0]', 0, 1.0, 0.0, 1.0, 10.0, 0, 1, 0, "
-                          "'max_new_tokens', 'cpu', '[]', '')"))
+        conn.execute(
+            text(
+                "insert into experiments (name, spec_toml, spec_hash, created_at, updated_at) "
+                "values ('old', '', '', '2026-01-01', '2026-01-01')"
+            )
+        )
+        conn.execute(
+            text(
+                "insert into cells (experiment_id, key, kind, state, params, attempts, created_at) "
+                "values (1, 'a', 'sweep', 'done', '{}', 1, '2026-01-01')"
+            )
+        )
+        conn.execute(
+            text(
+                f"insert into generations ({cols}) values (1, 1, 'ngram', 'ngram', 't', 0, 2, 'uncached', "
+                "3, 10, 5, 10, 5, 1.0, '[2, 1, 2]', '[2, 0, 2, 1, 0]', 0, 1.0, 0.0, 1.0, 10.0, 0, 1, 0, "
+                "'max_new_tokens', 'cpu', '[]', '')"
+            )
+        )
     open_db(url)  # migrates to head
     with engine.connect() as conn:
         assert conn.execute(text("select rounds, first_accepted from generations")).one() == (5, 3)  # 5 - hist[0] 2
@@ -179,8 +242,9 @@ def test_a_driver_killed_mid_migration_leaves_no_half_schema(tmp_path):
 
     url = f"sqlite:///{tmp_path / 'g.db'}"
     root = Path(__file__).resolve().parents[2]
-    proc = subprocess.Popen([sys.executable, "-c", KILLED_MID_MIGRATION, url], cwd=root, stdout=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILLED_MID_MIGRATION, url], cwd=root, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert proc.stdout.readline().strip() == "paused"
         with sqlite3.connect(tmp_path / "g.db", timeout=0.1) as conn:  # the half-made tables are not visible

@@ -7,8 +7,16 @@ from sqlalchemy import inspect
 from storage.db import open_db
 from storage.latency import LATENCY_COLUMNS, latency_frame, store_latency
 
-ROW = {"strategy": "ngram", "draft": "ngram", "engine": "ngram", "queries": 50, "mean_us": 12.5, "median_us": 11.0,
-       "p95_us": 20.0, "min_us": 9.0}
+ROW = {
+    "strategy": "ngram",
+    "draft": "ngram",
+    "engine": "ngram",
+    "queries": 50,
+    "mean_us": 12.5,
+    "median_us": 11.0,
+    "p95_us": 20.0,
+    "min_us": 9.0,
+}
 
 
 def test_store_and_read_back_replacing_earlier_rows(tmp_path):

@@ -19,20 +19,46 @@ def session(tmp_path):
 
 
 def cells() -> list[CellSpec]:
-    return [CellSpec(key="t", kind="train", corpus="c", params=CellParams(tokenizer="mistral")),
-            CellSpec(key="r", kind="reference", task="q", prompt_index=0, params=CellParams(prompt="p")),
-            CellSpec(key="g", kind="sweep", strategy="o", draft="olifant", task="q", corpus="c", prompt_index=0, k=3,
-                     regime="cached", params=CellParams(prompt="p", options={"corpus": "c"}, needs={"ibase": "t"},
-                                       reference="r"))]
+    return [
+        CellSpec(key="t", kind="train", corpus="c", params=CellParams(tokenizer="mistral")),
+        CellSpec(key="r", kind="reference", task="q", prompt_index=0, params=CellParams(prompt="p")),
+        CellSpec(
+            key="g",
+            kind="sweep",
+            strategy="o",
+            draft="olifant",
+            task="q",
+            corpus="c",
+            prompt_index=0,
+            k=3,
+            regime="cached",
+            params=CellParams(prompt="p", options={"corpus": "c"}, needs={"ibase": "t"}, reference="r"),
+        ),
+    ]
 
 
 def gen(tokens=(5, 6, 7), energy_j=2.0) -> GenerationRecord:
-    return GenerationRecord(n_prompt_tokens=4, tokens=tokens, text="x", steps=3, drafted=6, accepted=3,
-                            accept_hist=(0, 0, 1, 0), accepted_per_step=(2, 1), tokens_per_step=(2, 1),
-                            fastpath_rejects=0, wall_s=0.5, draft_s=0.1, verify_s=0.4, started_at=1.0, ended_at=1.5,
-                            bridged=False, stopped="max_new_tokens", device="cpu",
-                            energy=EnergyRecord(energy_j, 4.0, "estimate", False, energy_j / len(tokens) * 100,
-                                                len(tokens) / energy_j))
+    return GenerationRecord(
+        n_prompt_tokens=4,
+        tokens=tokens,
+        text="x",
+        steps=3,
+        drafted=6,
+        accepted=3,
+        accept_hist=(0, 0, 1, 0),
+        accepted_per_step=(2, 1),
+        tokens_per_step=(2, 1),
+        fastpath_rejects=0,
+        wall_s=0.5,
+        draft_s=0.1,
+        verify_s=0.4,
+        started_at=1.0,
+        ended_at=1.5,
+        bridged=False,
+        stopped="max_new_tokens",
+        device="cpu",
+        energy=EnergyRecord(energy_j, 4.0, "estimate", False, energy_j / len(tokens) * 100, len(tokens) / energy_j),
+    )
 
 
 def test_add_cells_adds_new_keys_once_and_refreshes_params_of_unfinished(session):
@@ -72,7 +98,7 @@ def test_generation_metrics_and_late_reference(session):
     # 3 accepted of 6 drafted = 0.5; MAL = 3 accepted / 2 rounds = 1.5 (3 verifier passes: the prefill is no round);
     # 3 tokens / 0.5 s = 6 tok/s
     assert (g.acceptance, g.mal, g.tokens_per_s) == (0.5, 1.5, 6.0)
-    assert g.rouge_l is None and g.exact_match is None        # no reference yet
+    assert g.rouge_l is None and g.exact_match is None  # no reference yet
     store.store_reference(session, ids["r"], ReferenceRecord("p", (1,), (5, 6, 8), "y", 0.2))
     session.flush()
     session.refresh(g)
@@ -93,9 +119,8 @@ def test_artifact_paths_cover_instance_bases_and_other_artifacts(session):
 
 
 def test_cell_params_round_trip_through_json_and_ignore_unknown_keys():
-    p = CellParams(prompt="p", options={"corpus": "c"}, needs={"ibase": "t"}, reference="r", top_k=5, top_p=0.9,
-                   seed=7)
+    p = CellParams(prompt="p", options={"corpus": "c"}, needs={"ibase": "t"}, reference="r", top_k=5, top_p=0.9, seed=7)
     assert CellParams.from_json(p.to_json()) == p
-    assert CellParams().to_json() == {}                                   # defaults are not stored
+    assert CellParams().to_json() == {}  # defaults are not stored
     assert CellParams.from_json({"prompt": "q", "from_a_newer_writer": 1}) == CellParams(prompt="q")
     assert CellSpec(key="g", kind="sweep", params=p).needs == (("ibase", "t"),)

@@ -17,10 +17,26 @@ from workers.trainer import IBaseInfo
 
 
 def _gen(tokens: tuple[int, ...]) -> GenerationRecord:
-    return GenerationRecord(n_prompt_tokens=3, tokens=tokens, text="x", steps=len(tokens), drafted=0, accepted=0,
-                            accept_hist=(), accepted_per_step=(), tokens_per_step=(), fastpath_rejects=0, wall_s=0.1,
-                            draft_s=0.0, verify_s=0.1, started_at=0.0, ended_at=0.1, bridged=False, stopped="length",
-                            device="cpu")
+    return GenerationRecord(
+        n_prompt_tokens=3,
+        tokens=tokens,
+        text="x",
+        steps=len(tokens),
+        drafted=0,
+        accepted=0,
+        accept_hist=(),
+        accepted_per_step=(),
+        tokens_per_step=(),
+        fastpath_rejects=0,
+        wall_s=0.1,
+        draft_s=0.0,
+        verify_s=0.1,
+        started_at=0.0,
+        ended_at=0.1,
+        bridged=False,
+        stopped="length",
+        device="cpu",
+    )
 
 
 def _ref(tokens: tuple[int, ...]) -> ReferenceRecord:
@@ -36,21 +52,33 @@ def _setup(Session, cells: list[CellSpec]) -> dict[str, int]:
 
 
 def _sweep(key: str, ref_key: str, prompt: str) -> CellSpec:
-    return CellSpec(key=key, kind="sweep", strategy="plain", draft="plain", task="t", prompt_index=0, k=0,
-                    regime="cached", params=CellParams(prompt=prompt, reference=ref_key))
+    return CellSpec(
+        key=key,
+        kind="sweep",
+        strategy="plain",
+        draft="plain",
+        task="t",
+        prompt_index=0,
+        k=0,
+        regime="cached",
+        params=CellParams(prompt=prompt, reference=ref_key),
+    )
 
 
 def test_references_match_by_prompt_and_metrics_are_never_rewritten(db_url):
     _, Session = open_db(db_url)
     # the same task and prompt index, two different prompts (prompt_words changed between runs)
-    cells = [CellSpec(key="refA", kind="reference", task="t", prompt_index=0, params=CellParams(prompt="old words")),
-             CellSpec(key="refB", kind="reference", task="t", prompt_index=0, params=CellParams(prompt="new words")),
-             _sweep("genA", "refA", "old words"), _sweep("genB", "refB", "new words")]
+    cells = [
+        CellSpec(key="refA", kind="reference", task="t", prompt_index=0, params=CellParams(prompt="old words")),
+        CellSpec(key="refB", kind="reference", task="t", prompt_index=0, params=CellParams(prompt="new words")),
+        _sweep("genA", "refA", "old words"),
+        _sweep("genB", "refB", "new words"),
+    ]
     ids = _setup(Session, cells)
     with Session() as s:
-        store.store_generation(s, ids["genA"], _gen((5, 6, 7)))   # before its reference: no metric yet
+        store.store_generation(s, ids["genA"], _gen((5, 6, 7)))  # before its reference: no metric yet
         store.store_reference(s, ids["refA"], _ref((5, 6, 7)))
-        store.store_reference(s, ids["refB"], _ref((9, 9, 9)))     # a different prompt's reference
+        store.store_reference(s, ids["refB"], _ref((9, 9, 9)))  # a different prompt's reference
         store.store_generation(s, ids["genB"], _gen((9, 9, 9)))
         s.commit()
         gens = {g.cell_id: g for g in s.scalars(select(Generation))}
@@ -61,9 +89,11 @@ def test_references_match_by_prompt_and_metrics_are_never_rewritten(db_url):
 
 def test_a_stored_metric_is_not_rewritten_by_a_later_reference(db_url):
     _, Session = open_db(db_url)
-    cells = [CellSpec(key="ref1", kind="reference", task="t", prompt_index=0, params=CellParams(prompt="p")),
-             CellSpec(key="ref2", kind="reference", task="t", prompt_index=0, params=CellParams(prompt="q")),
-             _sweep("g", "ref1", "p")]  # ref2: the same task and position, another prompt (prompts were edited)
+    cells = [
+        CellSpec(key="ref1", kind="reference", task="t", prompt_index=0, params=CellParams(prompt="p")),
+        CellSpec(key="ref2", kind="reference", task="t", prompt_index=0, params=CellParams(prompt="q")),
+        _sweep("g", "ref1", "p"),
+    ]  # ref2: the same task and position, another prompt (prompts were edited)
     ids = _setup(Session, cells)
     with Session() as s:
         store.store_reference(s, ids["ref1"], _ref((1, 2)))
@@ -85,14 +115,14 @@ def test_lease_refuses_a_second_holder_until_it_lapses(db_url):
     _, Session = open_db(db_url)
     now = time.time()
     assert _lease(Session, "host:1:a", 30, now) is None
-    assert _lease(Session, "host:2:b", 30, now + 1) == "host:1:a"       # live: refused, holder named
-    assert _lease(Session, "host:1:a", 30, now + 2) is None             # the holder itself may take it again
+    assert _lease(Session, "host:2:b", 30, now + 1) == "host:1:a"  # live: refused, holder named
+    assert _lease(Session, "host:1:a", 30, now + 2) is None  # the holder itself may take it again
     with Session() as s:
         assert store.renew_lease(s, "e", "host:1:a", 30, now + 20)
         assert not store.renew_lease(s, "e", "host:2:b", 30, now + 20)
         s.commit()
-    assert _lease(Session, "host:2:b", 30, now + 45) == "host:1:a"      # renewed at +20: lives until +50
-    assert _lease(Session, "host:2:b", 30, now + 51) is None            # lapsed (a kill -9'd driver): taken
+    assert _lease(Session, "host:2:b", 30, now + 45) == "host:1:a"  # renewed at +20: lives until +50
+    assert _lease(Session, "host:2:b", 30, now + 51) is None  # lapsed (a kill -9'd driver): taken
     with Session() as s:
         assert not store.renew_lease(s, "e", "host:1:a", 30, now + 52)  # the old holder learns it lost it
         store.release_lease(s, "e", "host:2:b")
@@ -121,14 +151,35 @@ def test_lease_race_has_exactly_one_winner(db_url):
 def test_retry_failed_rebuilds_the_artifact_a_cell_found_corrupt(db_url, tmp_path):
     _, Session = open_db(db_url)
     train = CellSpec(key="tr", kind="train", corpus="c", params=CellParams(tokenizer="x"))
-    sweep = CellSpec(key="sw", kind="sweep", strategy="o", draft="olifant", task="t", prompt_index=0, k=2,
-                     regime="cached", params=CellParams(prompt="p", needs={"ibase": "tr"}, reference="r"))
+    sweep = CellSpec(
+        key="sw",
+        kind="sweep",
+        strategy="o",
+        draft="olifant",
+        task="t",
+        prompt_index=0,
+        k=2,
+        regime="cached",
+        params=CellParams(prompt="p", needs={"ibase": "tr"}, reference="r"),
+    )
     ids = _setup(Session, [train, sweep])
     ib = tmp_path / "c.igtree"
     ib.write_bytes(b"x")
-    info = IBaseInfo(name="c", path=str(ib), sha256="0" * 64, backend="native", window=4, order="gain_ratio",
-                     tokenizer_id="x", tokens=1, instances=1, nodes_before_prune=1, nodes_after_prune=1, bytes=1,
-                     train_s=0.1)
+    info = IBaseInfo(
+        name="c",
+        path=str(ib),
+        sha256="0" * 64,
+        backend="native",
+        window=4,
+        order="gain_ratio",
+        tokenizer_id="x",
+        tokens=1,
+        instances=1,
+        nodes_before_prune=1,
+        nodes_after_prune=1,
+        bytes=1,
+        train_s=0.1,
+    )
     with Session() as s:
         exp_id = store.find_experiment(s, "e").id
         store.store_artifact(s, ids["tr"], info)
@@ -156,9 +207,21 @@ def test_requeue_artifact_drops_its_result_and_resets_the_cell(db_url, tmp_path)
     _, Session = open_db(db_url)
     train = CellSpec(key="tr", kind="train", corpus="c", params=CellParams(tokenizer="x"))
     ids = _setup(Session, [train, _sweep("g", "r", "p")])
-    info = IBaseInfo(name="c", path=str(tmp_path / "c.igtree"), sha256="0" * 64, backend="native", window=4,
-                     order="gain_ratio", tokenizer_id="x", tokens=1, instances=1, nodes_before_prune=1,
-                     nodes_after_prune=1, bytes=1, train_s=0.1)
+    info = IBaseInfo(
+        name="c",
+        path=str(tmp_path / "c.igtree"),
+        sha256="0" * 64,
+        backend="native",
+        window=4,
+        order="gain_ratio",
+        tokenizer_id="x",
+        tokens=1,
+        instances=1,
+        nodes_before_prune=1,
+        nodes_after_prune=1,
+        bytes=1,
+        train_s=0.1,
+    )
     with Session() as s:
         exp_id = store.find_experiment(s, "e").id
         store.mark_running(s, [ids["tr"]])
@@ -211,12 +274,15 @@ def test_sqlite_reader_creates_no_files_and_changes_no_byte(tmp_path):
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
 
 
-@pytest.mark.parametrize("url, says", [
-    ("not a url at all", "not a SQLAlchemy URL"),
-    ("nosuchdb://u@h/x", "unknown database scheme"),
-    ("postgresql+pg8000://u@h/x", "driver is not installed"),
-    ("sqlite:////no/such/folder/g.db", "folder /no/such/folder does not exist"),
-])
+@pytest.mark.parametrize(
+    "url, says",
+    [
+        ("not a url at all", "not a SQLAlchemy URL"),
+        ("nosuchdb://u@h/x", "unknown database scheme"),
+        ("postgresql+pg8000://u@h/x", "driver is not installed"),
+        ("sqlite:////no/such/folder/g.db", "folder /no/such/folder does not exist"),
+    ],
+)
 def test_bad_database_urls_are_one_line(url, says):
     with pytest.raises(DatabaseError, match=says) as err:
         open_db(url)

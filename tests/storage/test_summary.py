@@ -136,18 +136,30 @@ def test_an_earlier_version_of_a_cell_is_never_averaged_in(tmp_path):
     engine, Session = open_db(url, migrate=False)
     with engine.begin() as conn:
         exp_id = conn.scalar(select_id(Experiment, EXPERIMENT))
-        newer = list(ROWS[2])                     # ngram k=2 uncached, prompt 0: 0.5 s before
-        newer[9] = 2.0                            # the new version: 10 tokens in 2.0 s, 5 tokens/s
-        cell_id = conn.execute(insert(Cell).values(experiment_id=exp_id, key="s2-v2", kind="sweep", state="done",
-                                                   strategy="ngram", draft="ngram", task="t", prompt_index=0, k=2,
-                                                   regime="uncached", params={})).inserted_primary_key[0]
+        newer = list(ROWS[2])  # ngram k=2 uncached, prompt 0: 0.5 s before
+        newer[9] = 2.0  # the new version: 10 tokens in 2.0 s, 5 tokens/s
+        cell_id = conn.execute(
+            insert(Cell).values(
+                experiment_id=exp_id,
+                key="s2-v2",
+                kind="sweep",
+                state="done",
+                strategy="ngram",
+                draft="ngram",
+                task="t",
+                prompt_index=0,
+                k=2,
+                regime="uncached",
+                params={},
+            )
+        ).inserted_primary_key[0]
         conn.execute(insert(Generation).values(**_generation(cell_id, exp_id, tuple(newer))))
     with Session() as s:
         df = summary_frame(s, EXPERIMENT)
         assert superseded(s, exp_id) == 1
     row = _row(df, "ngram", 2, "uncached")
-    assert row["prompts"] == 2 and row["generations"] == 2            # not 3 generations over 2 prompts
-    assert row["tokens_per_s"] == pytest.approx(7.5)                  # (10/2.0 + 10/1.0) / 2, the old 20 left out
+    assert row["prompts"] == 2 and row["generations"] == 2  # not 3 generations over 2 prompts
+    assert row["tokens_per_s"] == pytest.approx(7.5)  # (10/2.0 + 10/1.0) / 2, the old 20 left out
     engine.dispose()
 
 

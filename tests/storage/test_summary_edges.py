@@ -59,16 +59,47 @@ def _generation(name: str, cell_id: int, exp_id: int) -> dict:
     k, prompt, per_round, drafted, n, wall_s, draft_s, energy_j, rouge_l, exact, overrides = ROWS[name]
     accepted = sum(per_round)
     stored = dict(
-        cell_id=cell_id, experiment_id=exp_id, strategy="plain" if k == 0 else "ngram", draft="plain" if k == 0 else "ngram",
-        task="t", prompt_index=prompt, prompt_key=f"r{name}", k=k, regime="uncached", n_prompt_tokens=5, n_tokens=n,
-        steps=len(per_round), drafted=drafted, accepted=accepted, acceptance=accepted / drafted if drafted else None,
-        mal=0.0, accept_hist=[per_round.count(j) for j in range(k + 1)], accepted_per_step=per_round,
-        tokens_per_step=None, fastpath_rejects=0, wall_s=wall_s, draft_s=draft_s, verify_s=wall_s - draft_s,
-        tokens_per_s=n / wall_s, started_at=1000.0, ended_at=1000.0 + wall_s, energy_j=energy_j,
-        mean_power_w=energy_j / wall_s if energy_j else None, j_per_100_tokens=energy_j / n * 100 if energy_j else None,
-        tokens_per_j=n / energy_j if energy_j else None, power_source="estimate" if energy_j else None,
-        power_measured=False if energy_j else None, rouge_l=rouge_l, exact_match=exact, bridged=False,
-        stopped="max_new_tokens", device="test", tokens=list(range(n)), text="x", temperature=0.0)
+        cell_id=cell_id,
+        experiment_id=exp_id,
+        strategy="plain" if k == 0 else "ngram",
+        draft="plain" if k == 0 else "ngram",
+        task="t",
+        prompt_index=prompt,
+        prompt_key=f"r{name}",
+        k=k,
+        regime="uncached",
+        n_prompt_tokens=5,
+        n_tokens=n,
+        steps=len(per_round),
+        drafted=drafted,
+        accepted=accepted,
+        acceptance=accepted / drafted if drafted else None,
+        mal=0.0,
+        accept_hist=[per_round.count(j) for j in range(k + 1)],
+        accepted_per_step=per_round,
+        tokens_per_step=None,
+        fastpath_rejects=0,
+        wall_s=wall_s,
+        draft_s=draft_s,
+        verify_s=wall_s - draft_s,
+        tokens_per_s=n / wall_s,
+        started_at=1000.0,
+        ended_at=1000.0 + wall_s,
+        energy_j=energy_j,
+        mean_power_w=energy_j / wall_s if energy_j else None,
+        j_per_100_tokens=energy_j / n * 100 if energy_j else None,
+        tokens_per_j=n / energy_j if energy_j else None,
+        power_source="estimate" if energy_j else None,
+        power_measured=False if energy_j else None,
+        rouge_l=rouge_l,
+        exact_match=exact,
+        bridged=False,
+        stopped="max_new_tokens",
+        device="test",
+        tokens=list(range(n)),
+        text="x",
+        temperature=0.0,
+    )
     return {**stored, **overrides}
 
 
@@ -78,13 +109,27 @@ def frames(tmp_path_factory) -> tuple[pd.DataFrame, pd.DataFrame]:
     url = f"sqlite:///{tmp_path_factory.mktemp('edges') / 'edges.db'}"
     engine, Session = open_db(url)
     with engine.begin() as conn:
-        exp_id = conn.execute(insert(Experiment).values(name=EXPERIMENT, spec_toml="", spec_hash="")).inserted_primary_key[0]
+        exp_id = conn.execute(
+            insert(Experiment).values(name=EXPERIMENT, spec_toml="", spec_hash="")
+        ).inserted_primary_key[0]
         for name, row in ROWS.items():
             k, prompt = row[:2]
-            cell_id = conn.execute(insert(Cell).values(
-                experiment_id=exp_id, key=name, kind="sweep", state="done", strategy="plain" if k == 0 else "ngram",
-                draft="plain" if k == 0 else "ngram", task="t", prompt_index=prompt, k=k, regime="uncached",
-                temperature=row[-1].get("temperature", 0.0), params={})).inserted_primary_key[0]
+            cell_id = conn.execute(
+                insert(Cell).values(
+                    experiment_id=exp_id,
+                    key=name,
+                    kind="sweep",
+                    state="done",
+                    strategy="plain" if k == 0 else "ngram",
+                    draft="plain" if k == 0 else "ngram",
+                    task="t",
+                    prompt_index=prompt,
+                    k=k,
+                    regime="uncached",
+                    temperature=row[-1].get("temperature", 0.0),
+                    params={},
+                )
+            ).inserted_primary_key[0]
             conn.execute(insert(Generation).values(**_generation(name, cell_id, exp_id)))
     with Session() as s:
         out = summary_frame(s, EXPERIMENT), summary_frame(s, EXPERIMENT, pooled=True)
@@ -197,20 +242,59 @@ def test_an_experiment_without_generations_gives_no_rows_and_the_columns(tmp_pat
     """An experiment whose cells never ran: `summarize` sees no sums and still returns the export's columns."""
     engine, Session = open_db(f"sqlite:///{tmp_path / 'empty.db'}")
     with engine.begin() as conn:
-        exp_id = conn.execute(insert(Experiment).values(name="queued", spec_toml="", spec_hash="")).inserted_primary_key[0]
-        conn.execute(insert(Cell).values(experiment_id=exp_id, key="c", kind="sweep", state="pending", strategy="plain",
-                                         draft="plain", task="t", prompt_index=0, k=0, regime="uncached",
-                                         temperature=0.0, params={}))
+        exp_id = conn.execute(
+            insert(Experiment).values(name="queued", spec_toml="", spec_hash="")
+        ).inserted_primary_key[0]
+        conn.execute(
+            insert(Cell).values(
+                experiment_id=exp_id,
+                key="c",
+                kind="sweep",
+                state="pending",
+                strategy="plain",
+                draft="plain",
+                task="t",
+                prompt_index=0,
+                k=0,
+                regime="uncached",
+                temperature=0.0,
+                params={},
+            )
+        )
     with Session() as s:
         for pooled in (False, True):
             df = summary_frame(s, "queued", pooled=pooled)
             assert len(df) == 0
-            assert list(df.columns) == ["experiment", "strategy", "draft", "task", "k", "regime", "temperature",
-                                        "prompts", "generations", "n_tokens", "tokens_per_s", "speedup", "acceptance",
-                                        "first_token_acceptance", "mal", "mean_accepted_tokens", "rouge_l",
-                                        "exact_match", "energy_j", "j_per_100_tokens", "tokens_per_j", "energy_ratio",
-                                        "mean_power_w", "power_source", "power_measured", "wall_s", "draft_share",
-                                        "aggregation"]
+            assert list(df.columns) == [
+                "experiment",
+                "strategy",
+                "draft",
+                "task",
+                "k",
+                "regime",
+                "temperature",
+                "prompts",
+                "generations",
+                "n_tokens",
+                "tokens_per_s",
+                "speedup",
+                "acceptance",
+                "first_token_acceptance",
+                "mal",
+                "mean_accepted_tokens",
+                "rouge_l",
+                "exact_match",
+                "energy_j",
+                "j_per_100_tokens",
+                "tokens_per_j",
+                "energy_ratio",
+                "mean_power_w",
+                "power_source",
+                "power_measured",
+                "wall_s",
+                "draft_share",
+                "aggregation",
+            ]
     engine.dispose()
 
 
@@ -219,12 +303,28 @@ def test_without_any_reference_rouge_and_exact_match_are_empty_floats(tmp_path):
     database's NULL averages come back as None objects; the tables and charts format floats)."""
     engine, Session = open_db(f"sqlite:///{tmp_path / 'norefs.db'}")
     with engine.begin() as conn:
-        exp_id = conn.execute(insert(Experiment).values(name="norefs", spec_toml="", spec_hash="")).inserted_primary_key[0]
-        cell_id = conn.execute(insert(Cell).values(
-            experiment_id=exp_id, key="b", kind="sweep", state="done", strategy="ngram", draft="ngram", task="t",
-            prompt_index=1, k=2, regime="uncached", temperature=0.0, params={})).inserted_primary_key[0]
-        conn.execute(insert(Generation).values(**{**_generation("b", cell_id, exp_id), "rouge_l": None,
-                                                  "exact_match": None}))
+        exp_id = conn.execute(
+            insert(Experiment).values(name="norefs", spec_toml="", spec_hash="")
+        ).inserted_primary_key[0]
+        cell_id = conn.execute(
+            insert(Cell).values(
+                experiment_id=exp_id,
+                key="b",
+                kind="sweep",
+                state="done",
+                strategy="ngram",
+                draft="ngram",
+                task="t",
+                prompt_index=1,
+                k=2,
+                regime="uncached",
+                temperature=0.0,
+                params={},
+            )
+        ).inserted_primary_key[0]
+        conn.execute(
+            insert(Generation).values(**{**_generation("b", cell_id, exp_id), "rouge_l": None, "exact_match": None})
+        )
     with Session() as s:
         for pooled in (False, True):
             df = summary_frame(s, "norefs", pooled=pooled)

@@ -17,9 +17,15 @@ class TraceSource(PowerSource):
     real counter sources use. Past the trace's end a read raises `PowerError` (the sampler logs and skips it).
     """
 
-    def __init__(self, t_s: Sequence[float], power_w: Sequence[float] | None = None,
-                 raw_energy_j: Sequence[float] | None = None, counter_range_j: float | None = None,
-                 name: str = "trace", measured: bool = True):
+    def __init__(
+        self,
+        t_s: Sequence[float],
+        power_w: Sequence[float] | None = None,
+        raw_energy_j: Sequence[float] | None = None,
+        counter_range_j: float | None = None,
+        name: str = "trace",
+        measured: bool = True,
+    ):
         self.name, self.measured, self.detail = name, measured, f"replayed trace of {len(t_s)} readings"
         self.t_s, self.power_w, self.raw_energy_j = list(t_s), power_w, raw_energy_j
         self._counter = WrappingCounter(counter_range_j)
@@ -57,13 +63,41 @@ def trace() -> TraceSource:
 
 
 def generation(started_at: float, ended_at: float, n_tokens: int) -> GenerationRecord:
-    return GenerationRecord(n_prompt_tokens=3, tokens=tuple(range(n_tokens)), text="", steps=n_tokens, drafted=0,
-                            accepted=0, accept_hist=(), accepted_per_step=(), tokens_per_step=(), fastpath_rejects=0,
-                            wall_s=ended_at - started_at, draft_s=0.0, verify_s=0.0, started_at=started_at,
-                            ended_at=ended_at, bridged=False, stopped="length", device="cpu")
+    return GenerationRecord(
+        n_prompt_tokens=3,
+        tokens=tuple(range(n_tokens)),
+        text="",
+        steps=n_tokens,
+        drafted=0,
+        accepted=0,
+        accept_hist=(),
+        accepted_per_step=(),
+        tokens_per_step=(),
+        fastpath_rejects=0,
+        wall_s=ended_at - started_at,
+        draft_s=0.0,
+        verify_s=0.0,
+        started_at=started_at,
+        ended_at=ended_at,
+        bridged=False,
+        stopped="length",
+        device="cpu",
+    )
 
 
 def label_pass(started_at: float, ended_at: float, n_tokens: int) -> LabelRecord:
-    return LabelRecord(path="m.json", sha256="0" * 64, bytes=1, n_tokens=n_tokens, n_docs=1, n_labelled=n_tokens,
-                       agreement=1.0, chunk_tokens=512, overlap_tokens=128, wall_s=ended_at - started_at,
-                       started_at=started_at, ended_at=ended_at, device="cpu")
+    return LabelRecord(
+        path="m.json",
+        sha256="0" * 64,
+        bytes=1,
+        n_tokens=n_tokens,
+        n_docs=1,
+        n_labelled=n_tokens,
+        agreement=1.0,
+        chunk_tokens=512,
+        overlap_tokens=128,
+        wall_s=ended_at - started_at,
+        started_at=started_at,
+        ended_at=ended_at,
+        device="cpu",
+    )

@@ -25,7 +25,7 @@ from workers.verifier import Verifier
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 VOCAB, N_NEW = 500, 20
-FLAT = PassCosts("v", "cpu", "uncached", 40, (1.0,) * 9)        # every length costs the same: draft the most
+FLAT = PassCosts("v", "cpu", "uncached", 40, (1.0,) * 9)  # every length costs the same: draft the most
 STEEP = PassCosts("v", "cpu", "cached", 40, tuple(1.0 + n for n in range(9)))  # each token costs a full pass
 
 
@@ -43,7 +43,7 @@ def setup():
 def test_best_length_follows_the_cost_curve():
     sure = [0.9] * 8
     assert best_length(sure, FLAT) == 8
-    assert best_length(sure, STEEP) == 0   # 1.9 tokens for twice the cost of one: not worth it
+    assert best_length(sure, STEEP) == 0  # 1.9 tokens for twice the cost of one: not worth it
     assert best_length([0.0] * 8, FLAT) == 0
     assert FLAT.break_even(4) == pytest.approx(0.0, abs=1e-6) and STEEP.break_even(1) == pytest.approx(1.0, abs=1e-6)
     assert STEEP.cost(12) == pytest.approx(13.0)  # extrapolated along the measured slope

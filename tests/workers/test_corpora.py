@@ -69,7 +69,8 @@ def test_save_to_disk_dataset_and_dataset_dict(tmp_path, monkeypatch):
     ds = datasets.Dataset.from_dict({"text": ROWS})
     ds.save_to_disk(str(tmp_path / "one"))
     datasets.DatasetDict({"train": ds, "test": datasets.Dataset.from_dict({"text": ["held out"]})}).save_to_disk(
-        str(tmp_path / "dict"))
+        str(tmp_path / "dict")
+    )
     assert list(iter_documents(TextSource(name="hf", dataset=str(tmp_path / "one")))) == [ROWS[0], ROWS[3]]
     assert list(iter_documents(TextSource(name="hf", dataset=str(tmp_path / "dict"), split="test"))) == ["held out"]
     with pytest.raises(CorpusError, match="cannot be loaded"):
@@ -80,9 +81,11 @@ def test_instance_base_trained_from_parquet_equals_the_same_text_file(tmp_path):
     text = ["The slice of a sequence is a new sequence.", "A slice with a step skips items of the sequence."]
     _parquet(tmp_path / "c.parquet", rows=text)
     (tmp_path / "c.txt").write_text("\n\n".join(text))
-    from_parquet = train_instance_base(IBaseRequest(TextSource(name="c", path=str(tmp_path / "c.parquet")), "mistral",
-                                                    tmp_path / "a"))
-    from_text = train_instance_base(IBaseRequest(TextSource(name="c", path=str(tmp_path / "c.txt")), "mistral",
-                                                 tmp_path / "b"))
+    from_parquet = train_instance_base(
+        IBaseRequest(TextSource(name="c", path=str(tmp_path / "c.parquet")), "mistral", tmp_path / "a")
+    )
+    from_text = train_instance_base(
+        IBaseRequest(TextSource(name="c", path=str(tmp_path / "c.txt")), "mistral", tmp_path / "b")
+    )
     assert from_parquet.tokens == from_text.tokens > 20
     assert from_parquet.nodes_after_prune == from_text.nodes_after_prune

@@ -35,8 +35,8 @@ def test_suffix_array_equals_a_naive_sort_on_large_alphabets(alphabet):
 def naive_longest(tokens: list[int], context: list[int], max_match: int, min_match: int):
     """REST's loop: the longest context suffix occurring with a token after it, longest first."""
     for length in range(min(max_match, len(context)), min_match - 1, -1):
-        q = context[len(context) - length:]
-        starts = [i for i in range(len(tokens) - length) if tokens[i:i + length] == q]
+        q = context[len(context) - length :]
+        starts = [i for i in range(len(tokens) - length) if tokens[i : i + length] == q]
         if starts:
             return length, starts
     return None
@@ -48,7 +48,7 @@ def naive_draft(tokens: list[int], context: list[int], k: int, max_match=16, min
         return []
     length, starts = found
     starts = sorted(starts, key=lambda i: tokens[i:])[:max_occ]  # suffix-array order
-    conts = [tokens[i + length:i + length + k] for i in starts]
+    conts = [tokens[i + length : i + length + k] for i in starts]
     path: list[int] = []
     for depth in range(k):
         counts: dict[int, int] = {}
@@ -84,13 +84,16 @@ def test_longest_suffix_wins_and_its_most_frequent_continuation(tmp_path):
     tokens = [1, 2, 3, 9, 4, 2, 3, 7, 2, 3, 7, 5, 2, 3]
     save_datastore(np.array(tokens), tmp_path / "d.npy")
     store = Datastore.open(tmp_path / "d.npy")
-    assert store.draft([2, 3], 2) == [7, 2]           # "2 3" -> 9 once, 7 twice; the trailing "2 3" has no next
-    assert store.draft([1, 2, 3], 2) == [9, 4]        # the 3-token suffix occurs: only its continuation counts
+    assert store.draft([2, 3], 2) == [7, 2]  # "2 3" -> 9 once, 7 twice; the trailing "2 3" has no next
+    assert store.draft([1, 2, 3], 2) == [9, 4]  # the 3-token suffix occurs: only its continuation counts
     assert store.draft([8, 8, 1, 2, 3], 3, max_match=2) == [7, 2, 3]  # only 2 tokens may match
     assert store.draft([6, 3], 2) == [] and store.draft([3], 2) == []  # min_match 2
     assert store.draft([5, 3], 2, min_match=1) == [7, 2]  # "3" -> 9 4, 7 2, 7 5, (end): 7, then 2 (tie, smaller)
-    assert match_range(store.tokens, store.sa, np.array([2, 3], dtype=np.int32))[1] - \
-        match_range(store.tokens, store.sa, np.array([2, 3], dtype=np.int32))[0] == 4
+    assert (
+        match_range(store.tokens, store.sa, np.array([2, 3], dtype=np.int32))[1]
+        - match_range(store.tokens, store.sa, np.array([2, 3], dtype=np.int32))[0]
+        == 4
+    )
 
 
 def test_frequent_path_breaks_ties_to_the_smaller_id():
@@ -109,8 +112,15 @@ def test_open_refuses_a_file_that_is_not_a_datastore(tmp_path):
 def test_build_from_a_corpus_file_with_the_mistral_tokenizer(tmp_path):
     text = tmp_path / "plays.txt"
     text.write_text("To be, or not to be, that is the question.\n\nTo be, or not to be: the same again.\n")
-    info = build(ArtifactJob(kind="datastore", corpus=TextSource(name="plays", path=str(text)), tokenizer="mistral",
-                             out_dir=str(tmp_path / "out"), options={"max_tokens": None}))
+    info = build(
+        ArtifactJob(
+            kind="datastore",
+            corpus=TextSource(name="plays", path=str(text)),
+            tokenizer="mistral",
+            out_dir=str(tmp_path / "out"),
+            options={"max_tokens": None},
+        )
+    )
     store = Datastore.open(info.path)
     assert info.kind == "datastore" and info.bytes == (tmp_path / "out" / info.path.split("/")[-1]).stat().st_size
     assert info.meta["tokens"] == store.n_tokens > 20 and info.meta["docs"] == 2 and info.build_s > 0

@@ -54,8 +54,15 @@ def tiny_lm(kind: str, seed: int, vocab: int = VOCAB, hidden: int = 48, layers: 
     """
     torch.manual_seed(seed)
     cfg_cls, model_cls = (LlamaConfig, LlamaForCausalLM) if kind == "llama" else (MistralConfig, MistralForCausalLM)
-    cfg = cfg_cls(vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
-                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)
+    cfg = cfg_cls(
+        vocab_size=vocab,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+    )
     model = model_cls(cfg).eval()
     with torch.no_grad():
         model.lm_head.weight.add_(echo * model.model.embed_tokens.weight)
@@ -96,7 +103,9 @@ def setup(request, mistral_tok, bridge_tok):
         "olifant": make_draft("olifant", ibase=tree),
         "neural": make_draft("neural", model=noisy_copy(model)),
         "neural_self": make_draft("neural", model=model),
-        "neural_bridged": make_draft("neural", model=bridged_model, tokenizer=bridge_tok, verifier_tokenizer=mistral_tok),
+        "neural_bridged": make_draft(
+            "neural", model=bridged_model, tokenizer=bridge_tok, verifier_tokenizer=mistral_tok
+        ),
     }
     return verifier, prompts, refs, drafts
 
@@ -146,8 +155,9 @@ def test_the_drafts_are_partly_accepted_here(setup, regime):
     verifier, prompts, refs, drafts = setup
     cached, fastpath = REGIMES[regime]
     for name in ("ngram", "ngram_word", "olifant", "neural"):
-        results = [speculative_generate(verifier, drafts[name], p, N_NEW, 5, cached, fastpath=fastpath)
-                   for p in prompts]
+        results = [
+            speculative_generate(verifier, drafts[name], p, N_NEW, 5, cached, fastpath=fastpath) for p in prompts
+        ]
         assert sum(r.accepted for r in results) >= 5, name
         assert sum(r.steps for r in results) < 2 * N_NEW, name
         assert any(0 < n for r in results for n in r.accepted_per_step), name
@@ -233,8 +243,9 @@ def test_eos_mid_draft_stops_after_it(setup, regime):
     ref = refs[0]
     eos = ref[7]
     cut = ref.index(eos) + 1
-    res = speculative_generate(verifier, drafts["neural_self"], prompts[0], N_NEW, 5, cached, eos_id=eos,
-                               fastpath=fastpath)
+    res = speculative_generate(
+        verifier, drafts["neural_self"], prompts[0], N_NEW, 5, cached, eos_id=eos, fastpath=fastpath
+    )
     assert list(res.tokens) == ref[:cut] == greedy_reference(verifier, prompts[0], N_NEW, eos_id=eos)
     assert res.stopped == "eos"
     assert sum(res.tokens_per_step) == cut
@@ -244,8 +255,9 @@ def test_eos_mid_draft_stops_after_it(setup, regime):
 def test_eos_as_the_first_token(setup, regime):
     verifier, prompts, refs, drafts = setup
     cached, fastpath = REGIMES[regime]
-    res = speculative_generate(verifier, drafts["ngram"], prompts[1], N_NEW, 3, cached, eos_id=refs[1][0],
-                               fastpath=fastpath)
+    res = speculative_generate(
+        verifier, drafts["ngram"], prompts[1], N_NEW, 3, cached, eos_id=refs[1][0], fastpath=fastpath
+    )
     assert list(res.tokens) == refs[1][:1] and res.stopped == "eos" and res.steps == 1
 
 
@@ -291,7 +303,9 @@ def test_regime_names():
     assert regime_flags("uncached") == (False, True)
     assert regime_flags("cached") == (True, True)
     assert regime_flags("cached-standard") == (True, False)
-    with pytest.raises(ValueError, match="regime 'paged' is not accepted; give one of uncached, cached, cached-standard"):
+    with pytest.raises(
+        ValueError, match="regime 'paged' is not accepted; give one of uncached, cached, cached-standard"
+    ):
         regime_flags("paged")
 
 
@@ -319,8 +333,9 @@ def test_top_k_one_samples_the_argmax_so_equals_greedy(setup, name, regime):
     """At T > 0 with top_k=1 the warped distribution is a point mass on the argmax: the sampling path is greedy."""
     verifier, prompts, refs, drafts = setup
     cached, fastpath = REGIMES[regime]
-    res = speculative_generate(verifier, drafts[name], prompts[0], N_NEW, 3, cached, fastpath=fastpath,
-                               temperature=0.8, top_k=1, seed=3)
+    res = speculative_generate(
+        verifier, drafts[name], prompts[0], N_NEW, 3, cached, fastpath=fastpath, temperature=0.8, top_k=1, seed=3
+    )
     assert list(res.tokens) == refs[0]
     assert_counts_add_up(res, N_NEW, cached, fastpath)
 
@@ -332,8 +347,9 @@ def test_sampling_is_reproducible_per_seed_and_counts_add_up(setup, name, regime
     cached, fastpath = REGIMES[regime]
     opts = {"fastpath": fastpath, "temperature": 0.8, "top_k": 50, "top_p": 0.95}
     n_new = 10
-    runs = [speculative_generate(verifier, drafts[name], prompts[1], n_new, 3, cached, seed=s, **opts)
-            for s in (1, 1, 2)]
+    runs = [
+        speculative_generate(verifier, drafts[name], prompts[1], n_new, 3, cached, seed=s, **opts) for s in (1, 1, 2)
+    ]
     assert runs[0].tokens == runs[1].tokens and runs[0].seed == 1 and runs[2].seed == 2
     assert runs[0].tokens != runs[2].tokens  # 10 tokens from a 32000-token vocabulary
     for res in runs:
@@ -353,8 +369,18 @@ def test_sampled_drafts_are_accepted_when_the_draft_is_the_verifier(setup, regim
     """The neural draft samples from q = p: min(1, p/q) = 1, so every drafted token is accepted."""
     verifier, prompts, refs, drafts = setup
     cached, fastpath = REGIMES[regime]
-    res = speculative_generate(verifier, drafts["neural_self"], prompts[0], N_NEW, 4, cached, fastpath=fastpath,
-                               temperature=0.9, top_p=0.9, seed=5)
+    res = speculative_generate(
+        verifier,
+        drafts["neural_self"],
+        prompts[0],
+        N_NEW,
+        4,
+        cached,
+        fastpath=fastpath,
+        temperature=0.9,
+        top_p=0.9,
+        seed=5,
+    )
     assert res.accepted == res.drafted > 0 and res.first_accepted == res.first_checked
     assert res.steps == (6 if regime == "cached" else 4)  # cached: prefill + 5 passes of 4 drafts
 
@@ -363,12 +389,14 @@ def test_sampled_drafts_are_accepted_when_the_draft_is_the_verifier(setup, regim
 def test_sampling_stops_at_eos(setup, regime):
     verifier, prompts, refs, drafts = setup
     cached, fastpath = REGIMES[regime]
-    full = speculative_generate(verifier, drafts["ngram"], prompts[0], N_NEW, 3, cached, fastpath=fastpath,
-                                temperature=0.8, seed=4)
+    full = speculative_generate(
+        verifier, drafts["ngram"], prompts[0], N_NEW, 3, cached, fastpath=fastpath, temperature=0.8, seed=4
+    )
     eos = full.tokens[5]
     cut = full.tokens.index(eos) + 1
-    res = speculative_generate(verifier, drafts["ngram"], prompts[0], N_NEW, 3, cached, fastpath=fastpath,
-                               temperature=0.8, seed=4, eos_id=eos)
+    res = speculative_generate(
+        verifier, drafts["ngram"], prompts[0], N_NEW, 3, cached, fastpath=fastpath, temperature=0.8, seed=4, eos_id=eos
+    )
     assert res.tokens == full.tokens[:cut] and res.stopped == "eos"
     assert_counts_add_up(res, cut, cached, fastpath)
 

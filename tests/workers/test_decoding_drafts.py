@@ -39,8 +39,15 @@ def tiny_lm(kind: str, seed: int, echo: float = 0.3):
     """A small random causal LM (fp32, eval); `echo` makes it repeat recent tokens, as real LMs do at length."""
     torch.manual_seed(seed)
     cfg_cls, model_cls = (LlamaConfig, LlamaForCausalLM) if kind == "llama" else (MistralConfig, MistralForCausalLM)
-    cfg = cfg_cls(vocab_size=VOCAB, hidden_size=48, intermediate_size=96, num_hidden_layers=2,
-                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)
+    cfg = cfg_cls(
+        vocab_size=VOCAB,
+        hidden_size=48,
+        intermediate_size=96,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+    )
     model = model_cls(cfg).eval()
     with torch.no_grad():
         model.lm_head.weight.add_(echo * model.model.embed_tokens.weight)
@@ -55,7 +62,7 @@ def setup(request, mistral_tok, tmp_path_factory):
     refs = [greedy_reference(verifier, p, N_NEW) for p in prompts]
     docs = [mistral_tok(d).input_ids for d in CORPUS]
     stream = [t for d in docs for t in d + greedy_reference(verifier, d, N_NEW)]
-    stream += [t for p, r in zip(prompts, refs) for t in p + r[:N_NEW // 2]]  # REST right for the first half only
+    stream += [t for p, r in zip(prompts, refs) for t in p + r[: N_NEW // 2]]  # REST right for the first half only
     path = tmp_path_factory.mktemp("datastore") / "corpus.rest.npy"
     save_datastore(np.array(stream), path)
     drafts = {

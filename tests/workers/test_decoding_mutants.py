@@ -187,8 +187,10 @@ def test_warmup_warms_the_timed_runs_own_path(monkeypatch):
     verifier, draft, prompt = object(), object(), [5, 6, 7]
     decoding.warmup(verifier, draft, prompt, 3, cached=True, fastpath=False, temperature=0.8, top_k=5, seed=11)
     decoding.warmup(verifier, draft, prompt, 2, cached=False)
-    assert calls == [((verifier, draft, prompt, 8, 3, True), dict(fastpath=False, temperature=0.8, top_k=5, seed=11)),
-                     ((verifier, draft, prompt, 8, 2, False), {})]
+    assert calls == [
+        ((verifier, draft, prompt, 8, 3, True), dict(fastpath=False, temperature=0.8, top_k=5, seed=11)),
+        ((verifier, draft, prompt, 8, 2, False), {}),
+    ]
 
 
 # ---------------------------------------------------------------- the timers and the draft's id range
@@ -245,8 +247,9 @@ def test_cached_round_ends_on_the_verifiers_own_eos_without_asking_the_draft():
     draft, tally = SleepyDraft([3, 3]), Tally(k=2)
     draft.propose = lambda context, k: pytest.fail("the draft was asked")  # noqa: ARG005
     pending = torch.tensor([0.0, 1.0, 5.0, 0.0])  # the verifier's next token: 2, the EOS
-    new, n, row = cached_round(StubVerifier(), draft, [7, 8], pending, room=5, k=2, tally=tally, judge=GreedyJudge(),
-                               eos_id=2)
+    new, n, row = cached_round(
+        StubVerifier(), draft, [7, 8], pending, room=5, k=2, tally=tally, judge=GreedyJudge(), eos_id=2
+    )
     assert (new, n, row) == ([2], 0, None)
     assert tally.drafted_per_step == [0] and tally.drafted == 0 and tally.fastpath_rejects == 0
     assert tally.steps == 0 and tally.draft_s == 0.0
@@ -298,13 +301,15 @@ def test_sampling_defaults_warp_nothing_but_the_temperature(small_verifier):
     """temperature > 0 with top_k and top_p left out samples from the whole distribution: the same tokens as
     top_k = 0, top_p = 1 for each seed, and not the greedy text that top_k = 1 gives."""
     prompt, draft = [5, 6, 7, 8], make_draft("ngram", n=2)
-    greedy = list(speculative_generate(small_verifier, draft, prompt, 10, 3, True, temperature=1.0, top_k=1,
-                                       seed=0).tokens)
+    greedy = list(
+        speculative_generate(small_verifier, draft, prompt, 10, 3, True, temperature=1.0, top_k=1, seed=0).tokens
+    )
     defaults = []
     for seed in range(3):
         res = speculative_generate(small_verifier, draft, prompt, 10, 3, True, temperature=1.0, seed=seed)
-        whole = speculative_generate(small_verifier, draft, prompt, 10, 3, True, temperature=1.0, top_k=0, top_p=1.0,
-                                     seed=seed)
+        whole = speculative_generate(
+            small_verifier, draft, prompt, 10, 3, True, temperature=1.0, top_k=0, top_p=1.0, seed=seed
+        )
         assert res.tokens == whole.tokens and res.seed == seed
         defaults.append(list(res.tokens))
     assert any(tokens != greedy for tokens in defaults)

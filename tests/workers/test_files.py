@@ -8,7 +8,7 @@ from workers.files import BLOCK, file_sha256
 
 
 def test_file_sha256_equals_hashlib_across_block_edges(tmp_path):
-    data = bytes(range(256)) * (BLOCK // 256 * 2 + 3)   # two whole blocks and a tail
+    data = bytes(range(256)) * (BLOCK // 256 * 2 + 3)  # two whole blocks and a tail
     path = tmp_path / "f.bin"
     path.write_bytes(data)
     assert file_sha256(path) == hashlib.sha256(data).hexdigest()

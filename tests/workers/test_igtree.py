@@ -313,13 +313,13 @@ def test_lookup_scored_gives_each_matched_nodes_majority_share(tmp_path):
     tree.save(path)
     for t in (tree, IGTree.load(path)):
         assert t.lookup_scored([2, 5]) == (9, 2, 1.0)
-        assert t.lookup_scored([1, 5]) == (7, 1, 0.5)        # the pruned child: its parent decides
-        assert t.lookup_scored([4, 5]) == (7, 1, 0.5)        # unseen second feature: the parent
+        assert t.lookup_scored([1, 5]) == (7, 1, 0.5)  # the pruned child: its parent decides
+        assert t.lookup_scored([4, 5]) == (7, 1, 0.5)  # unseen second feature: the parent
         assert t.lookup_scored([3, 6]) == (4, 1, 1.0)
-        assert t.lookup_scored([9, 9]) == (7, 0, pytest.approx(3 / 7))   # unseen: the root
-        assert t.lookup_scored([5]) == (7, 1, 0.5)           # a short context is padded on the left
+        assert t.lookup_scored([9, 9]) == (7, 0, pytest.approx(3 / 7))  # unseen: the root
+        assert t.lookup_scored([5]) == (7, 1, 0.5)  # a short context is padded on the left
         assert [t.lookup(c) for c in ([2, 5], [1, 5], [9, 9])] == [(9, 2), (7, 1), (7, 0)]
-    one = IGTree.fit(np.array([[1, 5]]), np.array([7]))            # a single instance: the root is sure
+    one = IGTree.fit(np.array([[1, 5]]), np.array([7]))  # a single instance: the root is sure
     assert one.lookup_scored([9, 9]) == (7, 0, 1.0)
 
 
@@ -347,4 +347,4 @@ def test_lookup_path_gives_every_matched_node_root_first():
     tree = IGTree.fit(contexts, targets)
     path = tree.lookup_path([1, 2, 3, 4])
     top, total, depth = tree.lookup_top([1, 2, 3, 4])
-    assert len(path) == depth + 1 and path[-1] == (top, total) and path[0][1] == 11   # the root first
+    assert len(path) == depth + 1 and path[-1] == (top, total) and path[0][1] == 11  # the root first

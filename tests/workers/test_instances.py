@@ -104,8 +104,9 @@ def test_tokenising_by_document_ranges_gives_the_identical_file(tok, tmp_path, m
     path.write_text("\n\n".join(topics[k][:300] for k in sorted(topics)[:40]))
     source = TextSource(name="t", path=str(path))
     whole = tokenize_source(source, tok, tmp_path / "whole", max_tokens=max_tokens)
-    parts = tokenize_parallel(source, "mistral", tmp_path / "parts", local_map, workers=3, docs_per_task=7,
-                              max_tokens=max_tokens)
+    parts = tokenize_parallel(
+        source, "mistral", tmp_path / "parts", local_map, workers=3, docs_per_task=7, max_tokens=max_tokens
+    )
     assert (parts.n_tokens, parts.n_docs) == (whole.n_tokens, whole.n_docs)
     assert np.array_equal(parts.tokens(), whole.tokens()) and np.array_equal(parts.offsets(), whole.offsets())
     with pytest.raises(CorpusError, match="no instances"):  # one token: no instance either way

@@ -27,8 +27,15 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 @pytest.fixture(scope="module")
 def verifier():
     torch.manual_seed(0)
-    cfg = MistralConfig(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
+    cfg = MistralConfig(
+        vocab_size=128,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+    )
     return Verifier(MistralForCausalLM(cfg).eval())
 
 
@@ -50,7 +57,7 @@ def test_windows_label_every_target_once():
     seen = []
     for w in windows(offsets, chunk_tokens=16, overlap_tokens=4):
         assert w.end - w.start <= 16 and w.first - w.start >= 1
-        assert w.first == w.start + 1 or w.first - w.start == 4      # a document's head, or the overlap's context
+        assert w.first == w.start + 1 or w.first - w.start == 4  # a document's head, or the overlap's context
         seen.extend(range(w.first, w.end))
     targets = [p for a, b in pairwise(offsets) for p in range(a + 1, b)]
     assert sorted(seen) == targets and len(seen) == len(set(seen))
@@ -63,16 +70,16 @@ def test_labels_equal_the_full_forward_argmax_when_documents_fit(verifier):
     labels = label_positions(verifier, tokens, offsets, chunk_tokens=64, overlap_tokens=8, batch_chunks=3)
     for a, b in pairwise(offsets):
         assert labels[a] == NO_LABEL
-        assert labels[a + 1:b].tolist() == full_argmax(verifier, tokens[a:b - 1])
+        assert labels[a + 1 : b].tolist() == full_argmax(verifier, tokens[a : b - 1])
 
 
 def test_long_documents_are_labelled_from_their_window(verifier):
     tokens, offsets = corpus([70, 9])
     labels = label_positions(verifier, tokens, offsets, chunk_tokens=24, overlap_tokens=8, batch_chunks=2)
-    for w in windows(offsets, 24, 8):          # each label: the argmax of a plain forward over its window
-        expect = full_argmax(verifier, tokens[w.start:w.end - 1])
-        assert labels[w.first:w.end].tolist() == expect[w.first - 1 - w.start:]
-    for p in range(1, 70):                     # at least 8 tokens of context (or the whole prefix)
+    for w in windows(offsets, 24, 8):  # each label: the argmax of a plain forward over its window
+        expect = full_argmax(verifier, tokens[w.start : w.end - 1])
+        assert labels[w.first : w.end].tolist() == expect[w.first - 1 - w.start :]
+    for p in range(1, 70):  # at least 8 tokens of context (or the whole prefix)
         start = max(w.start for w in windows(offsets, 24, 8) if w.first <= p < w.end)
         assert p - start >= min(p, 8)
     assert 0.0 <= agreement(tokens, labels) <= 1.0
@@ -84,11 +91,28 @@ def test_label_corpus_writes_a_manifest(verifier, tmp_path, mistral_tok):
 
     src = tmp_path / "c.txt"
     src.write_text("The cat sat on the mat.\n\nA second document, a little longer than the first one.")
-    tiny = Verifier(MistralForCausalLM(MistralConfig(
-        vocab_size=32000, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
-        num_key_value_heads=1, max_position_embeddings=64)).eval())
-    job = LabelJob(key="ab" * 32, corpus=TextSource(name="c", path=str(src)), out_dir=str(tmp_path / "out"),
-                   max_tokens=20, chunk_tokens=8, overlap_tokens=2, batch_chunks=2)
+    tiny = Verifier(
+        MistralForCausalLM(
+            MistralConfig(
+                vocab_size=32000,
+                hidden_size=16,
+                intermediate_size=32,
+                num_hidden_layers=1,
+                num_attention_heads=2,
+                num_key_value_heads=1,
+                max_position_embeddings=64,
+            )
+        ).eval()
+    )
+    job = LabelJob(
+        key="ab" * 32,
+        corpus=TextSource(name="c", path=str(src)),
+        out_dir=str(tmp_path / "out"),
+        max_tokens=20,
+        chunk_tokens=8,
+        overlap_tokens=2,
+        batch_chunks=2,
+    )
     rec = label_corpus(tiny, mistral_tok, job)
     tokens, offsets, labels = load_labelled(rec.path)
     assert rec.n_tokens == len(tokens) == 20 and rec.n_labelled == 20 - rec.n_docs

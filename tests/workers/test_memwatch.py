@@ -18,7 +18,9 @@ def test_a_child_process_memory_is_counted():
     # the watched tree: a small parent process and the child it starts, which holds HOLD_MB; measured on its own
     # tree, not the test process's (whose own resident memory moves by more than that on a loaded machine)
     code = f"b = bytearray({HOLD_MB} << 20); import time; time.sleep(4)"  # bytearray pages are written: resident
-    parent = subprocess.Popen([sys.executable, "-c", f"import subprocess, sys; subprocess.run([sys.executable, '-c', {code!r}])"])
+    parent = subprocess.Popen(
+        [sys.executable, "-c", f"import subprocess, sys; subprocess.run([sys.executable, '-c', {code!r}])"]
+    )
     with PeakRss(interval_s=0.05, pid=parent.pid) as peak:
         parent.wait()
     assert peak.peak_bytes >= (HOLD_MB << 20) * 0.9

@@ -84,8 +84,12 @@ def test_redundancy_with_shared_ngrams_and_another_n():
     a, b = "x y z w v", "q x y z w"
     r = redundancy([a, b], n=4)
     # a: {xyzw, yzwv}, b: {qxyz, xyzw}: each shares 1 of 2 -> overlap 1/2; no repeats within a text
-    assert r == {"texts": 2, "repetition": 0.0, "overlap": 0.5, "gzip_ratio": pytest.approx(
-        (_gzip_ratio_by_hand(a) + _gzip_ratio_by_hand(b)) / 2)}
+    assert r == {
+        "texts": 2,
+        "repetition": 0.0,
+        "overlap": 0.5,
+        "gzip_ratio": pytest.approx((_gzip_ratio_by_hand(a) + _gzip_ratio_by_hand(b)) / 2),
+    }
     r2 = redundancy(["p q p q p", "p q r"], n=2)
     # "p q p q p": bigrams pq qp pq qp -> 2 distinct of 4: repetition 1/2; "p q r": pq qr, none repeated: 0
     # overlap: text 1 {pq, qp}: pq shared -> 1/2; text 2 {pq, qr}: pq shared -> 1/2
@@ -172,6 +176,7 @@ def test_gzip_ratio_is_lower_for_redundant_text():
 
 
 # ---------------------------------------------------------------- Table 5 on the paper's definitions (§5.5)
+
 
 def test_token_ngrams():
     from workers.metrics import token_ngrams

@@ -52,28 +52,43 @@ def test_pinned_values(paper):
     assert (r["value"], r["value_max"], r["k"]) == (1.48, 1.53, "")
 
 
-SUMMARY = pd.DataFrame([
-    # strategy, task, k, regime, speedup, energy_ratio, acceptance
-    ("olifant-eurlex", "eurlex", 8, "uncached", 2.0, 3.0, 0.25),
-    ("olifant-eurlex", "eurlex", 3, "uncached", 1.5, 1.2, 0.40),
-    ("olifant-pubmed", "pubmed", 5, "uncached", 1.50, 1.3, 0.1),
-    ("olifant-pubmed", "pubmed", 8, "uncached", 1.60, 1.3, 0.1),
-    ("plain", "eurlex", 0, "uncached", 1.0, 1.0, math.nan),
-], columns=["strategy", "task", "k", "regime", "speedup", "energy_ratio", "acceptance"])
+SUMMARY = pd.DataFrame(
+    [
+        # strategy, task, k, regime, speedup, energy_ratio, acceptance
+        ("olifant-eurlex", "eurlex", 8, "uncached", 2.0, 3.0, 0.25),
+        ("olifant-eurlex", "eurlex", 3, "uncached", 1.5, 1.2, 0.40),
+        ("olifant-pubmed", "pubmed", 5, "uncached", 1.50, 1.3, 0.1),
+        ("olifant-pubmed", "pubmed", 8, "uncached", 1.60, 1.3, 0.1),
+        ("plain", "eurlex", 0, "uncached", 1.0, 1.0, math.nan),
+    ],
+    columns=["strategy", "task", "k", "regime", "speedup", "energy_ratio", "acceptance"],
+)
 
 
 def test_compare_point_values(paper):
     table = compare(SUMMARY, paper)
     assert list(table.columns) == COMPARE_COLUMNS
-    speed = table[(table.metric == "speedup") & (table.strategy == "olifant-eurlex") & (table.k == 8)
-                  & (table.source == "Table 1")].iloc[0]
+    speed = table[
+        (table.metric == "speedup")
+        & (table.strategy == "olifant-eurlex")
+        & (table.k == 8)
+        & (table.source == "Table 1")
+    ].iloc[0]
     assert (speed.paper, speed.ours) == (2.43, 2.0)
     assert speed["diff"] == pytest.approx(2.0 - 2.43) and speed.rel_diff == pytest.approx((2.0 - 2.43) / 2.43)
-    energy = table[(table.metric == "energy_ratio") & (table.strategy == "olifant-eurlex")
-                   & (table.regime == "uncached") & (table.k == 8)].iloc[0]
+    energy = table[
+        (table.metric == "energy_ratio")
+        & (table.strategy == "olifant-eurlex")
+        & (table.regime == "uncached")
+        & (table.k == 8)
+    ].iloc[0]
     assert energy["diff"] == pytest.approx(3.0 - 2.51) and energy.in_range is None
-    acc = table[(table.metric == "acceptance") & (table.k == 3) & (table.strategy == "olifant-eurlex")
-                & (table.source == "Table 6")].iloc[0]
+    acc = table[
+        (table.metric == "acceptance")
+        & (table.k == 3)
+        & (table.strategy == "olifant-eurlex")
+        & (table.source == "Table 6")
+    ].iloc[0]
     assert acc["diff"] == pytest.approx(0.40 - 0.381)
 
 
@@ -81,7 +96,7 @@ def test_compare_ranges_measure_to_the_nearest_bound(paper):
     table = compare(SUMMARY, paper, keep_unmatched=False)
     pub = table[(table.metric == "speedup") & (table.strategy == "olifant-pubmed") & (table.task == "pubmed")]
     by_k = pub.set_index("k")
-    assert by_k.loc[5, "in_range"] and by_k.loc[5, "diff"] == 0.0       # 1.50 within 1.48-1.53
+    assert by_k.loc[5, "in_range"] and by_k.loc[5, "diff"] == 0.0  # 1.50 within 1.48-1.53
     assert not by_k.loc[8, "in_range"] and by_k.loc[8, "diff"] == pytest.approx(1.60 - 1.53)
     assert table["ours"].notna().all()  # unmatched paper numbers left out on request
     # a blank key in the paper matches any run value: the plain ROUGE-L row is not in this summary's metrics
@@ -97,8 +112,9 @@ def test_compare_keeps_unmatched_and_renames(paper):
 
 
 def test_compare_without_key_columns_matches_tasks_only(paper):
-    red = pd.DataFrame({"task": ["eurlex", "wikitext"], "within_text": [0.1, 0.3], "cross_doc": [0.7, 0.2],
-                        "gzip_ratio": [0.2, 0.4]})
+    red = pd.DataFrame(
+        {"task": ["eurlex", "wikitext"], "within_text": [0.1, 0.3], "cross_doc": [0.7, 0.2], "gzip_ratio": [0.2, 0.4]}
+    )
     table = compare(red, paper, keep_unmatched=False)
     assert set(table["metric"]) == {"within_text", "cross_doc", "gzip_ratio"}
     gz = table[table.metric == "gzip_ratio"].iloc[0]
@@ -106,17 +122,34 @@ def test_compare_without_key_columns_matches_tasks_only(paper):
 
 
 def test_compare_maps_task_names(paper):
-    demo = pd.DataFrame({"strategy": ["olifant-shakespeare"], "task": ["shakespeare"], "k": [8],
-                         "regime": ["uncached"], "speedup": [1.9]})
-    table = compare(demo, paper, names={"olifant-shakespeare": "olifant-eurlex"}, tasks={"shakespeare": "eurlex"},
-                    keep_unmatched=False)
+    demo = pd.DataFrame(
+        {
+            "strategy": ["olifant-shakespeare"],
+            "task": ["shakespeare"],
+            "k": [8],
+            "regime": ["uncached"],
+            "speedup": [1.9],
+        }
+    )
+    table = compare(
+        demo,
+        paper,
+        names={"olifant-shakespeare": "olifant-eurlex"},
+        tasks={"shakespeare": "eurlex"},
+        keep_unmatched=False,
+    )
     assert table[["strategy", "task", "k", "paper", "ours"]].values.tolist() == [
-        ["olifant-eurlex", "eurlex", 8, 2.43, 1.9]]
+        ["olifant-eurlex", "eurlex", 8, 2.43, 1.9]
+    ]
 
 
 def test_baseline_names_come_from_the_spec_drafts():
     assert strategy_names(PAPER_SPEC.read_text()) == {"4-gram": "ngram", "TinyLlama": "neural"}
-    renamed = '[[strategies]]\nname = "words"\ndraft = "ngram-paper"\n[[strategies]]\nname = "small"\ndraft = "neural"\n'
+    renamed = (
+        '[[strategies]]\nname = "words"\ndraft = "ngram-paper"\n[[strategies]]\nname = "small"\ndraft = "neural"\n'
+    )
     paper = load_results(strategy_names(renamed))
     assert {"words", "small"} <= set(paper["strategy"]) and not {"ngram", "neural"} & set(paper["strategy"])
-    assert "TinyLlama" in set(load_results(strategy_names('[[strategies]]\nname = "w"\ndraft = "ngram-paper"\n'))["strategy"])
+    assert "TinyLlama" in set(
+        load_results(strategy_names('[[strategies]]\nname = "w"\ndraft = "ngram-paper"\n'))["strategy"]
+    )

@@ -68,16 +68,18 @@ def test_budgeted_build_is_identical_to_in_memory(corpus, in_memory, held_out, t
 
 @pytest.mark.slow
 def test_two_ray_workers_give_the_identical_file(corpus, in_memory, tmp_path, ray_local):
-    info = train_distributed(IBaseRequest(corpus, "mistral", tmp_path, memory_gb=SMALL_GB, workers=2,
-                                          parallel_tokenise_bytes=0))  # the tokens too, by document ranges on Ray tasks
+    info = train_distributed(
+        IBaseRequest(corpus, "mistral", tmp_path, memory_gb=SMALL_GB, workers=2, parallel_tokenise_bytes=0)
+    )  # the tokens too, by document ranges on Ray tasks
     assert info.partitions >= 3 and info.sha256 == in_memory.sha256
     assert info.cpu_s > 0  # the Ray tasks' CPU seconds are counted with the driver's
 
 
 def test_info_gain_order_is_identical_too(corpus, tmp_path):
     mem = train_instance_base(IBaseRequest(corpus, "mistral", tmp_path / "a", order="info_gain", max_tokens=40_000))
-    part = train_instance_base(IBaseRequest(corpus, "mistral", tmp_path / "b", order="info_gain", max_tokens=40_000,
-                                            memory_gb=0.002))
+    part = train_instance_base(
+        IBaseRequest(corpus, "mistral", tmp_path / "b", order="info_gain", max_tokens=40_000, memory_gb=0.002)
+    )
     assert part.partitions >= 2 and part.sha256 == mem.sha256
 
 
@@ -97,8 +99,9 @@ def test_zipf_token_file_partitions_match_fit(tmp_path, top):
     tf = _token_file(tmp_path, docs, np.uint16 if top < 65535 else np.uint32)
     x, y = make_instances(tf.tokens(), tf.offsets(), 3)
     IGTree.fit(x, y).save(tmp_path / "fit.igtree")
-    plan = Plan(budget_bytes=1 << 30, workers=1, task_bytes=1 << 30, chunk_tokens=5_000, build_rows=4_000,
-                stats_rows=6_000)
+    plan = Plan(
+        budget_bytes=1 << 30, workers=1, task_bytes=1 << 30, chunk_tokens=5_000, build_rows=4_000, stats_rows=6_000
+    )
     summary = build_partitioned(tf, 3, "gain_ratio", tmp_path / "work", tmp_path / "part.igtree", {}, plan)
     assert summary.partitions >= 3
     assert (tmp_path / "part.igtree").read_bytes() == (tmp_path / "fit.igtree").read_bytes()
@@ -112,8 +115,9 @@ def test_a_hot_value_is_split_by_the_second_position_into_the_identical_file(tmp
     x, y = make_instances(tf.tokens(), tf.offsets(), 4)
     ref = IGTree.fit(x, y)
     ref.save(tmp_path / "fit.igtree")
-    plan = Plan(budget_bytes=1 << 30, workers=1, task_bytes=1 << 30, chunk_tokens=3_000, build_rows=1_500,
-                stats_rows=6_000)
+    plan = Plan(
+        budget_bytes=1 << 30, workers=1, task_bytes=1 << 30, chunk_tokens=3_000, build_rows=1_500, stats_rows=6_000
+    )
     assert np.bincount(x[:, ref.meta["order"][0]] + 1).max() > 4 * plan.build_rows  # the top value is hot
 
     class Interrupted(Exception):
@@ -128,8 +132,9 @@ def test_a_hot_value_is_split_by_the_second_position_into_the_identical_file(tmp
         return out
 
     with pytest.raises(Interrupted):
-        build_partitioned(tf, 4, "gain_ratio", tmp_path / "work", tmp_path / "part.igtree", {}, plan,
-                          dies_after_two_sub_pieces)
+        build_partitioned(
+            tf, 4, "gain_ratio", tmp_path / "work", tmp_path / "part.igtree", {}, plan, dies_after_two_sub_pieces
+        )
     assert list((tmp_path / "work" / "hot").glob("b*.json")) and not (tmp_path / "part.igtree").exists()
     summary = build_partitioned(tf, 4, "gain_ratio", tmp_path / "work", tmp_path / "part.igtree", {}, plan)
     assert summary.hot_values >= 2 and summary.pieces > summary.partitions + summary.hot_values
@@ -140,8 +145,10 @@ def test_a_hot_value_is_split_by_the_second_position_into_the_identical_file(tmp
 
 def test_hot_values_of_real_text_split_into_the_identical_file(corpus, in_memory, held_out, tmp_path):
     seen = []
-    info = train_instance_base(IBaseRequest(corpus, "mistral", tmp_path, memory_gb=0.0014, workers=2),  # 4.7k rows a task
-                               progress=lambda stage, done, total: seen.append((stage, total)))
+    info = train_instance_base(
+        IBaseRequest(corpus, "mistral", tmp_path, memory_gb=0.0014, workers=2),  # 4.7k rows a task
+        progress=lambda stage, done, total: seen.append((stage, total)),
+    )
     pieces = max(total for stage, total in seen if stage == "partitions")
     assert pieces > info.partitions >= 10  # the hot value's sub-partitions are built as pieces of their own
     assert info.sha256 == in_memory.sha256
@@ -162,9 +169,12 @@ def test_a_budget_too_small_is_refused_with_the_smallest_that_works(corpus, tmp_
             info = train_instance_base(IBaseRequest(corpus, "mistral", tmp_path, memory_gb=budget))
             break
         except IBaseError as err:
-            assert re.fullmatch(r"memory budget [\d.]+ GB is too small for the most frequent (class|pair of "
-                                r"values at positions \d, \d) \([\d,]+ instances\); the smallest that works "
-                                r"is [\d.]+ GB", str(err))
+            assert re.fullmatch(
+                r"memory budget [\d.]+ GB is too small for the most frequent (class|pair of "
+                r"values at positions \d, \d) \([\d,]+ instances\); the smallest that works "
+                r"is [\d.]+ GB",
+                str(err),
+            )
             minimums.append(float(str(err).rsplit(" is ", 1)[1].split()[0]))
             budget = minimums[-1]
     assert minimums and minimums == sorted(set(minimums))
@@ -195,8 +205,12 @@ KILLER = textwrap.dedent("""
 @pytest.mark.slow
 def test_killed_training_resumes_from_built_partitions(corpus, in_memory, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.run([sys.executable, "-c", KILLER, corpus.path, str(tmp_path), str(SMALL_GB)], env=env,
-                          capture_output=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", KILLER, corpus.path, str(tmp_path), str(SMALL_GB)],
+        env=env,
+        capture_output=True,
+        timeout=300,
+    )
     assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-2000:]
     (work,) = tmp_path.glob(".work-*")
     built = work / "partitioned" / "built"
@@ -205,8 +219,10 @@ def test_killed_training_resumes_from_built_partitions(corpus, in_memory, tmp_pa
     stale = work / "partitioned" / "by-value" / "b000000.r0000.rows.tmp"
     stale.write_bytes(b"\0" * 10)
     seen = []
-    info = train_instance_base(IBaseRequest(corpus, "mistral", tmp_path, memory_gb=SMALL_GB),
-                               progress=lambda stage, done, total: seen.append((stage, done, total)))
+    info = train_instance_base(
+        IBaseRequest(corpus, "mistral", tmp_path, memory_gb=SMALL_GB),
+        progress=lambda stage, done, total: seen.append((stage, done, total)),
+    )
     first = next(s for s in seen if s[0] == "partitions")
     assert first[1] == 2 and first[2] == info.partitions  # resumed: the two built partitions were kept
     assert not any(s[0] == "tokenise" for s in seen)  # and the token file too
@@ -222,8 +238,13 @@ def test_a_changed_corpus_is_not_resumed_from_stale_files(corpus, tmp_path):
     first = train_instance_base(IBaseRequest(source, "mistral", tmp_path / "out", memory_gb=0.002))
     work = tmp_path / "out" / f".work-{Path(first.path).stem}"
     work.mkdir()  # a killed training of the old text left its token file: stale once the text changes
-    stale = {"tokens_path": str(work / "c.tokens"), "offsets_path": str(work / "c.offsets"), "dtype": "<u2",
-             "n_tokens": 10, "n_docs": 1}
+    stale = {
+        "tokens_path": str(work / "c.tokens"),
+        "offsets_path": str(work / "c.offsets"),
+        "dtype": "<u2",
+        "n_tokens": 10,
+        "n_docs": 1,
+    }
     np.arange(10, dtype=np.uint16).tofile(stale["tokens_path"])
     (work / "tokens.json").write_text(json.dumps({"fingerprint": "of the old text", "tf": stale}))
     src.write_text(text[:40_000])

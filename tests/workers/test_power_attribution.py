@@ -34,7 +34,7 @@ def linear_model_trace(busy: list[float], measured: bool) -> TraceSource:
 
 def test_cpu_share_is_a_clipped_ratio():
     assert cpu_share(1.0, 4.0) == 0.25
-    assert cpu_share(5.0, 4.0) == 1.0          # its CPU clock read after the machine's: clipped at 1
+    assert cpu_share(5.0, 4.0) == 1.0  # its CPU clock read after the machine's: clipped at 1
     assert cpu_share(-1.0, 4.0) == 0.0
     assert cpu_share(1.0, 0.0) == 1.0 and cpu_share(0.0, -2.0) == 1.0  # no busy time counted: nobody else
 
@@ -90,16 +90,18 @@ def test_overlapping_trainings_share_the_measured_energy_exactly():
 
 def test_a_meters_floor_is_the_lowest_mean_power_between_samples_in_the_window():
     sampler = replayed(TraceSource([0.0, 1.0, 2.0, 3.0, 4.0], [40.0, 20.0, 30.0, 10.0, 50.0], name="rapl"))
-    assert idle_floor_w(sampler, sampler.window(0.0, 4.0)) == pytest.approx(20.0)   # (30 + 10) / 2 over [2, 3]
-    assert idle_floor_w(sampler, sampler.window(0.0, 2.0)) == pytest.approx(25.0)   # (20 + 30) / 2 over [1, 2]
-    assert idle_floor_w(sampler, sampler.window(0.5, 1.5)) == 0.0                 # one sample inside: no interval
+    assert idle_floor_w(sampler, sampler.window(0.0, 4.0)) == pytest.approx(20.0)  # (30 + 10) / 2 over [2, 3]
+    assert idle_floor_w(sampler, sampler.window(0.0, 2.0)) == pytest.approx(25.0)  # (20 + 30) / 2 over [1, 2]
+    assert idle_floor_w(sampler, sampler.window(0.5, 1.5)) == 0.0  # one sample inside: no interval
 
 
 def test_generation_and_label_energy_on_a_known_trace():
-    outs = [JobOutcome(key="g", worker="w", generation=generation(0.5, 4.5, 50)),
-            JobOutcome(key="l", worker="w", label=label_pass(1.0, 3.0, 1000)),
-            JobOutcome(key="r", worker="w", reference=ReferenceRecord("p", (1,), (2,), "x", 0.1)),
-            JobOutcome(key="e", worker="w", error="boom")]
+    outs = [
+        JobOutcome(key="g", worker="w", generation=generation(0.5, 4.5, 50)),
+        JobOutcome(key="l", worker="w", label=label_pass(1.0, 3.0, 1000)),
+        JobOutcome(key="r", worker="w", reference=ReferenceRecord("p", (1,), (2,), "x", 0.1)),
+        JobOutcome(key="e", worker="w", error="boom"),
+    ]
     g, lab, ref, err = attach_energy(outs, replayed(trace()))
     # [0.5, 4.5]: 7.5 + 20 + 40 + 60 + 26.25 J (trapezoids, edges interpolated) for 50 tokens
     e = g.generation.energy
@@ -117,9 +119,11 @@ def test_generation_and_label_energy_on_a_known_trace():
 
 def test_label_passes_and_generations_run_one_at_a_time_so_their_joules_add_up_to_the_trace():
     # the accelerator worker runs one job at a time: back-to-back windows split the trace with nothing counted twice
-    outs = [JobOutcome(key="l1", worker="w", label=label_pass(0.25, 1.5, 400)),
-            JobOutcome(key="g", worker="w", generation=generation(1.5, 2.5, 8)),
-            JobOutcome(key="l2", worker="w", label=label_pass(2.5, 5.75, 900))]
+    outs = [
+        JobOutcome(key="l1", worker="w", label=label_pass(0.25, 1.5, 400)),
+        JobOutcome(key="g", worker="w", generation=generation(1.5, 2.5, 8)),
+        JobOutcome(key="l2", worker="w", label=label_pass(2.5, 5.75, 900)),
+    ]
     l1, g, l2 = attach_energy(outs, replayed(trace()))
     parts = [l1.label.energy.energy_j, g.generation.energy.energy_j, l2.label.energy.energy_j]
     # [0.25, 1.5]: 5 -> 20 W over 0.75 s, then 20 W for 0.5 s; [1.5, 2.5]: 20 W for 0.5 s, then 20 -> 40 W;
@@ -148,7 +152,7 @@ def test_the_floor_of_an_unmeasured_source_without_a_model_is_zero():
 
 def test_a_meters_floor_reads_only_the_windows_sources_and_its_first_interval():
     a = TraceSource([0.0, 2.0, 4.0], [10.0, 30.0, 10.0], name="a")
-    b = TraceSource([1.0, 3.0], [50.0, 50.0], name="b")        # another meter, sampled in between
+    b = TraceSource([1.0, 3.0], [50.0, 50.0], name="b")  # another meter, sampled in between
     est = TraceSource([1.0], [99.0], name="estimate", measured=False)
     sampler = replayed(a, b, est)
     # a alone: 20 W mean over [0, 2] and [2, 4]; b's or the estimate's instants would split them into 15 and 25

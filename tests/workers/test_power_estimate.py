@@ -38,7 +38,9 @@ def test_model_power_is_the_idle_floor_plus_the_busy_share_of_the_tdp():
 def test_utilisation_counts_iowait_as_idle_and_guest_once():
     src = EstimateSource(65.0, 10.0, cpu_times=scripted(BOOT, LATER, LATER))
     assert src.utilisation() == pytest.approx(0.15)
-    assert src.utilisation() == pytest.approx(80.0 / 120.0)  # not 1 - 30/120 (iowait busy), not 1 - 40/130 (guest twice)
+    assert src.utilisation() == pytest.approx(
+        80.0 / 120.0
+    )  # not 1 - 30/120 (iowait busy), not 1 - 40/130 (guest twice)
     assert src.utilisation() == pytest.approx(80.0 / 120.0)  # no time passed: the previous value
 
 
@@ -61,8 +63,10 @@ def test_tdp_comes_from_the_table_times_packages_else_the_default():
     assert table_tdp_w("Intel(R) Core(TM) i7-12700K CPU @ 3.60GHz") == ("i7-12700K", 125.0)
     assert table_tdp_w("Intel(R) Core(TM) i7-12700KF CPU") is None  # another part: no loose match
     assert table_tdp_w("AMD EPYC 7763 64-Core Processor") == ("EPYC 7763", 280.0)
-    two_sockets = ("processor\t: 0\nmodel name\t: AMD EPYC 7763 64-Core Processor\nphysical id\t: 0\n\n"
-                   "processor\t: 1\nmodel name\t: AMD EPYC 7763 64-Core Processor\nphysical id\t: 1\n")
+    two_sockets = (
+        "processor\t: 0\nmodel name\t: AMD EPYC 7763 64-Core Processor\nphysical id\t: 0\n\n"
+        "processor\t: 1\nmodel name\t: AMD EPYC 7763 64-Core Processor\nphysical id\t: 1\n"
+    )
     assert cpu_model(two_sockets) == ("AMD EPYC 7763 64-Core Processor", 2)
     assert default_tdp_w(two_sockets) == (560.0, "table TDP of EPYC 7763 (280 W x 2 packages)")
     tdp_w, why = default_tdp_w("model name\t: AMD EPYC\n")

@@ -46,8 +46,10 @@ def test_detail_names_the_model_and_where_the_tdp_came_from(monkeypatch):
     src = EstimateSource(65.0, 10.0)
     assert src.detail == f"estimated: 10 W idle + CPU utilisation x 65 W TDP over {psutil.cpu_count()} cores"
     src = EstimateSource(90.0, 5.0, tdp_from="TDP from GREENSPEC_CPU_TDP_W")
-    assert src.detail == (f"estimated: 5 W idle + CPU utilisation x 90 W TDP over {psutil.cpu_count()} cores; "
-                          "TDP from GREENSPEC_CPU_TDP_W")
+    assert src.detail == (
+        f"estimated: 5 W idle + CPU utilisation x 90 W TDP over {psutil.cpu_count()} cores; "
+        "TDP from GREENSPEC_CPU_TDP_W"
+    )
     monkeypatch.setattr(psutil, "cpu_count", lambda: None)  # psutil cannot tell: one core
     assert EstimateSource(65.0, 10.0).n_cores == 1
 

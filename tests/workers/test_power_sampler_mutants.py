@@ -106,8 +106,17 @@ def test_the_idle_baseline_leaves_a_running_sampler_running_and_a_stopped_one_st
     stopped = PowerSampler([Counting()], hz=50.0)
     base = stopped.idle_baseline(0.3)
     assert not stopped.running and base["n_samples"] >= 3  # sampled by its thread, not only at the window's edge
-    assert set(base) == {"seconds", "t0_s", "t1_s", "energy_j", "mean_power_w", "sources", "measured", "n_samples",
-                         "by_source_w"}
+    assert set(base) == {
+        "seconds",
+        "t0_s",
+        "t1_s",
+        "energy_j",
+        "mean_power_w",
+        "sources",
+        "measured",
+        "n_samples",
+        "by_source_w",
+    }
     stopped.close()
 
 
@@ -147,7 +156,8 @@ def test_a_failing_source_is_logged_once_and_the_others_still_sampled(caplog):
         for _ in range(3):
             sampler.sample_now()
     assert [r.getMessage() for r in caplog.records] == [
-        "power source nvml failed to read: NVML read failed: GPU is lost"]
+        "power source nvml failed to read: NVML read failed: GPU is lost"
+    ]
     assert [s.t_s for s in sampler.samples("trace")] == [0.0, 1.0, 2.0] and sampler.samples("nvml") == []
     assert sampler.window(0.0, 2.0).energy_j == pytest.approx(10.0)
 
@@ -159,7 +169,8 @@ def test_mixing_measured_and_estimated_sources_warns_once_naming_the_measured(ca
         PowerSampler([TraceSource([0.0], [1.0], name="rapl"), TraceSource([0.0], [1.0], name="nvml")])
         PowerSampler([TraceSource([0.0], [9.0], name="estimate", measured=False)])
     assert [r.getMessage() for r in caplog.records] == [
-        "measured and estimated sources sampled together; windows count the measured ones only (rapl, nvml)"]
+        "measured and estimated sources sampled together; windows count the measured ones only (rapl, nvml)"
+    ]
 
 
 def test_retained_samples_keep_one_before_the_cut():
@@ -188,8 +199,8 @@ def test_counter_delta_errors_and_a_zero_length_window():
 
 def test_counter_delta_inside_a_middle_interval_and_before_the_first_sample():
     t, e = [1.0, 2.0, 3.0, 4.0], [0.0, 10.0, 30.0, 60.0]  # 10, 20, 30 W
-    assert counter_delta(t, e, 2.2, 2.5) == pytest.approx(6.0)   # 20 W x 0.3 s, between the middle samples
-    assert counter_delta(t, e, 0.5, 1.0) == pytest.approx(5.0)   # before the first: at its first rate, 10 W x 0.5 s
+    assert counter_delta(t, e, 2.2, 2.5) == pytest.approx(6.0)  # 20 W x 0.3 s, between the middle samples
+    assert counter_delta(t, e, 0.5, 1.0) == pytest.approx(5.0)  # before the first: at its first rate, 10 W x 0.5 s
 
 
 def test_counter_with_a_repeated_first_timestamp_has_no_rate_there():

@@ -59,9 +59,11 @@ def test_counter_beyond_its_last_sample_runs_on_at_the_last_rate():
 
 
 def test_two_measured_sources_add_and_the_estimate_stays_out():
-    sampler = replayed(TraceSource(STEPS_T, STEPS_W, name="nvml"),
-                       TraceSource(STEPS_T, [5.0] * 7, name="rapl"),
-                       TraceSource(STEPS_T, [1000.0] * 7, name="estimate", measured=False))
+    sampler = replayed(
+        TraceSource(STEPS_T, STEPS_W, name="nvml"),
+        TraceSource(STEPS_T, [5.0] * 7, name="rapl"),
+        TraceSource(STEPS_T, [1000.0] * 7, name="estimate", measured=False),
+    )
     win = sampler.window(0.5, 4.5)
     assert win.by_source_j == pytest.approx({"nvml": 153.75, "rapl": 20.0})
     assert win.energy_j == pytest.approx(173.75) and win.source_label == "nvml+rapl" and win.n_samples == 8

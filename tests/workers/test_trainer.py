@@ -162,8 +162,15 @@ def test_build_task_builds_the_artifact_a_local_build_makes_with_its_energy_shar
     from workers.datastore import build_datastore
     from workers.trainer import build_task, this_node
 
-    job = ArtifactJob(kind="datastore", corpus=corpus, tokenizer="mistral", out_dir=str(tmp_path / "remote"),
-                      options={"max_tokens": 20_000}, power_sources=("estimate",), power_hz=10.0)
+    job = ArtifactJob(
+        kind="datastore",
+        corpus=corpus,
+        tokenizer="mistral",
+        out_dir=str(tmp_path / "remote"),
+        options={"max_tokens": 20_000},
+        power_sources=("estimate",),
+        power_hz=10.0,
+    )
     info = ray_local.get(build_task.remote(job))
     local = build_datastore(corpus, "mistral", tmp_path / "local", max_tokens=20_000)
     assert info.sha256 == local.sha256 and info.node_id == this_node()

@@ -40,8 +40,13 @@ TRAINER = textwrap.dedent("""
 
 def _start(text: Path, out: Path, started: Path, release: str) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.Popen([sys.executable, "-c", TRAINER, str(text), str(out), str(started), release], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", TRAINER, str(text), str(out), str(started), release],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _wait_for(path: Path, proc: subprocess.Popen, timeout_s: float = 300) -> None:
@@ -76,21 +81,32 @@ def test_a_second_training_of_the_same_file_waits_for_the_first(tmp_path):
     assert first.returncode == 0 and second.returncode == 0, (a_err[-2000:], b_err[-2000:])
     (a_sha, a_parts, a_end), (b_sha, _, b_end) = a_out.split(), b_out.split()
     assert int(a_parts) >= 2 and float(b_end) > float(a_end)
-    ref = train_instance_base(IBaseRequest(TextSource(name="c", path=str(text)), "mistral", tmp_path / "ref"))  # in memory, alone
+    ref = train_instance_base(
+        IBaseRequest(TextSource(name="c", path=str(text)), "mistral", tmp_path / "ref")
+    )  # in memory, alone
     assert a_sha == b_sha == ref.sha256
     assert [p.name for p in out.iterdir()] == [Path(ref.path).name]  # no work folder, no lock file left
 
 
 def test_the_lock_of_a_killed_holder_is_taken_over(tmp_path):
     target = tmp_path / "x.igtree"
-    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
         import sys, time
         from pathlib import Path
         from workers.trainer import training_lock
         with training_lock(Path({str(target)!r})):
             print("held", flush=True)
             time.sleep(600)
-    """)], env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE, text=True)
+    """),
+        ],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert holder.stdout.readline().strip() == "held"
     holder.kill()  # kill -9: the kernel drops its flock, its lock file stays behind
     holder.wait()

@@ -44,10 +44,18 @@ def test_tree_output_equals_greedy(setup, shape, budget, regime):
 def test_tree_depths_are_recorded(setup, regime):
     """Each round records its tree's depth: a binary tree of 8 nodes is shallower than a chain of 8."""
     verifier, prompt, ref = setup
-    star = speculative_generate(verifier, ShapedTreeDraft(prompt + ref, "binary", VOCAB, hit=0.9), prompt, N_NEW, 8,
-                                trees=True, **_flags(regime))
-    chain = speculative_generate(verifier, ShapedTreeDraft(prompt + ref, "chain", VOCAB, hit=0.9), prompt, N_NEW, 8,
-                                 trees=True, **_flags(regime))
+    star = speculative_generate(
+        verifier,
+        ShapedTreeDraft(prompt + ref, "binary", VOCAB, hit=0.9),
+        prompt,
+        N_NEW,
+        8,
+        trees=True,
+        **_flags(regime),
+    )
+    chain = speculative_generate(
+        verifier, ShapedTreeDraft(prompt + ref, "chain", VOCAB, hit=0.9), prompt, N_NEW, 8, trees=True, **_flags(regime)
+    )
     assert star.accepted > 0 and chain.accepted > 0
     assert max(star.depth_per_step) < max(chain.depth_per_step)  # a binary tree of 8 is shallower
 
@@ -86,10 +94,10 @@ def test_mask_sees_the_prefix_and_the_ancestors_only():
     tree = TokenTree((5, 9, 6), (-1, -1, 0))
     seen = attention_mask(tree, n_prefix=2, n_anchor=1, dtype=torch.float32)[0, 0] == 0  # (4, 6)
     assert seen.tolist() == [
-        [True, True, True, False, False, False],   # the anchor: prefix + itself
-        [True, True, True, True, False, False],    # node 0
-        [True, True, True, False, True, False],    # node 1, a sibling: not node 0
-        [True, True, True, True, False, True],     # node 2 under node 0
+        [True, True, True, False, False, False],  # the anchor: prefix + itself
+        [True, True, True, True, False, False],  # node 0
+        [True, True, True, False, True, False],  # node 1, a sibling: not node 0
+        [True, True, True, True, False, True],  # node 2 under node 0
     ]
     assert position_ids(tree, first=2, n_anchor=1) == [2, 3, 3, 4]
     assert position_ids(tree, first=7, n_anchor=0) == [7, 7, 8]

@@ -23,7 +23,9 @@ def make_draft(name: str, **options) -> Draft:
         inspect.signature(cls).bind(**options)
     except TypeError as err:
         accepted = ", ".join(inspect.signature(cls).parameters) or "none"
-        raise DraftError(f"draft {name!r}: options {sorted(options)} not accepted ({err}); accepted: {accepted}") from err
+        raise DraftError(
+            f"draft {name!r}: options {sorted(options)} not accepted ({err}); accepted: {accepted}"
+        ) from err
     return cls(**options)
 
 
@@ -33,5 +35,15 @@ def build_draft(name: str, options: dict, ctx: BuildContext) -> Draft:
     return entry.build(entry.parse(options), ctx)
 
 
-__all__ = ["BuildContext", "Draft", "DraftEntry", "DraftError", "DraftOptions", "Requirement", "build_draft",
-           "lookup", "make_draft", "names"]
+__all__ = [
+    "BuildContext",
+    "Draft",
+    "DraftEntry",
+    "DraftError",
+    "DraftOptions",
+    "Requirement",
+    "build_draft",
+    "lookup",
+    "make_draft",
+    "names",
+]

@@ -30,8 +30,8 @@ from pydantic import Field
 from workers.drafts.base import common_prefix_len
 from workers.drafts.registry import DraftOptions
 
-PRIOR_WEIGHT = 4.0   # observations worth as much as the confidence prior at one level
-LEVELS = 20          # confidences are binned to 1/LEVELS for the online statistics
+PRIOR_WEIGHT = 4.0  # observations worth as much as the confidence prior at one level
+LEVELS = 20  # confidences are binned to 1/LEVELS for the online statistics
 
 
 def stop_rule(scored: Sequence[tuple[int, float]], threshold: float) -> list[int]:
@@ -62,8 +62,8 @@ class AdaptiveLength:
     online: bool = False
     _reached: dict[int, int] = field(default_factory=dict)
     _accepted: dict[int, int] = field(default_factory=dict)
-    _last: tuple[tuple[int, ...], tuple[int, ...]] | None = None   # (context, proposal) of the previous call
-    _confidences: list[float] = field(default_factory=list)        # of the previous proposal's guesses
+    _last: tuple[tuple[int, ...], tuple[int, ...]] | None = None  # (context, proposal) of the previous call
+    _confidences: list[float] = field(default_factory=list)  # of the previous proposal's guesses
 
     def reset(self) -> None:
         """A new generation: forget the statistics and the previous proposal."""
@@ -82,10 +82,10 @@ class AdaptiveLength:
         if not self.online or self._last is None:
             return
         before, proposal = self._last
-        if len(context) <= len(before) or tuple(context[:len(before)]) != before:
+        if len(context) <= len(before) or tuple(context[: len(before)]) != before:
             return  # not a continuation of the previous call (a new prompt): nothing to learn
-        n = accepted_count(proposal, context[len(before):])
-        for i, conf in enumerate(self._confidences[:n + 1]):  # guesses after a rejection were never reached
+        n = accepted_count(proposal, context[len(before) :])
+        for i, conf in enumerate(self._confidences[: n + 1]):  # guesses after a rejection were never reached
             b = level(conf)
             self._reached[b] = self._reached.get(b, 0) + 1
             self._accepted[b] = self._accepted.get(b, 0) + (i < n)
@@ -94,7 +94,7 @@ class AdaptiveLength:
         """The guesses kept by the stop rule on their estimated acceptance; remembers them for `observe`."""
         kept = stop_rule([(t, self.estimate(c)) for t, c in scored], self.threshold)
         if self.online:
-            self._confidences = [c for _, c in scored[:len(kept)]]
+            self._confidences = [c for _, c in scored[: len(kept)]]
             self._last = (tuple(int(t) for t in context), tuple(kept)) if kept else None
         return kept
 

@@ -46,4 +46,4 @@ def continuation_ids(tokenizer, text: str, continuation: str) -> list[int]:
     full = tokenizer.encode(text + continuation, add_special_tokens=False)
     if common_prefix_len(base, full) < len(base):
         return []
-    return list(full[len(base):])
+    return list(full[len(base) :])

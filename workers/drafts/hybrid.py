@@ -41,14 +41,19 @@ from workers.tokentree import TokenTree
 def session_match(table: NgramTable, history: Sequence[int]) -> tuple[int | None, int]:
     """(the session's next token after the longest seen suffix of `history`, that suffix's length); (None, 0) if none."""
     for order in range(min(table.n - 1, len(history)), 0, -1):
-        nexts = table.table.get(tuple(history[len(history) - order:]))
+        nexts = table.table.get(tuple(history[len(history) - order :]))
         if nexts:
             return int(max(nexts.items(), key=lambda item: item[1])[0]), order
     return None, 0
 
 
-def choose(session: tuple[int | None, int], ibase: Callable[[], tuple[int, float]], min_match: int, n: int,
-           ibase_min: float = 0.0) -> tuple[int, float, str] | None:
+def choose(
+    session: tuple[int | None, int],
+    ibase: Callable[[], tuple[int, float]],
+    min_match: int,
+    n: int,
+    ibase_min: float = 0.0,
+) -> tuple[int, float, str] | None:
     """The policy for one token, from the session's (token, match length) and the instance base's scored guess
     (asked for only when the session does not decide): (token, confidence, source "session" | "ibase"), or None
     where drafting stops."""
@@ -68,8 +73,15 @@ class HybridDraft(Draft):
 
     name = "hybrid"
 
-    def __init__(self, ibase, n: int = 4, min_match: int = 2, gate: AdaptiveLength | None = None,
-                 confidence: str = "depth", ibase_min: float = 0.0):
+    def __init__(
+        self,
+        ibase,
+        n: int = 4,
+        min_match: int = 2,
+        gate: AdaptiveLength | None = None,
+        confidence: str = "depth",
+        ibase_min: float = 0.0,
+    ):
         if not isinstance(n, int) or n < 2:
             raise DraftError(f"hybrid: n={n!r} is not accepted; give an integer >= 2")
         if not isinstance(min_match, int) or not 1 <= min_match <= n - 1:
@@ -83,7 +95,7 @@ class HybridDraft(Draft):
         self.n, self.min_match, self.gate, self.ibase_min = n, min_match, gate, float(ibase_min)
         check_confidence("hybrid", self.ibase, confidence, gate is not None or ibase_min > 0)
         self.confidence = confidence
-        self.sources: list[str] = []   # which component drafted each guess of the last proposal (for tests/logs)
+        self.sources: list[str] = []  # which component drafted each guess of the last proposal (for tests/logs)
         self.reset()
 
     def reset(self) -> None:
@@ -98,19 +110,23 @@ class HybridDraft(Draft):
         if len(context) < len(seen) or (seen and context[len(seen) - 1] != seen[-1]):
             self._table = NgramTable(self.n)
             seen = self._table.units
-        for t in context[len(seen):]:
+        for t in context[len(seen) :]:
             self._table.add(int(t))
 
     def scored(self, context: Sequence[int], k: int) -> list[tuple[int, float]]:
         """Up to k chained guesses with their confidences, each fed back as context (fewer where the policy stops)."""
         self._absorb(context)
-        history = [int(t) for t in context[-max(self.n - 1, self.window):]]
+        history = [int(t) for t in context[-max(self.n - 1, self.window) :]]
         out, self.sources = [], []
         for _ in range(k):
-            tail = history[-self.window:]
-            picked = choose(session_match(self._table, history),
-                            lambda tail=tail: ibase_guess(self.ibase, tail, self.confidence),
-                            self.min_match, self.n, self.ibase_min)
+            tail = history[-self.window :]
+            picked = choose(
+                session_match(self._table, history),
+                lambda tail=tail: ibase_guess(self.ibase, tail, self.confidence),
+                self.min_match,
+                self.n,
+                self.ibase_min,
+            )
             if picked is None:
                 break
             token, conf, source = picked
@@ -129,7 +145,7 @@ class HybridDraft(Draft):
         session match of `min_match` or more counts in full where the chain policy would take it alone."""
         check_tree("hybrid", self.ibase)
         self._absorb(context)
-        history = [int(t) for t in context[-max(self.n - 1, self.window):]]
+        history = [int(t) for t in context[-max(self.n - 1, self.window) :]]
 
         def candidates(path: list[int]) -> list[tuple[int, float]]:
             run = history + path
@@ -137,7 +153,7 @@ class HybridDraft(Draft):
             p_session = match / (self.n - 1) if token is not None else 0.0
             if match >= self.min_match:
                 p_session = max(p_session, 0.9)
-            pairs = [(t, (1 - p_session) * p) for t, p in backoff(self.ibase.lookup_path(run[-self.window:]))]
+            pairs = [(t, (1 - p_session) * p) for t, p in backoff(self.ibase.lookup_path(run[-self.window :]))]
             return merged(pairs + ([(token, p_session)] if token is not None else []))
 
         return best_first_tree(candidates, budget)
@@ -173,9 +189,21 @@ class HybridOptions(IBaseOptions):
 
 
 def build(opts: HybridOptions, ctx: BuildContext) -> HybridDraft:
-    return HybridDraft(ibase=ctx.artifacts["ibase"], n=opts.n, min_match=opts.min_match, gate=opts.gate(),
-                       confidence=opts.confidence, ibase_min=opts.ibase_min)
+    return HybridDraft(
+        ibase=ctx.artifacts["ibase"],
+        n=opts.n,
+        min_match=opts.min_match,
+        gate=opts.gate(),
+        confidence=opts.confidence,
+        ibase_min=opts.ibase_min,
+    )
 
 
-ENTRY = DraftEntry("hybrid", HybridDraft, HybridOptions, build, parts=("olifant", "ngram"),
-                   summary="olifant instance base plus an in-session n-gram (session when its match is long)")
+ENTRY = DraftEntry(
+    "hybrid",
+    HybridDraft,
+    HybridOptions,
+    build,
+    parts=("olifant", "ngram"),
+    summary="olifant instance base plus an in-session n-gram (session when its match is long)",
+)

@@ -70,7 +70,9 @@ class NeuralDraft(Draft):
     def __init__(self, model, tokenizer=None, verifier_tokenizer=None, device=None, gate: AdaptiveLength | None = None):
         if model is None:
             raise DraftError("neural: needs model=<a causal LM object, hub id or local path>")
-        if isinstance(tokenizer, str) or (tokenizer is None and isinstance(model, str) and verifier_tokenizer is not None):
+        if isinstance(tokenizer, str) or (
+            tokenizer is None and isinstance(model, str) and verifier_tokenizer is not None
+        ):
             from workers.tokenizer import load_tokenizer
 
             tokenizer = load_tokenizer(tokenizer or model)  # a name: "mistral", a local directory or a hub id
@@ -143,7 +145,7 @@ class NeuralDraft(Draft):
         head = self.tokenizer.decode(ids, skip_special_tokens=True)
         full = self.tokenizer.decode(ids + guesses, skip_special_tokens=True)
         if full.startswith(head):
-            return full[len(head):]
+            return full[len(head) :]
         return self.tokenizer.decode(guesses, skip_special_tokens=True)
 
     def _greedy(self, ids: list[int], k: int) -> list[int]:
@@ -211,9 +213,15 @@ class NeuralOptions(AdaptiveOptions):
 
 
 def build(opts: NeuralOptions, ctx: BuildContext) -> NeuralDraft:
-    return NeuralDraft(model=opts.model, device=ctx.device, tokenizer=opts.tokenizer, verifier_tokenizer=ctx.tokenizer,
-                       gate=opts.gate())
+    return NeuralDraft(
+        model=opts.model,
+        device=ctx.device,
+        tokenizer=opts.tokenizer,
+        verifier_tokenizer=ctx.tokenizer,
+        gate=opts.gate(),
+    )
 
 
-ENTRY = DraftEntry("neural", NeuralDraft, NeuralOptions, build, summary="a small causal LM drafting greedily",
-                   paper="TinyLlama")
+ENTRY = DraftEntry(
+    "neural", NeuralDraft, NeuralOptions, build, summary="a small causal LM drafting greedily", paper="TinyLlama"
+)

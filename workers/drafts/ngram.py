@@ -38,7 +38,7 @@ class NgramTable:
         self.units.append(unit)
         pos = len(self.units) - 1
         for order in range(1, min(self.n - 1, pos) + 1):
-            nexts = self.table.setdefault(tuple(self.units[pos - order:pos]), {})
+            nexts = self.table.setdefault(tuple(self.units[pos - order : pos]), {})
             entry = nexts.setdefault(unit, [0, pos])
             entry[0] += 1
             entry[1] = pos
@@ -46,21 +46,21 @@ class NgramTable:
     def predict(self, history: Sequence[Hashable]) -> Hashable | None:
         """The most frequent next unit after the longest seen suffix of `history` (None if no suffix was seen)."""
         for order in range(min(self.n - 1, len(history)), 0, -1):
-            nexts = self.table.get(tuple(history[len(history) - order:]))
+            nexts = self.table.get(tuple(history[len(history) - order :]))
             if nexts:
                 return max(nexts.items(), key=lambda item: item[1])[0]
         return None
 
     def chain(self, history: Sequence[Hashable], k: int) -> list[Hashable]:
         """Up to k units predicted one after another, each fed back as context."""
-        tail = list(history[-(self.n - 1):]) if self.n > 1 else []
+        tail = list(history[-(self.n - 1) :]) if self.n > 1 else []
         out: list[Hashable] = []
         for _ in range(k):
             unit = self.predict(tail)
             if unit is None:
                 break
             out.append(unit)
-            tail = (tail + [unit])[-(self.n - 1):]
+            tail = (tail + [unit])[-(self.n - 1) :]
         return out
 
 
@@ -99,7 +99,7 @@ class NgramDraft(Draft):
         if len(units) < len(seen) or (seen and units[len(seen) - 1] != seen[-1]):
             self.reset()
             seen = self._table.units
-        for unit in units[len(seen):]:
+        for unit in units[len(seen) :]:
             self._table.add(unit)
 
     def _propose_words(self, context: Sequence[int], k: int) -> list[int]:

@@ -91,10 +91,10 @@ class PaperNgramDraft(Draft):
     def _absorb(self, words: Sequence[str]) -> None:
         """Count the complete words not yet counted (rebuild when the text does not extend the counted one)."""
         seen = self._table.units
-        if len(words) < len(seen) or list(words[:len(seen)]) != seen:
+        if len(words) < len(seen) or list(words[: len(seen)]) != seen:
             self.reset()
             seen = self._table.units
-        for word in words[len(seen):]:
+        for word in words[len(seen) :]:
             self._table.add(word)
 
 
@@ -108,5 +108,11 @@ def build(opts: PaperNgramOptions, ctx: BuildContext) -> PaperNgramDraft:
     return PaperNgramDraft(tokenizer=ctx.tokenizer, n=opts.n)
 
 
-ENTRY = DraftEntry("ngram-paper", PaperNgramDraft, PaperNgramOptions, build,
-                   summary="the paper's word 4-gram: the first sub-token of each predicted word", paper="4-gram")
+ENTRY = DraftEntry(
+    "ngram-paper",
+    PaperNgramDraft,
+    PaperNgramOptions,
+    build,
+    summary="the paper's word 4-gram: the first sub-token of each predicted word",
+    paper="4-gram",
+)

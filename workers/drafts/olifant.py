@@ -37,7 +37,9 @@ def load_ibase(ibase):
         # the trainer names TiMBL instance bases *.ibase and native ones *.igtree
         return TimblIGTree.load(ibase) if str(ibase).endswith(".ibase") else IGTree.load(ibase)
     if not (hasattr(ibase, "predict") and hasattr(ibase, "window")):
-        raise DraftError(f"olifant: ibase={type(ibase).__name__} is not accepted; give an IGTree, a TimblIGTree or a path")
+        raise DraftError(
+            f"olifant: ibase={type(ibase).__name__} is not accepted; give an IGTree, a TimblIGTree or a path"
+        )
     return ibase
 
 
@@ -110,10 +112,10 @@ class OlifantDraft(Draft):
         """The tree and each node's path probability (the product along it of the matched nodes' class shares,
         backed off to the shorter contexts' where a node saw few instances: `workers.drafts.trees.backoff`)."""
         check_tree("olifant", self.ibase)
-        tail = [int(t) for t in context[-self.window:]]
+        tail = [int(t) for t in context[-self.window :]]
 
         def candidates(path: list[int]) -> list[tuple[int, float]]:
-            return backoff(self.ibase.lookup_path((tail + path)[-self.window:]))
+            return backoff(self.ibase.lookup_path((tail + path)[-self.window :]))
 
         return best_first_tree(candidates, budget)
 
@@ -143,8 +145,10 @@ class IBaseOptions(AdaptiveOptions):
     @model_validator(mode="after")
     def _tree_and_auto(self):
         if self.tree is not None and self.adaptive:
-            raise ValueError("tree = N spends a budget by the draft's top classes; it cannot be combined with "
-                             "adaptive = true (drop one)")
+            raise ValueError(
+                "tree = N spends a budget by the draft's top classes; it cannot be combined with "
+                "adaptive = true (drop one)"
+            )
         if self.auto and self.adaptive:
             raise ValueError('k = "auto" chooses each round\'s length itself; drop adaptive = true')
         if self.optimise is not None and not self.auto:

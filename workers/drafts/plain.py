@@ -26,4 +26,6 @@ def build(opts: PlainOptions, ctx: BuildContext) -> PlainDraft:
     return PlainDraft()
 
 
-ENTRY = DraftEntry("plain", PlainDraft, PlainOptions, build, drafts=False, summary="no draft: one verifier pass per token")
+ENTRY = DraftEntry(
+    "plain", PlainDraft, PlainOptions, build, drafts=False, summary="no draft: one verifier pass per token"
+)

@@ -28,12 +28,12 @@ def first_continuation(ids: np.ndarray, n: int, k: int) -> np.ndarray | None:
     """The up to k tokens after the leftmost occurrence of `ids`' last n tokens that has a token after it."""
     length = ids.shape[0]
     windows = np.lib.stride_tricks.sliding_window_view(ids, n)  # (length - n + 1, n)
-    starts = np.flatnonzero((windows == ids[length - n:]).all(axis=1))
+    starts = np.flatnonzero((windows == ids[length - n :]).all(axis=1))
     starts = starts[starts + n < length]  # a match must have a token after it
     if starts.size == 0:
         return None
     begin = int(starts[0]) + n
-    return ids[begin:min(begin + k, length)]
+    return ids[begin : min(begin + k, length)]
 
 
 def lookup_draft(context: Sequence[int], k: int, max_ngram: int = 2, min_ngram: int = 1) -> list[int]:
@@ -53,8 +53,10 @@ class LookupDraft(Draft):
 
     def __init__(self, max_ngram: int = 2, min_ngram: int = 1):
         if not isinstance(max_ngram, int) or not isinstance(min_ngram, int) or not 1 <= min_ngram <= max_ngram:
-            raise DraftError(f"lookup: max_ngram={max_ngram!r}, min_ngram={min_ngram!r} not accepted; "
-                             "give integers with 1 <= min_ngram <= max_ngram")
+            raise DraftError(
+                f"lookup: max_ngram={max_ngram!r}, min_ngram={min_ngram!r} not accepted; "
+                "give integers with 1 <= min_ngram <= max_ngram"
+            )
         self.max_ngram, self.min_ngram = max_ngram, min_ngram
 
     def propose(self, context: Sequence[int], k: int) -> list[int]:
@@ -81,5 +83,10 @@ def build(opts: LookupOptions, ctx: BuildContext) -> LookupDraft:
     return LookupDraft(max_ngram=opts.max_ngram, min_ngram=opts.min_ngram)
 
 
-ENTRY = DraftEntry("lookup", LookupDraft, LookupOptions, build,
-                   summary="prompt lookup: copy what followed the last n-gram earlier in the context")
+ENTRY = DraftEntry(
+    "lookup",
+    LookupDraft,
+    LookupOptions,
+    build,
+    summary="prompt lookup: copy what followed the last n-gram earlier in the context",
+)

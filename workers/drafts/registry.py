@@ -56,7 +56,7 @@ class DraftOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
-    path_fields: ClassVar[tuple[str, ...]] = ()    # options naming a local file, model or hub id (resolved, checked)
+    path_fields: ClassVar[tuple[str, ...]] = ()  # options naming a local file, model or hub id (resolved, checked)
     model_fields_: ClassVar[tuple[str, ...]] = ()  # options naming a model to check loadable before any write
     corpus_fields: ClassVar[tuple[str, ...]] = ()  # options naming a [[corpora]] entry (replaced by its artifact key)
 
@@ -82,13 +82,13 @@ class DraftEntry:
     """One registered draft."""
 
     name: str
-    cls: type                # the Draft class (`make_draft(name, **kwargs)` calls it with Python objects)
+    cls: type  # the Draft class (`make_draft(name, **kwargs)` calls it with Python objects)
     options: type[DraftOptions]
     build: Callable[[DraftOptions, BuildContext], Any]
-    drafts: bool = True      # False for plain: it runs once per prompt and regime with k = 0
+    drafts: bool = True  # False for plain: it runs once per prompt and regime with k = 0
     summary: str = ""
     parts: tuple[str, ...] = ()  # the drafts this one combines (its targets compare it with them)
-    paper: str = ""          # the seed paper's name for the baseline this draft reproduces ("" if none)
+    paper: str = ""  # the seed paper's name for the baseline this draft reproduces ("" if none)
 
     def parse(self, raw: Mapping[str, Any]) -> DraftOptions:
         """Validate `[[strategies]]` options; DraftError with one line naming the key on bad input."""

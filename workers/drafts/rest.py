@@ -39,8 +39,10 @@ class RestDraft(Draft):
         if not isinstance(datastore, Datastore):
             raise DraftError(f"rest: datastore={type(datastore).__name__} is not accepted; give a datastore path")
         if not 1 <= min_match <= max_match or max_occurrences < 1:
-            raise DraftError(f"rest: min_match={min_match}, max_match={max_match}, max_occurrences={max_occurrences} "
-                             "not accepted; give 1 <= min_match <= max_match and max_occurrences >= 1")
+            raise DraftError(
+                f"rest: min_match={min_match}, max_match={max_match}, max_occurrences={max_occurrences} "
+                "not accepted; give 1 <= min_match <= max_match and max_occurrences >= 1"
+            )
         self.store = datastore
         self.max_match, self.min_match, self.max_occurrences = max_match, min_match, max_occurrences
 
@@ -75,9 +77,14 @@ class RestOptions(DraftOptions):
 
 
 def build(opts: RestOptions, ctx: BuildContext) -> RestDraft:
-    return RestDraft(datastore=ctx.artifacts["datastore"], max_match=opts.max_match, min_match=opts.min_match,
-                     max_occurrences=opts.max_occurrences)
+    return RestDraft(
+        datastore=ctx.artifacts["datastore"],
+        max_match=opts.max_match,
+        min_match=opts.min_match,
+        max_occurrences=opts.max_occurrences,
+    )
 
 
-ENTRY = DraftEntry("rest", RestDraft, RestOptions, build,
-                   summary="REST: retrieval from a corpus suffix array, heaviest trie path")
+ENTRY = DraftEntry(
+    "rest", RestDraft, RestOptions, build, summary="REST: retrieval from a corpus suffix array, heaviest trie path"
+)

@@ -47,7 +47,7 @@ def corpus_documents(corpus) -> Iterator[Sequence[int]]:
 
         tokens = Datastore.open(corpus).tokens
         for start in range(0, tokens.shape[0], CORPUS_CHUNK):
-            yield tokens[start:start + CORPUS_CHUNK]
+            yield tokens[start : start + CORPUS_CHUNK]
         return
     yield from corpus
 
@@ -62,7 +62,9 @@ def suffix_cache(max_tree_depth: int, keep: bool):
     try:
         from arctic_inference.suffix_decoding import SuffixDecodingCache
     except ImportError as err:
-        raise DraftError("suffix: arctic-inference is not installed; run `make install` (it builds it from source)") from err
+        raise DraftError(
+            "suffix: arctic-inference is not installed; run `make install` (it builds it from source)"
+        ) from err
     return SuffixDecodingCache(max_tree_depth=max_tree_depth, max_cached_requests=-1 if keep else 0)
 
 
@@ -71,16 +73,28 @@ class SuffixDraft(Draft):
 
     name = "suffix"
 
-    def __init__(self, max_tree_depth: int = 64, max_spec_factor: float = 1.0, max_spec_offset: float = 0.0,
-                 min_token_prob: float = 0.1, remember_outputs: bool = False, corpus=None,
-                 max_remembered_outputs: int = 1000):
-        if not (isinstance(max_tree_depth, int) and max_tree_depth >= 1) or max_spec_factor <= 0 \
-                or not 0.0 <= min_token_prob <= 1.0 or not (isinstance(max_remembered_outputs, int)
-                                                            and max_remembered_outputs >= 1):
-            raise DraftError(f"suffix: max_tree_depth={max_tree_depth!r}, max_spec_factor={max_spec_factor!r}, "
-                             f"min_token_prob={min_token_prob!r}, max_remembered_outputs={max_remembered_outputs!r} "
-                             "not accepted; give an integer depth >= 1, a factor > 0, a probability in [0, 1] and "
-                             "an integer count >= 1")
+    def __init__(
+        self,
+        max_tree_depth: int = 64,
+        max_spec_factor: float = 1.0,
+        max_spec_offset: float = 0.0,
+        min_token_prob: float = 0.1,
+        remember_outputs: bool = False,
+        corpus=None,
+        max_remembered_outputs: int = 1000,
+    ):
+        if (
+            not (isinstance(max_tree_depth, int) and max_tree_depth >= 1)
+            or max_spec_factor <= 0
+            or not 0.0 <= min_token_prob <= 1.0
+            or not (isinstance(max_remembered_outputs, int) and max_remembered_outputs >= 1)
+        ):
+            raise DraftError(
+                f"suffix: max_tree_depth={max_tree_depth!r}, max_spec_factor={max_spec_factor!r}, "
+                f"min_token_prob={min_token_prob!r}, max_remembered_outputs={max_remembered_outputs!r} "
+                "not accepted; give an integer depth >= 1, a factor > 0, a probability in [0, 1] and "
+                "an integer count >= 1"
+            )
         self.max_tree_depth, self.max_spec_factor = max_tree_depth, float(max_spec_factor)
         self.max_spec_offset, self.min_token_prob = float(max_spec_offset), float(min_token_prob)
         self.remember_outputs, self.max_remembered_outputs = remember_outputs, max_remembered_outputs
@@ -129,7 +143,7 @@ class SuffixDraft(Draft):
             self._rid = f"gen-{next(_request_ids)}"
             self.cache.start_request(self._rid, contiguous_ids(context))
             return
-        new = context[len(self._seen):]
+        new = context[len(self._seen) :]
         if len(new):
             self.cache.add_active_response(self._rid, contiguous_ids(new))
             self._seen.extend(int(t) for t in new)
@@ -149,10 +163,16 @@ class SuffixDraft(Draft):
         self._sync(context)
         if k <= 0:
             return []
-        pattern = contiguous_ids(context[-self.max_tree_depth:])
-        draft = self.cache.speculate(self._rid, pattern, max_spec_tokens=k, max_spec_factor=self.max_spec_factor,
-                                     max_spec_offset=self.max_spec_offset, min_token_prob=self.min_token_prob,
-                                     use_tree_spec=False)
+        pattern = contiguous_ids(context[-self.max_tree_depth :])
+        draft = self.cache.speculate(
+            self._rid,
+            pattern,
+            max_spec_tokens=k,
+            max_spec_factor=self.max_spec_factor,
+            max_spec_offset=self.max_spec_offset,
+            min_token_prob=self.min_token_prob,
+            use_tree_spec=False,
+        )
         return [int(t) for t in draft.token_ids][:k]
 
 
@@ -188,11 +208,21 @@ class SuffixOptions(DraftOptions):
 
 
 def build(opts: SuffixOptions, ctx: BuildContext) -> SuffixDraft:
-    return SuffixDraft(max_tree_depth=opts.max_tree_depth, max_spec_factor=opts.max_spec_factor,
-                       max_spec_offset=opts.max_spec_offset, min_token_prob=opts.min_token_prob,
-                       remember_outputs=opts.remember_outputs, corpus=ctx.artifacts.get("datastore"),
-                       max_remembered_outputs=opts.max_remembered_outputs)
+    return SuffixDraft(
+        max_tree_depth=opts.max_tree_depth,
+        max_spec_factor=opts.max_spec_factor,
+        max_spec_offset=opts.max_spec_offset,
+        min_token_prob=opts.min_token_prob,
+        remember_outputs=opts.remember_outputs,
+        corpus=ctx.artifacts.get("datastore"),
+        max_remembered_outputs=opts.max_remembered_outputs,
+    )
 
 
-ENTRY = DraftEntry("suffix", SuffixDraft, SuffixOptions, build,
-                   summary="SuffixDecoding (arctic-inference): suffix tree over the session, adaptive length")
+ENTRY = DraftEntry(
+    "suffix",
+    SuffixDraft,
+    SuffixOptions,
+    build,
+    summary="SuffixDecoding (arctic-inference): suffix tree over the session, adaptive length",
+)

@@ -22,5 +22,17 @@ from workers.igtree.fileformat import FORMAT_VERSION, MAGIC
 from workers.igtree.timbl import TimblIGTree, write_timbl_instances
 from workers.igtree.tree import IGTree
 
-__all__ = ["FORMAT_VERSION", "MAGIC", "ORDERS", "PAD", "IGTree", "InstanceCounts", "TimblIGTree", "count_instances",
-           "feature_order", "feature_weights", "merge_counts", "write_timbl_instances"]
+__all__ = [
+    "FORMAT_VERSION",
+    "MAGIC",
+    "ORDERS",
+    "PAD",
+    "IGTree",
+    "InstanceCounts",
+    "TimblIGTree",
+    "count_instances",
+    "feature_order",
+    "feature_weights",
+    "merge_counts",
+    "write_timbl_instances",
+]

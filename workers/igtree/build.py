@@ -55,8 +55,9 @@ def hist_entropy_sum(hist: np.ndarray) -> float:
     return math.fsum((hist[:, 1].astype(np.float64) * (k * np.log2(k))).tolist())
 
 
-def weights_from_hists(n: int, class_hist: np.ndarray, value_hists: Sequence[np.ndarray],
-                       pair_hists: Sequence[np.ndarray], order: str) -> np.ndarray:
+def weights_from_hists(
+    n: int, class_hist: np.ndarray, value_hists: Sequence[np.ndarray], pair_hists: Sequence[np.ndarray], order: str
+) -> np.ndarray:
     """Gain ratio (or information gain) per position, in bits, from count-of-counts histograms; (w,) float64."""
     n = float(n)
     h_class = math.log2(n) - hist_entropy_sum(class_hist) / n
@@ -121,8 +122,9 @@ def _node_stats(pair_node: np.ndarray, pair_cls: np.ndarray, pair_cnt: np.ndarra
     return pair_cls[first], best, total
 
 
-def node_top(pair_node: np.ndarray, pair_cls: np.ndarray, pair_cnt: np.ndarray, n_nodes: int,
-             top: int = TOP_CLASSES) -> tuple[np.ndarray, np.ndarray]:
+def node_top(
+    pair_node: np.ndarray, pair_cls: np.ndarray, pair_cnt: np.ndarray, n_nodes: int, top: int = TOP_CLASSES
+) -> tuple[np.ndarray, np.ndarray]:
     """Per node its `top` most frequent classes (ties to the higher priority, as the label) and their counts:
     ((n_nodes, top) priority ranks, -1 where a node has fewer classes; (n_nodes, top) counts, 0 there)."""
     o = np.lexsort((pair_cls, -pair_cnt, pair_node))
@@ -212,12 +214,16 @@ def top_arrays(d: int, top: np.ndarray, top_count: np.ndarray, classes: np.ndarr
     alt, alt_count = top[:, 1:], top_count[:, 1:]
     has = alt_count > 0
     tokens = classes[alt[has]] if len(classes) else np.zeros(0, dtype=np.int64)
-    return {f"d{d}.alt_n": has.sum(axis=1).astype(np.int64), f"d{d}.alt_label": tokens.astype(np.int64),
-            f"d{d}.alt_count": alt_count[has].astype(np.int64)}
+    return {
+        f"d{d}.alt_n": has.sum(axis=1).astype(np.int64),
+        f"d{d}.alt_label": tokens.astype(np.int64),
+        f"d{d}.alt_count": alt_count[has].astype(np.int64),
+    }
 
 
-def build_piece(x: np.ndarray, counts: np.ndarray | None, classes: np.ndarray,
-                root_label: int = 0) -> tuple[dict[str, np.ndarray], int, int]:
+def build_piece(
+    x: np.ndarray, counts: np.ndarray | None, classes: np.ndarray, root_label: int = 0
+) -> tuple[dict[str, np.ndarray], int, int]:
     """One piece of the tree from rows x (see `trie_levels`): (int64 arrays, nodes before, nodes after pruning).
 
     `classes` maps priority rank -> token id; the root's label is rank 0 (the most frequent class, first seen).
@@ -253,8 +259,18 @@ def min_uint(a: np.ndarray) -> np.ndarray:
     return a.astype(min_uint_dtype(int(a.max()) if len(a) else 0))
 
 
-def tree_meta(meta: dict, *, window: int, positions: list[int], order, weights: np.ndarray, n_instances: int,
-              classes: np.ndarray, class_counts_by_prio: np.ndarray, nodes: tuple[int, int]) -> dict:
+def tree_meta(
+    meta: dict,
+    *,
+    window: int,
+    positions: list[int],
+    order,
+    weights: np.ndarray,
+    n_instances: int,
+    classes: np.ndarray,
+    class_counts_by_prio: np.ndarray,
+    nodes: tuple[int, int],
+) -> dict:
     """The metadata a tree carries: the same dict whether it was built in memory or in partitions."""
     return {
         **meta,
@@ -266,6 +282,10 @@ def tree_meta(meta: dict, *, window: int, positions: list[int], order, weights: 
         "classes": int(len(classes)),
         "nodes_before_prune": int(nodes[0]),
         "nodes_after_prune": int(nodes[1]),
-        "root": {"label": int(classes[0]), "majority": int(class_counts_by_prio[0]), "total": int(n_instances),
-                 "top": [[int(classes[i]), int(class_counts_by_prio[i])] for i in range(min(TOP_CLASSES, len(classes)))]},
+        "root": {
+            "label": int(classes[0]),
+            "majority": int(class_counts_by_prio[0]),
+            "total": int(n_instances),
+            "top": [[int(classes[i]), int(class_counts_by_prio[i])] for i in range(min(TOP_CLASSES, len(classes)))],
+        },
     }

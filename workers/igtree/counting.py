@@ -73,7 +73,8 @@ def merge_counts(parts: Sequence[InstanceCounts]) -> InstanceCounts:
     if len({p.window for p in parts}) != 1:
         raise IBaseError(f"merge_counts: shards disagree on the window ({sorted({p.window for p in parts})})")
     class_ids, class_counts, class_first = merge_class_stats(
-        [(p.class_ids, p.class_counts, p.class_first) for p in parts])
+        [(p.class_ids, p.class_counts, p.class_first) for p in parts]
+    )
     return InstanceCounts(
         rows=np.concatenate([p.rows for p in parts]),
         counts=np.concatenate([p.counts for p in parts]),
@@ -100,7 +101,9 @@ def check_instances(contexts, targets) -> tuple[np.ndarray, np.ndarray]:
     contexts = np.asarray(contexts)
     targets = np.asarray(targets)
     if contexts.ndim != 2 or targets.ndim != 1 or len(contexts) != len(targets):
-        raise IBaseError(f"instances: contexts must be (n, w) and targets (n,); got {contexts.shape} and {targets.shape}")
+        raise IBaseError(
+            f"instances: contexts must be (n, w) and targets (n,); got {contexts.shape} and {targets.shape}"
+        )
     if len(targets) == 0:
         raise IBaseError("instances: no instances to train on; give at least one (context, target) pair")
     if contexts.shape[1] < 1:

@@ -41,8 +41,9 @@ def _aligned(n: int) -> int:
 
 
 def _header(meta: dict, specs: list[dict], data_bytes: int, digest_hex: str) -> bytes:
-    return json.dumps({"meta": meta, "arrays": specs, "data_bytes": data_bytes, "data_sha256": digest_hex},
-                      sort_keys=True).encode()
+    return json.dumps(
+        {"meta": meta, "arrays": specs, "data_bytes": data_bytes, "data_sha256": digest_hex}, sort_keys=True
+    ).encode()
 
 
 def write_columns(path: Path, columns: list[Column], meta: dict) -> int:
@@ -99,8 +100,10 @@ def read_file(path: Path, verify: bool) -> tuple[dict[str, np.ndarray], dict]:
             if magic != MAGIC:
                 raise IBaseError(f"{path}: not a greenspec instance base (bad magic {magic!r})")
             if version not in READABLE_VERSIONS:
-                raise IBaseError(f"{path}: format version {version}; this greenspec reads versions "
-                                 f"{', '.join(map(str, READABLE_VERSIONS))}; retrain it")
+                raise IBaseError(
+                    f"{path}: format version {version}; this greenspec reads versions "
+                    f"{', '.join(map(str, READABLE_VERSIONS))}; retrain it"
+                )
             header = fh.read(hlen)
     except OSError as err:
         raise IBaseError(f"{path}: cannot be read ({err.strerror})") from err
@@ -110,13 +113,16 @@ def read_file(path: Path, verify: bool) -> tuple[dict[str, np.ndarray], dict]:
     data_start = _aligned(_PREAMBLE.size + hlen)
     if size != data_start + head["data_bytes"]:
         raise IBaseError(f"{path}: truncated or padded ({size} bytes, expected {data_start + head['data_bytes']})")
-    mm = np.memmap(path, dtype=np.uint8, mode="r", offset=data_start, shape=(head["data_bytes"],)) \
-        if head["data_bytes"] else np.zeros(0, dtype=np.uint8)  # a fully pruned tree holds no node
+    mm = (
+        np.memmap(path, dtype=np.uint8, mode="r", offset=data_start, shape=(head["data_bytes"],))
+        if head["data_bytes"]
+        else np.zeros(0, dtype=np.uint8)
+    )  # a fully pruned tree holds no node
     arrays, digest = {}, hashlib.sha256()
     for spec in head["arrays"]:
         dt = np.dtype(spec["dtype"])
         n = int(np.prod(spec["shape"]))
-        raw = mm[spec["offset"]: spec["offset"] + n * dt.itemsize]
+        raw = mm[spec["offset"] : spec["offset"] + n * dt.itemsize]
         if verify:
             digest.update(raw)
         arrays[spec["name"]] = raw.view(dt).reshape(spec["shape"])

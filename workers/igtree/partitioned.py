@@ -82,12 +82,27 @@ Progress = Callable[[str, int, int], None]  # (stage, done, total)
 # (function, keyword arguments per call, memory bytes: one for all or one per call, on_done=None, budget_bytes=None)
 TaskMap = Callable[..., list]
 
-__all__ = ["IN_MEMORY_BYTES_PER_ROW", "BuildSummary", "Plan", "Progress", "TaskMap", "build_partitioned",
-           "compact_dtype", "group_consecutive", "local_map", "plan_training"]
+__all__ = [
+    "IN_MEMORY_BYTES_PER_ROW",
+    "BuildSummary",
+    "Plan",
+    "Progress",
+    "TaskMap",
+    "build_partitioned",
+    "compact_dtype",
+    "group_consecutive",
+    "local_map",
+    "plan_training",
+]
 
 
-def local_map(fn: Callable, calls: list[dict], memory_bytes: int | list[int],
-              on_done: Callable[[int], None] | None = None, budget_bytes: int | None = None) -> list:
+def local_map(
+    fn: Callable,
+    calls: list[dict],
+    memory_bytes: int | list[int],
+    on_done: Callable[[int], None] | None = None,
+    budget_bytes: int | None = None,
+) -> list:
     """Run the calls here, one after the other (memory is only declared); on_done(n done) after each."""
     out = []
     for i, kwargs in enumerate(calls):
@@ -177,8 +192,10 @@ def _stage_scan(job: _Job) -> Scan:
     """Stage 1 (resumable): the class and value counts, range by range, merged here."""
     path = job.work / "scan.npz"
     if not path.exists():
-        calls = [dict(tf=job.tf, window=job.window, lo=a, hi=b, chunk_tokens=job.plan.chunk_tokens)
-                 for a, b in _ranges(job.tf.n_tokens, job.plan)]
+        calls = [
+            dict(tf=job.tf, window=job.window, lo=a, hi=b, chunk_tokens=job.plan.chunk_tokens)
+            for a, b in _ranges(job.tf.n_tokens, job.plan)
+        ]
         scan = merge_scans(job.run_map(scan_token_range, calls, job.plan.chunk_bytes))
         np.savez(job.work / "scan.tmp.npz", **scan.arrays())
         os.replace(job.work / "scan.tmp.npz", path)
@@ -196,9 +213,21 @@ def _ranges(n_tokens: int, plan: Plan) -> list[tuple[int, int]]:
 def _spill(job: _Job, column: int, bounds: list[tuple[int, int]], folder: Path) -> None:
     """Spill every instance into bucket files by `column` (one set of files per token range)."""
     shutil.rmtree(folder, ignore_errors=True)
-    calls = [dict(tf=job.tf, window=job.window, lo=a, hi=b, chunk_tokens=job.plan.chunk_tokens, column=column,
-                  bounds=bounds, dtype=job.dtype.str, folder=str(folder), tag=f"r{r:04d}")
-             for r, (a, b) in enumerate(_ranges(job.tf.n_tokens, job.plan))]
+    calls = [
+        dict(
+            tf=job.tf,
+            window=job.window,
+            lo=a,
+            hi=b,
+            chunk_tokens=job.plan.chunk_tokens,
+            column=column,
+            bounds=bounds,
+            dtype=job.dtype.str,
+            folder=str(folder),
+            tag=f"r{r:04d}",
+        )
+        for r, (a, b) in enumerate(_ranges(job.tf.n_tokens, job.plan))
+    ]
     job.run_map(spill_token_range, calls, job.plan.chunk_bytes)
 
 
@@ -226,12 +255,24 @@ def _weights(job: _Job, order: str, scan: Scan) -> np.ndarray:
     bounds = group_consecutive(class_counts, plan.stats_rows)
     folder = job.work / "by-class"
     _spill(job, window, bounds, folder)
-    calls = [dict(folder=str(folder), bucket=b, lo=lo, hi=hi, window=window, dtype=job.dtype.str,
-                  n_values=n_values, table_entries=table_entries) for b, (lo, hi) in enumerate(bounds)]
+    calls = [
+        dict(
+            folder=str(folder),
+            bucket=b,
+            lo=lo,
+            hi=hi,
+            window=window,
+            dtype=job.dtype.str,
+            n_values=n_values,
+            table_entries=table_entries,
+        )
+        for b, (lo, hi) in enumerate(bounds)
+    ]
     memory = [task_bytes(class_counts[lo:hi].sum(), STATS_BYTES_PER_ROW) for lo, hi in bounds]
     per_bucket = job.run_map(bucket_pair_hists, calls, memory, budget_bytes=plan.budget_bytes)
-    pair_hists = [merge_hists([np.array(h[j], dtype=np.int64).reshape(-1, 2) for h in per_bucket])
-                  for j in range(window)]
+    pair_hists = [
+        merge_hists([np.array(h[j], dtype=np.int64).reshape(-1, 2) for h in per_bucket]) for j in range(window)
+    ]
     value_hists = [count_hist(scan.value_counts[j]) for j in range(window)]
     shutil.rmtree(folder, ignore_errors=True)
     return weights_from_hists(int(class_counts.sum()), count_hist(class_counts), value_hists, pair_hists, order)
@@ -249,8 +290,14 @@ def _stage_spill(job: _Job, scan: Scan, stats: FeatureStats) -> list[tuple[int, 
     return [(int(lo), int(hi)) for lo, hi in json.loads(path.read_text())["bounds"]]
 
 
-def _stage_build(job: _Job, progress: Progress | None, scan: Scan, stats: FeatureStats,
-                 bounds: list[tuple[int, int]], table: ClassTable) -> list[Path]:
+def _stage_build(
+    job: _Job,
+    progress: Progress | None,
+    scan: Scan,
+    stats: FeatureStats,
+    bounds: list[tuple[int, int]],
+    table: ClassTable,
+) -> list[Path]:
     """Stage 4 (resumable): every piece not yet built, built (in parallel through run_map); the pieces in order.
 
     A partition over `plan.build_rows` is one hot value: it is split by the value at the second position of the
@@ -263,8 +310,9 @@ def _stage_build(job: _Job, progress: Progress | None, scan: Scan, stats: Featur
         leftover.unlink()  # a build killed part-way: never used
     value_counts = scan.value_counts[stats.order[0]]
     rows = [int(value_counts[lo:hi].sum()) for lo, hi in bounds]
-    common = dict(window=job.window, dtype=job.dtype.str, positions=stats.order, prio_lut=table.prio_lut,
-                  classes=table.classes)
+    common = dict(
+        window=job.window, dtype=job.dtype.str, positions=stats.order, prio_lut=table.prio_lut, classes=table.classes
+    )
     pieces, calls, memory, heads = [], [], [], []
     for b, (lo, _) in enumerate(bounds):
         head = built / f"p{b:06d}.npz"
@@ -299,21 +347,53 @@ def _split_hot(job: _Job, bucket: int, order: list[int], prio_lut: np.ndarray) -
     by_value = str(job.work / "by-value")
     if not path.exists():
         path.parent.mkdir(exist_ok=True)
-        (counts,) = job.run_map(hot_counts, [dict(folder=by_value, bucket=bucket, column=order[1],
-                                                  prio_lut=prio_lut, **chunk)], job.plan.chunk_bytes)
+        (counts,) = job.run_map(
+            hot_counts,
+            [dict(folder=by_value, bucket=bucket, column=order[1], prio_lut=prio_lut, **chunk)],
+            job.plan.chunk_bytes,
+        )
         counts: HotCounts
-        check_fits(int(counts.values.max()), BUILD_BYTES_PER_ROW, job.plan,
-                   f"the most frequent pair of values at positions {order[0]}, {order[1]}")
+        check_fits(
+            int(counts.values.max()),
+            BUILD_BYTES_PER_ROW,
+            job.plan,
+            f"the most frequent pair of values at positions {order[0]}, {order[1]}",
+        )
         bounds = group_consecutive(counts.values, job.plan.build_rows)
-        _save_json(path, {"bounds": bounds, "rows": [int(counts.values[lo:hi].sum()) for lo, hi in bounds],
-                          "ranks": counts.ranks.tolist(), "label": int(np.argmax(counts.ranks)), "folder": str(folder)})
+        _save_json(
+            path,
+            {
+                "bounds": bounds,
+                "rows": [int(counts.values[lo:hi].sum()) for lo, hi in bounds],
+                "ranks": counts.ranks.tolist(),
+                "label": int(np.argmax(counts.ranks)),
+                "folder": str(folder),
+            },
+        )
     saved = json.loads(path.read_text())
-    split = HotSplit(bounds=[(int(lo), int(hi)) for lo, hi in saved["bounds"]], rows=saved["rows"],
-                     ranks=saved["ranks"], label=saved["label"], folder=saved["folder"])
+    split = HotSplit(
+        bounds=[(int(lo), int(hi)) for lo, hi in saved["bounds"]],
+        rows=saved["rows"],
+        ranks=saved["ranks"],
+        label=saved["label"],
+        folder=saved["folder"],
+    )
     head = job.work / "built" / f"p{bucket:06d}.npz"
     if not head.exists() and not folder.exists():
-        job.run_map(resplit_bucket, [dict(folder=by_value, bucket=bucket, column=order[1], bounds=split.bounds,
-                                          out_folder=str(folder), **chunk)], job.plan.chunk_bytes)
+        job.run_map(
+            resplit_bucket,
+            [
+                dict(
+                    folder=by_value,
+                    bucket=bucket,
+                    column=order[1],
+                    bounds=split.bounds,
+                    out_folder=str(folder),
+                    **chunk,
+                )
+            ],
+            job.plan.chunk_bytes,
+        )
     return split
 
 
@@ -348,9 +428,17 @@ def _nodes(pieces: list[Path]) -> tuple[int, int]:
     return before, after
 
 
-def build_partitioned(tf: TokenFile, window: int, order: str, work_dir: str | Path, out_path: str | Path,
-                      meta: dict, plan: Plan, run_map: TaskMap | None = None,
-                      progress: Progress | None = None) -> BuildSummary:
+def build_partitioned(
+    tf: TokenFile,
+    window: int,
+    order: str,
+    work_dir: str | Path,
+    out_path: str | Path,
+    meta: dict,
+    plan: Plan,
+    run_map: TaskMap | None = None,
+    progress: Progress | None = None,
+) -> BuildSummary:
     """Build the tree of a TokenFile's instances out of core into `out_path`; resumes from `work_dir`."""
     job = _Job(tf, window, plan, run_map or local_map, Path(work_dir), compact_dtype(_max_token(tf) + 1))
     job.work.mkdir(parents=True, exist_ok=True)
@@ -372,17 +460,38 @@ def build_partitioned(tf: TokenFile, window: int, order: str, work_dir: str | Pa
     step("build_s")
     nodes = _nodes(pieces)
     class_counts = scan.class_counts
-    full = tree_meta(meta, window=window, positions=stats.order, order=order, weights=np.array(stats.weights),
-                     n_instances=int(class_counts.sum()), classes=table.classes,
-                     class_counts_by_prio=class_counts[table.classes], nodes=nodes)
+    full = tree_meta(
+        meta,
+        window=window,
+        positions=stats.order,
+        order=order,
+        weights=np.array(stats.weights),
+        n_instances=int(class_counts.sum()),
+        classes=table.classes,
+        class_counts_by_prio=class_counts[table.classes],
+        nodes=nodes,
+    )
     n_bytes = _join(pieces, window, full, Path(out_path))
     step("join_s")
-    logger.info("igtree (partitioned): %d instances, %d partitions, %d -> %d nodes, %s", class_counts.sum(),
-                len(bounds), nodes[0], nodes[1], times)
+    logger.info(
+        "igtree (partitioned): %d instances, %d partitions, %d -> %d nodes, %s",
+        class_counts.sum(),
+        len(bounds),
+        nodes[0],
+        nodes[1],
+        times,
+    )
     hot = len({p.name.split(".")[0] for p in pieces if ".s" in p.name})
-    return BuildSummary(instances=int(class_counts.sum()), partitions=len(bounds), hot_values=hot,
-                        pieces=len(pieces) - hot, nodes_before_prune=nodes[0], nodes_after_prune=nodes[1],
-                        bytes=n_bytes, stage_s=times)
+    return BuildSummary(
+        instances=int(class_counts.sum()),
+        partitions=len(bounds),
+        hot_values=hot,
+        pieces=len(pieces) - hot,
+        nodes_before_prune=nodes[0],
+        nodes_after_prune=nodes[1],
+        bytes=n_bytes,
+        stage_s=times,
+    )
 
 
 def _max_token(tf: TokenFile) -> int:
@@ -397,10 +506,22 @@ def _report(progress: Progress | None, stage: str, done: int, total: int) -> Non
 
 def _with_progress(run_map: TaskMap, progress: Progress | None, total: int) -> TaskMap:
     """A run_map that reports 'partitions' done (those already built count as done) after each call."""
-    def mapped(fn: Callable, calls: list[dict], memory_bytes: int | list[int],
-               on_done: Callable[[int], None] | None = None, budget_bytes: int | None = None) -> list:
+
+    def mapped(
+        fn: Callable,
+        calls: list[dict],
+        memory_bytes: int | list[int],
+        on_done: Callable[[int], None] | None = None,
+        budget_bytes: int | None = None,
+    ) -> list:
         already = total - len(calls)
         _report(progress, "partitions", already, total)
-        return run_map(fn, calls, memory_bytes, lambda i: _report(progress, "partitions", already + i, total),
-                       budget_bytes=budget_bytes)
+        return run_map(
+            fn,
+            calls,
+            memory_bytes,
+            lambda i: _report(progress, "partitions", already + i, total),
+            budget_bytes=budget_bytes,
+        )
+
     return mapped

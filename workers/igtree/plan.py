@@ -58,8 +58,14 @@ def plan_training(budget_bytes: int, workers: int = 1) -> Plan:
     if budget_bytes < need:
         raise IBaseError(f"memory budget {_gb(budget_bytes)} is too small; the smallest that works is {_gb(need)}")
     chunk = int(min(MAX_CHUNK_TOKENS, max(MIN_CHUNK_TOKENS, task // (4 * CHUNK_BYTES_PER_TOKEN))))
-    return Plan(budget_bytes=int(budget_bytes), workers=workers, task_bytes=task, chunk_tokens=chunk,
-                build_rows=task // BUILD_BYTES_PER_ROW, stats_rows=task // STATS_BYTES_PER_ROW)
+    return Plan(
+        budget_bytes=int(budget_bytes),
+        workers=workers,
+        task_bytes=task,
+        chunk_tokens=chunk,
+        build_rows=task // BUILD_BYTES_PER_ROW,
+        stats_rows=task // STATS_BYTES_PER_ROW,
+    )
 
 
 def _gb(n_bytes: float) -> str:
@@ -82,8 +88,10 @@ def check_fits(largest_rows: int, bytes_per_row: int, plan: Plan, what: str) -> 
     """
     need = task_bytes(largest_rows, bytes_per_row)
     if need > plan.budget_bytes:
-        raise IBaseError(f"memory budget {_gb(plan.budget_bytes)} is too small for {what} ({largest_rows:,} "
-                         f"instances); the smallest that works is {_gb(need)}")
+        raise IBaseError(
+            f"memory budget {_gb(plan.budget_bytes)} is too small for {what} ({largest_rows:,} "
+            f"instances); the smallest that works is {_gb(need)}"
+        )
 
 
 def group_consecutive(counts: np.ndarray, cap: int) -> list[tuple[int, int]]:

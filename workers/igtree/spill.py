@@ -60,8 +60,9 @@ def compact_dtype(vocab: int) -> np.dtype:
     return np.dtype(np.uint16) if vocab <= 65535 else np.dtype(np.uint32)
 
 
-def compact_rows(tokens: np.ndarray, offsets: np.ndarray, window: int, lo: int, hi: int,
-                 dtype: np.dtype) -> tuple[np.ndarray, int]:
+def compact_rows(
+    tokens: np.ndarray, offsets: np.ndarray, window: int, lo: int, hi: int, dtype: np.dtype
+) -> tuple[np.ndarray, int]:
     """Instances with targets in [lo, hi) as rows (n, w+1): contexts + 1 (PAD -> 0), then the target; and the
     index of the first one in training order."""
     contexts, targets = make_instances(tokens, offsets, window, lo, hi)
@@ -89,8 +90,9 @@ def grow_add(acc: np.ndarray, new: np.ndarray) -> np.ndarray:
 def _min_first(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Elementwise minimum of two first-appearance arrays, the shorter padded with 'absent'."""
     n = max(len(a), len(b))
-    return np.minimum(np.pad(a, (0, n - len(a)), constant_values=INT64_MAX),
-                      np.pad(b, (0, n - len(b)), constant_values=INT64_MAX))
+    return np.minimum(
+        np.pad(a, (0, n - len(a)), constant_values=INT64_MAX), np.pad(b, (0, n - len(b)), constant_values=INT64_MAX)
+    )
 
 
 def scan_range(tokens: np.ndarray, offsets: np.ndarray, window: int, lo: int, hi: int, chunk_tokens: int) -> Scan:
@@ -109,8 +111,9 @@ def scan_range(tokens: np.ndarray, offsets: np.ndarray, window: int, lo: int, hi
         class_first = _min_first(class_first, first)
         class_counts = grow_add(class_counts, np.bincount(targets))
         n_values = int(rows[:, :window].max()) + 1
-        value_counts = grow_add(value_counts, np.stack([np.bincount(rows[:, j], minlength=n_values)
-                                                        for j in range(window)]))
+        value_counts = grow_add(
+            value_counts, np.stack([np.bincount(rows[:, j], minlength=n_values) for j in range(window)])
+        )
     return Scan(class_counts, class_first, value_counts)
 
 
@@ -132,8 +135,19 @@ def merge_scans(scans: Sequence[Scan]) -> Scan:
 # ---------------------------------------------------------------------------------------------- spilling
 
 
-def spill_range(tokens: np.ndarray, offsets: np.ndarray, window: int, lo: int, hi: int, chunk_tokens: int,
-                column: int, bounds: Sequence[tuple[int, int]], dtype: str, folder: str, tag: str) -> int:
+def spill_range(
+    tokens: np.ndarray,
+    offsets: np.ndarray,
+    window: int,
+    lo: int,
+    hi: int,
+    chunk_tokens: int,
+    column: int,
+    bounds: Sequence[tuple[int, int]],
+    dtype: str,
+    folder: str,
+    tag: str,
+) -> int:
     """Append the rows of [lo, hi) to one file per bucket (rows whose `column` lies in bounds[b]); returns rows.
 
     Files are `<folder>/b<bucket>.<tag>.rows`, written under a .tmp name and renamed when the range is done.
@@ -148,8 +162,7 @@ def spill_range(tokens: np.ndarray, offsets: np.ndarray, window: int, lo: int, h
             rows, _ = compact_rows(tokens, offsets, window, a, b, np.dtype(dtype))
             bucket = np.searchsorted(edges, rows[:, column], side="right") - 1
             by_bucket = np.argsort(bucket, kind="stable")
-            append_by_bucket(rows[by_bucket], bucket[by_bucket], handles,
-                             lambda k: out / f"b{k:06d}.{tag}.rows.tmp")
+            append_by_bucket(rows[by_bucket], bucket[by_bucket], handles, lambda k: out / f"b{k:06d}.{tag}.rows.tmp")
             n_rows += len(rows)
     finally:
         for fh in handles.values():
@@ -187,14 +200,15 @@ def iter_bucket(folder: str, bucket: int, window: int, dtype: str, chunk_rows: i
         if f.stat().st_size:
             rows = np.memmap(f, dtype=dtype, mode="r").reshape(-1, window + 1)
             for a in range(0, len(rows), chunk_rows):
-                yield np.array(rows[a:a + chunk_rows])
+                yield np.array(rows[a : a + chunk_rows])
 
 
 # ---------------------------------------------------------------------------------------------- per-bucket work
 
 
-def bucket_pair_hists(folder: str, bucket: int, lo: int, hi: int, window: int, dtype: str,
-                      n_values: int, table_entries: int) -> list[list[list[int]]]:
+def bucket_pair_hists(
+    folder: str, bucket: int, lo: int, hi: int, window: int, dtype: str, n_values: int, table_entries: int
+) -> list[list[list[int]]]:
     """Per position, the count-of-counts of (value, class) pairs over one class bucket's rows ([lo, hi) classes)."""
     rows = load_bucket(folder, bucket, window, dtype)
     class_ids = rows[:, window].astype(np.int64) - lo
@@ -209,8 +223,17 @@ def bucket_pair_hists(folder: str, bucket: int, lo: int, hi: int, window: int, d
     return hists
 
 
-def build_partition(folder: str, bucket: int, window: int, dtype: str, positions: list[int],
-                    prio_lut: np.ndarray, classes: np.ndarray, out: str, parent_label: int | None = None) -> Piece:
+def build_partition(
+    folder: str,
+    bucket: int,
+    window: int,
+    dtype: str,
+    positions: list[int],
+    prio_lut: np.ndarray,
+    classes: np.ndarray,
+    out: str,
+    parent_label: int | None = None,
+) -> Piece:
     """Build one partition's piece of the tree and save it atomically to `out` (.npz).
 
     With `parent_label` (a priority rank) the rows all share one depth-1 value (a hot value's sub-partition):
@@ -220,7 +243,7 @@ def build_partition(folder: str, bucket: int, window: int, dtype: str, positions
     cols = positions if parent_label is None else positions[1:]
     xdt = min_uint_dtype(max(int(rows[:, :window].max(initial=0)), len(classes)))
     x = np.empty((len(rows), len(cols) + 1), dtype=xdt)
-    x[:, :len(cols)] = rows[:, cols]
+    x[:, : len(cols)] = rows[:, cols]
     x[:, len(cols)] = prio_lut[rows[:, window]]
     del rows
     if parent_label is None:
@@ -244,8 +267,9 @@ def save_piece(out: str, arrays: dict[str, np.ndarray], before: int, after: int)
 # ---------------------------------------------------------------------------------------------- hot values
 
 
-def hot_counts(folder: str, bucket: int, window: int, dtype: str, column: int, prio_lut: np.ndarray,
-               chunk_rows: int) -> HotCounts:
+def hot_counts(
+    folder: str, bucket: int, window: int, dtype: str, column: int, prio_lut: np.ndarray, chunk_rows: int
+) -> HotCounts:
     """One streaming pass over a hot value's bucket: its rows' value counts at `column` and class counts by rank."""
     values, ranks = np.zeros(0, np.int64), np.zeros(0, np.int64)
     for rows in iter_bucket(folder, bucket, window, dtype, chunk_rows):
@@ -254,8 +278,16 @@ def hot_counts(folder: str, bucket: int, window: int, dtype: str, column: int, p
     return HotCounts(values, ranks)
 
 
-def resplit_bucket(folder: str, bucket: int, window: int, dtype: str, column: int,
-                   bounds: Sequence[tuple[int, int]], out_folder: str, chunk_rows: int) -> int:
+def resplit_bucket(
+    folder: str,
+    bucket: int,
+    window: int,
+    dtype: str,
+    column: int,
+    bounds: Sequence[tuple[int, int]],
+    out_folder: str,
+    chunk_rows: int,
+) -> int:
     """Spill a hot bucket's rows into sub-buckets by `column` (files `b<k>.s.rows` in `out_folder`, written
     in a .tmp folder renamed when done); returns rows."""
     tmp = Path(f"{out_folder}.tmp")
@@ -289,7 +321,14 @@ def hot_head(value: int, ranks: np.ndarray, classes: np.ndarray, subs: Sequence[
     kept = children > 0 or label != 0
     arrays = {n: np.zeros(0, np.int64) for n in array_names(window)}
     if kept:
-        arrays.update({"d1.value": np.array([value]), "d1.label": np.array([int(classes[label])]),
-                       "d1.majority": np.array([int(ranks.max())]), "d1.total": np.array([int(ranks.sum())]),
-                       "d1.children": np.array([children]), **top_arrays(1, *top_of_counts(ranks), classes)})
+        arrays.update(
+            {
+                "d1.value": np.array([value]),
+                "d1.label": np.array([int(classes[label])]),
+                "d1.majority": np.array([int(ranks.max())]),
+                "d1.total": np.array([int(ranks.sum())]),
+                "d1.children": np.array([children]),
+                **top_arrays(1, *top_of_counts(ranks), classes),
+            }
+        )
     save_piece(out, {k: v.astype(np.int64) for k, v in arrays.items()}, 1, int(kept))

@@ -50,8 +50,7 @@ class TimblIGTree:
             raise IBaseError(f"timbl: learning from {data} failed")
         ibase = folder / "timbl.ibase"
         api.writeInstanceBase(str(ibase))
-        meta = {**meta, "window": contexts.shape[1], "order_rule": order, "options": options,
-                "instances": len(targets)}
+        meta = {**meta, "window": contexts.shape[1], "order_rule": order, "options": options, "instances": len(targets)}
         return cls(ibase, meta, api=api)
 
     def _timbl(self):
@@ -81,7 +80,7 @@ class TimblIGTree:
         """TiMBL's prediction for the last `window` tokens of context (left-padded with PAD if short)."""
         ok, label = self._timbl().classify(_timbl_line(context_tail(context, self.window), "?"))
         if not ok:
-            raise IBaseError(f"{self.path}: TiMBL failed to classify context {list(context)[-self.window:]}")
+            raise IBaseError(f"{self.path}: TiMBL failed to classify context {list(context)[-self.window :]}")
         return int(label)
 
     def lookup(self, context: Sequence[int]) -> tuple[int, None]:
@@ -115,7 +114,9 @@ class TimblIGTree:
         if not path.is_file():
             raise IBaseError(f"{path}: no such TiMBL instance base")
         if tokenizer_id is not None and meta.get("tokenizer_id") != tokenizer_id:
-            raise IBaseError(f"{path}: built for tokenizer {meta.get('tokenizer_id')!r}, not {tokenizer_id!r}; retrain it")
+            raise IBaseError(
+                f"{path}: built for tokenizer {meta.get('tokenizer_id')!r}, not {tokenizer_id!r}; retrain it"
+            )
         if window is not None and int(meta["window"]) != int(window):
             raise IBaseError(f"{path}: built for window {meta['window']}, not {window}; retrain it")
         return cls(path, meta)
@@ -130,8 +131,8 @@ def write_timbl_instances(path, contexts: np.ndarray, targets: np.ndarray, batch
     """Write instances as TiMBL columns (space-separated, target last, PAD as `_`), in batches."""
     with open(path, "w") as fh:
         for lo in range(0, len(targets), batch):
-            rows = contexts[lo: lo + batch].tolist()
-            ys = targets[lo: lo + batch].tolist()
+            rows = contexts[lo : lo + batch].tolist()
+            ys = targets[lo : lo + batch].tolist()
             fh.write("".join(_timbl_line(r, str(y)) + "\n" for r, y in zip(rows, ys)))
 
 

@@ -77,9 +77,17 @@ class IGTree:
         unit = bool(counts.counts.max() == 1)
         arrays, before, after = build_piece(x, None if unit else counts.counts, counts.class_ids[by_prio])
         del x
-        meta = tree_meta(meta, window=counts.window, positions=positions, order=order, weights=weights,
-                         n_instances=counts.n_instances, classes=counts.class_ids[by_prio],
-                         class_counts_by_prio=counts.class_counts[by_prio], nodes=(before, after))
+        meta = tree_meta(
+            meta,
+            window=counts.window,
+            positions=positions,
+            order=order,
+            weights=weights,
+            n_instances=counts.n_instances,
+            classes=counts.class_ids[by_prio],
+            class_counts_by_prio=counts.class_counts[by_prio],
+            nodes=(before, after),
+        )
         logger.info("igtree: %d instances, order %s, %d -> %d nodes", counts.n_instances, positions, before, after)
         return cls({name: min_uint(a) for name, a in arrays.items()}, meta)
 
@@ -96,8 +104,10 @@ class IGTree:
         node, depth = self._walk(context)
         if self._shares is None:
             parts = [np.array([self.meta["root"]["majority"] / max(1, self.meta["root"]["total"])])]
-            parts += [self.arrays[f"d{d}.majority"] / np.maximum(1, self.arrays[f"d{d}.total"].astype(np.float64))
-                      for d in range(1, self.window + 1)]
+            parts += [
+                self.arrays[f"d{d}.majority"] / np.maximum(1, self.arrays[f"d{d}.total"].astype(np.float64))
+                for d in range(1, self.window + 1)
+            ]
             self._shares = np.concatenate(parts).tolist()
         return self._labels[node], depth, self._shares[node]
 
@@ -134,7 +144,7 @@ class IGTree:
         top = [(self._labels[node], int(majority[node - 1]))]
         if ends is not None:
             start = int(ends[node - 2]) if node > 1 else 0
-            top += list(zip(alt[start:ends[node - 1]].tolist(), alt_count[start:ends[node - 1]].tolist()))
+            top += list(zip(alt[start : ends[node - 1]].tolist(), alt_count[start : ends[node - 1]].tolist()))
         return top, int(total[node - 1])
 
     def _top_table(self) -> tuple:
@@ -244,7 +254,9 @@ class IGTree:
         """Memory-map a saved tree; refuse a truncated/corrupt file or one for another tokenizer/window."""
         arrays, meta = read_file(Path(path), verify=verify)
         if tokenizer_id is not None and meta.get("tokenizer_id") != tokenizer_id:
-            raise IBaseError(f"{path}: built for tokenizer {meta.get('tokenizer_id')!r}, not {tokenizer_id!r}; retrain it")
+            raise IBaseError(
+                f"{path}: built for tokenizer {meta.get('tokenizer_id')!r}, not {tokenizer_id!r}; retrain it"
+            )
         if window is not None and int(meta["window"]) != int(window):
             raise IBaseError(f"{path}: built for window {meta['window']}, not {window}; retrain it")
         return cls(arrays, meta)

@@ -33,11 +33,27 @@ from workers.drafts.registry import lookup, names
 PAPER_DRAFTS = {entry.paper: entry.name for entry in map(lookup, names()) if entry.paper}
 PAPER_SPEC = Path(__file__).resolve().parents[2] / "examples" / "paper.toml"
 TASK_NAMES = {"general": "wikitext", "medical": "pubmed", "legal": "eurlex"}
-UNIT_SCALE = {"%": 0.01}     # to greenspec's units: acceptance and redundancy are fractions
+UNIT_SCALE = {"%": 0.01}  # to greenspec's units: acceptance and redundancy are fractions
 KEYS = ("strategy", "task", "k", "regime")
 
-COMPARE_COLUMNS = ["source", "section", "metric", "strategy", "task", "k", "regime", "paper", "paper_max", "ours",
-                   "diff", "rel_diff", "in_range", "unit", "quote", "note"]
+COMPARE_COLUMNS = [
+    "source",
+    "section",
+    "metric",
+    "strategy",
+    "task",
+    "k",
+    "regime",
+    "paper",
+    "paper_max",
+    "ours",
+    "diff",
+    "rel_diff",
+    "in_range",
+    "unit",
+    "quote",
+    "note",
+]
 
 
 def _names(cell: str, table: Mapping[str, str]) -> str:
@@ -106,9 +122,13 @@ def _difference(ours: float, lo: float, hi: float) -> tuple[float, float, bool |
     return d, d / ref if ref else math.nan, lo <= ours <= hi
 
 
-def compare(run_summary: pd.DataFrame, paper: pd.DataFrame | None = None,
-            names: Mapping[str, str] | None = None, keep_unmatched: bool = True,
-            tasks: Mapping[str, str] | None = None) -> pd.DataFrame:
+def compare(
+    run_summary: pd.DataFrame,
+    paper: pd.DataFrame | None = None,
+    names: Mapping[str, str] | None = None,
+    keep_unmatched: bool = True,
+    tasks: Mapping[str, str] | None = None,
+) -> pd.DataFrame:
     """The run's numbers beside the paper's, cell by cell, with differences.
 
     `run_summary` has some of the key columns strategy, task, k, regime and metric columns named as the
@@ -138,8 +158,16 @@ def compare(run_summary: pd.DataFrame, paper: pd.DataFrame | None = None,
             cell = {k: _key_value(getattr(r, k)) if k in keys else getattr(p, k) for k in KEYS}
             out.append({**base, **cell, "ours": ours, "diff": d, "rel_diff": rel, "in_range": inside})
         if rows.empty and keep_unmatched:
-            out.append({**base, **{k: getattr(p, k) for k in KEYS}, "ours": math.nan, "diff": math.nan,
-                        "rel_diff": math.nan, "in_range": None})
+            out.append(
+                {
+                    **base,
+                    **{k: getattr(p, k) for k in KEYS},
+                    "ours": math.nan,
+                    "diff": math.nan,
+                    "rel_diff": math.nan,
+                    "in_range": None,
+                }
+            )
     return pd.DataFrame(out, columns=COMPARE_COLUMNS)
 
 
@@ -157,8 +185,15 @@ def redundancy_frame(refs: pd.DataFrame, n: int = 4) -> pd.DataFrame:
     rows = []
     for task, group in refs.groupby("task", sort=True):
         r = paper_redundancy([list(t or []) for t in group["tokens"]], [t or "" for t in group["text"]], n=n)
-        rows.append({"task": task, "texts": r.texts, "within_text": r.within_text, "cross_doc": r.cross_doc,
-                     "gzip_ratio": r.gzip_ratio})
+        rows.append(
+            {
+                "task": task,
+                "texts": r.texts,
+                "within_text": r.within_text,
+                "cross_doc": r.cross_doc,
+                "gzip_ratio": r.gzip_ratio,
+            }
+        )
     return pd.DataFrame(rows, columns=["task", "texts", "within_text", "cross_doc", "gzip_ratio"])
 
 
@@ -172,6 +207,14 @@ def run_frame(summary: pd.DataFrame, latency: pd.DataFrame, redundancy: pd.DataF
     return pd.concat([p for p in parts if not p.empty], ignore_index=True)
 
 
-__all__ = ["COMPARE_COLUMNS", "PAPER_DRAFTS", "TASK_NAMES", "compare",
-           "latency_for_compare", "load_results", "redundancy_frame",
-           "run_frame", "strategy_names"]
+__all__ = [
+    "COMPARE_COLUMNS",
+    "PAPER_DRAFTS",
+    "TASK_NAMES",
+    "compare",
+    "latency_for_compare",
+    "load_results",
+    "redundancy_frame",
+    "run_frame",
+    "strategy_names",
+]

@@ -42,8 +42,9 @@ def cpu_share(own_cpu_s: float, machine_cpu_s: float) -> float:
     return min(1.0, max(0.0, own_cpu_s / machine_cpu_s))
 
 
-def attributed_energy_j(window_energy_j: float | None, wall_s: float, own_cpu_s: float, machine_cpu_s: float,
-                        idle_w: float, n_cpus: int) -> float | None:
+def attributed_energy_j(
+    window_energy_j: float | None, wall_s: float, own_cpu_s: float, machine_cpu_s: float, idle_w: float, n_cpus: int
+) -> float | None:
     """A training's joules of its window: the idle floor per CPU second of capacity + its CPU-time share of the rest.
 
     `idle_w` x `wall_s` is capped at the window's energy (a floor above what was measured counts as all of it).
@@ -61,24 +62,37 @@ def idle_floor_w(sampler: PowerSampler, window: EnergyWindow) -> float:
     consecutive samples of the window's sources inside it (0 when fewer than two samples lie inside)."""
     if not window.measured:
         return sum(float(getattr(s, "idle_w", 0.0)) for s in sampler.sources if s.name in window.sources)
-    times = sorted({s.t_s for name in window.sources for s in sampler.samples(name)
-                    if window.t0_s <= s.t_s <= window.t1_s})
+    times = sorted(
+        {s.t_s for name in window.sources for s in sampler.samples(name) if window.t0_s <= s.t_s <= window.t1_s}
+    )
     means = [sampler.window(a, b, only=window.sources).mean_power_w for a, b in zip(times, times[1:]) if b > a]
     return min(means, default=0.0)
 
 
-def training_energy_j(sampler: PowerSampler, window: EnergyWindow, own_cpu_s: float, machine_cpu_s: float,
-                      n_cpus: int | None = None) -> float:
+def training_energy_j(
+    sampler: PowerSampler, window: EnergyWindow, own_cpu_s: float, machine_cpu_s: float, n_cpus: int | None = None
+) -> float:
     """`attributed_energy_j` of a training measured by `sampler` over `window` (the floor from `idle_floor_w`)."""
-    return attributed_energy_j(window.energy_j, window.wall_s, own_cpu_s, machine_cpu_s,
-                               idle_floor_w(sampler, window), n_cpus or psutil.cpu_count() or 1)
+    return attributed_energy_j(
+        window.energy_j,
+        window.wall_s,
+        own_cpu_s,
+        machine_cpu_s,
+        idle_floor_w(sampler, window),
+        n_cpus or psutil.cpu_count() or 1,
+    )
 
 
 def energy_record(window: EnergyWindow, n_tokens: int) -> EnergyRecord:
     """A window's joules as stored with a generation: mean watts, J per 100 tokens, tokens per joule."""
-    return EnergyRecord(energy_j=window.energy_j, mean_power_w=window.mean_power_w, power_source=window.source_label,
-                        power_measured=window.measured, j_per_100_tokens=j_per_100_tokens(window.energy_j, n_tokens),
-                        tokens_per_j=tokens_per_j(window.energy_j, n_tokens))
+    return EnergyRecord(
+        energy_j=window.energy_j,
+        mean_power_w=window.mean_power_w,
+        power_source=window.source_label,
+        power_measured=window.measured,
+        j_per_100_tokens=j_per_100_tokens(window.energy_j, n_tokens),
+        tokens_per_j=tokens_per_j(window.energy_j, n_tokens),
+    )
 
 
 def attach_energy(outcomes: list[JobOutcome], sampler: PowerSampler) -> list[JobOutcome]:

@@ -32,10 +32,20 @@ CPUINFO = Path("/proc/cpuinfo")
 # Vendor TDPs (W per package) of common CPUs, matched as whole words in the model name (a small subset of the kind
 # of table CodeCarbon keeps); a cloud part without a public TDP (e.g. "AMD EPYC" alone) falls back to 65 W.
 TDP_TABLE: dict[str, float] = {
-    "i5-12400": 65.0, "i7-8700K": 95.0, "i9-9900K": 95.0, "i7-12700K": 125.0, "i9-13900K": 125.0,
-    "Ryzen 7 5800X": 105.0, "Ryzen 9 5950X": 105.0, "Ryzen 9 7950X": 170.0,
-    "EPYC 7742": 225.0, "EPYC 7763": 280.0, "EPYC 9654": 360.0,
-    "Xeon(R) Gold 6248": 150.0, "Xeon(R) Platinum 8380": 270.0, "Xeon(R) CPU E5-2686 v4": 145.0,
+    "i5-12400": 65.0,
+    "i7-8700K": 95.0,
+    "i9-9900K": 95.0,
+    "i7-12700K": 125.0,
+    "i9-13900K": 125.0,
+    "Ryzen 7 5800X": 105.0,
+    "Ryzen 9 5950X": 105.0,
+    "Ryzen 9 7950X": 170.0,
+    "EPYC 7742": 225.0,
+    "EPYC 7763": 280.0,
+    "EPYC 9654": 360.0,
+    "Xeon(R) Gold 6248": 150.0,
+    "Xeon(R) Platinum 8380": 270.0,
+    "Xeon(R) CPU E5-2686 v4": 145.0,
 }
 
 
@@ -101,11 +111,19 @@ class EstimateSource(PowerSource):
     name = "estimate"
     measured = False
 
-    def __init__(self, tdp_w: float = DEFAULT_TDP_W, idle_w: float = DEFAULT_IDLE_W, tdp_from: str = "",
-                 cpu_times: Callable[[], Any] = psutil.cpu_times, clock: Callable[[], float] = time.time):
+    def __init__(
+        self,
+        tdp_w: float = DEFAULT_TDP_W,
+        idle_w: float = DEFAULT_IDLE_W,
+        tdp_from: str = "",
+        cpu_times: Callable[[], Any] = psutil.cpu_times,
+        clock: Callable[[], float] = time.time,
+    ):
         if idle_w > tdp_w:
-            raise PowerError(f"estimate idle floor {idle_w} W exceeds the TDP {tdp_w} W "
-                             f"(set GREENSPEC_CPU_IDLE_W below GREENSPEC_CPU_TDP_W)")
+            raise PowerError(
+                f"estimate idle floor {idle_w} W exceeds the TDP {tdp_w} W "
+                f"(set GREENSPEC_CPU_IDLE_W below GREENSPEC_CPU_TDP_W)"
+            )
         self.tdp_w = tdp_w
         self.idle_w = idle_w
         self.n_cores = psutil.cpu_count() or 1

@@ -90,18 +90,37 @@ def survey(seconds: float = 5.0, names: str | Sequence[str] = ("auto",), hz: flo
         t1 = time.time()
         for src in sources:
             win = sampler.window(t0, t1, only=[src.name])
-            rows.append(SourceSummary(name=src.name, measured=src.measured, mean_power_w=win.mean_power_w,
-                                      energy_j=win.energy_j, seconds=win.wall_s, n_samples=win.n_samples,
-                                      detail=src.detail))
+            rows.append(
+                SourceSummary(
+                    name=src.name,
+                    measured=src.measured,
+                    mean_power_w=win.mean_power_w,
+                    energy_j=win.energy_j,
+                    seconds=win.wall_s,
+                    n_samples=win.n_samples,
+                    detail=src.detail,
+                )
+            )
     return rows
 
 
 def format_survey(rows: Sequence[SourceSummary]) -> str:
     """The survey as a plain-text table, one source a row, each marked measured or estimated."""
-    table = [(r.name, "measured" if r.measured else "ESTIMATED", f"{r.mean_power_w:.1f}", f"{r.energy_j:.1f}",
-              f"{r.seconds:.1f}", r.n_samples, r.detail) for r in rows]
-    text = tabulate(table, headers=("source", "kind", "mean W", "energy J", "seconds", "samples", "detail"),
-                    disable_numparse=True)
+    table = [
+        (
+            r.name,
+            "measured" if r.measured else "ESTIMATED",
+            f"{r.mean_power_w:.1f}",
+            f"{r.energy_j:.1f}",
+            f"{r.seconds:.1f}",
+            r.n_samples,
+            r.detail,
+        )
+        for r in rows
+    ]
+    text = tabulate(
+        table, headers=("source", "kind", "mean W", "energy J", "seconds", "samples", "detail"), disable_numparse=True
+    )
     if rows and not any(r.measured for r in rows):
         text += "\nNo power meter found: figures are estimates from CPU utilisation (GREENSPEC_CPU_TDP_W)."
     return text

@@ -27,8 +27,12 @@ IDLE_FLOOR_S = 1.0  # seconds of sampling: 20 samples at the default rate below
 IDLE_FLOOR_HZ = 20.0
 
 
-def measure_idle_floor_w(source_names: Sequence[str], seconds: float = IDLE_FLOOR_S, hz: float = IDLE_FLOOR_HZ,
-                         open_sources: Callable[[tuple[str, ...]], list[PowerSource]] = find_sources) -> float | None:
+def measure_idle_floor_w(
+    source_names: Sequence[str],
+    seconds: float = IDLE_FLOOR_S,
+    hz: float = IDLE_FLOOR_HZ,
+    open_sources: Callable[[tuple[str, ...]], list[PowerSource]] = find_sources,
+) -> float | None:
     """Mean watts of the measured sources among `source_names` over `seconds`; None where none is measured or none
     opens (the run goes on without a floor)."""
     try:

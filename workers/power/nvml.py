@@ -23,8 +23,9 @@ def _import_pynvml():
     try:
         import pynvml
     except ImportError as err:
-        raise PowerError("NVML unavailable: the nvidia-ml-py package is not installed "
-                         "(pip install nvidia-ml-py)") from err
+        raise PowerError(
+            "NVML unavailable: the nvidia-ml-py package is not installed (pip install nvidia-ml-py)"
+        ) from err
     return pynvml
 
 
@@ -79,8 +80,10 @@ class NvmlSource(PowerSource):
             power_w = sum(self._nvml.nvmlDeviceGetPowerUsage(h) for h in self._handles) * 1e-3  # mW -> W
             energy_j = None
             if self._counters is not None:
-                mj = [c.update(self._nvml.nvmlDeviceGetTotalEnergyConsumption(h))
-                      for h, c in zip(self._handles, self._counters)]
+                mj = [
+                    c.update(self._nvml.nvmlDeviceGetTotalEnergyConsumption(h))
+                    for h, c in zip(self._handles, self._counters)
+                ]
                 energy_j = sum(mj) * 1e-3  # mJ -> J
         except self._nvml.NVMLError as err:
             raise PowerError(f"NVML read failed: {err}") from err

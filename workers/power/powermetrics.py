@@ -122,8 +122,9 @@ class PowermetricsSource(PowerSource):
         err = (self._proc.stderr.read() if self._proc.stderr else "").strip().splitlines()
         self.close()
         why = err[-1] if err else f"no power sample within {timeout_s:.0f} s"
-        raise PowerError(f"powermetrics did not start ({' '.join(self.command)}): {why}; "
-                         f"allow it with a sudoers NOPASSWD rule")
+        raise PowerError(
+            f"powermetrics did not start ({' '.join(self.command)}): {why}; allow it with a sudoers NOPASSWD rule"
+        )
 
     def read(self) -> Reading:
         """The latest block's watts, stamped now (powermetrics reports the mean over its last interval)."""
@@ -150,4 +151,3 @@ class PowermetricsSource(PowerSource):
         for stream in (self._proc.stdout, self._proc.stderr):
             if stream is not None and not stream.closed:
                 stream.close()
-

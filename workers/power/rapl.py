@@ -47,8 +47,9 @@ def _read_text(path: Path) -> str:
     try:
         return path.read_text().strip()
     except PermissionError as err:
-        raise PowerError(f"RAPL counter {path} is not readable (root only since CVE-2020-8694); "
-                         f"run as root or chmod a+r it") from err
+        raise PowerError(
+            f"RAPL counter {path} is not readable (root only since CVE-2020-8694); run as root or chmod a+r it"
+        ) from err
     except OSError as err:
         raise PowerError(f"RAPL file {path} cannot be read: {err.strerror or err}") from err
 

@@ -103,8 +103,13 @@ class PowerSampler:
     seconds) stamps `measure()` spans and the idle baseline and ages retained samples; it must be the sources' clock.
     """
 
-    def __init__(self, sources: Sequence[PowerSource], hz: float = DEFAULT_HZ, retain_s: float = RETAIN_S,
-                 clock: Callable[[], float] = time.time):
+    def __init__(
+        self,
+        sources: Sequence[PowerSource],
+        hz: float = DEFAULT_HZ,
+        retain_s: float = RETAIN_S,
+        clock: Callable[[], float] = time.time,
+    ):
         names = [s.name for s in sources]
         if not sources:
             raise PowerError("PowerSampler needs at least one power source (see `greenspec power`)")
@@ -125,8 +130,10 @@ class PowerSampler:
         self._failed: set[str] = set()
         self._closed = False
         if any(self._measured.values()) and not all(self._measured.values()):
-            logger.warning("measured and estimated sources sampled together; windows count the measured "
-                           "ones only (%s)", ", ".join(n for n, m in self._measured.items() if m))
+            logger.warning(
+                "measured and estimated sources sampled together; windows count the measured ones only (%s)",
+                ", ".join(n for n, m in self._measured.items() if m),
+            )
 
     @property
     def running(self) -> bool:
@@ -201,8 +208,9 @@ class PowerSampler:
                         logger.warning("power source %s failed to read: %s", src.name, err)
                         self._failed.add(src.name)
                     continue
-                sample = PowerSample(t_s=r.t_s, source=src.name, power_w=r.power_w, energy_j=r.energy_j,
-                                     measured=src.measured)
+                sample = PowerSample(
+                    t_s=r.t_s, source=src.name, power_w=r.power_w, energy_j=r.energy_j, measured=src.measured
+                )
                 self._traces[src.name].append(sample)
                 taken.append(sample)
             self._pending.extend(taken)
@@ -250,10 +258,16 @@ class PowerSampler:
         energy_j = sum(by_source.values())
         n_samples = sum(1 for n in by_source for s in traces[n] if t0 <= s.t_s <= t1)
         wall_s = t1 - t0
-        return EnergyWindow(t0_s=t0, t1_s=t1, energy_j=energy_j,
-                            mean_power_w=energy_j / wall_s if wall_s > 0 else _power_at(traces, by_source, t0),
-                            sources=tuple(by_source), measured=any_measured, n_samples=n_samples,
-                            by_source_j=by_source)
+        return EnergyWindow(
+            t0_s=t0,
+            t1_s=t1,
+            energy_j=energy_j,
+            mean_power_w=energy_j / wall_s if wall_s > 0 else _power_at(traces, by_source, t0),
+            sources=tuple(by_source),
+            measured=any_measured,
+            n_samples=n_samples,
+            by_source_j=by_source,
+        )
 
     def _cover(self, t1: float, names: Sequence[str]) -> None:
         """Sample now if a source's last sample precedes t1: the window's end is then interpolated."""
@@ -282,9 +296,14 @@ class PowerSampler:
             if started_here:
                 self.stop()
         return {
-            "seconds": win.wall_s, "t0_s": win.t0_s, "t1_s": win.t1_s,
-            "energy_j": win.energy_j, "mean_power_w": win.mean_power_w,
-            "sources": list(win.sources), "measured": win.measured, "n_samples": win.n_samples,
+            "seconds": win.wall_s,
+            "t0_s": win.t0_s,
+            "t1_s": win.t1_s,
+            "energy_j": win.energy_j,
+            "mean_power_w": win.mean_power_w,
+            "sources": list(win.sources),
+            "measured": win.measured,
+            "n_samples": win.n_samples,
             "by_source_w": {n: j / win.wall_s for n, j in win.by_source_j.items()} if win.wall_s > 0 else {},
         }
 
@@ -293,7 +312,7 @@ def _around(trace: list[PowerSample], t0: float, t1: float) -> list[PowerSample]
     """The samples inside [t0, t1] plus one on each side (what edge interpolation needs), as a copy."""
     lo = bisect.bisect_left(trace, t0, key=lambda s: s.t_s) - 1
     hi = bisect.bisect_right(trace, t1, key=lambda s: s.t_s) + 1
-    return trace[max(lo, 0):hi]
+    return trace[max(lo, 0) : hi]
 
 
 class Span:

@@ -4,11 +4,12 @@ Revision ID: 0002
 Revises: 0001
 Create Date: 2026-11-30 08:00:00
 """
+
 import sqlalchemy as sa
 from alembic import op
 
-revision = '0002'
-down_revision = '0001'
+revision = "0002"
+down_revision = "0001"
 branch_labels = None
 depends_on = None
 

@@ -4,11 +4,12 @@ Revision ID: 0003
 Revises: 0002
 Create Date: 2026-11-30 14:20:00
 """
+
 import sqlalchemy as sa
 from alembic import op
 
-revision = '0003'
-down_revision = '0002'
+revision = "0003"
+down_revision = "0002"
 branch_labels = None
 depends_on = None
 

@@ -4,18 +4,39 @@ Revision ID: 0005
 Revises: 0004
 Create Date: 2026-11-30 14:15:00
 """
+
 import sqlalchemy as sa
 from alembic import op
 
-revision = '0005'
-down_revision = '0004'
+revision = "0005"
+down_revision = "0004"
 branch_labels = None
 depends_on = None
 
 SUMMARY_INDEX_COLUMNS = [  # as at revision 0004
-    "experiment_id", "strategy", "draft", "task", "k", "regime", "prompt_index", "n_tokens", "wall_s", "draft_s",
-    "drafted", "accepted", "rounds", "first_accepted", "fastpath_rejects", "tokens_per_s", "energy_j",
-    "j_per_100_tokens", "mean_power_w", "rouge_l", "exact_match", "power_source", "power_measured",
+    "experiment_id",
+    "strategy",
+    "draft",
+    "task",
+    "k",
+    "regime",
+    "prompt_index",
+    "n_tokens",
+    "wall_s",
+    "draft_s",
+    "drafted",
+    "accepted",
+    "rounds",
+    "first_accepted",
+    "fastpath_rejects",
+    "tokens_per_s",
+    "energy_j",
+    "j_per_100_tokens",
+    "mean_power_w",
+    "rouge_l",
+    "exact_match",
+    "power_source",
+    "power_measured",
 ]
 
 

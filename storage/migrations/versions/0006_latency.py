@@ -4,11 +4,12 @@ Revision ID: 0006
 Revises: 0005
 Create Date: 2026-11-30 14:00:00
 """
+
 import sqlalchemy as sa
 from alembic import op
 
-revision = '0006'
-down_revision = '0005'
+revision = "0006"
+down_revision = "0005"
 branch_labels = None
 depends_on = None
 

@@ -5,16 +5,22 @@ Revision ID: 0008
 Revises: 0007
 Create Date: 2026-11-30 17:40:00
 """
+
 import sqlalchemy as sa
 from alembic import op
 
-revision = '0008'
-down_revision = '0007'
+revision = "0008"
+down_revision = "0007"
 branch_labels = None
 depends_on = None
 
-COLUMNS = (("partitions", sa.Integer()), ("memory_budget_bytes", sa.BigInteger()), ("peak_rss_bytes", sa.BigInteger()),
-           ("cpu_s", sa.Float()), ("energy_attribution", sa.String(length=100)))
+COLUMNS = (
+    ("partitions", sa.Integer()),
+    ("memory_budget_bytes", sa.BigInteger()),
+    ("peak_rss_bytes", sa.BigInteger()),
+    ("cpu_s", sa.Float()),
+    ("energy_attribution", sa.String(length=100)),
+)
 
 
 def upgrade() -> None:

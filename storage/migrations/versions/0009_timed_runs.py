@@ -4,11 +4,12 @@ Revision ID: 0009
 Revises: 0008
 Create Date: 2026-12-01 02:45:00
 """
+
 import sqlalchemy as sa
 from alembic import op
 
-revision = '0009'
-down_revision = '0008'
+revision = "0009"
+down_revision = "0008"
 branch_labels = None
 depends_on = None
 

@@ -4,18 +4,20 @@ Revision ID: 0010
 Revises: 0009
 Create Date: 2026-12-01 17:10:00
 """
+
 import sqlalchemy as sa
 from alembic import op
 
-revision = '0010'
-down_revision = '0009'
+revision = "0010"
+down_revision = "0009"
 branch_labels = None
 depends_on = None
 
 
 def _set_mal(denominator: str) -> None:
-    g = sa.table("generations", sa.column("mal", sa.Float), sa.column("accepted", sa.Integer),
-                 sa.column(denominator, sa.Integer))
+    g = sa.table(
+        "generations", sa.column("mal", sa.Float), sa.column("accepted", sa.Integer), sa.column(denominator, sa.Integer)
+    )
     den = g.c[denominator]
     op.execute(g.update().values(mal=sa.case((den > 0, sa.cast(g.c.accepted, sa.Float) / den), else_=None)))
 

@@ -48,7 +48,7 @@ def test_sizes_and_split_ratio(written):
     for c in (shakespeare, pydoc):
         assert c.n_docs_test >= 35
         assert 0.05 < c.n_docs_test / (c.n_docs_train + c.n_docs_test) < 0.15
-    legal = corpora["legal"]   # 14 license texts split whole: the test share is a few short licenses
+    legal = corpora["legal"]  # 14 license texts split whole: the test share is a few short licenses
     assert legal.n_words > 30_000 and legal.n_docs_test >= 3 and legal.n_docs_train > 150
 
 
@@ -108,7 +108,9 @@ def test_every_test_document_gives_a_50_word_prompt(written):
 
 
 def test_play_markdown_conversion():
-    md = "# Play\n\n## ACT I\n\n### SCENE I. A heath.\n\n_Enter A and\nB_\n\n**A**  \nHail, \\--sir!  \n__\\[Aside]_  \n"
+    md = (
+        "# Play\n\n## ACT I\n\n### SCENE I. A heath.\n\n_Enter A and\nB_\n\n**A**  \nHail, \\--sir!  \n__\\[Aside]_  \n"
+    )
     paragraphs = [p.strip("\n") for p in re.split(r"\n\s*\n", play_markdown_to_text(md)) if p.strip()]
     assert paragraphs == ["SCENE I. A heath.", "[Enter A and\nB]", "A\nHail, --sir!\n[Aside]"]
 

@@ -115,11 +115,11 @@ REGIMES = ("cached", "cached-standard", "uncached")
 
 def test_demo_spec_runs_the_real_verifier_on_three_domains():
     spec = load_spec(DEMO_SPEC)
-    assert spec.verifier.model == "smollm2-135m" and spec.verifier.tokenizer is None   # SmolLM2's own tokenizer
+    assert spec.verifier.model == "smollm2-135m" and spec.verifier.tokenizer is None  # SmolLM2's own tokenizer
     assert {t.name for t in spec.tasks} == {"shakespeare", "pydoc", "legal"}
     assert set(spec.sweep.regimes) == set(REGIMES)
     olifants = [s for s in spec.strategies if s.draft == "olifant" and s.name.startswith("olifant-")]
-    assert len(olifants) == 3 and all(s.tasks is None for s in olifants)   # every base on every task: the diagonal
+    assert len(olifants) == 3 and all(s.tasks is None for s in olifants)  # every base on every task: the diagonal
     names = {s.name for s in spec.strategies}
     assert all({f"distilled-{t}", f"hybrid-{t}", f"rest-{t}"} <= names for t in ("shakespeare", "pydoc", "legal"))
 
@@ -128,7 +128,16 @@ def test_demo_spec_runs_the_real_verifier_on_three_domains():
 def test_demo_specs_use_builtins(name):
     spec = load_spec(DEMO_SPEC.with_name(name))
     assert uses_builtin(spec)
-    assert {s.draft for s in spec.strategies} >= {"plain", "ngram", "neural", "olifant", "hybrid", "lookup", "suffix", "rest"}
+    assert {s.draft for s in spec.strategies} >= {
+        "plain",
+        "ngram",
+        "neural",
+        "olifant",
+        "hybrid",
+        "lookup",
+        "suffix",
+        "rest",
+    }
     corpus_trained = {c.name for c in spec.corpora if not c.distilled}
     assert {t.name for t in spec.tasks} == corpus_trained  # task names equal corpus names
     assert {c.name for c in spec.corpora if c.distilled} == {f"{t}-distilled" for t in corpus_trained}
@@ -158,8 +167,15 @@ def test_summary_and_redundancy_tables(tmp_path):
     with Session() as s:
         text = summary_text(summary_frame(s, "fixture"), redundancy_table(s, "fixture"))
         red = redundancy_table(s, "fixture")
-    for title in ("tokens_per_s (cached)", "speedup over plain", "acceptance (uncached)", "mal (cached)",
-                  "j_per_100_tokens", "Table 5", "olifant-wikitext"):
+    for title in (
+        "tokens_per_s (cached)",
+        "speedup over plain",
+        "acceptance (uncached)",
+        "mal (cached)",
+        "j_per_100_tokens",
+        "Table 5",
+        "olifant-wikitext",
+    ):
         assert title in text
     assert "nan" not in text
     assert set(red["task"]) == {"wikitext", "pubmed"}
@@ -179,27 +195,31 @@ def test_targets_over_a_demo_database(tmp_path, tiny_verifier):
         exp = experiment_id(s, "tiny-demo")
         noise = identical_pass_noise(s, exp)
         tol = tolerance(noise and noise["sd"], int(df["prompts"].min()))
-        checks = check_spec(df, spec_toml(s, exp), tol)   # the roles from the stored spec, the demo's tolerance
+        checks = check_spec(df, spec_toml(s, exp), tol)  # the roles from the stored spec, the demo's tolerance
         tree_roles_ = tree_roles(parse_spec(spec_toml(s, exp)))
     got = {(c.target, c.task, c.regime): c for c in checks}
-    want = ({("exact match 1.0", "all", "all"), ("hybrid-pydoc >= better part", "pydoc", "uncached")}
-            | {("distilled-pydoc acceptance > olifant-pydoc", "pydoc", r) for r in REGIMES}
-            | {("hybrid-pydoc never loses to plain", "pydoc", r) for r in REGIMES[:2]}
-            | {("hybrid-pydoc-adaptive >= hybrid-pydoc at its best k", "pydoc", r) for r in REGIMES})
+    want = (
+        {("exact match 1.0", "all", "all"), ("hybrid-pydoc >= better part", "pydoc", "uncached")}
+        | {("distilled-pydoc acceptance > olifant-pydoc", "pydoc", r) for r in REGIMES}
+        | {("hybrid-pydoc never loses to plain", "pydoc", r) for r in REGIMES[:2]}
+        | {("hybrid-pydoc-adaptive >= hybrid-pydoc at its best k", "pydoc", r) for r in REGIMES}
+    )
     assert set(got) == want
-    assert got[("exact match 1.0", "all", "all")].ok                     # output-preserving in every cell
+    assert got[("exact match 1.0", "all", "all")].ok  # output-preserving in every cell
     assert all("missing" not in c.detail and "nan" not in c.detail for c in checks)
     uncached = df[df["regime"] == "uncached"]
     top = uncached.loc[uncached.groupby("strategy")["speedup"].idxmax()].set_index("strategy")  # each one's best k
     better = max(("ngram", "olifant-pydoc"), key=lambda name: top.loc[name, "speedup"])
     assert got[("hybrid-pydoc >= better part", "pydoc", "uncached")].detail == (
         f"{top.loc['hybrid-pydoc', 'speedup']:.2f} vs {better} {top.loc[better, 'speedup']:.2f}; tokens/pass "
-        f"{top.loc['hybrid-pydoc', 'mean_accepted_tokens']:.2f} vs {top.loc[better, 'mean_accepted_tokens']:.2f}")
-    assert checks_table(checks) in "\n".join(printed)                  # the demo printed these same verdicts
+        f"{top.loc['hybrid-pydoc', 'mean_accepted_tokens']:.2f} vs {top.loc[better, 'mean_accepted_tokens']:.2f}"
+    )
+    assert checks_table(checks) in "\n".join(printed)  # the demo printed these same verdicts
     trees = tree_checks(df, tree_roles_, tol)
     assert {(c.target, c.regime) for c in trees} == (
         {("distilled-pydoc-tree more tokens/pass than distilled-pydoc at k=3", r) for r in REGIMES}
         | {("distilled-pydoc-tree best speedup > distilled-pydoc's best", "uncached")}
         | {("distilled-pydoc-tree best speedup > distilled-pydoc's best (reported)", r) for r in REGIMES[:2]}
-        | {("hybrid-pydoc-auto >= hybrid-pydoc at its best fixed k", r) for r in REGIMES})
+        | {("hybrid-pydoc-auto >= hybrid-pydoc at its best fixed k", r) for r in REGIMES}
+    )
     assert checks_table(trees) in "\n".join(printed)

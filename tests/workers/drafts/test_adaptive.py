@@ -28,22 +28,22 @@ def tree():
 
 def test_stop_rule_stops_at_the_first_token_below_threshold():
     scored = [(1, 0.9), (2, 0.5), (3, 0.49), (4, 1.0)]
-    assert stop_rule(scored, 0.5) == [1, 2]          # equal to the threshold is kept; 4 is never reached
+    assert stop_rule(scored, 0.5) == [1, 2]  # equal to the threshold is kept; 4 is never reached
     assert stop_rule(scored, 0.0) == [1, 2, 3, 4]
-    assert stop_rule(scored, 0.95) == []             # an empty proposal: a plain pass in the cached regime
+    assert stop_rule(scored, 0.95) == []  # an empty proposal: a plain pass in the cached regime
     assert stop_rule([], 0.5) == []
 
 
 def test_accepted_count_is_the_common_prefix_with_the_new_tokens():
-    assert accepted_count([5, 6, 7], [5, 6, 9]) == 2       # uncached: two accepted, then the verifier's own token
-    assert accepted_count([5, 6, 7], [4]) == 0             # cached fast-path rejection: one plain token
+    assert accepted_count([5, 6, 7], [5, 6, 9]) == 2  # uncached: two accepted, then the verifier's own token
+    assert accepted_count([5, 6, 7], [4]) == 0  # cached fast-path rejection: one plain token
     assert accepted_count([5, 6, 7], [5, 6, 7, 8]) == 3
 
 
 def test_static_gate_uses_the_confidence_as_the_estimate():
     gate = AdaptiveLength(threshold=0.5)
     assert gate.cut([(11, 1.0), (12, 0.75), (13, 0.25), (14, 1.0)]) == [11, 12]
-    gate.observe([1, 2, 3, 11, 12])   # static: nothing is learned
+    gate.observe([1, 2, 3, 11, 12])  # static: nothing is learned
     assert gate.estimate(0.25) == 0.25
 
 
@@ -51,7 +51,7 @@ def test_online_gate_learns_acceptance_per_confidence_level_from_the_context():
     gate = AdaptiveLength(threshold=0.5, online=True)
     ctx = [1, 2, 3]
     assert gate.cut([(7, 0.75), (8, 0.75)], ctx) == [7, 8]
-    gate.observe(ctx + [9])           # the first guess was rejected: level 0.75 reached once, accepted never
+    gate.observe(ctx + [9])  # the first guess was rejected: level 0.75 reached once, accepted never
     b = level(0.75)
     assert gate._reached == {b: 1} and gate._accepted == {b: 0}
     assert gate.estimate(0.75) == pytest.approx(PRIOR_WEIGHT * 0.75 / (1 + PRIOR_WEIGHT))
@@ -72,7 +72,7 @@ def test_online_gate_learns_acceptance_per_confidence_level_from_the_context():
 def test_online_gate_ignores_a_context_that_is_not_a_continuation_and_resets():
     gate = AdaptiveLength(threshold=0.5, online=True)
     gate.cut([(7, 0.75)], [1, 2, 3])
-    gate.observe([9, 9, 9, 9])        # another prompt: nothing learned
+    gate.observe([9, 9, 9, 9])  # another prompt: nothing learned
     assert gate._reached == {}
     gate.cut([(7, 0.75)], [1, 2, 3])
     gate.observe([1, 2, 3, 7, 4])
@@ -88,19 +88,19 @@ def test_olifant_adaptive_stops_where_the_match_gets_shallow(tree):
     scored = adaptive.scored(known, 5)
     assert [t for t, _ in scored] == fixed.propose(known, 5)
     tail = list(known)
-    for token, conf in scored:     # the confidence is the lookup's depth over the window
+    for token, conf in scored:  # the confidence is the lookup's depth over the window
         assert (token, conf) == (tree.lookup(tail)[0], tree.lookup(tail)[1] / 4)
         tail = tail[1:] + [token]
-    assert adaptive.propose(known, 5) == fixed.propose(known, 5)       # every guess matched at depth >= 1
-    unseen = [99, 99, 99, 99]      # no position value seen in training: the root's label, depth 0
+    assert adaptive.propose(known, 5) == fixed.propose(known, 5)  # every guess matched at depth >= 1
+    unseen = [99, 99, 99, 99]  # no position value seen in training: the root's label, depth 0
     assert adaptive.scored(unseen, 1)[0][1] == 0.0
-    assert adaptive.propose(unseen, 5) == []                            # nothing worth a pass
+    assert adaptive.propose(unseen, 5) == []  # nothing worth a pass
 
 
 def test_adaptive_options_keep_fixed_length_cell_keys():
     entry = lookup("olifant")
     plain = entry.parse({"corpus": "c"})
-    assert plain.identity() == {}                     # unchanged by the new options (cell keys stay)
+    assert plain.identity() == {}  # unchanged by the new options (cell keys stay)
     on = entry.parse({"corpus": "c", "adaptive": True, "threshold": 0.3, "online": True})
     assert on.identity() == {"adaptive": True, "threshold": 0.3, "online": True}
     with pytest.raises(DraftError, match="threshold"):
@@ -112,8 +112,9 @@ def test_build_passes_the_gate(tree, tmp_path):
     tree.save(path)
     from workers.drafts import BuildContext
 
-    draft = build_draft("olifant", {"corpus": "c", "adaptive": True, "threshold": 0.9},
-                        BuildContext(artifacts={"ibase": str(path)}))
+    draft = build_draft(
+        "olifant", {"corpus": "c", "adaptive": True, "threshold": 0.9}, BuildContext(artifacts={"ibase": str(path)})
+    )
     assert draft.gate is not None and draft.gate.threshold == 0.9
 
 
@@ -132,8 +133,7 @@ def test_olifant_confidence_by_the_matched_nodes_majority_share():
     with pytest.raises(DraftError, match="confidence='nope'"):
         make_draft("olifant", ibase=tree, confidence="nope")
     # the hybrid scores its instance-base guesses the same way (here the session has no match to offer)
-    hybrid = make_draft("hybrid", ibase=tree, gate=AdaptiveLength(threshold=0.65), confidence="share", n=2,
-                        min_match=1)
+    hybrid = make_draft("hybrid", ibase=tree, gate=AdaptiveLength(threshold=0.65), confidence="share", n=2, min_match=1)
     assert hybrid.scored([1], 2) == [(7, pytest.approx(2 / 3)), (9, 0.625)] and hybrid.sources == ["ibase"] * 2
     assert hybrid.propose([1], 2) == [7]
 

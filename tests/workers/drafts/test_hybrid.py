@@ -47,18 +47,18 @@ def test_session_match_is_the_longest_seen_suffix():
 
 def test_hybrid_follows_the_session_where_the_text_repeats(tree):
     draft = make_draft("hybrid", ibase=tree, n=4, min_match=2)
-    ctx = [30, 31, 32, 33, 30, 31]                 # the session saw 30 31 -> 32 -> 33; the tree never did
+    ctx = [30, 31, 32, 33, 30, 31]  # the session saw 30 31 -> 32 -> 33; the tree never did
     assert draft.propose(ctx, 3) == [32, 33, 30]
     assert draft.sources == ["session", "session", "session"]
     olifant = make_draft("olifant", ibase=tree)
-    fresh = [10, 11, 12, 13]                       # nothing repeats: the instance base drafts every token
+    fresh = [10, 11, 12, 13]  # nothing repeats: the instance base drafts every token
     draft.reset()
     assert draft.propose(fresh, 4) == olifant.propose(fresh, 4)
     assert draft.sources == ["ibase"] * 4
 
 
 def test_min_match_decides_between_the_components(tree):
-    ctx = [10, 11, 12, 13, 30, 13]                 # session: 13 -> 30 (match 1); tree: 13 -> 14 at depth
+    ctx = [10, 11, 12, 13, 30, 13]  # session: 13 -> 30 (match 1); tree: 13 -> 14 at depth
     short = make_draft("hybrid", ibase=tree, n=4, min_match=1)
     long = make_draft("hybrid", ibase=tree, n=4, min_match=3)
     assert short.propose(ctx, 1) == [30] and short.sources == ["session"]
@@ -83,7 +83,7 @@ def test_hybrid_with_ibase_min_drafts_what_ngram_drafts_where_the_ibase_is_unsur
     ngram = make_draft("ngram", n=4)
     hybrid = make_draft("hybrid", ibase=tree, n=4, min_match=3, confidence="share", ibase_min=1.0)
     for _ in range(20):
-        ctx = [int(t) for t in rng.integers(50, 56, size=30)]   # tokens the tree never saw: fallback shares < 1
+        ctx = [int(t) for t in rng.integers(50, 56, size=30)]  # tokens the tree never saw: fallback shares < 1
         assert hybrid.propose(ctx, 5) == ngram.propose(ctx, 5)
 
 
@@ -92,7 +92,7 @@ def test_hybrid_adaptive_cuts_by_confidence(tree):
     draft = make_draft("hybrid", ibase=tree, n=4, min_match=2, gate=gate)
     ctx = [30, 31, 32, 33, 30, 31]
     scored = make_draft("hybrid", ibase=tree, n=4, min_match=2).scored(ctx, 4)
-    assert draft.propose(ctx, 4) == [t for t, c in scored[:next((i for i, (_, c) in enumerate(scored) if c < 0.6), 4)]]
+    assert draft.propose(ctx, 4) == [t for t, c in scored[: next((i for i, (_, c) in enumerate(scored) if c < 0.6), 4)]]
 
 
 def test_hybrid_options_and_errors(tree, tmp_path):
@@ -110,5 +110,7 @@ def test_hybrid_options_and_errors(tree, tmp_path):
     tree.save(path)
     from workers.drafts import BuildContext
 
-    d = build_draft("hybrid", {"corpus": "c", "adaptive": True, "online": True}, BuildContext(artifacts={"ibase": str(path)}))
+    d = build_draft(
+        "hybrid", {"corpus": "c", "adaptive": True, "online": True}, BuildContext(artifacts={"ibase": str(path)})
+    )
     assert d.gate.online and d.propose([10, 11, 12, 13], 0) == []

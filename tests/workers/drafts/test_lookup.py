@@ -15,11 +15,12 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 def transformers_candidates(context: list[int], k: int, max_ngram: int = 2) -> list[int]:
     """The new tokens transformers' prompt lookup proposes after `context` (no length limit, no EOS)."""
-    gen = PromptLookupCandidateGenerator(num_output_tokens=k, max_matching_ngram_size=max_ngram,
-                                         max_length=len(context) + 10_000)
+    gen = PromptLookupCandidateGenerator(
+        num_output_tokens=k, max_matching_ngram_size=max_ngram, max_length=len(context) + 10_000
+    )
     ids = torch.tensor([context], dtype=torch.long)
     out, _ = gen.get_candidates(ids)
-    return out[0, len(context):].tolist()
+    return out[0, len(context) :].tolist()
 
 
 def contexts(n: int, seed: int = 0):

@@ -28,8 +28,15 @@ def bpe_tok():
 def tiny_llama(vocab: int, seed: int = 0):
     """A small random Llama (fp32, eval)."""
     torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
+    cfg = LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+    )
     return LlamaForCausalLM(cfg).eval()
 
 
@@ -84,8 +91,8 @@ def test_neural_bridge_reencodes_the_drafts_text(mistral_tok, bpe_tok):
     # the proposal is the draft's own greedy text, re-encoded for the verifier
     text = mistral_tok.decode(context, skip_special_tokens=True)
     draft_ids = bpe_tok.encode(text)
-    guess_text = bpe_tok.decode(draft_ids + manual_greedy(model, draft_ids, 6))[len(text):]
-    proposed = mistral_tok.decode(context + ids, skip_special_tokens=True)[len(text):]
+    guess_text = bpe_tok.decode(draft_ids + manual_greedy(model, draft_ids, 6))[len(text) :]
+    proposed = mistral_tok.decode(context + ids, skip_special_tokens=True)[len(text) :]
     assert proposed and guess_text.startswith(proposed.rstrip())
 
 

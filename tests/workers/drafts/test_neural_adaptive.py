@@ -28,12 +28,12 @@ def test_neural_adaptive_stops_at_the_first_improbable_guess():
     model = tiny_llama(64)
     context = [1, 5, 9, 13, 2, 7]
     greedy, probs = manual_greedy(model, context, 6), manual_probs(model, context, 6)
-    threshold = sorted(probs)[len(probs) // 2]          # some guesses above, some below
+    threshold = sorted(probs)[len(probs) // 2]  # some guesses above, some below
     draft = make_draft("neural", model=model, gate=AdaptiveLength(threshold))
     expect = stop_rule(list(zip(greedy, probs)), threshold)
-    assert draft.propose(context, 6) == expect == greedy[:len(expect)]
+    assert draft.propose(context, 6) == expect == greedy[: len(expect)]
     assert len(expect) < 6
-    scored = make_draft("neural", model=model).scored(context, 6)   # no gate: all k scored
+    scored = make_draft("neural", model=model).scored(context, 6)  # no gate: all k scored
     assert [t for t, _ in scored] == greedy and [p for _, p in scored] == pytest.approx(probs, abs=1e-5)
 
 
@@ -42,5 +42,10 @@ def test_neural_adaptive_refuses_a_bridged_draft(mistral_tok):
 
     bpe = bpe_tokenizer(["some text to learn a few merges from, some text"])
     with pytest.raises(DraftError, match="adaptive drafting"):
-        make_draft("neural", model=tiny_llama(len(bpe)), tokenizer=bpe, verifier_tokenizer=mistral_tok,
-                   gate=AdaptiveLength(0.5))
+        make_draft(
+            "neural",
+            model=tiny_llama(len(bpe)),
+            tokenizer=bpe,
+            verifier_tokenizer=mistral_tok,
+            gate=AdaptiveLength(0.5),
+        )

@@ -57,4 +57,5 @@ def test_word_ngram_drafts_through_text(mistral_tok):
     context = mistral_tok("the cat sat on the mat and the cat sat on").input_ids
     ids = draft.propose(context, 4)
     assert ids and mistral_tok.decode(context + ids, skip_special_tokens=True).startswith(
-        "the cat sat on the mat and the cat sat on the mat")
+        "the cat sat on the mat and the cat sat on the mat"
+    )

@@ -28,7 +28,11 @@ def test_every_entry_parses_its_options_and_refuses_unknown_keys():
         entry = lookup(name)
         assert entry.name == name and issubclass(entry.cls, Draft)
         with pytest.raises(DraftError, match=rf"draft '{name}': unknown key 'bogus'"):
-            entry.parse({"bogus": 1, "corpus": "c", "model": "m"} if name in ("olifant", "neural", "rest", "hybrid") else {"bogus": 1})
+            entry.parse(
+                {"bogus": 1, "corpus": "c", "model": "m"}
+                if name in ("olifant", "neural", "rest", "hybrid")
+                else {"bogus": 1}
+            )
 
 
 def test_options_identity_replaces_corpus_by_artifact():
@@ -59,7 +63,7 @@ def test_continuation_ids_refuses_a_merge(mistral_tok):
     assert mistral_tok.decode(continuation_ids(mistral_tok, "the cat", " sat")) == "sat"
     base = mistral_tok.encode("hel", add_special_tokens=False)
     merged = mistral_tok.encode("hello", add_special_tokens=False)
-    if merged[:len(base)] != base:  # "hel" + "lo" re-tokenizes the context: no safe proposal
+    if merged[: len(base)] != base:  # "hel" + "lo" re-tokenizes the context: no safe proposal
         assert continuation_ids(mistral_tok, "hel", "lo") == []
 
 

@@ -30,7 +30,9 @@ def test_rest_through_the_registry_reads_its_datastore_artifact(datastore):
     opts = lookup("rest").parse({"corpus": "plays", "max_occurrences": 2})
     assert opts.corpora() == {"plays"} and {r.artifact for r in opts.requires().values()} == {"datastore"}
     assert opts.identity() == {"max_match": 16, "min_match": 2, "max_occurrences": 2}
-    draft = build_draft("rest", {"corpus": "plays", "max_occurrences": 2}, BuildContext(artifacts={"datastore": datastore}))
+    draft = build_draft(
+        "rest", {"corpus": "plays", "max_occurrences": 2}, BuildContext(artifacts={"datastore": datastore})
+    )
     # suffix-array order: "2 3" at the very end (nothing after it), then "2 3 7 2": only these two are counted
     assert draft.propose([2, 3], 1) == [7]
 

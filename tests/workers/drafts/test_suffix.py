@@ -44,13 +44,13 @@ def test_a_prompt_never_drafts_from_its_own_earlier_outputs_only_from_other_prom
     prompt, output = [7, 1, 2], [3, 4, 5, 6]
     draft.reset()
     draft.propose(prompt, 3)
-    draft.propose(prompt + output, 3)   # the output enters the request
-    draft.reset()                       # and the global tree
+    draft.propose(prompt + output, 3)  # the output enters the request
+    draft.reset()  # and the global tree
     first = set(draft.cache.cached_requests)
     assert draft.propose([8, 1, 2, 3], 2) == [4, 5]  # another prompt drafts from it
     draft.reset()
     assert draft.propose(prompt, 3) == []
-    assert draft.propose(prompt + [3], 2) == []     # the same prompt again: "3 4 5" is no longer there to draft
+    assert draft.propose(prompt + [3], 2) == []  # the same prompt again: "3 4 5" is no longer there to draft
     draft.reset()
     # one output per prompt: the other prompt's and this run's ("3"); the first run's is gone
     assert len(draft.cache.cached_requests) == 2 and first.isdisjoint(draft.cache.cached_requests)
@@ -59,15 +59,21 @@ def test_a_prompt_never_drafts_from_its_own_earlier_outputs_only_from_other_prom
 
 def test_remembered_outputs_are_bounded_and_the_oldest_go_first():
     """Only the newest max_remembered_outputs outputs stay in the global tree; a seeding corpus is never evicted."""
-    draft = make_draft("suffix", remember_outputs=True, max_remembered_outputs=2, corpus=[[40, 41, 42, 43]],
-                       max_spec_factor=2.0, min_token_prob=0.0)
+    draft = make_draft(
+        "suffix",
+        remember_outputs=True,
+        max_remembered_outputs=2,
+        corpus=[[40, 41, 42, 43]],
+        max_spec_factor=2.0,
+        min_token_prob=0.0,
+    )
     for start in (10, 20, 30):  # three generations: outputs start+1 start+2 start+3
         draft.reset()
         draft.propose([start], 3)
         draft.propose([start, start + 1, start + 2, start + 3], 3)
     draft.reset()
     assert len(draft.cache.cached_requests) == 1 + 2  # the corpus and the 2 newest outputs
-    assert draft.propose([99, 11, 12], 1) == []     # the oldest output was evicted
+    assert draft.propose([99, 11, 12], 1) == []  # the oldest output was evicted
     assert draft.propose([99, 11, 12, 21, 22], 1) == [23]  # the newer ones remain
     assert draft.propose([99, 11, 12, 21, 22, 41, 42], 1) == [43]  # and the corpus
     with pytest.raises(DraftError, match="max_remembered_outputs=0"):
@@ -92,8 +98,11 @@ def test_a_context_that_does_not_continue_the_request_starts_a_new_one():
 def test_a_corpus_seeds_the_global_tree(tmp_path):
     path = tmp_path / "c.rest.npy"
     save_datastore(np.array([7, 8, 9, 10, 11, 12]), path)
-    draft = build_draft("suffix", {"corpus": "plays", "min_token_prob": 0.0, "max_spec_factor": 2.0},
-                        BuildContext(artifacts={"datastore": str(path)}))
+    draft = build_draft(
+        "suffix",
+        {"corpus": "plays", "min_token_prob": 0.0, "max_spec_factor": 2.0},
+        BuildContext(artifacts={"datastore": str(path)}),
+    )
     assert draft.corpus_tokens == 6
     draft.reset()
     assert draft.propose([1, 8, 9], 3) == [10, 11, 12]
