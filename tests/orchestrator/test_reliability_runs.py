@@ -128,7 +128,9 @@ def test_a_full_disk_is_one_line_and_loses_nothing(write_spec, tmp_path, ray_loc
     assert cli("--db", url, "run", str(small_spec(write_spec, [2])))[0] == 0
     before = metrics(url)
     with sqlite3.connect(db) as conn:
-        conn.execute("VACUUM")  # no free pages left inside the file: the run's first new rows need a page it cannot have
+        conn.execute(
+            "VACUUM"
+        )  # no free pages left inside the file: the run's first new rows need a page it cannot have
         pages = conn.execute("PRAGMA page_count").fetchone()[0]
     # a real `greenspec run` process (joining the session's Ray) whose database cannot grow: it fills up at the
     # first write its free pages do not hold (with a few pages of headroom, a small grid sometimes fit)
