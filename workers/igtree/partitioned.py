@@ -20,6 +20,9 @@ Stages 1 to 4 are lists of independent calls (`workers.igtree.spill`) handed to 
 one, or as parallel Ray tasks by `workers.trainer`), each declaring the memory it needs; this module only
 coordinates. The result equals `IGTree.fit` on the same instances byte for byte.
 
+One concern, kept in one file past 400 lines: the coordinator of the five stages and the typed results they pass
+(the stages' task functions are `workers.igtree.spill`, the memory plan `workers.igtree.plan`).
+
 Example:
     >>> plan = plan_training(budget_bytes=2 << 30, workers=2)
     >>> summary = build_partitioned(tf, 4, "gain_ratio", work_dir, out_path, meta, plan)
