@@ -1,0 +1,262 @@
+"""The driver's writes of results: built artifacts, labels, references, generations with their metrics, power
+samples, the experiment's device and idle power. Each takes a session opened by the caller and commits nothing
+itself (as every writer of `storage.store`, which re-exports these), so one result batch is one transaction.
+
+A reference is matched to generations by its prompt key (the reference cell's key, which hashes the prompt,
+the verifier and max_new_tokens), never by position, and a stored ROUGE-L/exact match is never rewritten.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from storage.cell import CellParams
+from storage.models import Artifact, Cell, Experiment, Generation, InstanceBase, PowerSample, Reference
+from workers.contracts import ArtifactInfo, GenerationRecord, LabelRecord, ReferenceRecord
+from workers.metrics import acceptance_rate, mal, rouge_l, tokens_per_s
+
+if TYPE_CHECKING:
+    from workers.power.base import PowerSample as Sample
+
+
+def store_ibase(session: Session, cell_id: int, info: Any) -> None:
+    """The instance base a train cell built (`info`: workers.trainer.IBaseInfo)."""
+    cell = session.get(Cell, cell_id)
+    session.add(
+        InstanceBase(
+            cell_id=cell.id,
+            experiment_id=cell.experiment_id,
+            corpus=cell.corpus,
+            path=str(info.path),
+            sha256=info.sha256,
+            backend=info.backend,
+            window=info.window,
+            order=info.order,
+            tokenizer_id=info.tokenizer_id,
+            tokens=info.tokens,
+            instances=info.instances,
+            nodes_before_prune=info.nodes_before_prune,
+            nodes_after_prune=info.nodes_after_prune,
+            bytes=info.bytes,
+            train_s=info.train_s,
+            energy_j=info.energy_j,
+            power_source=info.power_source,
+            power_measured=getattr(info, "power_measured", None),
+            partitions=getattr(info, "partitions", None),
+            memory_budget_bytes=getattr(info, "memory_budget_bytes", None),
+            peak_rss_bytes=getattr(info, "peak_rss_bytes", None),
+            cpu_s=getattr(info, "cpu_s", None),
+            energy_attribution=getattr(info, "energy_attribution", None),
+        )
+    )
+
+
+def store_artifact(session: Session, cell_id: int, info: Any) -> None:
+    """What an artifact cell built: an instance base (`IBaseInfo`) or any other artifact (`ArtifactInfo`)."""
+    if not isinstance(info, ArtifactInfo):
+        store_ibase(session, cell_id, info)
+        return
+    cell = session.get(Cell, cell_id)
+    session.add(
+        Artifact(
+            cell_id=cell.id,
+            experiment_id=cell.experiment_id,
+            kind=info.kind,
+            corpus=cell.corpus,
+            path=str(info.path),
+            sha256=info.sha256,
+            bytes=info.bytes,
+            build_s=info.build_s,
+            energy_j=info.energy_j,
+            power_source=info.power_source,
+            power_measured=info.power_measured,
+            meta=dict(info.meta),
+        )
+    )
+
+
+def store_label(session: Session, cell_id: int, r: LabelRecord) -> None:
+    """Verifier labels a label cell wrote (an `artifacts` row, kind "label"), with their time and energy."""
+    cell = session.get(Cell, cell_id)
+    e = r.energy
+    session.add(
+        Artifact(
+            cell_id=cell.id,
+            experiment_id=cell.experiment_id,
+            kind="label",
+            corpus=cell.corpus,
+            path=r.path,
+            sha256=r.sha256,
+            bytes=r.bytes,
+            build_s=r.wall_s,
+            energy_j=e and e.energy_j,
+            power_source=e and e.power_source,
+            power_measured=e and e.power_measured,
+            meta={
+                "n_tokens": r.n_tokens,
+                "n_docs": r.n_docs,
+                "n_labelled": r.n_labelled,
+                "agreement": r.agreement,
+                "chunk_tokens": r.chunk_tokens,
+                "overlap_tokens": r.overlap_tokens,
+                "device": r.device,
+                "mean_power_w": e and e.mean_power_w,
+            },
+        )
+    )
+
+
+def artifact_paths(session: Session, exp_id: int) -> dict[str, str]:
+    """artifact cell key -> file path, for the experiment's finished artifact cells."""
+    out = {}
+    for table in (InstanceBase, Artifact):
+        out.update(
+            session.execute(
+                select(Cell.key, table.path)
+                .join(table, table.cell_id == Cell.id)
+                .where(Cell.experiment_id == exp_id, Cell.state == "done")
+            ).all()
+        )
+    return out
+
+
+def store_reference(session: Session, cell_id: int, r: ReferenceRecord) -> None:
+    """A greedy reference, and the ROUGE-L/exact match of stored generations of its very prompt still lacking them."""
+    cell = session.get(Cell, cell_id)
+    session.add(
+        Reference(
+            cell_id=cell.id,
+            experiment_id=cell.experiment_id,
+            task=cell.task,
+            prompt_index=cell.prompt_index,
+            prompt_key=cell.key,
+            prompt_text=r.prompt_text,
+            prompt_tokens=list(r.prompt_tokens),
+            tokens=list(r.tokens),
+            text=r.text,
+            wall_s=r.wall_s,
+        )
+    )
+    gens = session.scalars(
+        select(Generation).where(
+            Generation.experiment_id == cell.experiment_id,
+            Generation.prompt_key == cell.key,
+            Generation.rouge_l.is_(None),
+            Generation.temperature == 0,
+        )
+    )
+    for g in gens:  # a metric once stored is never rewritten, so only generations waiting for this reference
+        g.rouge_l, g.exact_match = rouge_l(g.tokens, list(r.tokens)), list(g.tokens) == list(r.tokens)
+
+
+def _reference_tokens(session: Session, exp_id: int, prompt_key: str | None) -> list[int] | None:
+    if prompt_key is None:
+        return None
+    return session.scalars(
+        select(Reference.tokens).where(Reference.experiment_id == exp_id, Reference.prompt_key == prompt_key)
+    ).first()
+
+
+def _mal(g: GenerationRecord) -> float | None:
+    """MAL over the generation's rounds (`workers.metrics.mal`); none without a round."""
+    return mal(g.accepted, len(g.accepted_per_step)) if g.accepted_per_step else None
+
+
+def store_generation(session: Session, cell_id: int, g: GenerationRecord) -> None:
+    """One sweep generation with its metrics, energy and (when its reference exists) ROUGE-L."""
+    cell = session.get(Cell, cell_id)
+    params = CellParams.from_json(cell.params)
+    prompt_key = params.reference  # the key of its prompt's reference cell (prepare.py)
+    ref = _reference_tokens(session, cell.experiment_id, prompt_key)
+    tokens, n, e = list(g.tokens), len(g.tokens), g.energy
+    greedy = not cell.temperature  # a sampled text is not meant to equal the greedy reference: no quality figures
+    session.add(
+        Generation(
+            cell_id=cell.id,
+            experiment_id=cell.experiment_id,
+            strategy=cell.strategy,
+            draft=cell.draft,
+            task=cell.task,
+            prompt_index=cell.prompt_index,
+            prompt_key=prompt_key,
+            k=cell.k,
+            regime=cell.regime,
+            n_prompt_tokens=g.n_prompt_tokens,
+            temperature=cell.temperature or 0.0,
+            top_k=params.top_k,
+            top_p=params.top_p,
+            first_checked=g.first_checked,
+            n_tokens=n,
+            steps=g.steps,
+            drafted=g.drafted,
+            accepted=g.accepted,
+            acceptance=acceptance_rate(g.accepted, g.drafted) if g.drafted else None,
+            mal=_mal(g),
+            accept_hist=list(g.accept_hist),
+            accepted_per_step=list(g.accepted_per_step),
+            tokens_per_step=list(g.tokens_per_step),
+            fastpath_rejects=g.fastpath_rejects,
+            wall_s=g.wall_s,
+            wall_s_runs=list(g.wall_s_runs) or [g.wall_s],
+            draft_s=g.draft_s,
+            verify_s=g.verify_s,
+            tokens_per_s=tokens_per_s(n, g.wall_s),
+            started_at=g.started_at,
+            ended_at=g.ended_at,
+            energy_j=e and e.energy_j,
+            mean_power_w=e and e.mean_power_w,
+            j_per_100_tokens=e and e.j_per_100_tokens,
+            tokens_per_j=e and e.tokens_per_j,
+            power_source=e and e.power_source,
+            power_measured=e and e.power_measured,
+            rouge_l=rouge_l(tokens, ref) if ref is not None and greedy else None,
+            exact_match=(tokens == list(ref)) if ref is not None and greedy else None,
+            bridged=g.bridged,
+            stopped=g.stopped,
+            device=g.device,
+            tokens=tokens,
+            text=g.text,
+            **({"first_accepted": g.first_accepted} if g.first_accepted is not None else {}),
+        )
+    )
+
+
+def store_samples(session: Session, exp_id: int, samples: Iterable[Sample]) -> None:
+    """Raw power samples (t_s, source, power_w, energy_j, measured)."""
+    rows = [
+        {
+            "experiment_id": exp_id,
+            "t_s": s.t_s,
+            "source": s.source,
+            "power_w": s.power_w,
+            "energy_j": s.energy_j,
+            "measured": bool(s.measured),
+        }
+        for s in samples
+    ]
+    if rows:
+        session.execute(PowerSample.__table__.insert(), rows)
+
+
+def set_device(session: Session, exp_id: int, device: str, idle_power_w: float | None = None) -> None:
+    """The accelerator worker's device and idle power (when it measured one, else the floor stored before the run)."""
+    floor = {} if idle_power_w is None else {"idle_power_w": idle_power_w}
+    session.execute(
+        update(Experiment)
+        .where(Experiment.id == exp_id)
+        .values(device=device, **floor, updated_at=dt.datetime.now(dt.timezone.utc))
+    )
+
+
+def set_idle_power(session: Session, exp_id: int, idle_power_w: float | None) -> None:
+    """The idle power floor measured before a run (None: unknown), on the experiment row."""
+    session.execute(
+        update(Experiment)
+        .where(Experiment.id == exp_id)
+        .values(idle_power_w=idle_power_w, updated_at=dt.datetime.now(dt.timezone.utc))
+    )
