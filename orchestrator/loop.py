@@ -25,6 +25,7 @@ from storage import store
 from storage.cell import CellSpec
 from storage.models import CELL_KINDS
 from storage.queries import state_counts
+from workers.artifacts import BY_CELL_KIND
 from workers.contracts import BatchOutcome, LabelJob, SweepJob
 
 logger = logging.getLogger(__name__)
@@ -161,21 +162,22 @@ class SweepLoop:
             info = ray.get(ref)
         except (ray.exceptions.RayTaskError, ray.exceptions.WorkerCrashedError) as err:
             cause = getattr(err, "cause", None) or err
-            self._cell_failed(s, cell, f"{type(cause).__name__}: {cause}")
+            self._failed(s, cell, f"{type(cause).__name__}: {cause}")
             return
         store.store_artifact(s, cell.id, info)
         store.mark_finished(s, cell.id, ran_on(info))
         self.paths[cell.key] = str(info.path)
         self.sched.artifact_built(cell)
 
-    def _cell_failed(self, s, cell: CellSpec, error: str) -> None:
-        """A CPU build failed: retry it, or, its attempts spent, fail it and every cell that needed it."""
-        final = self.sched.is_final(cell)
-        store.mark_failure(s, cell.id, error, final)
+    def _failed(self, s, c: CellSpec, error: str, front: bool = False) -> None:
+        """Store a failed attempt: retry the cell, or, its attempts spent, fail it and, if it builds an artifact
+        (on a CPU worker or the accelerator), every cell that needed it, with the error's first line."""
+        final = self.sched.is_final(c)
+        store.mark_failure(s, c.id, error, final)
         if not final:
-            self.sched.retry(cell)
-        else:
-            self._fail_dependents(s, cell, error)
+            self.sched.retry(c, front=front)
+        elif c.kind in BY_CELL_KIND:
+            self._fail_dependents(s, c, error.splitlines()[0] if error else error)
 
     def _fail_dependents(self, s, cell: CellSpec, error: str) -> None:
         """An artifact cell failed for good: every cell that needed it (directly or not) fails with the reason."""
@@ -266,18 +268,10 @@ class SweepLoop:
         running = self._seq.pop(ref) == died_at
         for c in reversed(cells):
             if running:
-                self._accelerator_failed(s, c, f"worker died: {type(err).__name__}", front=True)
+                self._failed(s, c, f"worker died: {type(err).__name__}", front=True)
             else:
                 store.refund_attempt(s, c.id)
                 self.sched.retry(replace(c, attempts=c.attempts - 1), front=True)
-
-    def _accelerator_failed(self, s, c: CellSpec, error: str, front: bool = False) -> None:
-        final = self.sched.is_final(c)
-        store.mark_failure(s, c.id, error, final)
-        if not final:
-            self.sched.retry(c, front=front)
-        elif self.sched.builds_on_accelerator(c):
-            self._fail_dependents(s, c, error.splitlines()[0])
 
     def _store_outcomes(self, s, cells: list[CellSpec], out: BatchOutcome) -> None:
         """Each cell's result (a label file, a reference, a generation) or its failure, then the batch's power
@@ -287,7 +281,7 @@ class SweepLoop:
             c = by_key[o.key]
             if not o.ok:
                 if not self._rebuild_for(c, o.error, s):
-                    self._accelerator_failed(s, c, o.error)
+                    self._failed(s, c, o.error)
                 continue
             if o.label is not None:
                 store.store_label(s, c.id, o.label)

@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from storage.cell import CellSpec
-from storage.store import ACCELERATOR_ARTIFACT_KINDS, ARTIFACT_KINDS
+from storage.store import ARTIFACT_KINDS
 
 KIND_ORDER = {"label": -1, "reference": 0, "sweep": 1}
 
@@ -135,11 +135,6 @@ class Scheduler:
     def busy(self) -> bool:
         """Whether anything is still to do or in flight."""
         return bool(self.building or self.running_batches or self.artifacts or self.sweep_ready())
-
-    @staticmethod
-    def builds_on_accelerator(c: CellSpec) -> bool:
-        """Whether this accelerator cell builds an artifact (a label cell) rather than a timed result."""
-        return c.kind in ACCELERATOR_ARTIFACT_KINDS
 
     def _inputs_ready(self, c: CellSpec) -> bool:
         return all(key in self.built for _, key in c.needs)

@@ -35,7 +35,7 @@ from workers.verifier import Verifier
 
 logger = logging.getLogger(__name__)
 
-REPEATS = 3  # timed passes per length; the median is kept
+REPEATS = 3  # timed rounds over the lengths; the curve is the Theil-Sen line through them
 
 
 def verifier_name(verifier: Verifier) -> str:

