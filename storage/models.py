@@ -164,6 +164,8 @@ class Reference(Base):
     tokens: Mapped[list[int]] = mapped_column(JSON)
     text: Mapped[str] = mapped_column(Text)
     wall_s: Mapped[float] = mapped_column(Float)
+    vocab_size: Mapped[int | None] = mapped_column(Integer)  # the verifier's (a replay's stand-in needs it)
+    eos_id: Mapped[int | None] = mapped_column(Integer)  # the verifier tokenizer's EOS (None: none)
 
 
 def _rounds(context) -> int:
@@ -272,6 +274,33 @@ class Generation(Base):
     device: Mapped[str] = mapped_column(String(100))
     tokens: Mapped[list[int]] = mapped_column(JSON)
     text: Mapped[str] = mapped_column(Text)
+    # "timed": run by the verifier on the accelerator; "replay": its passes computed exactly from the prompt's greedy
+    # reference without the verifier (`workers.replay`), its wall time, tokens/s and energy predicted by the
+    # experiment's pass-cost model
+    measure: Mapped[str] = mapped_column(String(16), default="timed", server_default="timed")
+    passes: Mapped[list[Any] | None] = mapped_column(JSON)  # per verifier pass: [tokens fed, tokens cached, rows kept]
+    drafted_per_step: Mapped[list[int] | None] = mapped_column(JSON)  # per round: tokens the draft proposed
+    predicted_wall_s: Mapped[float | None] = mapped_column(Float)  # the cost model's wall time for its passes
+
+
+class CostModel(Base):
+    """The verifier's measured pass-cost model c(tokens fed, tokens cached, rows kept) on one device
+    (`workers.costmodel`), measured on the accelerator worker for an experiment: predicts replayed generations."""
+
+    __tablename__ = "cost_models"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    cell_id: Mapped[int | None] = mapped_column(ForeignKey("cells.id"), unique=True)
+    experiment_id: Mapped[int] = mapped_column(ForeignKey("experiments.id"), index=True)
+    verifier: Mapped[str] = mapped_column(String(300))
+    device: Mapped[str] = mapped_column(String(100))
+    coefficients: Mapped[dict[str, Any]] = mapped_column(JSON)
+    samples: Mapped[list[Any]] = mapped_column(JSON)  # [fed, cached, kept, seconds] per timed pass
+    measure_s: Mapped[float] = mapped_column(Float)  # seconds the measurement took
+    energy_j: Mapped[float | None] = mapped_column(Float)
+    mean_power_w: Mapped[float | None] = mapped_column(Float)
+    power_source: Mapped[str | None] = mapped_column(String(100))
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
 class PowerSample(Base):

@@ -140,6 +140,8 @@ def store_reference(session: Session, cell_id: int, r: ReferenceRecord) -> None:
             tokens=list(r.tokens),
             text=r.text,
             wall_s=r.wall_s,
+            vocab_size=r.vocab_size,
+            eos_id=r.eos_id,
         )
     )
     gens = session.scalars(
@@ -221,6 +223,10 @@ def store_generation(session: Session, cell_id: int, g: GenerationRecord) -> Non
             device=g.device,
             tokens=tokens,
             text=g.text,
+            measure=g.measure,
+            passes=[list(p) for p in g.passes] or None,
+            drafted_per_step=list(g.drafted_per_step) or None,
+            predicted_wall_s=g.predicted_wall_s,
             **({"first_accepted": g.first_accepted} if g.first_accepted is not None else {}),
         )
     )

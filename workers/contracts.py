@@ -84,6 +84,10 @@ class GenerationRecord:
     first_accepted: int | None = None  # ... and accepted
     energy: EnergyRecord | None = None
     wall_s_runs: tuple[float, ...] = ()  # every timed run's wall time ([sweep] repeats); wall_s is the least
+    passes: tuple[tuple[int, int, int], ...] = ()  # per verifier pass: (tokens fed, tokens cached, rows kept)
+    drafted_per_step: tuple[int, ...] = ()  # per round: tokens the draft proposed
+    measure: str = "timed"  # "replay": computed from the reference without the verifier (`workers.replay`)
+    predicted_wall_s: float | None = None  # the pass-cost model's wall time for these passes (+ draft seconds)
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,8 @@ class ReferenceRecord:
     tokens: tuple[int, ...]
     text: str
     wall_s: float
+    vocab_size: int | None = None  # the verifier's, and its tokenizer's EOS: what a replay's stand-in needs
+    eos_id: int | None = None
 
 
 @dataclass(frozen=True)

@@ -102,6 +102,7 @@ class GenerationResult:
     first_accepted: int = 0  # ... and accepted: first-token acceptance = first_accepted / first_checked
     seed: int | None = None  # temperature > 0: the seed the sampling started from (reproduces the generation)
     depth_per_step: tuple[int, ...] = ()  # token trees: per round, the drafted tree's depth (its longest path)
+    passes: tuple[tuple[int, int, int], ...] = ()  # per verifier pass: (tokens fed, tokens cached, rows kept)
 
     @property
     def n_tokens(self) -> int:
@@ -130,6 +131,7 @@ class Tally:
     drafted_per_step: list[int] = field(default_factory=list)
     tokens_per_step: list[int] = field(default_factory=list)
     depth_per_step: list[int] = field(default_factory=list)
+    passes: list[tuple[int, int, int]] = field(default_factory=list)
     stopped: str = STOP_MAX
 
     def record(self, new: list[int], n_accepted: int, eos_id: int | None, max_new_tokens: int) -> None:
@@ -176,6 +178,7 @@ def timed_pass(verifier: Verifier, tally: Tally, fn, *args) -> torch.Tensor:
     verifier.sync()
     tally.verify_s += time.perf_counter() - t0
     tally.steps += 1
+    tally.passes.append(verifier.last_shape)
     return logits
 
 
@@ -373,6 +376,7 @@ def freeze(
         first_accepted=sum(a > 0 for a in checked),
         seed=seed,
         depth_per_step=tuple(tally.depth_per_step),
+        passes=tuple(tally.passes),
     )
 
 

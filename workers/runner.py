@@ -125,6 +125,8 @@ class SweepRunner:
             tokens=tuple(tokens),
             text=self.tokenizer.decode(list(tokens), skip_special_tokens=True),
             wall_s=wall_s,
+            vocab_size=self.verifier.vocab_size,
+            eos_id=self.eos_id,
         )
 
     def _label(self, job: LabelJob) -> LabelRecord:
@@ -218,6 +220,8 @@ class SweepRunner:
             first_checked=res.first_checked,
             first_accepted=res.first_accepted,
             wall_s_runs=tuple(r.wall_s for r in runs),
+            passes=tuple(res.passes),
+            drafted_per_step=tuple(res.drafted_per_step),
         )
 
     def attach_energy(self, outcomes: list[JobOutcome]) -> list[JobOutcome]:

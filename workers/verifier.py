@@ -63,6 +63,11 @@ class Verifier:
         self.device = next(model.parameters()).device
         self.vocab_size = int(model.config.vocab_size)
         self.cache = None
+        self.last_shape: tuple[int, int, int] = (0, 0, 0)  # the last forward's (tokens fed, tokens cached, rows kept)
+
+    def _shape(self, fed: int, cached: int, keep: int) -> None:
+        """Note a forward's shape, which is what its cost depends on (`workers.costmodel`)."""
+        self.last_shape = (fed, cached, keep if 0 < keep < fed else fed)
 
     def sync(self) -> None:
         """Synchronize the verifier's device (call before every clock read)."""
@@ -76,6 +81,7 @@ class Verifier:
     @torch.inference_mode()
     def logits(self, ids: Sequence[int], keep: int = 0) -> torch.Tensor:
         """Uncached full forward over `ids`; logits (T, V), or of the last `keep` positions when keep > 0."""
+        self._shape(len(ids), 0, keep)
         out = self.model(input_ids=self._tensor(ids), use_cache=False, logits_to_keep=keep)
         return out.logits[0]
 
@@ -92,6 +98,7 @@ class Verifier:
         """Feed `new_ids` after the cached tokens; logits (T_new, V) (last `keep` positions when keep > 0)."""
         if self.cache is None:
             raise RuntimeError("Verifier.extend before prefill")
+        self._shape(len(new_ids), self.cached_len, keep)
         out = self.model(input_ids=self._tensor(new_ids), cache=self.cache, use_cache=True, logits_to_keep=keep)
         self.cache = out.cache
         return out.logits[0]
@@ -113,6 +120,7 @@ class Verifier:
         elif cache == "extend" and self.cache is None:
             raise RuntimeError("Verifier.masked(cache='extend') before prefill")
         cached = cache != "none"
+        self._shape(len(ids), self.cached_len if cache == "extend" else 0, keep)
         out = self.model(
             input_ids=self._tensor(ids),
             position_ids=self._tensor(positions),
