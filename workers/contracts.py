@@ -40,10 +40,31 @@ class SweepJob:
     top_k: int = 0
     top_p: float = 1.0
     seed: int | None = None
+    costs: Mapping[str, Any] | None = None  # k = "auto": the experiment's pass-cost model (workers.costmodel JSON)
 
     def __post_init__(self):
         if self.kind not in KINDS:
             raise ValueError(f"SweepJob.kind={self.kind!r}; expected one of {KINDS}")
+
+
+@dataclass(frozen=True)
+class ReplayJob:
+    """One greedy sweep cell replayed on a CPU worker from its prompt's reference (`workers.replay`)."""
+
+    key: str
+    strategy: str
+    draft: str
+    options: Mapping[str, Any]
+    artifacts: Mapping[str, str]  # role -> path of each artifact the draft needs
+    k: int
+    regime: str
+    prompt_tokens: tuple[int, ...]
+    reference: tuple[int, ...]  # the verifier's greedy new tokens for the prompt
+    text: str  # the reference's text (the replayed tokens are the reference's)
+    vocab_size: int
+    eos_id: int | None
+    max_new_tokens: int
+    costs: Mapping[str, Any] | None = None  # k = "auto": the pass-cost curve (workers.costcurve.PassCosts fields)
 
 
 @dataclass(frozen=True)

@@ -208,3 +208,91 @@ def same_passes(timed: GenerationResult, replayed: GenerationResult) -> str | No
                 "the verifier's greedy tokens differ from its stored reference"
             )
     return None
+
+
+_TOKENIZERS: dict[str, object] = {}
+_DRAFTS: dict[tuple, Draft] = {}
+MAX_DRAFTS = 4  # drafts kept loaded per worker process (a batch is one strategy; batches of a few alternate)
+
+
+def _tokenizer(name: str):
+    """The verifier's tokenizer, loaded once per worker process (some drafts build on it)."""
+    if name not in _TOKENIZERS:
+        from workers.tokenizer import load_tokenizer
+
+        _TOKENIZERS[name] = load_tokenizer(name)
+    return _TOKENIZERS[name]
+
+
+def _draft(job, tokenizer: str) -> Draft:
+    """The job's draft, built once per worker process and strategy (its artifacts and options in the key)."""
+    from workers.drafts import BuildContext, build_draft
+
+    key = (job.strategy, job.draft, tuple(sorted(job.artifacts.items())), repr(sorted(job.options.items())))
+    if key not in _DRAFTS:
+        while len(_DRAFTS) >= MAX_DRAFTS:
+            _DRAFTS.pop(next(iter(_DRAFTS)))
+        ctx = BuildContext(tokenizer=_tokenizer(tokenizer), device="cpu", artifacts=dict(job.artifacts))
+        _DRAFTS[key] = build_draft(job.draft, dict(job.options), ctx)
+    return _DRAFTS[key]
+
+
+def replay_job(job, tokenizer: str):
+    """One `workers.contracts.ReplayJob` replayed: its GenerationRecord (measure "replay"; times are the CPU's own:
+    the driver puts the cost model's prediction in)."""
+    from workers.autok import decoding_plan
+    from workers.contracts import GenerationRecord
+
+    draft = _draft(job, tokenizer)
+    draft, plan = decoding_plan(None, draft, dict(job.options), job.regime, job.prompt_tokens, job.k, job.costs)
+    res = replay_generate(
+        draft,
+        job.prompt_tokens,
+        job.reference,
+        vocab_size=job.vocab_size,
+        eos_id=job.eos_id,
+        max_new_tokens=job.max_new_tokens,
+        k=job.k,
+        regime=job.regime,
+        trees=plan.get("trees", False),
+    )
+    return GenerationRecord(
+        n_prompt_tokens=len(job.prompt_tokens),
+        tokens=tuple(res.tokens),
+        text=job.text,
+        steps=res.steps,
+        drafted=res.drafted,
+        accepted=res.accepted,
+        accept_hist=tuple(res.accept_hist),
+        accepted_per_step=tuple(res.accepted_per_step),
+        tokens_per_step=tuple(res.tokens_per_step),
+        fastpath_rejects=res.fastpath_rejects,
+        wall_s=res.wall_s,
+        draft_s=res.draft_s,
+        verify_s=0.0,
+        started_at=res.started_at,
+        ended_at=res.ended_at,
+        bridged=bool(res.bridged),
+        stopped=res.stopped,
+        device="replay",
+        first_checked=res.first_checked,
+        first_accepted=res.first_accepted,
+        passes=tuple(res.passes),
+        drafted_per_step=tuple(res.drafted_per_step),
+        measure="replay",
+    )
+
+
+def run_replay_batch(jobs, tokenizer: str, worker: str) -> list:
+    """Replay a batch of jobs (one strategy: its draft loads once); each outcome carries its record or its error's
+    first line, so one bad cell does not fail the batch."""
+    from workers.contracts import JobOutcome
+    from workers.verifier import first_line
+
+    out = []
+    for job in jobs:
+        try:
+            out.append(JobOutcome(key=job.key, worker=worker, generation=replay_job(job, tokenizer)))
+        except Exception as err:  # noqa: BLE001 (recorded per cell, as the accelerator worker does)
+            out.append(JobOutcome(key=job.key, worker=worker, error=f"{type(err).__name__}: {first_line(err)}"))
+    return out

@@ -161,7 +161,9 @@ class SweepRunner:
         prompt_ids = self._prompt_ids(job.prompt)
         k = job.k  # 0 for a draft that proposes nothing
         cached, fastpath = regime_flags(job.regime)
-        draft, plan = decoding_plan(self.verifier, draft, dict(job.options), job.regime, prompt_ids, k)  # trees, auto
+        draft, plan = decoding_plan(  # trees, auto (its curve from the experiment's cost model)
+            self.verifier, draft, dict(job.options), job.regime, prompt_ids, k, job.costs
+        )
         warm_key = (job.strategy, k, job.regime)
         if self.cfg.warmup and warm_key not in self._warm:  # first call pays allocation/JIT costs: not timed
             warmup(
