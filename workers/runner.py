@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from workers.contracts import (
+    CostModelJob,
+    CostModelRecord,
     GenerationRecord,
     JobOutcome,
     LabelJob,
@@ -101,10 +103,12 @@ class SweepRunner:
         """Raw power samples taken since the last drain."""
         return tuple(self.sampler.drain_samples())
 
-    def run(self, job: SweepJob | LabelJob) -> JobOutcome:
+    def run(self, job: SweepJob | LabelJob | CostModelJob) -> JobOutcome:
         """Run one job; exceptions propagate (the actor boundary records them)."""
         if isinstance(job, LabelJob):
             return JobOutcome(key=job.key, worker=self.worker, label=self._label(job))
+        if isinstance(job, CostModelJob):
+            return JobOutcome(key=job.key, worker=self.worker, cost_model=self._cost_model(job))
         if job.kind == "reference":
             return JobOutcome(key=job.key, worker=self.worker, reference=self._reference(job))
         return JobOutcome(key=job.key, worker=self.worker, generation=self._sweep(job))
@@ -135,6 +139,29 @@ class SweepRunner:
 
         self._drafts.clear()  # free the drafts' memory for the large batched passes
         return label_corpus(self.verifier, self.tokenizer, job)
+
+    def _cost_model(self, job: CostModelJob) -> CostModelRecord:
+        """The verifier's pass-cost model, timed on this device over the contexts the sweep's passes see."""
+        from workers.costmodel import measure_pass_costs
+
+        started_at, t0 = time.time(), time.perf_counter()
+        model, samples = measure_pass_costs(
+            self.verifier,
+            self._prompt_ids(job.prompt),
+            max_fed=job.max_fed,
+            max_context=job.max_context,
+            repeats=job.repeats,
+            budget_s=job.budget_s,
+        )
+        return CostModelRecord(
+            verifier=model.verifier,
+            device=model.device,
+            coefficients=dict(model.coefficients),
+            samples=tuple(samples),
+            measure_s=time.perf_counter() - t0,
+            started_at=started_at,
+            ended_at=time.time(),
+        )
 
     def _draft_for(self, job: SweepJob):
         """The draft of this job's strategy, kept loaded; the least recently used of more than `cfg.max_drafts` is
@@ -227,5 +254,6 @@ class SweepRunner:
         )
 
     def attach_energy(self, outcomes: list[JobOutcome]) -> list[JobOutcome]:
-        """Integrate the power trace over each generation's or label pass's [started_at, ended_at] window."""
+        """Integrate the power trace over each generation's, label pass's or cost measurement's [started_at, ended_at]
+        window."""
         return attach_energy(outcomes, self.sampler)
