@@ -33,11 +33,14 @@ class ReplayCosts:
         """The accelerator job that measures the model, over the tokens of a real prompt."""
         from workers.contracts import CostModelJob
 
-        return CostModelJob(key=c.key, prompt=c.params.prompt or "The", max_context=spec.sweep.max_new_tokens)
+        longest_prompt = 2 * max(t.prompt_words for t in spec.tasks)  # tokens: about 1.3-2 per word of text or code
+        return CostModelJob(
+            key=c.key, prompt=c.params.prompt or "The", max_context=longest_prompt + spec.sweep.max_new_tokens
+        )
 
     def store(self, s, c: CellSpec, outcome) -> None:
         """Store the measured model (and forget the one read before, if any)."""
-        from storage.costs import store_cost_model
+        from storage.store import store_cost_model
 
         store_cost_model(s, c.id, outcome.cost_model)
         self._model = None
@@ -45,15 +48,15 @@ class ReplayCosts:
     def model(self):
         """The experiment's cost model (None if it was not measured)."""
         if self._model is None:
-            from storage.costs import load_cost_model
+            from storage.costs import stored_cost_model
 
             with self.Session() as s:
-                found = load_cost_model(s, self.exp_id)
+                found = stored_cost_model(s, self.exp_id)
             if found is not None:
-                self._model, self._power, self._source = found
+                self._model, self._power, self._source = found.model, found.mean_power_w, found.power_source
         return self._model
 
-    def curve_for(self, c: CellSpec, context: int | None = None) -> dict | None:
+    def curve_for(self, c: CellSpec, context: int | None = None) -> str | None:
         """What a k = "auto" job carries: the cost model itself (the worker derives the curve at its prompt's
         length, as a replay does, so both choose the same lengths)."""
         model = self.model()

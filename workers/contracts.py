@@ -41,7 +41,7 @@ class SweepJob:
     top_k: int = 0
     top_p: float = 1.0
     seed: int | None = None
-    costs: Mapping[str, Any] | None = None  # k = "auto": the experiment's pass-cost model (workers.costmodel JSON)
+    costs: str | None = None  # k = "auto": the experiment's pass-cost model (workers.costmodel JSON)
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -65,7 +65,7 @@ class ReplayJob:
     vocab_size: int
     eos_id: int | None
     max_new_tokens: int
-    costs: Mapping[str, Any] | None = None  # k = "auto": the pass-cost curve (workers.costcurve.PassCosts fields)
+    costs: str | None = None  # k = "auto": the experiment's pass-cost model (workers.costmodel JSON)
 
 
 @dataclass(frozen=True)
