@@ -18,7 +18,7 @@ import re
 import sys
 from pathlib import Path
 
-SUITES = ("igtree", "decoding", "orchestrator", "dashboard", "drafts", "training", "confidence")
+SUITES = ("igtree", "decoding", "orchestrator", "dashboard", "drafts", "training", "confidence", "replay")
 OUT = Path(__file__).resolve().parents[1] / "BENCHMARKS.md"
 
 

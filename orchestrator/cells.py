@@ -214,4 +214,27 @@ def expand(spec: Spec, prompts: list[TaskPrompts]) -> list[CellSpec]:
     costs = cost_model_cell(spec, next((t for p in prompts for t in p.texts), None))
     refs = [c for p in prompts for c in reference_cells(spec, p)]
     sweeps = [c for p in prompts for c in sweep_cells(spec, p, artifacts, costs.key if costs else None)]
-    return list(artifacts.values()) + ([costs] if costs else []) + refs + sweeps
+    return list(artifacts.values()) + ([costs] if costs else []) + refs + timed_sample(spec, sweeps)
+
+
+def coordinate(c: CellSpec) -> tuple:
+    """A sweep or replay cell's coordinate: what its prompts are sampled over."""
+    return (c.strategy, c.task, c.k, c.regime, c.temperature or 0.0)
+
+
+def timed_sample(spec: Spec, cells: list[CellSpec]) -> list[CellSpec]:
+    """With replay and `timed_coordinates = N`: the timed greedy cells of N coordinates only, chosen by a hash seeded
+    with the experiment's seed (the same grid always samples the same ones), plain's always; replayed cells, sampled
+    ones (temperature > 0) and those of drafts that cannot be replayed all stay."""
+    n = spec.sweep.timed_coordinates
+    if not spec.sweep.replay or n is None:
+        return cells
+    replayed = {coordinate(c) for c in cells if c.kind == "replay"}
+    candidates = sorted({coordinate(c) for c in cells if c.kind == "sweep" and coordinate(c) in replayed})
+
+    def rank(coord: tuple) -> str:
+        return hashlib.sha256(json.dumps([spec.experiment.seed, *coord]).encode()).hexdigest()
+
+    plain = {c for c in candidates if c[2] == 0}
+    chosen = plain | set(sorted(set(candidates) - plain, key=rank)[: max(0, n - len(plain))])
+    return [c for c in cells if c.kind != "sweep" or coordinate(c) not in replayed or coordinate(c) in chosen]

@@ -264,6 +264,9 @@ class SweepSection(_Model):
     # with replay: also time the first N prompts of every coordinate on the accelerator (validating the predictions);
     # default 0 with replay, every prompt without it
     timed_prompts: Annotated[int, Field(ge=0)] | None = None
+    # with replay: time only this many of the greedy coordinates (strategy x task x k x regime), a sample seeded by
+    # [experiment] seed; plain's are always timed (timed speedups need them); default all
+    timed_coordinates: Annotated[int, Field(ge=0)] | None = None
 
     def timed(self, prompt_index: int, temperature: float) -> bool:
         """Whether a sweep cell of this prompt is timed on the accelerator (a sampled one always is)."""

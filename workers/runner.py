@@ -83,6 +83,7 @@ class SweepRunner:
         self.idle = self.sampler.idle_baseline(cfg.idle_baseline_s) if cfg.idle_baseline_s > 0 else None
         self._drafts: OrderedDict[tuple, Any] = OrderedDict()  # loaded drafts by strategy, least recent first
         self._warm: set[tuple] = set()
+        self._prefetched: dict[str, tuple[list[int], float]] = {}  # reference job key -> (tokens, wall share)
         self.worker = f"{socket.gethostname()}:{os.getpid()}:{self.verifier.device}"
 
     def info(self) -> dict[str, Any]:
@@ -116,13 +117,31 @@ class SweepRunner:
     def _prompt_ids(self, text: str) -> list[int]:
         return list(self.tokenizer(text).input_ids)
 
+    def prefetch_references(self, jobs: list) -> None:
+        """Make the greedy references of a batch's reference jobs together (`greedy_references`: batched, each
+        checked against the unbatched verifier); `_reference` then takes its own, its wall time a share of the
+        batch's."""
+        from workers.decoding import greedy_references
+
+        refs = [j for j in jobs if isinstance(j, SweepJob) and j.kind == "reference"]
+        if len(refs) < 2:
+            return
+        prompts = [self._prompt_ids(j.prompt) for j in refs]
+        t0 = time.perf_counter()
+        made = greedy_references(self.verifier, prompts, self.cfg.max_new_tokens, eos_id=self.eos_id)
+        share = (time.perf_counter() - t0) / len(refs)
+        self._prefetched = {j.key: (tokens, share) for j, tokens in zip(refs, made)}
+
     def _reference(self, job: SweepJob) -> ReferenceRecord:
         from workers.decoding import greedy_reference
 
         prompt_ids = self._prompt_ids(job.prompt)
         t0 = time.perf_counter()
-        tokens = greedy_reference(self.verifier, prompt_ids, self.cfg.max_new_tokens, eos_id=self.eos_id)
-        wall_s = time.perf_counter() - t0
+        if job.key in self._prefetched:
+            tokens, wall_s = self._prefetched.pop(job.key)
+        else:
+            tokens = greedy_reference(self.verifier, prompt_ids, self.cfg.max_new_tokens, eos_id=self.eos_id)
+            wall_s = time.perf_counter() - t0
         return ReferenceRecord(
             prompt_text=job.prompt,
             prompt_tokens=tuple(prompt_ids),
