@@ -35,7 +35,7 @@ TEST_FRACTIONS = {"legal": 0.2}
 MIN_DOC_WORDS = 70  # a 50-word prompt plus a 20-word margin (see workers.tasks.PROMPT_MARGIN_WORDS)
 TARGET_DOC_WORDS = 150  # a chunk closes at the first unit boundary past this many words
 MAX_DOC_WORDS = 300  # a single longer unit (a long speech, a long paragraph) is cut at line boundaries
-TEST_DOC_WORDS = 80  # test documents close sooner: a prompt reads 50 words, and each domain gets 20+ prompts
+TEST_DOC_WORDS = 70  # test documents close at the first bound past a prompt and its margin: 50+ prompts a domain
 
 
 @dataclass(frozen=True)
