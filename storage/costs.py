@@ -10,6 +10,7 @@ Example:
     >>> with Session() as s:
     ...     model = load_cost_model(s, exp_id)          # PassCostModel | None
     ...     errors = prediction_error(s, exp_id)        # per regime: median, p90 error, Spearman of speedups
+    ...     watts = regime_power_w(s, exp_id)           # per regime: mean power of the timed generations
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from storage.models import CostModel, Generation
@@ -74,6 +75,18 @@ def load_cost_model(session: Session, exp_id: int, device: str | None = None) ->
     """The experiment's newest pass-cost model (on `device` when given), or None."""
     stored = stored_cost_model(session, exp_id, device)
     return stored.model if stored else None
+
+
+def regime_power_w(session: Session, exp_id: int) -> dict[str, float]:
+    """Per regime, the mean power of the timed generations that carry energy (their joules over their seconds):
+    what a replayed generation's predicted seconds are multiplied by for its predicted energy."""
+    g = Generation
+    stmt = (
+        select(g.regime, func.sum(g.energy_j), func.sum(g.wall_s))
+        .where(g.experiment_id == exp_id, g.measure == "timed", g.energy_j.is_not(None))
+        .group_by(g.regime)
+    )
+    return {regime: float(j) / float(s) for regime, j, s in session.execute(stmt).all() if s and s > 0}
 
 
 def pass_label(fed: int, cached: int, kept: int) -> str:
