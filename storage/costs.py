@@ -10,6 +10,7 @@ Example:
     >>> with Session() as s:
     ...     model = load_cost_model(s, exp_id)          # PassCostModel | None
     ...     errors = prediction_error(s, exp_id)        # per regime: median, p90 error, Spearman of speedups
+    ...     watts = regime_power_w(s, exp_id)           # per regime: mean power of the timed generations
 """
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from storage.models import CostModel, Generation
-from workers.costmodel import PassCostModel, error_summary, spearman
+from workers.costmodel import PassCostModel, error_summary, medians, spearman
 
 PLAIN = "plain"  # the strategy every speedup is taken against
 COORD = ["strategy", "task", "k", "regime"]
@@ -74,6 +75,60 @@ def load_cost_model(session: Session, exp_id: int, device: str | None = None) ->
     """The experiment's newest pass-cost model (on `device` when given), or None."""
     stored = stored_cost_model(session, exp_id, device)
     return stored.model if stored else None
+
+
+def regime_power_w(session: Session, exp_id: int) -> dict[str, float]:
+    """Per regime, the mean power of the timed generations that carry energy (their joules over their seconds):
+    what a replayed generation's predicted seconds are multiplied by for its predicted energy."""
+    g = Generation
+    stmt = (
+        select(g.regime, func.sum(g.energy_j), func.sum(g.wall_s))
+        .where(g.experiment_id == exp_id, g.measure == "timed", g.energy_j.is_not(None))
+        .group_by(g.regime)
+    )
+    return {regime: float(j) / float(s) for regime, j, s in session.execute(stmt).all() if s and s > 0}
+
+
+def pass_label(fed: int, cached: int, kept: int) -> str:
+    """The family a pass shape belongs to on the chart: a fresh forward, or an extend after so many cached tokens."""
+    return "no cache (uncached or prefill)" if cached == 0 else f"after {cached} cached"
+
+
+def fit_frame(stored: StoredCostModel) -> pd.DataFrame:
+    """One row per measured pass shape: its median measured and its fitted milliseconds, and the relative error."""
+    rows = [
+        {
+            "passes": pass_label(*shape),
+            "fed": shape[0],
+            "cached": shape[1],
+            "kept": shape[2],
+            "measured_ms": t * 1e3,
+            "fitted_ms": stored.model.pass_seconds(*shape) * 1e3,
+        }
+        for shape, t in sorted(medians(stored.samples).items(), key=lambda kv: (kv[0][1], kv[0][0], kv[0][2]))
+    ]
+    df = pd.DataFrame(rows, columns=["passes", "fed", "cached", "kept", "measured_ms", "fitted_ms"])
+    df["error"] = (df["fitted_ms"] / df["measured_ms"] - 1).abs()
+    return df
+
+
+def surface_frame(stored: StoredCostModel) -> pd.DataFrame:
+    """The fitted surface along each measured family: milliseconds against tokens fed, at each measured cache
+    length (all rows kept) and without a cache (one row kept, the fed tokens being the whole context)."""
+    shapes = medians(stored.samples)
+    rows = []
+    for cached in sorted({c for _, c, _ in shapes}):
+        fed = sorted({f for f, c, _ in shapes if c == cached})
+        for n in range(min(fed), max(fed) + 1):
+            kept = 1 if cached == 0 else n
+            rows.append(
+                {
+                    "passes": pass_label(n, cached, kept),
+                    "fed": n,
+                    "fitted_ms": stored.model.pass_seconds(n, cached, kept) * 1e3,
+                }
+            )
+    return pd.DataFrame(rows, columns=["passes", "fed", "fitted_ms"])
 
 
 def _greedy_rows(session: Session, exp_id: int) -> pd.DataFrame:

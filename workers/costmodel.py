@@ -33,10 +33,14 @@ import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from workers.verifier import Verifier
+from workers.costcurve import PassCosts
+
+if TYPE_CHECKING:  # torch only where passes are timed: the dashboard reads models without it
+    from workers.verifier import Verifier
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +85,21 @@ class PassCostModel:
 def predict_generation(model: PassCostModel, passes: Iterable[Sequence[int]], draft_s: float) -> float:
     """A replayed generation's wall seconds: its passes' predicted cost plus its draft's own measured seconds."""
     return model.wall_seconds(passes) + draft_s
+
+
+def regime_curve(model: PassCostModel, regime: str, context: int, max_len: int = 8) -> PassCosts:
+    """c(0..max_len) of a round drafting n tokens after `context` tokens in `regime`, from the model: uncached, a
+    forward over context + n keeping n + 1 rows; cached (the paper's), n tokens fed after the cache (one for n = 0,
+    the fast path's pass); cached-standard, the pending token + n."""
+    shapes = {
+        "uncached": lambda n: (context + n, 0, n + 1),
+        "cached": lambda n: (max(n, 1), context, max(n, 1)),
+        "cached-standard": lambda n: (n + 1, context, n + 1),
+    }
+    if regime not in shapes:
+        raise ValueError(f"regime {regime!r} is not accepted; give one of {', '.join(shapes)}")
+    seconds = tuple(model.pass_seconds(*shapes[regime](n)) for n in range(max_len + 1))
+    return PassCosts(model.verifier, model.device, regime, context, seconds, energy_from="the pass-cost model")
 
 
 def medians(samples: Iterable[Sample]) -> dict[Shape, float]:
@@ -142,23 +161,32 @@ class DesignPoint:
     context: int
     n: int = 1
 
+    @property
+    def shape(self) -> Shape:
+        """(fed, cached, kept) of this point's timed pass, as `Verifier.last_shape` records it."""
+        if self.kind == "extend":
+            return (self.n, self.context, self.n)
+        return (self.context, 0, 1 if self.kind == "prefill" else self.n)
+
 
 def design(max_fed: int = 17, max_context: int = 160, min_context: int = 8, n_contexts: int = 4) -> list[DesignPoint]:
-    """The grid the sweep's passes lie in: uncached forwards over several context lengths keeping 1..max_fed rows,
-    prefills, and cached extends of 1..max_fed tokens after caches of several lengths (all log-spaced)."""
-    contexts = log_spaced(min_context, max_context, n_contexts)
+    """The grid the sweep's passes lie in, per context length (log-spaced): uncached forwards keeping 1..max_fed
+    rows, a prefill, and cached extends of 1..max_fed tokens after it (log-spaced). Each context's extends follow
+    its prefill, which leaves the cache they extend."""
     lengths = log_spaced(1, max_fed, 5)
-    kept = [n for n in lengths if n != 2]  # 1, 4, 9, 17 for max_fed 17: the uncached points are the dearest
-    points = [DesignPoint("uncached", c, n) for c in contexts for n in kept if n <= c]
-    points += [DesignPoint("prefill", c) for c in contexts]
-    points += [DesignPoint("extend", c, n) for c in contexts for n in lengths]
+    kept = log_spaced(1, max_fed, 3)  # 1, 4, 17 for max_fed 17: the uncached points are the dearest
+    points = []
+    for c in log_spaced(min_context, max_context, n_contexts):
+        points += [DesignPoint("uncached", c, n) for n in kept if n <= c]
+        points += [DesignPoint("prefill", c)] + [DesignPoint("extend", c, n) for n in lengths]
     return points
 
 
 def run_point(verifier: Verifier, tokens: Sequence[int], p: DesignPoint) -> Sample:
-    """Time one design point's pass between device syncs; its shape as the verifier recorded it."""
-    if p.kind == "extend":
-        verifier.prefill(tokens[: p.context], 1)  # not timed: the cache the pass extends
+    """Time one design point's pass between device syncs; its shape as the verifier recorded it. An extend runs
+    after a cache of exactly `p.context` tokens (prefilled untimed unless the cache holds them) and crops back."""
+    if p.kind == "extend" and (verifier.cache is None or verifier.cached_len != p.context):
+        verifier.prefill(tokens[: p.context], 1)
     verifier.sync()
     t0 = time.perf_counter()
     if p.kind == "uncached":
@@ -169,6 +197,8 @@ def run_point(verifier: Verifier, tokens: Sequence[int], p: DesignPoint) -> Samp
         verifier.extend(tokens[p.context : p.context + p.n])
     verifier.sync()
     seconds = time.perf_counter() - t0
+    if p.kind == "extend":
+        verifier.crop(p.context)
     return (*verifier.last_shape, seconds)
 
 
@@ -181,6 +211,7 @@ def time_points(
 ) -> list[Sample]:
     """`repeats` rounds over every point (after one untimed warm round), each round running them all in turn, so a
     busy spell slows every point alike; a round that would end past `budget_s` is not started (one always runs)."""
+    verifier.cache = None  # an extend's cache is always the design's own
     for p in points:  # warm: allocation and first-call costs, not timed
         run_point(verifier, tokens, p)
     samples: list[Sample] = []

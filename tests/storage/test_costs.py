@@ -10,7 +10,15 @@ import pytest
 
 from storage import store
 from storage.cell import CellParams, CellSpec
-from storage.costs import load_cost_model, prediction_error, prediction_pairs, stored_cost_model
+from storage.costs import (
+    fit_frame,
+    load_cost_model,
+    prediction_error,
+    prediction_pairs,
+    regime_power_w,
+    stored_cost_model,
+    surface_frame,
+)
 from storage.db import open_db
 from tests.storage.test_store import gen
 from workers.contracts import CostModelRecord, EnergyRecord
@@ -130,3 +138,21 @@ def test_prediction_error_by_hand(session, validated):
 def test_prediction_error_of_an_experiment_without_generations_is_empty(session):
     exp = store.upsert_experiment(session, "e", "spec", "h", None)
     assert prediction_error(session, exp.id).empty and prediction_pairs(session, exp.id).empty
+
+
+def test_regime_power_is_the_timed_generations_joules_over_seconds(session, validated):
+    # cached: 9 timed rows of 2 J over 2 x (1 + 0.5 + 0.8 + 0.6) + 0.5 s; uncached: 2 x 2 J over 2 s; replays left out
+    assert regime_power_w(session, validated) == pytest.approx({"cached": 18 / 6.3, "uncached": 2.0})
+
+
+def test_fit_and_surface_frames_follow_the_stored_samples(session):
+    exp = store.upsert_experiment(session, "e", "spec", "h", None)
+    store.store_cost_model(session, cell_id(session, exp.id, CellSpec(key="c", kind="cost_model")), record())
+    stored = stored_cost_model(session, exp.id)
+    fit = fit_frame(stored)
+    assert list(zip(fit["fed"], fit["cached"], fit["kept"])) == [(76, 0, 1), (1, 76, 1), (4, 76, 4)]
+    assert fit.loc[0, "measured_ms"] == pytest.approx(138.0)
+    assert fit.loc[0, "error"] == pytest.approx(abs(stored.model.pass_seconds(76, 0, 1) / 0.138 - 1))
+    surface = surface_frame(stored)
+    assert set(surface["passes"]) == {"no cache (uncached or prefill)", "after 76 cached"}
+    assert sorted(surface[surface["passes"] == "after 76 cached"]["fed"]) == [1, 2, 3, 4]

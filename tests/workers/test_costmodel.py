@@ -40,7 +40,7 @@ def synthetic(coef: dict[str, float], repeats: int = 3, slow: float = 0.0, seed:
     rng = random.Random(seed)
     truth = PassCostModel("v", "cpu", coef)
     out = []
-    shapes = [(p.context, 0, p.n) if p.kind != "extend" else (p.n, p.context, p.n) for p in design()]
+    shapes = [p.shape for p in design()]
     for i, shape in enumerate(shapes):
         for r in range(repeats):
             s = truth.pass_seconds(*shape) * (1 + rng.uniform(-0.01, 0.01))
@@ -121,6 +121,7 @@ def test_measuring_a_real_verifier_fits_its_own_passes():
     shapes = {(f, c, k) for f, c, k, _ in samples}
     assert (64, 0, 1) in shapes and (1, 64, 1) in shapes and (9, 8, 9) in shapes
     assert len(samples) == 2 * len(design(9, 64))  # two rounds; a prefill and a 1-row uncached pass share a shape
+    assert shapes == {p.shape for p in design(9, 64)}  # the shapes the verifier recorded are the points' own
     errors = [abs(model.pass_seconds(*shape) / t - 1) for shape, t in medians(samples).items()]
     assert np.median(errors) < 0.5
     res = speculative_generate(verifier, make_draft("ngram", n=2), list(range(3, 40)), 12, 4, cached=True)
