@@ -159,7 +159,7 @@ def run(quick: bool = False) -> str:
         [
             "## Pass-cost model: predicted against measured (`bench/costmodel.py`)",
             "",
-            f"SmolLM2-135M (fp32, CPU, {torch.get_num_threads()} torch threads). The model measured over "
+            f"SmolLM2-135M (fp32, CPU, {torch.get_num_threads()} torch thread per process). The model measured over "
             f"{len(medians(samples))} pass shapes (contexts up to {max_context} tokens, {len(samples)} timed passes) "
             f"in {measure_s:.1f} s; coefficients per unit: {coef}; median error on its own shapes {fit_err:.3f}.",
             "",

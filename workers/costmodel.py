@@ -129,8 +129,7 @@ def nnls(a: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 def fit(samples: Iterable[Sample]) -> dict[str, float]:
     """Coefficients by non-negative least squares on each shape's median, relative (each row divided by its
-    median seconds, so the fit minimises relative error); a feature constant over the samples takes no weight
-    beyond the intercept's."""
+    median seconds, so the fit minimises relative error); a feature absent from every sample gets 0."""
     points = medians(samples)
     if not points:
         raise ValueError("no timed pass to fit a cost model to")
