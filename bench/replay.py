@@ -48,17 +48,18 @@ def references(n: int):
 def jobs(pairs, ibase: str, vocab: int, eos: int | None) -> list:
     from workers.contracts import ReplayJob
 
-    strategies = [
-        ("ngram", "ngram", {"n": 4}, KS),
-        ("lookup", "lookup", {}, KS),
-        ("suffix", "suffix", {}, KS),
-        ("olifant", "olifant", {}, KS),
-        ("hybrid", "hybrid", {"n": 6, "min_match": 5, "confidence": "share"}, KS),
-        ("olifant-tree", "olifant", {"tree": 8}, TREES),
-        ("hybrid-tree", "hybrid", {"n": 6, "min_match": 5, "confidence": "share", "tree": 8}, TREES),
+    hybrid = {"n": 6, "min_match": 5, "confidence": "share"}
+    strategies = [  # (name, draft, options, k values, reads the instance base)
+        ("ngram", "ngram", {"n": 4}, KS, False),
+        ("lookup", "lookup", {}, KS, False),
+        ("suffix", "suffix", {}, KS, False),
+        ("olifant", "olifant", {}, KS, True),
+        ("hybrid", "hybrid", hybrid, KS, True),
+        ("olifant-tree", "olifant", {"tree": 8}, TREES, True),
+        ("hybrid-tree", "hybrid", {**hybrid, "tree": 8}, TREES, True),
     ]
     out = []
-    for (name, draft, options, ks), regime, (i, (prompt, ref)) in itertools.product(
+    for (name, draft, options, ks, reads), regime, (i, (prompt, ref)) in itertools.product(
         strategies, REGIMES, enumerate(pairs)
     ):
         for k in ks:
@@ -69,7 +70,7 @@ def jobs(pairs, ibase: str, vocab: int, eos: int | None) -> list:
                     strategy=name,
                     draft=draft,
                     options=opts,
-                    artifacts={"ibase": ibase} if draft in ("olifant", "hybrid") else {},
+                    artifacts={"ibase": ibase} if reads else {},
                     k=k,
                     regime=regime,
                     prompt_tokens=tuple(prompt),
