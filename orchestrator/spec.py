@@ -10,6 +10,7 @@ Relative paths in the spec are resolved against the spec file's folder.
 
 from __future__ import annotations
 
+import codecs
 import dataclasses
 import hashlib
 import tomllib
@@ -89,6 +90,22 @@ class _Source(_Model):
     config: str | None = None
     split: str = "train"
     column: str = "text"
+    encoding: str | None = None  # a local .txt/.jsonl file's text encoding (default: UTF-8, strictly)
+
+    @field_validator("encoding")
+    @classmethod
+    def _known_codec(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        try:
+            info = codecs.lookup(v)
+        except LookupError:
+            raise ValueError(
+                f"unknown encoding {v!r}; give a Python codec name such as 'latin-1' or 'cp1252'"
+            ) from None
+        if not info._is_text_encoding:
+            raise ValueError(f"{v!r} is not a text encoding")
+        return v
 
     @model_validator(mode="after")
     def _one_source(self):
