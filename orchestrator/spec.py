@@ -35,6 +35,7 @@ MAX_NEW_TOKENS = 32_768
 MAX_PROMPTS = 100_000
 MAX_PROMPT_WORDS = 10_000
 KValue = Annotated[int, Field(gt=0, le=MAX_K)]
+PLAIN = "plain"  # the draft every speedup divides by (storage.summary.PLAIN)
 AUTO_MAX_K = 8  # k = "auto" on a chain: the longest draft a round may choose (the cells' k column)
 
 
@@ -354,7 +355,23 @@ class Spec(_Model):
                     f"strategies[{i}] ({s.name}): [sweep] repeats = {self.sweep.repeats} cannot time a draft "
                     f"that remembers earlier outputs (a repeat would draft the text it just generated)"
                 )
+        self._plain_everywhere()
         return self
+
+    def _plain_everywhere(self) -> None:
+        """With a plain strategy in the spec, every task and regime a draft runs at has a plain run too: a speedup
+        divides by the plain of its own task and regime, and a coordinate without one would have none."""
+        plains = [s for s in self.strategies if s.draft == PLAIN]
+        if not plains:
+            return
+        regimes = self.sweep.regimes
+        for i, s in enumerate(self.strategies):
+            for t, r in ((t.name, r) for t in self.tasks if s.runs_on(t.name) for r in s.regimes_in(regimes)):
+                if s.draft != PLAIN and not any(p.runs_on(t) and r in p.regimes_in(regimes) for p in plains):
+                    raise ValueError(
+                        f"strategies[{i}] ({s.name}): runs on task {t!r} ({r}) where no plain strategy runs, so it "
+                        f"would have no speedup; let {plains[0].name!r} run there too"
+                    )
 
     def corpus(self, name: str) -> CorpusSection:
         """The [[corpora]] entry called `name`."""
