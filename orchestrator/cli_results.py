@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from orchestrator.cli_common import FORCE, Context, check_out
+from orchestrator.cli_common import FORCE, FORMATS, Context, check_out, output_format
 from workers.errors import GreenspecError
 
 
@@ -84,6 +84,8 @@ def _failure_line(r) -> str:
         return v is not None and v == v and v != ""  # v != v: NaN, as pandas fills a missing number
 
     parts = [r.kind, *(str(v) for v in (r.strategy, r.corpus, r.task) if given(v))]
+    if given(r.prompt):
+        parts.append(f"prompt {int(r.prompt)}")
     if given(r.k) and (r.kind == "sweep" or int(r.k)):
         parts.append(f"k={int(r.k)}")
     if given(r.regime):
@@ -94,7 +96,11 @@ def _failure_line(r) -> str:
 
 @click.command()
 @click.option(
-    "--format", "fmt", type=click.Choice(["csv", "parquet", "markdown", "latex"]), default="csv", show_default=True
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default=None,
+    help="Default: the one --out's extension names (.csv .parquet .md .tex), else csv.",
 )
 @click.option("--out", "out", type=click.Path(dir_okay=False), default="-", help="Output file (default: stdout).")
 @click.option("--experiment", "-e", default=None, help="Experiment name (default: the newest).")
@@ -109,7 +115,7 @@ def _failure_line(r) -> str:
 @FORCE
 @click.pass_obj
 def export(
-    obj: Context, fmt: str, out: str, experiment: str | None, compare_with: str | None, pooled: bool, force: bool
+    obj: Context, fmt: str | None, out: str, experiment: str | None, compare_with: str | None, pooled: bool, force: bool
 ) -> None:
     """One row per strategy x task x k x regime with speed, acceptance, quality and energy.
 
@@ -120,6 +126,7 @@ def export(
     """
     from orchestrator.export import write_summary
 
+    fmt = output_format(fmt, out)
     check_out(obj, out, force)
     Session = _reader(obj.db)
     if Session is None:

@@ -25,7 +25,7 @@ from orchestrator.spec import Spec, load_spec, parse_spec, resolve_paths, spec_h
 from storage import store
 from storage.db import guard, open_db, sqlite_path
 from storage.names import rename_cells
-from storage.queries import state_counts, status_counts
+from storage.queries import experiments_frame, state_counts, status_counts
 from workers.errors import GreenspecError
 from workers.power.idle import measure_idle_floor_w
 
@@ -69,8 +69,9 @@ def resume(
         with guard(opts.db_url, "reading"), Session() as s:
             exp = store.find_experiment(s, experiment)
             if exp is None:
+                known = ", ".join(sorted(experiments_frame(s)["name"])) or "none"
                 raise GreenspecError(
-                    f"no experiment {experiment!r} in {opts.db_url}"
+                    f"no experiment {experiment!r} in {opts.db_url} (known: {known})"
                     if experiment
                     else f"no experiment in {opts.db_url}; start one with `greenspec run SPEC`"
                 )

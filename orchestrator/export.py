@@ -82,7 +82,7 @@ _LATEX_SPECIAL = re.compile("|".join(map(re.escape, LATEX_SPECIALS)))
 
 
 def latex_escape(text: str) -> str:
-    """`text` as LaTeX that prints it verbatim, e.g. latex_escape("tokens_per_s") == r"tokens\_per\_s"."""
+    r"""`text` as LaTeX that prints it verbatim, e.g. latex_escape("tokens_per_s") == r"tokens\_per\_s"."""
     return _LATEX_SPECIAL.sub(lambda m: LATEX_SPECIALS[m.group()], text)
 
 

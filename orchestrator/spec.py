@@ -3,7 +3,7 @@
 Example:
     >>> spec = load_spec("examples/demo.toml")
     >>> spec.summary()
-    'demo: 5 strategies x 2 tasks x k {3, 5, 8} x 2 regimes x 4 prompts = ...'
+    'demo: ... sweep cells (5 strategies over 2 tasks, k in {3, 5, 8}, 2 regimes, 4 prompts each; ...'
 
 Relative paths in the spec are resolved against the spec file's folder.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import codecs
 import dataclasses
+import difflib
 import hashlib
 import tomllib
 from pathlib import Path
@@ -178,7 +179,7 @@ class StrategySection(_Model):
         """Split the draft's own keys off and validate them with the draft's options model (the registry's)."""
         if not isinstance(data, dict) or not isinstance(data.get("draft"), str) or "options" in data:
             return data
-        own = {key: data[key] for key in ("name", "draft", "k", "tasks", "regimes") if key in data}
+        own = {key: data[key] for key in STRATEGY_KEYS if key in data}
         try:
             entry = lookup(data["draft"])
         except DraftError as err:
@@ -194,6 +195,7 @@ class StrategySection(_Model):
                     f".{'k' if key == 'auto' else key}: {what} needs a draft with an instance base "
                     f"(olifant, hybrid), not {data['draft']!r}"
                 )
+        _refuse_unknown(data["draft"], entry, mine)
         try:
             options = entry.parse(mine)
         except DraftError as err:
@@ -253,6 +255,21 @@ class StrategySection(_Model):
         if self.tree is not None:
             return [self.tree]
         return [AUTO_MAX_K] if self.auto else (self.k or default)
+
+
+STRATEGY_KEYS = ("name", "draft", "k", "tasks", "regimes")  # a strategy's own keys; the rest are its draft's
+
+
+def _refuse_unknown(draft: str, entry: DraftEntry, keys: dict[str, Any]) -> None:
+    """Name a key the draft does not take (and the one it was probably meant to be) before any missing key."""
+    accepted = [*entry.options.model_fields]
+    for key in keys:
+        if key not in accepted:
+            close = difflib.get_close_matches(key, [*accepted, *STRATEGY_KEYS], n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ValueError(
+                f".{key}: unknown key for draft {draft!r}{hint} (accepted: {', '.join(accepted) or 'no options'})"
+            )
 
 
 def auto_k(k: Any, auto_key: bool) -> bool:
@@ -403,17 +420,21 @@ class Spec(_Model):
         return counts | ({"label": labels} if labels else {})  # label cells only where a corpus is distilled
 
     def summary(self) -> str:
-        """One paragraph describing the grid."""
+        """One paragraph describing the grid: the true number of sweep cells, then what it is made of (no product:
+        plain runs once per prompt and regime, and a strategy may have its own k, tasks and regimes)."""
         n = self.cell_counts()
         prompts = sorted({t.prompts for t in self.tasks})
-        prompt_txt = str(prompts[0]) if len(prompts) == 1 else f"{sum(t.prompts for t in self.tasks)} (total)"
+        prompt_txt = (
+            f"{prompts[0]} prompts each" if len(prompts) == 1 else f"{sum(t.prompts for t in self.tasks)} prompts"
+        )
         ks = ", ".join(map(str, self.sweep.k))
         strategies = ", ".join(f"{s.name} ({s.draft})" for s in self.strategies)
         labels = f" ({n['label']} on verifier labels)" if n.get("label") else ""
+        temps = f", {len(self.sweep.temperatures)} temperatures" if len(self.sweep.temperatures) > 1 else ""
         return (
-            f"{self.experiment.name}: {len(self.strategies)} strategies x {len(self.tasks)} tasks x k {{{ks}}} x "
-            f"{len(self.sweep.regimes)} regimes x {prompt_txt} prompts = {n['sweep']} sweep cells "
-            f"(plain runs once per prompt and regime), plus {n['reference']} greedy references and "
+            f"{self.experiment.name}: {n['sweep']} sweep cells ({len(self.strategies)} strategies over "
+            f"{len(self.tasks)} tasks, k in {{{ks}}}, {len(self.sweep.regimes)} regimes{temps}, {prompt_txt}; plain "
+            f"runs once per prompt and regime), plus {n['reference']} greedy references and "
             f"{n['train']} instance bases to train{labels}. Verifier {self.verifier.model} on {self.verifier.device}, "
             f"{self.sweep.max_new_tokens} new tokens per generation; strategies: {strategies}; "
             f"tasks: {', '.join(t.name for t in self.tasks)}; power: {', '.join(self.power.sources)} at {self.power.hz:g} Hz."
