@@ -1,4 +1,4 @@
-"""Session-wide fixtures: one real local Ray for the whole run, a fresh greenspec cache per session."""
+"""Session-wide fixtures: one real local Ray for the whole run, the tests' own greenspec cache (never the user's)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,13 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # and the suite mostly waits. Here they run at the test process's own niceness (set it with `nice`, as CI may).
 os.environ.setdefault("RAY_worker_niceness", "0")
 RAY_START_TRIES = 3
+# The tests' own greenspec cache, never the user's (~/.cache/greenspec, which the dashboard's cost page reads):
+# kept between runs (the dequantized GGUF and the demo models take minutes to rebuild), set before Ray starts so
+# its workers inherit it, and passed to them explicitly too. GREENSPEC_TEST_CACHE moves it.
+TEST_CACHE = os.environ.get("GREENSPEC_TEST_CACHE") or os.path.join(
+    os.path.expanduser("~"), ".cache", "greenspec-tests"
+)
+os.environ["GREENSPEC_CACHE"] = TEST_CACHE
 
 
 SLOW_FIXTURES = {"ray_local", "tiny_verifier", "write_spec"}  # a real Ray, a trained model, a real sweep
@@ -72,6 +79,7 @@ def ray_local():
                 include_dashboard=False,
                 log_to_driver=False,
                 configure_logging=False,
+                runtime_env={"env_vars": {"GREENSPEC_CACHE": TEST_CACHE}},
             )
         except Exception:  # on a heavily loaded machine the raylet can miss its 30 s start window: try again
             ray.shutdown()
