@@ -112,21 +112,37 @@ def _failure_line(r) -> str:
     help="Instead: the run's numbers beside the seed paper's, cell by cell, with differences.",
 )
 @click.option("--pooled", is_flag=True, help="Ratios of sums over each cell instead of the paper's per-prompt means.")
+@click.option(
+    "--map",
+    "map_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help='With --compare paper: a TOML file pairing names, [tasks] mine = "wikitext", [strategies] mine = "...".',
+)
 @FORCE
 @click.pass_obj
 def export(
-    obj: Context, fmt: str | None, out: str, experiment: str | None, compare_with: str | None, pooled: bool, force: bool
+    obj: Context,
+    fmt: str | None,
+    out: str,
+    experiment: str | None,
+    compare_with: str | None,
+    pooled: bool,
+    map_file: str | None,
+    force: bool,
 ) -> None:
     """One row per strategy x task x k x regime with speed, acceptance, quality and energy.
 
     \b
     Example:
       greenspec export --format latex --out table.tex
-      greenspec export --compare paper --format markdown
+      greenspec export --compare paper --format markdown --map names.toml
     """
     from orchestrator.export import write_summary
 
     fmt = output_format(fmt, out)
+    if map_file and compare_with != "paper":
+        raise GreenspecError("--map pairs names for --compare paper; add --compare paper")
     check_out(obj, out, force)
     Session = _reader(obj.db)
     if Session is None:
@@ -136,7 +152,7 @@ def export(
         if compare_with == "paper":
             from orchestrator.paper_compare import write_comparison
 
-            write_comparison(s, experiment, fmt, out)
+            click.echo(write_comparison(s, experiment, fmt, out, map_file).describe(), err=True)
             return
         write_summary(s, experiment, fmt, out, pooled)
         _say_superseded(s, experiment)
