@@ -76,8 +76,7 @@ def ray_up(opts: RunOptions) -> bool:
             include_dashboard=False,
             log_to_driver=False,
             configure_logging=False,
-            runtime_env=worker_runtime_env(),
-        )
+        )  # its workers inherit this process's environment, GREENSPEC_CACHE included
     return True
 
 
@@ -85,7 +84,7 @@ SHARED_ENV = ("GREENSPEC_CACHE",)  # where artifacts, tokenizer copies and cost 
 
 
 def worker_runtime_env() -> dict | None:
-    """The driver's SHARED_ENV for every Ray worker of its job: a driver joining a cluster started elsewhere keeps its
-    own cache (None when none is set: the workers' own default)."""
+    """The driver's SHARED_ENV for every Ray worker of its job when it joins a cluster started elsewhere (whose workers
+    inherit another environment): they use the driver's cache (None when none is set: the workers' own default)."""
     env = {k: os.environ[k] for k in SHARED_ENV if os.environ.get(k)}
     return {"env_vars": env} if env else None

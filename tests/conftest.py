@@ -16,8 +16,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("RAY_worker_niceness", "0")
 RAY_START_TRIES = 3
 # The tests' own greenspec cache, never the user's (~/.cache/greenspec, which the dashboard's cost page reads):
-# kept between runs (the dequantized GGUF and the demo models take minutes to rebuild), set before Ray starts so
-# its workers inherit it, and passed to them explicitly too. GREENSPEC_TEST_CACHE moves it.
+# kept between runs (the dequantized GGUF and the demo models take minutes to rebuild), set before the session's Ray
+# starts so that its workers inherit it (drivers joining it pass theirs: orchestrator.ray_startup.worker_runtime_env).
+# GREENSPEC_TEST_CACHE moves it.
 TEST_CACHE = os.environ.get("GREENSPEC_TEST_CACHE") or os.path.join(
     os.path.expanduser("~"), ".cache", "greenspec-tests"
 )
@@ -79,7 +80,6 @@ def ray_local():
                 include_dashboard=False,
                 log_to_driver=False,
                 configure_logging=False,
-                runtime_env={"env_vars": {"GREENSPEC_CACHE": TEST_CACHE}},
             )
         except Exception:  # on a heavily loaded machine the raylet can miss its 30 s start window: try again
             ray.shutdown()
