@@ -56,7 +56,7 @@ LABEL_KEYS = ("labels", "label_max_tokens", "label_chunk_tokens", "label_overlap
 
 def corpus_identity(corpus: CorpusSection) -> dict[str, Any]:
     """The corpus fields that determine what is built from it (label keys only for a distilled corpus)."""
-    ident = corpus.model_dump(exclude=NOT_IN_KEY)
+    ident = corpus.model_dump(exclude=NOT_IN_KEY | ({"encoding"} if corpus.encoding is None else set()))
     if not corpus.distilled:  # corpus-trained instance bases keep the keys they had before labels existed
         for key in LABEL_KEYS:
             ident.pop(key, None)

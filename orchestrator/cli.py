@@ -111,10 +111,10 @@ def validate(spec: str) -> None:
     click.echo(s.summary())
 
 
-def _run_options(obj: Context, wait: bool = False, drop_stale: bool = False):
+def _run_options(obj: Context, wait: bool = False, drop_stale: bool = False, new_version: bool = False):
     from orchestrator.driver import RunOptions
 
-    return RunOptions(db_url=obj.db, address=obj.address, wait=wait, drop_stale=drop_stale)
+    return RunOptions(db_url=obj.db, address=obj.address, wait=wait, drop_stale=drop_stale, new_version=new_version)
 
 
 WAIT = click.option(
@@ -122,6 +122,12 @@ WAIT = click.option(
 )
 DROP_STALE = click.option(
     "--drop-stale", is_flag=True, help="Drop unfinished cells of an earlier version of the spec (refused otherwise)."
+)
+
+NEW_VERSION = click.option(
+    "--new-version",
+    is_flag=True,
+    help="Continue an experiment whose name is bound to another spec file under this one (refused otherwise).",
 )
 
 
@@ -144,8 +150,9 @@ def _print_report(report, db: str) -> None:
 @click.argument("spec", type=click.Path(dir_okay=False))
 @WAIT
 @DROP_STALE
+@NEW_VERSION
 @click.pass_obj
-def run(obj: Context, spec: str, wait: bool, drop_stale: bool) -> None:
+def run(obj: Context, spec: str, wait: bool, drop_stale: bool, new_version: bool) -> None:
     """Run every cell of SPEC not already done (re-running adds only new cells).
 
     \b
@@ -156,7 +163,7 @@ def run(obj: Context, spec: str, wait: bool, drop_stale: bool) -> None:
     from orchestrator.progress import BarProgress
 
     with BarProgress() as bar:
-        report = run_spec_file(spec, _run_options(obj, wait, drop_stale), bar)
+        report = run_spec_file(spec, _run_options(obj, wait, drop_stale, new_version), bar)
     _print_report(report, obj.db)
 
 

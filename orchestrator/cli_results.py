@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from orchestrator.cli_common import FORCE, Context, check_out
+from orchestrator.cli_common import FORCE, FORMATS, Context, check_out, output_format
 from workers.errors import GreenspecError
 
 
@@ -84,6 +84,8 @@ def _failure_line(r) -> str:
         return v is not None and v == v and v != ""  # v != v: NaN, as pandas fills a missing number
 
     parts = [r.kind, *(str(v) for v in (r.strategy, r.corpus, r.task) if given(v))]
+    if given(r.prompt):
+        parts.append(f"prompt {int(r.prompt)}")
     if given(r.k) and (r.kind == "sweep" or int(r.k)):
         parts.append(f"k={int(r.k)}")
     if given(r.regime):
@@ -94,7 +96,11 @@ def _failure_line(r) -> str:
 
 @click.command()
 @click.option(
-    "--format", "fmt", type=click.Choice(["csv", "parquet", "markdown", "latex"]), default="csv", show_default=True
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default=None,
+    help="Default: the one --out's extension names (.csv .parquet .md .tex), else csv.",
 )
 @click.option("--out", "out", type=click.Path(dir_okay=False), default="-", help="Output file (default: stdout).")
 @click.option("--experiment", "-e", default=None, help="Experiment name (default: the newest).")
@@ -106,20 +112,37 @@ def _failure_line(r) -> str:
     help="Instead: the run's numbers beside the seed paper's, cell by cell, with differences.",
 )
 @click.option("--pooled", is_flag=True, help="Ratios of sums over each cell instead of the paper's per-prompt means.")
+@click.option(
+    "--map",
+    "map_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help='With --compare paper: a TOML file pairing names, [tasks] mine = "wikitext", [strategies] mine = "...".',
+)
 @FORCE
 @click.pass_obj
 def export(
-    obj: Context, fmt: str, out: str, experiment: str | None, compare_with: str | None, pooled: bool, force: bool
+    obj: Context,
+    fmt: str | None,
+    out: str,
+    experiment: str | None,
+    compare_with: str | None,
+    pooled: bool,
+    map_file: str | None,
+    force: bool,
 ) -> None:
     """One row per strategy x task x k x regime with speed, acceptance, quality and energy.
 
     \b
     Example:
       greenspec export --format latex --out table.tex
-      greenspec export --compare paper --format markdown
+      greenspec export --compare paper --format markdown --map names.toml
     """
     from orchestrator.export import write_summary
 
+    fmt = output_format(fmt, out)
+    if map_file and compare_with != "paper":
+        raise GreenspecError("--map pairs names for --compare paper; add --compare paper")
     check_out(obj, out, force)
     Session = _reader(obj.db)
     if Session is None:
@@ -129,7 +152,7 @@ def export(
         if compare_with == "paper":
             from orchestrator.paper_compare import write_comparison
 
-            write_comparison(s, experiment, fmt, out)
+            click.echo(write_comparison(s, experiment, fmt, out, map_file).describe(), err=True)
             return
         write_summary(s, experiment, fmt, out, pooled)
         _say_superseded(s, experiment)

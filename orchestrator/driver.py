@@ -24,7 +24,8 @@ from orchestrator.ray_startup import interrupts_deferred, ray_initialized, ray_u
 from orchestrator.spec import Spec, load_spec, parse_spec, resolve_paths, spec_hash
 from storage import store
 from storage.db import guard, open_db, sqlite_path
-from storage.queries import state_counts, status_counts
+from storage.names import rename_cells
+from storage.queries import experiments_frame, state_counts, status_counts
 from workers.errors import GreenspecError
 from workers.power.idle import measure_idle_floor_w
 
@@ -33,6 +34,10 @@ logger = logging.getLogger(__name__)
 
 class StaleCells(GreenspecError):
     """Unfinished cells keyed by an earlier version of the spec: they would run with today's settings."""
+
+
+class OtherSpec(GreenspecError):
+    """An experiment name already bound to another spec file."""
 
 
 @dataclass(frozen=True)
@@ -64,8 +69,9 @@ def resume(
         with guard(opts.db_url, "reading"), Session() as s:
             exp = store.find_experiment(s, experiment)
             if exp is None:
+                known = ", ".join(sorted(experiments_frame(s)["name"])) or "none"
                 raise GreenspecError(
-                    f"no experiment {experiment!r} in {opts.db_url}"
+                    f"no experiment {experiment!r} in {opts.db_url} (known: {known})"
                     if experiment
                     else f"no experiment in {opts.db_url}; start one with `greenspec run SPEC`"
                 )
@@ -109,7 +115,7 @@ def _run_leased(
     only when there is something to run)."""
     name = spec.experiment.name
     with guard(opts.db_url), ExperimentLease(Session, name, opts.wait, opts.lease_s) as lease:
-        exp_id, added = _register(spec, cells, source, Session, retry_failed, opts.drop_stale)
+        exp_id, added = _register(spec, cells, source, Session, retry_failed, opts)
         if _has_work(Session, exp_id):
             with Session() as s:  # the idle floor, before Ray starts: the machine at rest (None where no meter exists)
                 store.set_idle_power(s, exp_id, measure_idle_floor_w(spec.power.sources))
@@ -123,14 +129,19 @@ def _run_leased(
 
 
 def _register(
-    spec: Spec, cells: list, source: tuple[str, str | None], Session: Any, retry_failed: bool, drop_stale: bool = False
+    spec: Spec, cells: list, source: tuple[str, str | None], Session: Any, retry_failed: bool, opts: RunOptions
 ) -> tuple[int, int]:
     """Store the experiment and its new cells, put cells left running (and, retrying, failed ones) back to pending;
-    (experiment id, cells added). Unfinished cells of an earlier spec version are refused, or dropped."""
+    (experiment id, cells added). An experiment name bound to another spec file is refused (unless `new_version`),
+    unfinished cells of an earlier spec version are refused or dropped, and cells stored under another task,
+    strategy or corpus name take the spec's names (`storage.names`)."""
     name, (spec_text, spec_path) = spec.experiment.name, source
     with Session() as s:
-        _drop_or_refuse_stale(s, name, {c.key for c in cells}, drop_stale)
+        _refuse_other_spec(s, name, source, opts.new_version)
+        _drop_or_refuse_stale(s, name, {c.key for c in cells}, opts.drop_stale)
         exp = store.upsert_experiment(s, name, spec_text, spec_hash(spec_text), spec_path)
+        for renamed in rename_cells(s, exp.id, cells):
+            logger.warning("experiment %s: %s", name, renamed.describe())
         added = store.add_cells(s, exp.id, cells)
         reset = store.reset_running(s, exp.id)
         failed = store.retry_failed(s, exp.id) if retry_failed else 0
@@ -139,6 +150,19 @@ def _register(
         logger.info("%d cells left running by an earlier driver and %d failed ones set back to pending", reset, failed)
     logger.info("experiment %s: %d new cells", name, added)
     return exp.id, added
+
+
+def _refuse_other_spec(s: Any, name: str, source: tuple[str, str | None], new_version: bool) -> None:
+    """An experiment name stays bound to its spec file: another file's spec under the same name would merge two
+    experiments' cells silently; refused in one line, before anything is written, unless `new_version`."""
+    exp = store.find_experiment(s, name)
+    text, path = source
+    if exp is None or new_version or None in (path, exp.spec_path) or path == exp.spec_path or text == exp.spec_toml:
+        return
+    raise OtherSpec(
+        f"experiment {name!r} is bound to another spec file ({exp.spec_path}); give {path} its own [experiment] "
+        "name, or pass --new-version to continue the experiment under this spec"
+    )
 
 
 def _drop_or_refuse_stale(s: Any, name: str, keys: set[str], drop: bool) -> None:

@@ -5,6 +5,7 @@ Numbers are the paper's per-prompt means by default (`--pooled`: ratios of sums)
 
 from __future__ import annotations
 
+import re
 import sys
 
 import pandas as pd
@@ -51,7 +52,7 @@ def render(df: pd.DataFrame, fmt: str, shown: list[str] | None = None) -> str | 
     if fmt == "markdown":
         return df[shown].to_markdown(index=False, floatfmt=".3g")
     if fmt == "latex":
-        return df[shown].to_latex(index=False, float_format="%.3g", na_rep="--")
+        return latex_table(df[shown])
     if fmt == "parquet":
         import io
 
@@ -59,6 +60,40 @@ def render(df: pd.DataFrame, fmt: str, shown: list[str] | None = None) -> str | 
         df.to_parquet(buf, index=False)
         return buf.getvalue()
     raise GreenspecError(f"--format {fmt!r}: use csv, parquet, markdown or latex")
+
+
+# LaTeX's special characters in text (booktabs tables, T1 or OT1 fonts): each becomes a command that prints it.
+LATEX_SPECIALS = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "|": r"\textbar{}",
+    "<": r"\textless{}",
+    ">": r"\textgreater{}",
+}
+_LATEX_SPECIAL = re.compile("|".join(map(re.escape, LATEX_SPECIALS)))
+
+
+def latex_escape(text: str) -> str:
+    r"""`text` as LaTeX that prints it verbatim, e.g. latex_escape("tokens_per_s") == r"tokens\_per\_s"."""
+    return _LATEX_SPECIAL.sub(lambda m: LATEX_SPECIALS[m.group()], text)
+
+
+def latex_table(df: pd.DataFrame) -> str:
+    """A booktabs tabular of `df`: every header and text cell escaped (numbers as %.3g, blanks as --), so that it
+    compiles whatever the strategy and task names hold."""
+    out = df.rename(columns=lambda c: latex_escape(str(c)))
+    for col in out.columns:
+        if not pd.api.types.is_numeric_dtype(out[col]) or pd.api.types.is_bool_dtype(out[col]):
+            out[col] = out[col].map(lambda v: v if v is None or v is pd.NA or v != v else latex_escape(str(v)))
+    return out.to_latex(index=False, float_format="%.3g", na_rep="--", escape=False)
 
 
 def write_output(data: str | bytes, out: str) -> None:

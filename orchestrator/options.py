@@ -36,3 +36,4 @@ class RunOptions:
     wait: bool = False  # wait for another driver's lease instead of refusing
     lease_s: float | None = None  # lease expiry (default: GREENSPEC_LEASE_S or 30 s)
     drop_stale: bool = False  # drop unfinished cells of an earlier spec version
+    new_version: bool = False  # continue an experiment bound to another spec file under this one

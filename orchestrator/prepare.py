@@ -17,7 +17,7 @@ from orchestrator.cells import TaskPrompts, expand
 from orchestrator.spec import BUILTIN, Spec, check_paths, model_options
 from storage.cell import CellSpec
 from workers.artifacts import BY_CELL_KIND as ARTIFACT_KINDS
-from workers.errors import ModelError, SpecError
+from workers.errors import CorpusError, ModelError, SpecError
 from workers.runner import RunnerConfig
 
 logger = logging.getLogger(__name__)
@@ -37,8 +37,11 @@ def load_prompts(spec: Spec) -> list[TaskPrompts]:
     from workers.tasks import load_prompts as load
 
     out = []
-    for t in spec.tasks:
-        ps = load(t.source(), t.prompts, t.prompt_words, articles=t.articles)
+    for i, t in enumerate(spec.tasks):
+        try:
+            ps = load(t.source(), t.prompts, t.prompt_words, articles=t.articles)
+        except CorpusError as err:  # the key first, as every refusal of the spec names it
+            raise CorpusError(f"tasks[{i}].{'path' if t.path else 'dataset'}: {err}") from err
         texts = tuple(dict.fromkeys(p.text for p in ps.prompts))  # same first prompt_words words: one prompt
         if len(texts) < len(ps.prompts):
             logger.warning(
@@ -174,20 +177,19 @@ def check_grid(spec: Spec) -> None:
 
 
 def check_corpora(spec: Spec) -> None:
-    """Refuse a local corpus file with no text in it (it would train nothing), naming it; reads only up to its first
-    non-blank byte."""
+    """Refuse a local corpus that training could not read, naming the key and the file, line or byte at fault: read
+    as training reads it (`workers.corpora.scan_source`: decoded, parsed, the column checked, bounded in time)."""
+    from workers.corpora import scan_source
+    from workers.errors import CorpusError
+
     for i, c in enumerate(spec.corpora):
-        path = Path(c.path) if c.path and not c.path.startswith(BUILTIN) else None
-        if path is not None and path.is_file() and not _has_text(path):
-            raise SpecError(f"corpora[{i}].path: {path} has no text (corpus {c.name!r} would train nothing)")
-
-
-def _has_text(path: Path, block: int = 1 << 20) -> bool:
-    with path.open("rb") as f:
-        while chunk := f.read(block):
-            if chunk.strip():
-                return True
-    return False
+        if c.path and not c.path.startswith(BUILTIN):
+            try:
+                n_docs = scan_source(c.source())
+            except CorpusError as err:
+                raise SpecError(f"corpora[{i}].path: {err}") from err
+            if n_docs == 0:
+                raise SpecError(f"corpora[{i}].path: {c.path} has no text (corpus {c.name!r} would train nothing)")
 
 
 def validate_spec(spec: Spec) -> None:

@@ -66,7 +66,7 @@ def ray_up(opts: RunOptions) -> bool:
     # Ray's workers at the driver's own priority (Ray's default: 15 nicer); `nice` greenspec to yield
     os.environ.setdefault("RAY_worker_niceness", "0")
     if opts.address:
-        ray.init(address=opts.address, log_to_driver=False, configure_logging=False)
+        ray.init(address=opts.address, log_to_driver=False, configure_logging=False, runtime_env=worker_runtime_env())
     else:
         # "local": a new Ray here, never a `ray start` cluster that a bare ray.init() would join
         ray.init(
@@ -76,5 +76,15 @@ def ray_up(opts: RunOptions) -> bool:
             include_dashboard=False,
             log_to_driver=False,
             configure_logging=False,
-        )
+        )  # its workers inherit this process's environment, GREENSPEC_CACHE included
     return True
+
+
+SHARED_ENV = ("GREENSPEC_CACHE",)  # where artifacts, tokenizer copies and cost curves go (workers.tokenizer.cache_dir)
+
+
+def worker_runtime_env() -> dict | None:
+    """The driver's SHARED_ENV for every Ray worker of its job when it joins a cluster started elsewhere (whose workers
+    inherit another environment): they use the driver's cache (None when none is set: the workers' own default)."""
+    env = {k: os.environ[k] for k in SHARED_ENV if os.environ.get(k)}
+    return {"env_vars": env} if env else None

@@ -3,14 +3,16 @@
 Example:
     >>> spec = load_spec("examples/demo.toml")
     >>> spec.summary()
-    'demo: 5 strategies x 2 tasks x k {3, 5, 8} x 2 regimes x 4 prompts = ...'
+    'demo: ... sweep cells (5 strategies over 2 tasks, k in {3, 5, 8}, 2 regimes, 4 prompts each; ...'
 
 Relative paths in the spec are resolved against the spec file's folder.
 """
 
 from __future__ import annotations
 
+import codecs
 import dataclasses
+import difflib
 import hashlib
 import tomllib
 from pathlib import Path
@@ -34,6 +36,7 @@ MAX_NEW_TOKENS = 32_768
 MAX_PROMPTS = 100_000
 MAX_PROMPT_WORDS = 10_000
 KValue = Annotated[int, Field(gt=0, le=MAX_K)]
+PLAIN = "plain"  # the draft every speedup divides by (storage.summary.PLAIN)
 AUTO_MAX_K = 8  # k = "auto" on a chain: the longest draft a round may choose (the cells' k column)
 
 
@@ -89,6 +92,22 @@ class _Source(_Model):
     config: str | None = None
     split: str = "train"
     column: str = "text"
+    encoding: str | None = None  # a local .txt/.jsonl file's text encoding (default: UTF-8, strictly)
+
+    @field_validator("encoding")
+    @classmethod
+    def _known_codec(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        try:
+            info = codecs.lookup(v)
+        except LookupError:
+            raise ValueError(
+                f"unknown encoding {v!r}; give a Python codec name such as 'latin-1' or 'cp1252'"
+            ) from None
+        if not info._is_text_encoding:
+            raise ValueError(f"{v!r} is not a text encoding")
+        return v
 
     @model_validator(mode="after")
     def _one_source(self):
@@ -160,7 +179,7 @@ class StrategySection(_Model):
         """Split the draft's own keys off and validate them with the draft's options model (the registry's)."""
         if not isinstance(data, dict) or not isinstance(data.get("draft"), str) or "options" in data:
             return data
-        own = {key: data[key] for key in ("name", "draft", "k", "tasks", "regimes") if key in data}
+        own = {key: data[key] for key in STRATEGY_KEYS if key in data}
         try:
             entry = lookup(data["draft"])
         except DraftError as err:
@@ -176,6 +195,7 @@ class StrategySection(_Model):
                     f".{'k' if key == 'auto' else key}: {what} needs a draft with an instance base "
                     f"(olifant, hybrid), not {data['draft']!r}"
                 )
+        _refuse_unknown(data["draft"], entry, mine)
         try:
             options = entry.parse(mine)
         except DraftError as err:
@@ -235,6 +255,21 @@ class StrategySection(_Model):
         if self.tree is not None:
             return [self.tree]
         return [AUTO_MAX_K] if self.auto else (self.k or default)
+
+
+STRATEGY_KEYS = ("name", "draft", "k", "tasks", "regimes")  # a strategy's own keys; the rest are its draft's
+
+
+def _refuse_unknown(draft: str, entry: DraftEntry, keys: dict[str, Any]) -> None:
+    """Name a key the draft does not take (and the one it was probably meant to be) before any missing key."""
+    accepted = [*entry.options.model_fields]
+    for key in keys:
+        if key not in accepted:
+            close = difflib.get_close_matches(key, [*accepted, *STRATEGY_KEYS], n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ValueError(
+                f".{key}: unknown key for draft {draft!r}{hint} (accepted: {', '.join(accepted) or 'no options'})"
+            )
 
 
 def auto_k(k: Any, auto_key: bool) -> bool:
@@ -337,7 +372,23 @@ class Spec(_Model):
                     f"strategies[{i}] ({s.name}): [sweep] repeats = {self.sweep.repeats} cannot time a draft "
                     f"that remembers earlier outputs (a repeat would draft the text it just generated)"
                 )
+        self._plain_everywhere()
         return self
+
+    def _plain_everywhere(self) -> None:
+        """With a plain strategy in the spec, every task and regime a draft runs at has a plain run too: a speedup
+        divides by the plain of its own task and regime, and a coordinate without one would have none."""
+        plains = [s for s in self.strategies if s.draft == PLAIN]
+        if not plains:
+            return
+        regimes = self.sweep.regimes
+        for i, s in enumerate(self.strategies):
+            for t, r in ((t.name, r) for t in self.tasks if s.runs_on(t.name) for r in s.regimes_in(regimes)):
+                if s.draft != PLAIN and not any(p.runs_on(t) and r in p.regimes_in(regimes) for p in plains):
+                    raise ValueError(
+                        f"strategies[{i}] ({s.name}): runs on task {t!r} ({r}) where no plain strategy runs, so it "
+                        f"would have no speedup; let {plains[0].name!r} run there too"
+                    )
 
     def corpus(self, name: str) -> CorpusSection:
         """The [[corpora]] entry called `name`."""
@@ -369,17 +420,21 @@ class Spec(_Model):
         return counts | ({"label": labels} if labels else {})  # label cells only where a corpus is distilled
 
     def summary(self) -> str:
-        """One paragraph describing the grid."""
+        """One paragraph describing the grid: the true number of sweep cells, then what it is made of (no product:
+        plain runs once per prompt and regime, and a strategy may have its own k, tasks and regimes)."""
         n = self.cell_counts()
         prompts = sorted({t.prompts for t in self.tasks})
-        prompt_txt = str(prompts[0]) if len(prompts) == 1 else f"{sum(t.prompts for t in self.tasks)} (total)"
+        prompt_txt = (
+            f"{prompts[0]} prompts each" if len(prompts) == 1 else f"{sum(t.prompts for t in self.tasks)} prompts"
+        )
         ks = ", ".join(map(str, self.sweep.k))
         strategies = ", ".join(f"{s.name} ({s.draft})" for s in self.strategies)
         labels = f" ({n['label']} on verifier labels)" if n.get("label") else ""
+        temps = f", {len(self.sweep.temperatures)} temperatures" if len(self.sweep.temperatures) > 1 else ""
         return (
-            f"{self.experiment.name}: {len(self.strategies)} strategies x {len(self.tasks)} tasks x k {{{ks}}} x "
-            f"{len(self.sweep.regimes)} regimes x {prompt_txt} prompts = {n['sweep']} sweep cells "
-            f"(plain runs once per prompt and regime), plus {n['reference']} greedy references and "
+            f"{self.experiment.name}: {n['sweep']} sweep cells ({len(self.strategies)} strategies over "
+            f"{len(self.tasks)} tasks, k in {{{ks}}}, {len(self.sweep.regimes)} regimes{temps}, {prompt_txt}; plain "
+            f"runs once per prompt and regime), plus {n['reference']} greedy references and "
             f"{n['train']} instance bases to train{labels}. Verifier {self.verifier.model} on {self.verifier.device}, "
             f"{self.sweep.max_new_tokens} new tokens per generation; strategies: {strategies}; "
             f"tasks: {', '.join(t.name for t in self.tasks)}; power: {', '.join(self.power.sources)} at {self.power.hz:g} Hz."

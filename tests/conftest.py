@@ -1,4 +1,4 @@
-"""Session-wide fixtures: one real local Ray for the whole run, a fresh greenspec cache per session."""
+"""Session-wide fixtures: one real local Ray for the whole run, the tests' own greenspec cache (never the user's)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,14 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # and the suite mostly waits. Here they run at the test process's own niceness (set it with `nice`, as CI may).
 os.environ.setdefault("RAY_worker_niceness", "0")
 RAY_START_TRIES = 3
+# The tests' own greenspec cache, never the user's (~/.cache/greenspec, which the dashboard's cost page reads):
+# kept between runs (the dequantized GGUF and the demo models take minutes to rebuild), set before the session's Ray
+# starts so that its workers inherit it (drivers joining it pass theirs: orchestrator.ray_startup.worker_runtime_env).
+# GREENSPEC_TEST_CACHE moves it.
+TEST_CACHE = os.environ.get("GREENSPEC_TEST_CACHE") or os.path.join(
+    os.path.expanduser("~"), ".cache", "greenspec-tests"
+)
+os.environ["GREENSPEC_CACHE"] = TEST_CACHE
 
 
 SLOW_FIXTURES = {"ray_local", "tiny_verifier", "write_spec"}  # a real Ray, a trained model, a real sweep
@@ -26,15 +34,18 @@ def in_ci() -> bool:
 
 
 def missing_test_tools() -> list[str]:
-    """The system tools some tests need that are absent here: Chromium (the browser test), PostgreSQL's server."""
+    """The system tools some tests need that are absent here: Chromium (the browser test), PostgreSQL's server,
+    pdflatex (the LaTeX export compiled)."""
     missing = [] if shutil.which("chromium") else ["chromium (the dashboard's browser test; `make browser`)"]
     if not (_pg_bin("initdb") and _pg_bin("pg_ctl")):
         missing.append("PostgreSQL's initdb/pg_ctl (the PostgreSQL storage, lease and driver tests; `make postgres`)")
+    if not shutil.which("pdflatex"):
+        missing.append("pdflatex (the test that compiles the LaTeX export; `make latex`)")
     return missing
 
 
 def pytest_sessionstart(session):
-    """Under CI a missing Chromium or PostgreSQL ends the run at once, with one line saying what is missing."""
+    """Under CI a missing Chromium, PostgreSQL or pdflatex ends the run at once, with one line saying what is missing."""
     missing = missing_test_tools() if in_ci() else []
     if missing:
         pytest.exit("CI=true but missing: " + "; ".join(missing), returncode=1)
@@ -164,6 +175,18 @@ def pg_cluster(tmp_path_factory):
         cluster.stop()
     finally:
         shutil.rmtree(root, ignore_errors=True)  # its data folder: ~125 MB a session otherwise left in /tmp
+
+
+@pytest.fixture(scope="session")
+def pdflatex() -> str:
+    """The pdflatex program; skipped with the reason when absent (failed under CI=true)."""
+    found = shutil.which("pdflatex")
+    if not found:
+        reason = "pdflatex not installed here; `make test` installs Debian's texlive-latex-base (`make latex`)"
+        if in_ci():
+            pytest.fail(f"CI=true: {reason}", pytrace=False)
+        pytest.skip(reason)
+    return found
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

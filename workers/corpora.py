@@ -7,6 +7,12 @@ the split of a DatasetDict).
 A *document* is one unit of text: a blank-line-separated block of a .txt file, one row's `column` of a
 .jsonl/.parquet file or of a dataset split. Documents are streamed, never held all at once.
 
+Local text is decoded strictly: a .txt or .jsonl file that is not valid in its `encoding` (default UTF-8) is refused
+with the byte offset of the first bad byte, never read with replacement characters. A file that is not text is
+refused too: any NUL character, or more than `MAX_CONTROL_SHARE` of control characters (other than tab, newline,
+carriage return, form feed) among the first `SNIFF_CHARS` characters. `scan_source` reads a source as training
+does, bounded by `SCAN_CHARS` characters and `SCAN_S` seconds, so that `validate` and `run` refuse before any write.
+
 Example:
     >>> src = TextSource(name="plays", path="corpus.txt")
     >>> next(iter_documents(src))[:20]
@@ -15,9 +21,13 @@ Example:
 
 from __future__ import annotations
 
+import codecs
+import dataclasses
 import json
 import logging
 import re
+import time
+import unicodedata
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +37,12 @@ from workers.errors import CorpusError
 logger = logging.getLogger(__name__)
 
 LOCAL_SUFFIXES = (".txt", ".jsonl", ".json", ".parquet")
+SNIFF_CHARS = 65_536  # the characters of each text file whose share of control characters is checked
+MAX_CONTROL_SHARE = 0.01  # more control characters than this (tab, newlines, form feed aside): not text
+SCAN_CHARS = 64 * 2**20  # scan_source reads at most this many characters of a source's documents ...
+SCAN_S = 10.0  # ... and for at most this many seconds; training reads the rest
+_READ_BYTES = 1 << 20
+_TEXT_CONTROLS = frozenset("\t\n\r\f\v")
 
 # WikiText marks an article's title as " = Title = " on a row of its own, its sections as " = = Section = = ".
 _WIKITEXT_TITLE = re.compile(r"^= (?!=).*(?<!=) =$")
@@ -43,6 +59,15 @@ class TextSource:
     config: str | None = None
     split: str = "train"
     column: str = "text"
+    encoding: str | None = None  # of a local .txt/.jsonl file (None: UTF-8)
+
+    def identity(self) -> dict:
+        """The fields that name the source's content, for artifact names and cell keys (`encoding` only when set,
+        so that sources without it keep the names they had before it existed)."""
+        out = dataclasses.asdict(self)
+        if out["encoding"] is None:
+            del out["encoding"]
+        return out
 
     def describe(self) -> str:
         """A short human label: the path, or dataset[/config]:split."""
@@ -72,7 +97,20 @@ def iter_documents(source: TextSource) -> Iterator[str]:
         yield from _dataset_documents(source)
         return
     for file in _local_files(source):
-        yield from _file_documents(file, source.column)
+        yield from _file_documents(file, source.column, source.encoding or "utf-8")
+
+
+def scan_source(source: TextSource, max_chars: int = SCAN_CHARS, max_s: float = SCAN_S) -> int:
+    """Read a source as training does (every file decoded and parsed, the column checked) until `max_chars`
+    characters of documents or `max_s` seconds; the documents read (0: the source holds no text). Raises CorpusError
+    naming the file and the line or byte offset at fault."""
+    t0, chars, n = time.monotonic(), 0, 0
+    for doc in iter_documents(source):
+        n, chars = n + 1, chars + len(doc)
+        if chars >= max_chars or time.monotonic() - t0 >= max_s:
+            logger.info("%s: scanned %d documents (%d characters), the rest is read by training", source.name, n, chars)
+            return n
+    return n
 
 
 def _local_files(source: TextSource) -> list[Path]:
@@ -84,45 +122,102 @@ def _local_files(source: TextSource) -> list[Path]:
     return [path]
 
 
-def _file_documents(file: Path, column: str) -> Iterator[str]:
+def _file_documents(file: Path, column: str, encoding: str) -> Iterator[str]:
     if file.suffix == ".txt":
-        yield from _text_blocks(file)
+        yield from _text_blocks(file, encoding)
     elif file.suffix in (".jsonl", ".json"):
-        yield from _jsonl_documents(file, column)
+        yield from _jsonl_documents(file, column, encoding)
     else:
         yield from _parquet_documents(file, column)
 
 
-def _text_blocks(file: Path) -> Iterator[str]:
+def _bad_byte(file: Path, encoding: str) -> CorpusError:
+    """The error for a file that does not decode: its first bad byte and that byte's offset in the file."""
+    decoder = codecs.getincrementaldecoder(encoding)(errors="strict")
+    fed = 0  # bytes given to the decoder so far
+    with open(file, "rb") as fh:
+        while raw := fh.read(_READ_BYTES):
+            try:
+                decoder.decode(raw)
+            except UnicodeDecodeError as err:
+                offset, byte = fed - len(decoder.getstate()[0]) + err.start, err.object[err.start]
+                break
+            fed += len(raw)
+        else:
+            offset, byte = fed - len(decoder.getstate()[0]), None  # a character cut short at the end of the file
+    what = f"byte {byte:#04x} at offset {offset}" if byte is not None else f"truncated at offset {offset}"
+    return CorpusError(
+        f'{file}: not {encoding} text ({what}); give the source\'s encoding (e.g. encoding = "latin-1") '
+        "or convert the file to UTF-8"
+    )
+
+
+def _lines(file: Path, encoding: str) -> Iterator[str]:
+    """The file's lines, decoded strictly (universal newlines, as text mode reads them) and refused when the file is
+    not text: a NUL character anywhere, or more than MAX_CONTROL_SHARE control characters in its first SNIFF_CHARS."""
+    seen = controls = 0  # characters sniffed, control characters among them
+    try:
+        with open(file, encoding=encoding, errors="strict") as fh:
+            for lineno, line in enumerate(fh, 1):
+                if "\0" in line:
+                    raise CorpusError(f"{file}:{lineno}: a NUL character: a binary file, not text")
+                if seen < SNIFF_CHARS:
+                    head = line[: SNIFF_CHARS - seen]
+                    seen, controls = seen + len(head), controls + sum(map(_is_control, head))
+                    if seen == SNIFF_CHARS:
+                        _check_controls(file, controls, seen)
+                yield line
+    except UnicodeDecodeError:
+        raise _bad_byte(file, encoding) from None
+    if seen < SNIFF_CHARS:
+        _check_controls(file, controls, seen)
+
+
+def _is_control(ch: str) -> bool:
+    return ch not in _TEXT_CONTROLS and unicodedata.category(ch) == "Cc"
+
+
+def _check_controls(file: Path, controls: int, chars: int) -> None:
+    if controls > MAX_CONTROL_SHARE * chars:
+        raise CorpusError(
+            f"{file}: {controls} control characters in its first {chars} ({controls / chars:.0%}, more than "
+            f"{MAX_CONTROL_SHARE:.0%}): a binary file, not text"
+        )
+
+
+def _text_blocks(file: Path, encoding: str) -> Iterator[str]:
     """Blank-line-separated blocks of a text file, each joined into one document."""
     block: list[str] = []
-    with open(file, encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            if line.strip():
-                block.append(line.rstrip("\n"))
-            elif block:
-                yield "\n".join(block)
-                block = []
+    for line in _lines(file, encoding):
+        if line.strip():
+            block.append(line.rstrip("\n"))
+        elif block:
+            yield "\n".join(block)
+            block = []
     if block:
         yield "\n".join(block)
 
 
-def _jsonl_documents(file: Path, column: str) -> Iterator[str]:
-    with open(file, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise CorpusError(f"{file}:{lineno}: not valid JSON ({err.msg})") from err
-            if column not in row:
-                raise CorpusError(f"{file}:{lineno}: no column {column!r} (have {sorted(row)})")
-            if text := str(row[column]).strip():
-                yield text
+def _jsonl_documents(file: Path, column: str, encoding: str) -> Iterator[str]:
+    for lineno, line in enumerate(_lines(file, encoding), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise CorpusError(f"{file}:{lineno}: not valid JSON ({err.msg})") from err
+        if not isinstance(row, dict):
+            raise CorpusError(f"{file}:{lineno}: a JSON {type(row).__name__}, not an object with {column!r}")
+        if column not in row:
+            raise CorpusError(f"{file}:{lineno}: no column {column!r} (have {sorted(row)})")
+        if not isinstance(row[column], str | None):
+            raise CorpusError(f"{file}:{lineno}: column {column!r} is a {type(row[column]).__name__}, not text")
+        if text := (row[column] or "").strip():
+            yield text
 
 
 def _parquet_documents(file: Path, column: str) -> Iterator[str]:
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
@@ -131,6 +226,9 @@ def _parquet_documents(file: Path, column: str) -> Iterator[str]:
         raise CorpusError(f"{file}: not a readable parquet file ({err})") from err
     if column not in pf.schema_arrow.names:
         raise CorpusError(f"{file}: no column {column!r} (have {pf.schema_arrow.names})")
+    kind = pf.schema_arrow.field(column).type
+    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind)):
+        raise CorpusError(f"{file}: column {column!r} holds {kind}, not text (strings)")
     for batch in pf.iter_batches(columns=[column], batch_size=1024):
         for text in batch.column(0).to_pylist():
             if text and str(text).strip():

@@ -19,7 +19,6 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import logging
@@ -188,7 +187,7 @@ def datastore_name(source: TextSource, tok_id: str, max_tokens: int | None) -> s
     """`<name>-<hash>.rest.npy`: the same inputs always give the same file name."""
     key = json.dumps(
         {
-            "source": dataclasses.asdict(source),
+            "source": source.identity(),
             "tokenizer": tok_id,
             "max_tokens": max_tokens,
             "format": FORMAT_VERSION,

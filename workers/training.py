@@ -154,7 +154,7 @@ def artifact_name(
     change the result)."""
     key = json.dumps(
         {
-            "source": dataclasses.asdict(source),
+            "source": source.identity(),
             "tokenizer": tok_id,
             "window": window,
             "backend": backend,

@@ -8,8 +8,8 @@ import streamlit as st
 from dashboard import queries, ui
 from dashboard.app import page_filters
 from storage.latency import latency_frame
-from storage.paper import reference_tokens_frame
-from workers.paper import TASK_NAMES, compare, load_results, redundancy_frame, run_frame
+from storage.paper import compare_run, experiment_spec, paper_names, reference_tokens_frame
+from workers.paper import TASK_NAMES, load_results, redundancy_frame, run_frame
 
 SECTIONS = [  # (title, metrics, key)
     ("Throughput and speedup (Tables 1 and 2, Figure 1)", ("tokens_per_s", "speedup"), "paper_speed"),
@@ -44,6 +44,7 @@ COLUMNS = [
     "note",
 ]
 NONE = "(none)"
+NUMBERS = ("paper", "paper_max", "ours", "diff", "rel_diff")
 
 
 @st.cache_data(ttl=queries.LIVE_TTL_S, show_spinner=False)
@@ -60,14 +61,22 @@ def redundancy(url: str, exp_id: int, data: tuple) -> pd.DataFrame:
         return redundancy_frame(reference_tokens_frame(s, exp_id))
 
 
-def name_maps(summary: pd.DataFrame) -> tuple[dict[str, str], dict[str, str]]:
-    """Let the user pair run tasks and strategies the paper does not name with the paper's (default: none)."""
+@st.cache_data(max_entries=queries.ENTRIES, show_spinner=False)
+def spec_text(url: str, exp_id: int) -> str:
+    """The experiment's stored spec (its strategies' drafts pair the paper's baselines with the run's names)."""
+    with queries._session(url) as s:
+        return experiment_spec(s, exp_id)
+
+
+def name_maps(summary: pd.DataFrame, paired: tuple[dict[str, str], dict[str, str]]) -> dict[str, dict[str, str]]:
+    """Let the user pair the run's tasks and strategies that the rule (`storage.paper`) left unpaired with the
+    paper's (default: none); a map file's tables."""
     paper_tasks = list(TASK_NAMES.values())
     paper_strategies = sorted({s for s in load_results()["strategy"] if s and "|" not in s})
-    tasks = sorted(t for t in summary["task"].dropna().unique() if t not in paper_tasks)
-    strategies = sorted(s for s in summary["strategy"].dropna().unique() if s not in paper_strategies)
+    tasks = sorted(t for t in summary["task"].dropna().unique() if t not in paired[1])
+    strategies = sorted(s for s in summary["strategy"].dropna().unique() if s not in paired[0])
     if not tasks and not strategies:
-        return {}, {}
+        return {}
     with st.expander("Pair this run's names with the paper's", expanded=False):
         st.caption(
             "The paper's tasks are wikitext (general), pubmed (medical) and eurlex (legal). A task or strategy "
@@ -79,20 +88,23 @@ def name_maps(summary: pd.DataFrame) -> tuple[dict[str, str], dict[str, str]]:
             s: cols[1].selectbox(f"strategy {s}", [NONE, *paper_strategies], key=f"paper_strategy_{s}")
             for s in strategies
         }
-    return ({k: v for k, v in strat_map.items() if v != NONE}, {k: v for k, v in task_map.items() if v != NONE})
+    return {
+        "strategies": {k: v for k, v in strat_map.items() if v != NONE},
+        "tasks": {k: v for k, v in task_map.items() if v != NONE},
+    }
 
 
-def section(table: pd.DataFrame, title: str, metrics: tuple[str, ...], key: str, only_ours: bool) -> None:
-    """One block of the comparison: the paper's numbers of these metrics beside the run's."""
+def section(table: pd.DataFrame, title: str, metrics: tuple[str, ...], key: str) -> None:
+    """One block of the comparison: the paper's numbers of these metrics beside the run's, matched rows first."""
     rows = table[table["metric"].isin(metrics)]
-    if only_ours:
-        rows = rows[rows["ours"].notna()]
+    rows = rows.iloc[rows["ours"].isna().argsort(kind="stable")]
+    numbers = {c: st.column_config.NumberColumn(format="%.4g") for c in NUMBERS}
     ui.frame_block(
         rows[COLUMNS],
         title,
         key,
         empty="This run has no cell the paper reports here.",
-        column_config={"quote": st.column_config.TextColumn(width="large")},
+        column_config={"quote": st.column_config.TextColumn(width="large"), **numbers},
     )
 
 
@@ -107,10 +119,18 @@ st.caption(
     "**not the values**. Energy ratio is plain / strategy, as the paper's Tables 3 and 4."
 )
 summary = queries.summary(f.url, f.exp_id, f.version, f.pooled)
-names, tasks = name_maps(summary)
 run = run_frame(summary, latency(f.url, f.experiment), redundancy(f.url, f.exp_id, f.version))
-table = f.apply(compare(run, names=names, tasks=tasks))
+spec = spec_text(f.url, f.exp_id)
+rule = paper_names(run, spec)
+result = compare_run(run, paper_names(run, spec, name_maps(summary, (rule.strategies, rule.tasks))))
 only_ours = st.toggle("Only the cells this run has", value=False, key="paper_only_ours")
-st.metric("paper numbers matched by this run", f"{table.loc[table['ours'].notna(), 'paper'].size}")
+shown = [result.table] + ([] if only_ours or result.unmatched.empty else [result.unmatched])
+table = f.apply(pd.concat(shown, ignore_index=True))  # matched rows first, then the paper's numbers without a cell
+st.metric("paper numbers matched by this run", f"{result.matched_numbers} of {result.paper_numbers}")
+if result.left_out_rows:
+    st.caption(
+        f"{result.left_out_rows} rows of this run have a task or strategy the paper does not name: pair them above "
+        "to compare them (`greenspec export --compare paper --map FILE` on the command line)."
+    )
 for title, metrics, key in SECTIONS:
-    section(table, title, metrics, key, only_ours)
+    section(table, title, metrics, key)

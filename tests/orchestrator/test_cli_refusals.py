@@ -118,8 +118,14 @@ def test_resume_and_retry_on_a_mistyped_path_create_nothing(tmp_path):
 
 
 def test_unknown_experiment_is_named(known):
-    for cmd in (["export", "-e", "nope"], ["export", "-e", "nope", "--compare", "paper"], ["status", "-e", "nope"]):
-        refused(*cli("--db", known[0], *cmd)[::2], "no experiment 'nope'", "known")
+    for cmd in (
+        ["export", "-e", "nope"],
+        ["export", "-e", "nope", "--compare", "paper"],
+        ["status", "-e", "nope"],
+        ["resume", "-e", "nope"],
+        ["retry", "--failed", "-e", "nope"],
+    ):
+        refused(*cli("--db", known[0], *cmd)[::2], "no experiment 'nope'", "known: ")
 
 
 def test_a_foreign_sqlite_file_is_refused(tmp_path):
@@ -146,7 +152,7 @@ def test_status_prints_no_nan_and_whole_k(known):
     code, out, err = cli("--db", url, "status")
     assert code == 0, err
     assert "nan" not in out and "k=3.0" not in out and "k=2.0" not in out
-    assert "train pydoc: MemoryError: boom" in out and "sweep ngram t k=3 uncached: RuntimeError: x" in out
+    assert "train pydoc: MemoryError: boom" in out and "sweep ngram t prompt 0 k=3 uncached: RuntimeError: x" in out
 
 
 def test_status_json_counts_every_cell_kind(known):

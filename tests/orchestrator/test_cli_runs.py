@@ -78,4 +78,6 @@ def test_resume_and_retry_by_name_leave_the_other_experiments_alone(tmp_path, wr
 
     missing = cli.invoke(main, ["--db", url, "resume", "-e", "nosuch"])
     assert missing.exit_code == 2
-    assert missing.output.strip().splitlines() == [f"greenspec: error: no experiment 'nosuch' in {url}"]
+    assert missing.output.strip().splitlines() == [
+        f"greenspec: error: no experiment 'nosuch' in {url} (known: a, b, c)"
+    ]

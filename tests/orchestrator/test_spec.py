@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -225,3 +226,36 @@ def test_a_spec_source_has_exactly_the_workers_text_source_fields():
         field = _Source.model_fields[f.name]
         assert field.is_required() if f.default is dataclasses.MISSING else field.default == f.default
     assert set(_Source.model_fields) == {f.name for f in dataclasses.fields(TextSource)}
+
+
+@pytest.mark.parametrize(
+    "plain_keys, says",
+    [
+        ('tasks = ["t1"]', "runs on task 't2' (uncached) where no plain strategy runs"),
+        ('regimes = ["cached"]', "runs on task 't1' (uncached) where no plain strategy runs"),
+    ],
+)
+def test_every_task_and_regime_a_draft_runs_at_has_its_plain(plain_keys, says):
+    """A restricted plain would leave a coordinate without the plain its speedup divides by: refused by name."""
+    text = f"""
+[experiment]
+name = "x"
+[verifier]
+model = "m"
+[[tasks]]
+name = "t1"
+path = "a.txt"
+[[tasks]]
+name = "t2"
+path = "b.txt"
+[[strategies]]
+name = "plain"
+draft = "plain"
+{plain_keys}
+[[strategies]]
+name = "ngram"
+draft = "ngram"
+"""
+    with pytest.raises(SpecError, match=re.escape(f"strategies[1] (ngram): {says}")):
+        parse_spec(text)
+    assert len(parse_spec(text.replace(plain_keys, "")).strategies) == 2  # unrestricted: fine

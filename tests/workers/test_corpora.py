@@ -89,3 +89,69 @@ def test_instance_base_trained_from_parquet_equals_the_same_text_file(tmp_path):
     )
     assert from_parquet.tokens == from_text.tokens > 20
     assert from_parquet.nodes_after_prune == from_text.nodes_after_prune
+
+
+# ----------------------------------------------------------------------------- text that is text
+
+
+def test_bad_utf8_is_refused_with_its_byte_offset_even_past_the_first_read(tmp_path):
+    """The offset counts bytes from the file's start, across the reader's 1 MiB reads and a split character."""
+    good = ("\u00e9t\u00e9 " * 300_000).encode()  # 2,100,000 bytes of valid two-byte characters
+    bad = tmp_path / "c.txt"
+    bad.write_bytes(good + b"ok \xff tail\n")
+    with pytest.raises(CorpusError, match=rf"not utf-8 text \(byte 0xff at offset {len(good) + 3}\)"):
+        list(iter_documents(TextSource(name="c", path=str(bad))))
+    cut = tmp_path / "cut.txt"
+    cut.write_bytes(b"caf\xc3")  # a two-byte character cut short at the end
+    with pytest.raises(CorpusError, match="truncated at offset 3"):
+        list(iter_documents(TextSource(name="c", path=str(cut))))
+
+
+def test_encoding_reads_latin1_as_text_and_never_as_replacement_characters(tmp_path):
+    f = tmp_path / "c.jsonl"
+    f.write_bytes(json.dumps({"text": "caf\u00e9"}, ensure_ascii=False).encode("latin-1") + b"\n")
+    with pytest.raises(CorpusError, match=r"byte 0xe9 at offset 13\)"):
+        list(iter_documents(TextSource(name="c", path=str(f))))
+    assert list(iter_documents(TextSource(name="c", path=str(f), encoding="latin-1"))) == ["caf\u00e9"]
+
+
+def test_a_nul_character_or_many_control_characters_is_not_text(tmp_path):
+    nul = tmp_path / "nul.txt"
+    nul.write_bytes(b"line one\nline\x00two\n")
+    with pytest.raises(CorpusError, match=rf"{nul}:2: a NUL character"):
+        list(iter_documents(TextSource(name="c", path=str(nul), encoding="latin-1")))
+    noisy = tmp_path / "noisy.txt"
+    noisy.write_text("abcdefghi\x1b" * 10)  # 10% escape characters
+    with pytest.raises(CorpusError, match=r"10 control characters in its first 100 \(10%, more than 1%\)"):
+        list(iter_documents(TextSource(name="c", path=str(noisy))))
+    fine = tmp_path / "fine.txt"  # tabs, form feeds and one escape in 200 characters are text
+    fine.write_text("a\tb\fc" + "x" * 194 + "\x1b\n")
+    assert len(list(iter_documents(TextSource(name="c", path=str(fine))))) == 1
+
+
+def test_jsonl_rows_must_be_objects_with_a_text_column(tmp_path):
+    f = tmp_path / "c.jsonl"
+    f.write_text('{"text": "ok"}\n[1, 2]\n')
+    with pytest.raises(CorpusError, match=rf"{f}:2: a JSON list, not an object"):
+        list(iter_documents(TextSource(name="c", path=str(f))))
+    f.write_text('{"text": "ok"}\n{"text": 5}\n')
+    with pytest.raises(CorpusError, match=rf"{f}:2: column 'text' is a int, not text"):
+        list(iter_documents(TextSource(name="c", path=str(f))))
+
+
+def test_scan_source_stops_at_its_budget_and_finds_an_early_fault(tmp_path):
+    from workers.corpora import scan_source
+
+    f = tmp_path / "c.jsonl"
+    f.write_text("".join(json.dumps({"text": f"doc {i}"}) + "\n" for i in range(100)) + "not json\n")
+    assert scan_source(TextSource(name="c", path=str(f)), max_chars=50) == 10  # "doc 0" .. "doc 9": 5 characters each
+    with pytest.raises(CorpusError, match=rf"{f}:101: not valid JSON"):
+        scan_source(TextSource(name="c", path=str(f)))
+    (tmp_path / "blank.txt").write_text("\n \n")
+    assert scan_source(TextSource(name="c", path=str(tmp_path / "blank.txt"))) == 0
+
+
+def test_source_identity_leaves_out_an_unset_encoding():
+    """Artifact names and cell keys of sources without an encoding stay what they were before the key existed."""
+    assert "encoding" not in TextSource(name="c", path="x.txt").identity()
+    assert TextSource(name="c", path="x.txt", encoding="latin-1").identity()["encoding"] == "latin-1"
