@@ -210,7 +210,7 @@ def test_the_artifact_registry_is_the_one_list_of_artifact_kinds():
     from workers.artifacts import KINDS, chain, producer
     from workers.builders import BUILDERS
 
-    assert set(CELL_KINDS) == {k.cell_kind for k in KINDS} | {"reference", "sweep"}
+    assert set(CELL_KINDS) == {k.cell_kind for k in KINDS} | {"costmodel", "reference", "sweep", "replay"}
     assert set(ARTIFACT_KINDS) | set(ACCELERATOR_ARTIFACT_KINDS) == {k.cell_kind for k in KINDS}
     assert set(BUILDERS) == {k.cell_kind for k in KINDS if k.builder}
     assert [k.cell_kind for k in chain("ibase", distilled=False)] == ["train"]
