@@ -419,6 +419,15 @@ class Spec(_Model):
         counts = {"train": len(self.requirements()), "reference": prompts, "sweep": sweep}
         return counts | ({"label": labels} if labels else {})  # label cells only where a corpus is distilled
 
+    def _replay_text(self) -> str:
+        """What replay does to the sweep cells, for the summary."""
+        sw = self.sweep
+        if not sw.replay:
+            return ""
+        coords = "every coordinate" if sw.timed_coordinates is None else f"{sw.timed_coordinates} coordinates"
+        timed = f"the first {sw.timed_prompts} prompt(s) of {coords} also timed" if sw.timed_prompts else "none timed"
+        return f", each greedy one replayed on the CPU workers ({timed})"
+
     def summary(self) -> str:
         """One paragraph describing the grid: the true number of sweep cells, then what it is made of (no product:
         plain runs once per prompt and regime, and a strategy may have its own k, tasks and regimes)."""
@@ -432,7 +441,7 @@ class Spec(_Model):
         labels = f" ({n['label']} on verifier labels)" if n.get("label") else ""
         temps = f", {len(self.sweep.temperatures)} temperatures" if len(self.sweep.temperatures) > 1 else ""
         return (
-            f"{self.experiment.name}: {n['sweep']} sweep cells ({len(self.strategies)} strategies over "
+            f"{self.experiment.name}: {n['sweep']} sweep cells{self._replay_text()} ({len(self.strategies)} strategies over "
             f"{len(self.tasks)} tasks, k in {{{ks}}}, {len(self.sweep.regimes)} regimes{temps}, {prompt_txt}; plain "
             f"runs once per prompt and regime), plus {n['reference']} greedy references and "
             f"{n['train']} instance bases to train{labels}. Verifier {self.verifier.model} on {self.verifier.device}, "
