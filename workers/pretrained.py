@@ -24,6 +24,7 @@ import json
 import logging
 import os
 import shutil
+import struct
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,15 +113,55 @@ def gguf_path(name: str) -> Path:
 
 def gguf_context_length(name: str) -> int | None:
     """The context length recorded in a GGUF file's metadata (`<arch>.context_length`), None if absent."""
-    import gguf
-
+    path = gguf_path(name)
     try:
-        reader = gguf.GGUFReader(str(gguf_path(name)))
-    except (ValueError, OSError) as err:
+        with path.open("rb") as f:
+            arch = None
+            for key, value in _gguf_metadata(f):
+                if key == "general.architecture":
+                    arch = value
+                elif arch is not None and key == f"{arch}.context_length":
+                    return int(value)
+    except (ValueError, OSError, struct.error) as err:
         raise ModelError(f"{name}: not a readable GGUF file ({err})") from err
-    arch = _field_value(reader, "general.architecture")
-    value = _field_value(reader, f"{arch}.context_length") if arch else None
-    return int(value) if value is not None else None
+    return None
+
+
+# GGUF metadata value types: struct codes of the scalars; 8 is a string (u64 length, UTF-8), 9 an array
+_GGUF_SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+_GGUF_STRING, _GGUF_ARRAY = 8, 9
+
+
+def _gguf_metadata(f):
+    """(key, value) of a GGUF file's metadata in file order, read from its header alone; arrays (the tokenizer's
+    vocabulary, tens of thousands of strings) are skipped and yield None. gguf.GGUFReader parses every field and
+    tensor first, seconds for a 100 MB file, where the context length is among the first keys."""
+    magic, version = f.read(4), f.read(4)
+    if magic != b"GGUF" or len(version) < 4:
+        raise ValueError("no GGUF magic at the start of the file")
+    order = ">" if struct.unpack("<I", version)[0] & 0xFFFF == 0 else "<"  # a big-endian file's version reads huge
+    read = lambda code: struct.unpack(order + code, f.read(struct.calcsize(code)))[0]  # noqa: E731
+    read_string = lambda: f.read(read("Q")).decode("utf-8")  # noqa: E731
+    read("Q")  # the tensor count
+    for _ in range(read("Q")):
+        key, kind = read_string(), read("I")
+        if kind == _GGUF_ARRAY:
+            item, count = read("I"), read("Q")
+            for _ in range(count):
+                if item == _GGUF_STRING:
+                    f.seek(read("Q"), os.SEEK_CUR)
+                elif item in _GGUF_SCALARS:
+                    f.seek(struct.calcsize(_GGUF_SCALARS[item]) * count, os.SEEK_CUR)
+                    break
+                else:
+                    raise ValueError(f"metadata {key!r}: arrays of type {item} are not readable here")
+            yield key, None
+        elif kind == _GGUF_STRING:
+            yield key, read_string()
+        elif kind in _GGUF_SCALARS:
+            yield key, read(_GGUF_SCALARS[kind])
+        else:
+            raise ValueError(f"metadata {key!r} has unknown type {kind}")
 
 
 def resolve_model(name: str) -> str:
@@ -233,15 +274,6 @@ def _locked(lock_path: Path):
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
-
-
-def _field_value(reader, key: str):
-    """A scalar or string field of a GGUF file's metadata, None if absent."""
-    field = reader.fields.get(key)
-    if field is None:
-        return None
-    value = field.parts[field.data[0]]
-    return bytes(value).decode() if field.types and field.types[0].name == "STRING" else value.item()
 
 
 def _first_line(err: BaseException) -> str:

@@ -4,6 +4,7 @@ missing or corrupt instance base rebuilt (case 4), read-only readers (case 7), a
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from sqlalchemy import func, select
 
 from storage.db import MAX_PAGES_ENV, open_db
 from storage.models import Cell, Generation, InstanceBase, Reference
-from tests.orchestrator.conftest import cli, small_spec
+from tests.orchestrator.conftest import cli, small_spec, spec_writer
 from workers.igtree import IGTree
 
 pytestmark = [pytest.mark.usefixtures("ray_local"), pytest.mark.slow]
@@ -38,9 +39,32 @@ def metrics(url: str) -> dict[int, tuple]:
     return {r[0]: tuple(r[1:]) for r in rows}
 
 
-def test_changed_prompts_never_touch_stored_metrics(db_url, write_spec):
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory, tiny_verifier, text_files, ray_local) -> Path:
+    """One small grid (k = 2) run to the end on SQLite through the CLI, for the tests that read it or start from a
+    copy of it: its database file, which the driver closed (no -wal or -shm beside it)."""
+    folder = tmp_path_factory.mktemp("small-run")
+    code, _, err = cli(
+        "--db",
+        f"sqlite:///{folder / 'g.db'}",
+        "run",
+        str(small_spec(spec_writer(folder, tiny_verifier, text_files), [2])),
+    )
+    assert code == 0, err
+    return folder / "g.db"
+
+
+def _small_run_in(db_url: str, small_run: Path, write_spec) -> None:
+    """The small grid run to the end in `db_url`: on SQLite a copy of the module's run, on PostgreSQL a run of it."""
+    if db_url.startswith("sqlite:///"):
+        shutil.copy2(small_run, db_url.removeprefix("sqlite:///"))
+        return
     code, _, err = cli("--db", db_url, "run", str(small_spec(write_spec, [2])))
     assert code == 0, err
+
+
+def test_changed_prompts_never_touch_stored_metrics(db_url, write_spec, small_run):
+    _small_run_in(db_url, small_run, write_spec)
     before = metrics(db_url)
     assert before and all(m[3] is True for m in before.values())
     # the same tasks and prompt positions, other prompt texts: new references and generations
@@ -108,11 +132,9 @@ def test_a_corrupt_or_missing_instance_base_is_rebuilt(write_spec, tmp_path):
     engine.dispose()
 
 
-def test_readers_never_write(write_spec, tmp_path):
-    db = tmp_path / "g.db"
-    url = f"sqlite:///{db}"
-    assert cli("--db", url, "run", str(small_spec(write_spec, [2])))[0] == 0
-    files = lambda: {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("g.db")}  # noqa: E731
+def test_readers_never_write(small_run):
+    url = f"sqlite:///{small_run}"
+    files = lambda: {p.name: p.read_bytes() for p in small_run.parent.iterdir() if p.name.startswith("g.db")}  # noqa: E731
     before = files()
     assert set(before) == {"g.db"}  # the driver closed its connections: no -wal/-shm left
     for cmd in (["status"], ["status", "--json"], ["export", "--format", "markdown"]):
@@ -121,11 +143,11 @@ def test_readers_never_write(write_spec, tmp_path):
         assert files() == before
 
 
-def test_a_full_disk_is_one_line_and_loses_nothing(write_spec, tmp_path, ray_local):
+def test_a_full_disk_is_one_line_and_loses_nothing(write_spec, tmp_path, ray_local, small_run):
     """The database fills up mid-run (a page cap: the "disk"): one line naming it, nothing lost, resume finishes."""
     db = tmp_path / "g.db"
     url = f"sqlite:///{db}"
-    assert cli("--db", url, "run", str(small_spec(write_spec, [2])))[0] == 0
+    _small_run_in(url, small_run, write_spec)
     before = metrics(url)
     with sqlite3.connect(db) as conn:
         conn.execute(

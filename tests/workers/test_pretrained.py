@@ -7,6 +7,7 @@ These tests need the wheel (`make install` installs it): without it they fail, t
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -57,6 +58,33 @@ def test_the_wheel_holds_the_gguf():
     path = gguf_path(NAME)
     assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and path.stat().st_size > 90_000_000
     assert gguf_context_length(NAME) == 8192
+
+
+def test_the_context_length_is_read_past_arrays_and_a_file_that_is_not_gguf_is_one_line(tmp_path):
+    """The header reader skips string and number arrays to the key it wants (written here by gguf's own writer),
+    says None where the key is absent, and refuses a file without the GGUF magic in one line."""
+    import gguf
+
+    def written(name: str, context: int | None) -> Path:
+        path = tmp_path / name
+        writer = gguf.GGUFWriter(str(path), "llama")
+        writer.add_array("tokenizer.ggml.tokens", ["a", "bb", "ccc"])
+        writer.add_array("tokenizer.ggml.scores", [0.5, 1.5])
+        writer.add_string("general.name", "tiny")
+        if context is not None:
+            writer.add_context_length(context)
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.close()
+        return path
+
+    assert gguf_context_length(str(written("with.gguf", 77))) == 77
+    assert gguf_context_length(str(written("without.gguf", None))) is None
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"not a gguf file at all")
+    with pytest.raises(ModelError, match=r"bad.gguf: not a readable GGUF file \(no GGUF magic") as err:
+        gguf_context_length(str(bad))
+    assert "\n" not in str(err.value)
 
 
 def test_a_missing_wheel_is_one_line(monkeypatch):
