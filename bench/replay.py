@@ -48,14 +48,14 @@ def references(n: int):
 def jobs(pairs, ibase: str, vocab: int, eos: int | None) -> list:
     from workers.contracts import ReplayJob
 
-    hybrid = {"n": 6, "min_match": 5, "confidence": "share"}
+    hybrid = {"corpus": "pydoc", "n": 6, "min_match": 5, "confidence": "share"}
     strategies = [  # (name, draft, options, k values, reads the instance base)
         ("ngram", "ngram", {"n": 4}, KS, False),
         ("lookup", "lookup", {}, KS, False),
         ("suffix", "suffix", {}, KS, False),
-        ("olifant", "olifant", {}, KS, True),
+        ("olifant", "olifant", {"corpus": "pydoc"}, KS, True),
         ("hybrid", "hybrid", hybrid, KS, True),
-        ("olifant-tree", "olifant", {"tree": 8}, TREES, True),
+        ("olifant-tree", "olifant", {"corpus": "pydoc", "tree": 8}, TREES, True),
         ("hybrid-tree", "hybrid", {**hybrid, "tree": 8}, TREES, True),
     ]
     out = []
