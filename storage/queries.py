@@ -13,7 +13,13 @@ from sqlalchemy import func, literal, select
 from sqlalchemy.orm import Session
 
 from storage.models import CELL_KINDS, CELL_STATES, Artifact, Cell, Experiment, Generation, InstanceBase, PowerSample
-from storage.summary import SUMMARY_COLUMNS, group_sums, summarize  # noqa: F401 (SUMMARY_COLUMNS: re-exported)
+from storage.summary import (  # noqa: F401 (SUMMARY_COLUMNS: re-exported)
+    SUMMARY_COLUMNS,
+    Versions,
+    group_sums,
+    prompt_frame,
+    summarize,
+)
 
 
 def experiment_id(session: Session, name: str | None) -> int | None:
@@ -138,13 +144,17 @@ def power_frame(session: Session, exp_id: int, t0: float | None = None, t1: floa
     return pd.DataFrame(session.execute(stmt).all(), columns=["t_s", "source", "power_w", "energy_j", "measured"])
 
 
-def summary_frame(session: Session, experiment: str | None = None, pooled: bool = False) -> pd.DataFrame:
-    """The export table of one experiment (newest when None): per-prompt means, or pooled; see `storage.summary`."""
+def summary_frame(
+    session: Session, experiment: str | None = None, pooled: bool = False, versions: Versions | None = None
+) -> pd.DataFrame:
+    """The export table of one experiment (newest when None): per-prompt means, or pooled, each figure with its 95%
+    interval over prompts, its rows marked current or older by `versions`; see `storage.summary`."""
     exp_id = experiment_id(session, experiment)
     if exp_id is None:
         return pd.DataFrame(columns=SUMMARY_COLUMNS)
     name = session.scalar(select(Experiment.name).where(Experiment.id == exp_id))
-    return summarize(group_sums(session, exp_id), pooled=pooled, experiment=name)
+    sums, prompts = group_sums(session, exp_id, versions), prompt_frame(session, exp_id, versions)
+    return summarize(sums, prompts, pooled=pooled, experiment=name)
 
 
 def timing_spread(session: Session, exp_id: int | None) -> dict | None:

@@ -15,6 +15,8 @@ two cells of the same size are resampled alike.
 - `paired_difference(a_num, a_den, b_num, b_den)`: sum a_num / sum a_den - sum b_num / sum b_den over the same
   resampled prompts: "A beats B" on acceptance (accepted, drafted), on a mean rate (x, 1) or on a speedup
   (A tok/s, plain tok/s, B tok/s, plain tok/s).
+- `ratio_of_ratios(a_num, a_den, b_num, b_den)`: (sum a_num / sum a_den) / (sum b_num / sum b_den), paired: a
+  pooled speedup. `ratios_of_sums` computes many ratios of one cell from one set of draws.
 - `verdict(lo, hi, threshold, side)`: "holds", "does not hold" or "inconclusive".
 
 Intervals are 95% percentile intervals. A resample whose statistic is undefined (every drawn denominator 0) is left
@@ -96,24 +98,40 @@ def _columns(*arrays) -> tuple[np.ndarray, int]:
 
 
 def _estimate(value: float, stats: np.ndarray, n: int) -> Estimate:
+    """The estimate on the prompts themselves and the interval of its resamples."""
     lo, hi = _interval(stats, n)
     return Estimate(float(value), lo, hi, n)
 
 
+def ratios_of_sums(num, den, resamples: int = RESAMPLES, seed: int = SEED) -> list[Estimate]:
+    """sum(num[:, j]) / sum(den[:, j]) for every column j of two (prompts x figures) arrays, all from one set of
+    draws (one matrix product): the summary's many figures of one cell. A figure's n is its prompts with a nonzero
+    denominator (a prompt that drafted nothing says nothing about acceptance)."""
+    num, den = np.atleast_2d(np.asarray(num, dtype=float).T).T, np.atleast_2d(np.asarray(den, dtype=float).T).T
+    n = len(num)
+    if not n:
+        return [NAN] * num.shape[1]
+    sums = weights(n, resamples, seed) @ np.hstack([num, den])
+    c = num.shape[1]
+    values = _ratio(num.sum(axis=0), den.sum(axis=0))
+    stats = _ratio(sums[:, :c], sums[:, c:])
+    counts = (den != 0).sum(axis=0)
+    return [_estimate(values[j], stats[:, j], int(counts[j])) for j in range(c)]
+
+
 def ratio_of_sums(num, den, resamples: int = RESAMPLES, seed: int = SEED) -> Estimate:
     """sum(num) / sum(den) over the prompts, with its interval; one entry per prompt."""
-    cols, n = _columns(num, den)
-    if not n:
-        return NAN
-    sums = weights(n, resamples, seed) @ cols
-    return _estimate(_ratio(cols[:, 0].sum(), cols[:, 1].sum()), _ratio(sums[:, 0], sums[:, 1]), n)
+    return ratios_of_sums(
+        np.asarray(num, dtype=float)[:, None], np.asarray(den, dtype=float)[:, None], resamples, seed
+    )[0]
 
 
 def mean_rate(x, resamples: int = RESAMPLES, seed: int = SEED) -> Estimate:
-    """The mean of a per-prompt rate, NaN prompts left out (they have no rate: no round, no energy...)."""
+    """The mean of a per-prompt rate over the prompts that have one (NaN: no round, no energy...), every prompt
+    resampled: a ratio of sums of (rate, 1) over the drawn prompts with a rate."""
     x = np.asarray(x, dtype=float)
-    x = x[np.isfinite(x)]
-    return ratio_of_sums(x, np.ones_like(x), resamples, seed)
+    known = np.isfinite(x)
+    return ratio_of_sums(np.where(known, x, 0.0), known.astype(float), resamples, seed)
 
 
 def paired_ratio(strategy, plain, resamples: int = RESAMPLES, seed: int = SEED) -> Estimate:
@@ -123,9 +141,8 @@ def paired_ratio(strategy, plain, resamples: int = RESAMPLES, seed: int = SEED) 
     return ratio_of_sums(s[both], p[both], resamples, seed)
 
 
-def paired_difference(a_num, a_den, b_num, b_den, resamples: int = RESAMPLES, seed: int = SEED) -> Estimate:
-    """sum(a_num)/sum(a_den) - sum(b_num)/sum(b_den) over the same prompts (entries aligned by prompt; a prompt with
-    any NaN is left out): the paired difference behind "A beats B"."""
+def _paired(a_num, a_den, b_num, b_den, resamples: int, seed: int, combine) -> Estimate:
+    """combine(sum a_num / sum a_den, sum b_num / sum b_den) over the same prompts, NaN prompts left out."""
     cols, _ = _columns(a_num, a_den, b_num, b_den)
     cols = cols[np.isfinite(cols).all(axis=1)]
     n = len(cols)
@@ -133,8 +150,22 @@ def paired_difference(a_num, a_den, b_num, b_den, resamples: int = RESAMPLES, se
         return NAN
     sums = weights(n, resamples, seed) @ cols
     total = cols.sum(axis=0)
-    value = _ratio(total[0], total[1]) - _ratio(total[2], total[3])
-    return _estimate(value, _ratio(sums[:, 0], sums[:, 1]) - _ratio(sums[:, 2], sums[:, 3]), n)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        value = combine(_ratio(total[0], total[1]), _ratio(total[2], total[3]))
+        stats = combine(_ratio(sums[:, 0], sums[:, 1]), _ratio(sums[:, 2], sums[:, 3]))
+    return _estimate(value, stats, n)
+
+
+def paired_difference(a_num, a_den, b_num, b_den, resamples: int = RESAMPLES, seed: int = SEED) -> Estimate:
+    """sum(a_num)/sum(a_den) - sum(b_num)/sum(b_den) over the same prompts (entries aligned by prompt; a prompt with
+    any NaN is left out): the paired difference behind "A beats B"."""
+    return _paired(a_num, a_den, b_num, b_den, resamples, seed, np.subtract)
+
+
+def ratio_of_ratios(a_num, a_den, b_num, b_den, resamples: int = RESAMPLES, seed: int = SEED) -> Estimate:
+    """(sum a_num / sum a_den) / (sum b_num / sum b_den) over the same prompts: a pooled speedup (tokens / seconds of
+    the strategy over plain's on the same prompts)."""
+    return _paired(a_num, a_den, b_num, b_den, resamples, seed, lambda a, b: _ratio(a, b))
 
 
 def verdict(lo: float, hi: float, threshold: float, side: str) -> str:

@@ -20,7 +20,9 @@ from storage.stats import (
     mean_rate,
     paired_difference,
     paired_ratio,
+    ratio_of_ratios,
     ratio_of_sums,
+    ratios_of_sums,
     verdict,
     weights,
 )
@@ -65,9 +67,12 @@ def test_one_prompt_has_no_interval():
 
 
 def test_a_degenerate_resample_is_left_out():
-    # prompt 0 drafted nothing: a resample of prompt 0 twice has no acceptance; the others all give 1/4
-    e = ratio_of_sums([0, 1], [0, 4])
-    assert (e.value, e.lo, e.hi) == (0.25, 0.25, 0.25)
+    # prompt 0 drafted nothing: a resample of prompt 0 three times (1 in 27) has no acceptance and is left out;
+    # 7 in 27 draw prompts 0 and 1 only (1/4), 7 in 27 prompts 0 and 2 only (3/4); the others lie between
+    e = ratio_of_sums([0, 1, 3], [0, 4, 4])
+    assert (e.value, e.lo, e.hi, e.n) == (0.5, 0.25, 0.75, 2)  # n: the prompts that drafted
+    only = ratio_of_sums([0, 1], [0, 4])  # one prompt drafted: no interval
+    assert only.value == 0.25 and math.isnan(only.lo) and only.n == 1
     nothing = ratio_of_sums([0, 0], [0, 0])
     assert math.isnan(nothing.value) and math.isnan(nothing.lo) and math.isnan(nothing.hi)
 
@@ -87,6 +92,18 @@ def test_paired_ratio_pairs_prompt_by_prompt():
     # unpaired variation: 10 / 5 over prompts (1 + 9) / (1 + 4): resamples 2/2 = 1, 10/5 = 2, 18/8 = 2.25
     e = paired_ratio([1.0, 9.0], [1.0, 4.0])
     assert (e.value, e.lo, e.hi) == (2.0, 1.0, 2.25)
+
+
+def test_ratio_of_ratios_by_hand():
+    # pooled speedup: (10 tokens / 1 s) over plain's (10 / 2 s) on both prompts: 2 on every resample
+    e = ratio_of_ratios([10, 10], [1, 1], [10, 10], [2, 2])
+    assert (e.value, e.lo, e.hi, e.n) == (2.0, 2.0, 2.0, 2)
+
+
+def test_many_ratios_share_one_set_of_draws():
+    num, den = np.array([[1.0, 0.0], [3.0, 1.0]]), np.array([[4.0, 1.0], [4.0, 1.0]])
+    a, b = ratios_of_sums(num, den)
+    assert a == ratio_of_sums([1, 3], [4, 4]) and b == ratio_of_sums([0, 1], [1, 1])
 
 
 def test_paired_difference_by_hand():
