@@ -9,7 +9,7 @@ Example:
 from __future__ import annotations
 
 import pandas as pd
-from sqlalchemy import func, literal, select
+from sqlalchemy import case, func, literal, select
 from sqlalchemy.orm import Session
 
 from storage.models import CELL_KINDS, CELL_STATES, Artifact, Cell, Experiment, Generation, InstanceBase, PowerSample
@@ -107,6 +107,63 @@ def generations_frame(session: Session, exp_id: int | None = None) -> pd.DataFra
     if exp_id is not None:
         stmt = stmt.where(Generation.experiment_id == exp_id)
     return pd.DataFrame(session.execute(stmt).all(), columns=[c.name for c in cols])
+
+
+def reference_cells_frame(session: Session, exp_id: int) -> pd.DataFrame:
+    """The experiment's reference cells: id, key (the prompt key its generations carry), task, prompt index and the
+    prompt's text (from its params), to tell which ones the current spec still makes."""
+    stmt = select(Cell.id, Cell.key, Cell.task, Cell.prompt_index, Cell.params).where(
+        Cell.experiment_id == exp_id, Cell.kind == "reference"
+    )
+    rows = [
+        (i, key, task, index, (params or {}).get("prompt")) for i, key, task, index, params in session.execute(stmt)
+    ]
+    return pd.DataFrame(rows, columns=["id", "key", "task", "prompt_index", "prompt"])
+
+
+GENERATION_EXPORT_COLUMNS = [
+    "strategy",
+    "draft",
+    "task",
+    "k",
+    "regime",
+    "temperature",
+    "measure",
+    "prompt_index",
+    "prompt_key",
+    "steps",
+    "rounds",
+    "drafted",
+    "accepted",
+    "first_accepted",
+    "first_drafted",
+    "n_tokens",
+    "wall_s",
+    "tokens_per_s",
+    "energy_j",
+    "j_per_100_tokens",
+]
+
+
+def generations_export_frame(session: Session, exp_id: int, versions: Versions | None = None) -> pd.DataFrame:
+    """One row per generation the summary counts (timed and replayed: `measure`; a replayed one's wall_s and
+    tokens_per_s are its predicted ones), with its version and everything its cell's intervals are computed from:
+    rounds, first accepted / first drafted as `storage.summary` counts them."""
+    from storage.summary import first_accepted_expr, first_drafted_expr, latest_generations, rounds_expr, version_expr
+
+    G = Generation
+    computed = {
+        "rounds": rounds_expr(),
+        "first_accepted": case((G.drafted > 0, first_accepted_expr()), else_=0),
+        "first_drafted": first_drafted_expr(),
+    }
+    cols = [computed[c].label(c) if c in computed else getattr(G, c) for c in GENERATION_EXPORT_COLUMNS]
+    stmt = (
+        select(*cols, version_expr(versions).label("version"))
+        .where(G.experiment_id == exp_id, G.id.in_(latest_generations(exp_id, versions)))
+        .order_by(G.task, G.regime, G.temperature, G.measure, G.strategy, G.k, G.prompt_index)
+    )
+    return pd.DataFrame(session.execute(stmt).all(), columns=[*GENERATION_EXPORT_COLUMNS, "version"])
 
 
 def instance_bases_frame(session: Session, exp_id: int | None = None) -> pd.DataFrame:
