@@ -126,10 +126,12 @@ def _cell_resamples(n: int) -> np.ndarray:
 
 
 def _crossings(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per row of (resamples x cells) x and y: the least-squares line's slope and where it crosses y = 1."""
+    """Per row of (resamples x cells) x and y: the least-squares line's slope and where it crosses y = 1 (NaN for a
+    resample that drew one acceptance only: no line)."""
     xm, ym = x.mean(axis=1, keepdims=True), y.mean(axis=1, keepdims=True)
     with np.errstate(divide="ignore", invalid="ignore"):
         slope = ((x - xm) * (y - ym)).sum(axis=1) / ((x - xm) ** 2).sum(axis=1)
+        slope = np.where(np.ptp(x, axis=1) > 1e-12, slope, np.nan)
         cross = xm[:, 0] + (1 - ym[:, 0]) / slope
     return slope, np.where(slope > 0, cross, np.nan)
 
@@ -185,9 +187,11 @@ def cached_break_even(df: pd.DataFrame) -> Check:
 
 
 def _pearson(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Pearson r along the last axis (NaN where either side is constant)."""
     xm, ym = x - x.mean(axis=-1, keepdims=True), y - y.mean(axis=-1, keepdims=True)
+    flat = (np.ptp(x, axis=-1) <= 1e-12) | (np.ptp(y, axis=-1) <= 1e-12)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return (xm * ym).sum(axis=-1) / np.sqrt((xm**2).sum(axis=-1) * (ym**2).sum(axis=-1))
+        return np.where(flat, np.nan, (xm * ym).sum(axis=-1) / np.sqrt((xm**2).sum(axis=-1) * (ym**2).sum(axis=-1)))
 
 
 def energy_tracks_speedup(df: pd.DataFrame) -> Check:
