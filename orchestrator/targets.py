@@ -149,8 +149,10 @@ def compare(
     d = difference(df, prompts, a, b, metric)
     ea, eb = _summary_side(df, a, metric), _summary_side(df, b, metric)
     how = "paired" if prompts is not None else "from the cells' intervals"
-    detail = f"{interval_text(ea, unit=_unit(metric))} vs {interval_text(eb, unit=_unit(metric))}; difference " + (
-        f"{d.value:+.2f} [{d.lo:+.2f}, {d.hi:+.2f}] ({how}, {d.n} prompts)" if d.value == d.value else "missing"
+    bounds = f"[{d.lo:+.2f}, {d.hi:+.2f}]" if d.lo == d.lo else "[no interval]"
+    figures = f"{interval_text(ea, unit=_unit(metric))} vs {interval_text(eb, unit=_unit(metric))}"
+    detail = f"{figures}; difference " + (
+        f"{d.value:+.2f} {bounds} ({how}, {d.n} prompts)" if d.value == d.value else "missing"
     )
     return stats.verdict(d.lo, d.hi, 0.0, side), detail
 
