@@ -269,9 +269,10 @@ def with_plain_partners(gens: pd.DataFrame, plain: pd.DataFrame) -> pd.DataFrame
     newest = plain.groupby(["strategy", *PLAIN_KEYS, "pair"], dropna=False).tail(1)
     floats = newest[PROMPT_COLUMNS].astype(float)
     partner = pd.concat([newest[[*PLAIN_KEYS, "pair"]], floats], axis=1)
-    partner = partner.groupby([*PLAIN_KEYS, "pair"], dropna=False, as_index=False)[PROMPT_COLUMNS].agg(
-        lambda v: v.mean() if v.notna().all() else float("nan")  # one plain without energy: no partial mean
-    )
+    if partner.duplicated([*PLAIN_KEYS, "pair"]).any():  # several plain strategies
+        by = partner.groupby([*PLAIN_KEYS, "pair"], dropna=False)[PROMPT_COLUMNS]
+        complete = by.count().eq(by.size(), axis=0)  # one plain without energy: no partial mean
+        partner = by.mean().where(complete).reset_index()
     partner = partner.rename(columns={c: f"plain_{c}" for c in PROMPT_COLUMNS})
     return gens.merge(partner, on=[*PLAIN_KEYS, "pair"], how="left")
 
@@ -330,43 +331,63 @@ def summarize(
     return df[SUMMARY_COLUMNS].sort_values(order).reset_index(drop=True)
 
 
-def _per_prompt(g: pd.DataFrame, pooled: bool) -> tuple[np.ndarray, np.ndarray]:
-    """(numerators, denominators), prompts x figures, of tokens/s, acceptance, first-token acceptance, MAL and
-    J/100 tokens: each figure is sum num / sum den over the prompts (a mean of rates: rate and 1 where it has one)."""
-    f = {c: g[c].astype(float).to_numpy() for c in ("n_tokens", "wall_s", "tokens_per_s", "drafted", "accepted")}
-    f |= {c: g[c].astype(float).to_numpy() for c in ("rounds", "first_accepted", "first_drafted", "energy_j")}
-    j = g["j_per_100_tokens"].astype(float).to_numpy()
-    if pooled:
-        num = [f["n_tokens"], f["accepted"], f["first_accepted"], f["accepted"], f["energy_j"] * 100]
-        den = [f["wall_s"], f["drafted"], np.where(f["drafted"] > 0, f["first_drafted"], 0), f["rounds"], f["n_tokens"]]
-        num[4] = np.nan_to_num(num[4])
-        return np.column_stack(num), np.column_stack(den)
+FIGURE_COLUMNS = [
+    "n_tokens",
+    "wall_s",
+    "tokens_per_s",
+    "drafted",
+    "accepted",
+    "rounds",
+    "first_accepted",
+    "first_drafted",
+    "energy_j",
+    "j_per_100_tokens",
+    *(f"plain_{c}" for c in PROMPT_COLUMNS),
+]
+
+
+def _figures(f: dict[str, np.ndarray], pooled: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(numerators, denominators), prompts x figures, of `INTERVAL_METRICS` (tokens/s, speedup, acceptance,
+    first-token acceptance, MAL, J/100 tokens, energy ratio) for one cell's prompts: each figure is sum num / sum
+    den over the prompts (a mean of rates: rate and 1 where it has one; speedup: the strategy's and plain's tokens/s
+    on the prompts paired with plain, 0 on the others), so one set of draws gives every interval. The pooled speedup
+    and energy ratio are ratios of two ratios, computed apart (`_pooled_ratios`)."""
+    paired = np.isfinite(f["plain_tokens_per_s"])
+    energy = paired & np.isfinite(f["j_per_100_tokens"]) & np.isfinite(f["plain_j_per_100_tokens"])
+    zero = np.zeros(len(paired))
     with np.errstate(divide="ignore", invalid="ignore"):
-        rates = [
-            f["tokens_per_s"],
-            np.where(f["drafted"] > 0, f["accepted"] / f["drafted"], np.nan),
-            np.where((f["drafted"] > 0) & (f["first_drafted"] > 0), f["first_accepted"] / f["first_drafted"], np.nan),
-            np.where(f["rounds"] > 0, f["accepted"] / f["rounds"], np.nan),
-            j,
-        ]
-    rates = np.column_stack(rates)
-    known = np.isfinite(rates)
-    return np.where(known, rates, 0.0), known.astype(float)
+        if pooled:
+            num = [f["n_tokens"], zero, f["accepted"], f["first_accepted"], f["accepted"], 100 * f["energy_j"], zero]
+            den = [f["wall_s"], zero, f["drafted"], np.where(f["drafted"] > 0, f["first_drafted"], 0), f["rounds"]]
+            den += [f["n_tokens"], zero]
+        else:
+            rates = [
+                f["tokens_per_s"],
+                np.where(f["drafted"] > 0, f["accepted"] / f["drafted"], np.nan),
+                np.where(
+                    (f["drafted"] > 0) & (f["first_drafted"] > 0), f["first_accepted"] / f["first_drafted"], np.nan
+                ),
+                np.where(f["rounds"] > 0, f["accepted"] / f["rounds"], np.nan),
+                f["j_per_100_tokens"],
+            ]
+            known = [np.isfinite(r) for r in rates]
+            num = [np.where(k, r, 0.0) for r, k in zip(rates, known)]
+            den = [k.astype(float) for k in known]
+            num.insert(1, np.where(paired, f["tokens_per_s"], 0.0))
+            den.insert(1, np.where(paired, f["plain_tokens_per_s"], 0.0))
+            num.append(np.where(energy, f["plain_j_per_100_tokens"], 0.0))
+            den.append(np.where(energy, f["j_per_100_tokens"], 0.0))
+    num, den = np.column_stack(num), np.column_stack(den)
+    return np.nan_to_num(num), np.nan_to_num(den)
 
 
-def _ratios_to_plain(g: pd.DataFrame, pooled: bool) -> tuple[stats.Estimate, stats.Estimate]:
-    """(speedup, energy ratio) of one cell against its plain partners, over the prompts that have one."""
-    col = lambda c: g[c].astype(float).to_numpy()  # noqa: E731
-    paired = np.isfinite(col("plain_tokens_per_s"))
-    if pooled:
-        speedup = stats.ratio_of_ratios(col("n_tokens"), col("wall_s"), col("plain_n_tokens"), col("plain_wall_s"))
-        energy = stats.ratio_of_ratios(col("plain_energy_j"), col("plain_n_tokens"), col("energy_j"), col("n_tokens"))
-    else:
-        speedup = stats.paired_ratio(col("tokens_per_s"), col("plain_tokens_per_s"))
-        energy = stats.paired_ratio(col("plain_j_per_100_tokens"), col("j_per_100_tokens"))
-    if np.isnan(col("j_per_100_tokens")[paired]).any() or np.isnan(col("plain_j_per_100_tokens")[paired]).any():
-        energy = stats.NAN  # a prompt without energy on either side: no partial ratio
-    return (speedup if paired.any() else stats.NAN), (energy if paired.any() else stats.NAN)
+def _pooled_ratios(f: dict[str, np.ndarray]) -> tuple[stats.Estimate, stats.Estimate]:
+    """Pooled speedup (tokens / seconds over plain's on the same prompts) and energy ratio (plain's J per token over
+    the strategy's)."""
+    p = lambda c: f[f"plain_{c}"]  # noqa: E731
+    speedup = stats.ratio_of_ratios(f["n_tokens"], f["wall_s"], p("n_tokens"), p("wall_s"))
+    energy = stats.ratio_of_ratios(p("energy_j"), p("n_tokens"), f["energy_j"], f["n_tokens"])
+    return speedup, energy
 
 
 def _note(paired: int, prompts: int) -> str | None:
@@ -381,19 +402,29 @@ def _note(paired: int, prompts: int) -> str | None:
 def cell_intervals(prompts: pd.DataFrame, pooled: bool = False) -> pd.DataFrame:
     """Per cell (`KEYS` and version) of `prompt_frame`: n_prompts, the 95% bootstrap interval over prompts of every
     figure in `INTERVAL_METRICS` (`storage.stats`, the same aggregation as the point estimates), the speedup and
-    energy ratio paired with plain prompt by prompt, and a note where a cell has no plain of its own data version."""
-    rows = []
+    energy ratio paired with plain prompt by prompt, and a note where a cell has no plain of its own data version.
+    A prompt without energy on either side leaves its cell's energy ratio empty (no partial ratio)."""
     group = [*KEYS, "version"]
-    names = ("tokens_per_s", "acceptance", "first_token_acceptance", "mal", "j_per_100_tokens")
-    for key, g in prompts.groupby(group, sort=False, dropna=False):
-        num, den = _per_prompt(g, pooled)
-        row = dict(zip(group, key), n_prompts=int(g["prompt_index"].nunique()))
-        for name, e in zip(names, stats.ratios_of_sums(num, den)):
-            row |= {f"{name}_lo": e.lo, f"{name}_hi": e.hi}
-        speedup, energy = _ratios_to_plain(g, pooled)
-        for name, e in (("speedup", speedup), ("energy_ratio", energy)):
-            row |= {name: e.value, f"{name}_lo": e.lo, f"{name}_hi": e.hi}
-        row["note"] = _note(int(np.isfinite(g["plain_tokens_per_s"].astype(float)).sum()), len(g))
-        rows.append(row)
     columns = [*group, "n_prompts", "speedup", "energy_ratio", *INTERVAL_COLUMNS, "note"]
+    if prompts.empty:
+        return pd.DataFrame(columns=columns)
+    arrays = {c: prompts[c].to_numpy(dtype=float, na_value=np.nan) for c in FIGURE_COLUMNS}
+    index = prompts["prompt_index"].to_numpy()
+    rows = []
+    for key, at in prompts.groupby(group, sort=False, dropna=False).indices.items():
+        f = {c: a[at] for c, a in arrays.items()}
+        estimates = dict(zip(INTERVAL_METRICS, stats.ratios_of_sums(*_figures(f, pooled))))
+        if pooled:
+            estimates["speedup"], estimates["energy_ratio"] = _pooled_ratios(f)
+        paired = np.isfinite(f["plain_tokens_per_s"])
+        partial = np.isnan(f["j_per_100_tokens"][paired]).any() or np.isnan(f["plain_j_per_100_tokens"][paired]).any()
+        if partial or not paired.any():
+            estimates["energy_ratio"] = stats.NAN
+        if not paired.any():
+            estimates["speedup"] = stats.NAN
+        row = dict(zip(group, key), n_prompts=len(np.unique(index[at])), note=_note(int(paired.sum()), len(at)))
+        for name, e in estimates.items():
+            row |= {f"{name}_lo": e.lo, f"{name}_hi": e.hi}
+        row |= {"speedup": estimates["speedup"].value, "energy_ratio": estimates["energy_ratio"].value}
+        rows.append(row)
     return pd.DataFrame(rows, columns=columns)

@@ -15,7 +15,7 @@ RESULT_COLUMNS = [
     "k",
     "regime",
     "measure",
-    "n_prompts",
+    "prompts",
     "tokens_per_s",
     "speedup",
     "speedup_lo",
@@ -35,7 +35,6 @@ RESULT_COLUMNS = [
 ]
 RESULT_FORMATS = {
     "tokens_per_s": st.column_config.NumberColumn("tok/s", format="%.1f"),
-    "n_prompts": st.column_config.NumberColumn("prompts"),
     "speedup": st.column_config.NumberColumn("speedup", format="%.2fx"),
     "speedup_lo": st.column_config.NumberColumn("speedup 95% lo", format="%.2fx"),
     "speedup_hi": st.column_config.NumberColumn("speedup 95% hi", format="%.2fx"),
