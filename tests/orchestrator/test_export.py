@@ -205,3 +205,29 @@ def test_export_generations_recomputes_the_summary_intervals(known_db, tmp_path)
     acceptance = ratio_of_sums(rate, [1.0] * len(rate))  # the per-prompt mean's interval
     assert (acceptance.lo, acceptance.hi) == pytest.approx((row["acceptance_lo"], row["acceptance_hi"]))
     assert row["n_prompts"] == len(ngram) == 2
+
+
+def test_versions_fall_back_to_the_newest_reference_of_each_prompt(versions_db, tmp_path):
+    """A stored spec that reproduces no stored reference key (rewritten before it ran, as the demo's built models
+    are): the newest reference cell of each task and prompt is the current version."""
+    import shutil
+
+    from orchestrator.export import versions
+    from storage.db import open_db
+    from storage.models import Experiment
+
+    url = f"sqlite:///{tmp_path / 'v.db'}"
+    shutil.copy(versions_db.removeprefix("sqlite:///"), tmp_path / "v.db")
+    engine, Session = open_db(url, migrate=False)
+    with Session() as s:
+        exp = s.query(Experiment).one()
+        exp.spec_toml = exp.spec_toml.replace('"org/model"', '"org/another-model"')
+        s.commit()
+        v = versions(s, exp.id)
+    assert v.strategies == {"plain"} and len(v.older) == 2  # the two 16-token references
+    with Session() as s:
+        exp = s.query(Experiment).one()
+        exp.spec_toml = "not = [toml"
+        s.commit()
+        assert versions(s, exp.id) is None  # no spec to compare with: every row counts as current
+    engine.dispose()
