@@ -1,14 +1,27 @@
-"""The summary table (one row per strategy x task x k x regime) aggregated in SQL, on SQLite and PostgreSQL alike.
+"""The summary table (one row per strategy x task x k x regime x temperature x measure) aggregated in SQL, on SQLite
+and PostgreSQL alike, each figure with its 95% interval over prompts.
 
-Two aggregations, both from one `GROUP BY` (`group_sums`), picked by `summarize(sums, pooled=...)`:
+The point estimates come from one `GROUP BY` (`group_sums`); the intervals and the ratios to plain from one
+per-generation read of the same covering index (`prompt_frame`); `summarize(sums, prompts, pooled=...)` joins them:
 
 - **per-prompt means** (default, the paper's): every rate is first computed per generation, then averaged over the
   generations (= prompts) of the cell: mean tokens/s, mean acceptance (accepted / drafted), mean MAL, mean J per 100
-  tokens. Speedup is the cell's mean tokens/s over plain's mean tokens/s at the same task and regime (a ratio of the
-  means, as the paper's Table 1: 5.55 / 2.28 tps = 2.43x); the energy ratio is plain's mean J/100 tokens over the
+  tokens. Speedup is the cell's mean tokens/s over plain's mean tokens/s on the same prompts (a ratio of the means,
+  as the paper's Table 1: 5.55 / 2.28 tps = 2.43x); the energy ratio is plain's mean J/100 tokens over the
   strategy's (Table 3: 1,326 / 529 = 2.51x, higher is better).
 - **pooled** (`pooled=True`): ratios of sums over the cell (total tokens / total seconds, total accepted / total
   drafted, ...), which weights long generations more.
+
+Ratios to plain stay within one data version: each generation is paired with plain greedy's generation of the same
+prompt key (the prompt's reference cell, which hashes the verifier, the prompt text and max_new_tokens), task,
+regime, temperature and measure; a cell without such a plain has no speedup and a `note` saying why. A row's
+`measure` is "timed" (run by the verifier) or "replay" (passes computed from the reference, time and energy
+predicted); a row never mixes the two. Its `version` is "current" or "older" against `Versions` (what the stored
+spec still makes), "current" for all without it.
+
+Intervals (`storage.stats`): a seeded bootstrap over the cell's prompts of the same aggregation as the row's figure,
+`<figure>_lo` / `<figure>_hi` for every figure in `INTERVAL_METRICS`; speedup and energy ratio resample the prompts
+paired with plain. `n_prompts` is the cell's prompts.
 
 Definitions (per generation, from the stored per-round records):
 
@@ -29,9 +42,9 @@ Energy figures are left empty for a cell unless every one of its generations has
 mislead.
 
 Example:
-    >>> sums = group_sums(session, exp_id)        # one SQL query
-    >>> table = summarize(sums)                   # the paper's per-prompt means
-    >>> pooled = summarize(sums, pooled=True)
+    >>> sums, prompts = group_sums(session, exp_id), prompt_frame(session, exp_id)   # two indexed queries
+    >>> table = summarize(sums, prompts)                  # the paper's per-prompt means, with intervals
+    >>> pooled = summarize(sums, prompts, pooled=True)
 """
 
 from __future__ import annotations
