@@ -138,6 +138,10 @@ def export(
     """
     from orchestrator.export import write_summary
 
+    if generations and (pooled or compare_with):
+        raise GreenspecError(
+            f"--generations writes one row per generation: --{'pooled' if pooled else 'compare'} does not apply"
+        )
     check_out(obj, out, force)
     Session = _reader(obj.db)
     if Session is None:

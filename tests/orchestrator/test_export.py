@@ -231,3 +231,8 @@ def test_versions_fall_back_to_the_newest_reference_of_each_prompt(versions_db, 
         s.commit()
         assert versions(s, exp.id) is None  # no spec to compare with: every row counts as current
     engine.dispose()
+
+
+def test_export_generations_refuses_pooled_in_one_line(known_db):
+    res = greenspec("--db", known_db, "export", "--generations", "--pooled")
+    assert res.returncode == 2 and "--pooled does not apply" in res.stderr and len(res.stderr.strip().splitlines()) == 1
