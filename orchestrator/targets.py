@@ -101,9 +101,7 @@ def _per_prompt(g: pd.DataFrame, metric: str) -> tuple[pd.Series, pd.Series]:
 def _prompt_figures(prompts: pd.DataFrame, strategy: str, task: str, regime: str, ks, metric: str) -> pd.DataFrame:
     """Per prompt (its data version, `pair`) a cell's `metric` as (num, den); over several k, their mean per prompt."""
     g = prompts[(prompts["strategy"] == strategy) & (prompts["task"] == task) & (prompts["regime"] == regime)]
-    g = g[g["k"].isin(list(ks))]
-    if "version" in g:
-        g = g[g["version"] == "current"]
+    g = _one_measure(g[g["k"].isin(list(ks))])
     num, den = _per_prompt(g, metric)
     return pd.DataFrame({"pair": g["pair"], "num": num, "den": den}).groupby("pair").mean()
 
