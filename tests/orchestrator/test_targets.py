@@ -268,3 +268,11 @@ def test_an_adaptive_hybrid_scoring_by_share_has_the_fixed_hybrid_as_its_base():
     gated = gated.replace('confidence = "share"\nthreshold = 0.1\n', 'confidence = "share"\nibase_min = 0.5\n')
     assert roles(parse_spec(gated)).adaptive == ()
     assert roles(parse_spec(gated.replace('"depth_share"', '"share"'))).adaptive == (("f", "e"),)
+
+
+def test_a_target_reads_the_replayed_rows_of_a_coordinate_and_the_current_version():
+    rows = grid("hybrid-x", "x", [0.8], [0.3], regime="cached", ks=(3,)) * 3
+    df = frame(rows).assign(measure=["timed", "replay", "replay"], version=["current", "current", "older"])
+    df.loc[1, ["speedup", "speedup_lo", "speedup_hi"]] = (1.5, 1.45, 1.55)  # the replayed row: every prompt
+    (check,) = hybrid_speedup(df, "hybrid-x", ())
+    assert check.verdict == HOLDS and check.detail == "k=3: 1.50x [1.45, 1.55], 3 prompts"
