@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 TORCH   := torch==2.13.0
 
-.PHONY: install demo test lint bench clean browser gpu arctic mutation postgres
+.PHONY: install demo study test lint bench clean browser gpu arctic mutation postgres
 
 install: $(STAMP)
 
@@ -56,6 +56,11 @@ postgres:
 
 demo: install
 	$(BIN)/greenspec demo
+
+# The paper's protocol on SmolLM2, replayed (examples/study.toml: 50 prompts x 100 new tokens per task, k 1-8, token
+# trees, cost-model k; a timed validation sample): about an hour on 2 cores. Results in study.db.
+study: install
+	$(BIN)/greenspec --db sqlite:///study.db demo --spec examples/study.toml
 
 # Two pytest-xdist workers, whole files each (module fixtures stay shared): the end-to-end tests mostly wait on
 # driver processes, leases and Ray, so two at once use the 2 cores the suite alone leaves half idle.

@@ -17,7 +17,7 @@ import streamlit as st
 
 from dashboard import tables
 from dashboard.launch import DB_ENV
-from storage import browse
+from storage import browse, costs
 from storage import queries as sq
 from storage import summary as ssum
 from storage.browse import GridPoint, Selection
@@ -166,6 +166,20 @@ def power(url: str, exp_id: int, t0: float | None = None, t1: float | None = Non
     """Raw power samples of one experiment within [t0, t1] (epoch seconds)."""
     with _session(url) as s:
         return sq.power_frame(s, exp_id, t0, t1)
+
+
+@st.cache_data(ttl=LIVE_TTL_S, show_spinner=False)
+def cost_model(url: str, exp_id: int) -> costs.StoredCostModel | None:
+    """The experiment's newest measured pass-cost model (read live: it is stored before any generation)."""
+    with _session(url) as s:
+        return costs.stored_cost_model(s, exp_id)
+
+
+@st.cache_data(max_entries=ENTRIES, show_spinner=False)
+def prediction_error(url: str, exp_id: int, data: Version) -> pd.DataFrame:
+    """Per regime: the cost model's prediction error on generations both timed and replayed, at data version `data`."""
+    with _session(url) as s:
+        return costs.prediction_error(s, exp_id)
 
 
 @st.cache_data(ttl=60, show_spinner=False)

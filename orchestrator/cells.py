@@ -113,8 +113,26 @@ def artifact_cells(spec: Spec) -> dict[Requirement, CellSpec]:
     return out
 
 
-def sweep_cells(spec: Spec, prompts: TaskPrompts, artifacts: dict[Requirement, CellSpec]) -> list[CellSpec]:
-    """Strategy x prompt x k x regime for one task; a draft that proposes nothing once per prompt and regime (k = 0)."""
+COST_ROLE = "costmodel"  # the role under which a cell needs the experiment's pass-cost model cell
+
+
+def cost_model_cell(spec: Spec, prompt: str | None) -> CellSpec | None:
+    """The accelerator cell that measures the verifier's pass-cost model (`workers.costmodel`) on its device, when a
+    replay's predictions or a k = "auto" strategy need it; it times passes over a real prompt's tokens (which do
+    not enter its key: the cost does not depend on which tokens)."""
+    if not (spec.sweep.replay or any(s.auto for s in spec.strategies)):
+        return None
+    ident = {"kind": COST_ROLE, "verifier": verifier_identity(spec), "device": spec.verifier.device}
+    return CellSpec(key=content_key(ident), kind=COST_ROLE, params=CellParams(prompt=prompt))
+
+
+def sweep_cells(
+    spec: Spec, prompts: TaskPrompts, artifacts: dict[Requirement, CellSpec], costs: str | None = None
+) -> list[CellSpec]:
+    """Strategy x prompt x k x regime for one task; a draft that proposes nothing once per prompt and regime (k = 0).
+
+    With `[sweep] replay`, every greedy cell of a replayable strategy is also a replay cell (CPU; it needs its
+    prompt's reference and the cost model `costs`), and only the first `timed_prompts` prompts are timed."""
     out = []
     for s in (s for s in spec.strategies if s.runs_on(prompts.task)):
         needs = {role: artifacts[req].key for role, req in s.options.requires().items()}
@@ -136,7 +154,8 @@ def sweep_cells(spec: Spec, prompts: TaskPrompts, artifacts: dict[Requirement, C
                     **sampling,
                 }
                 key = content_key(ident)
-                params = CellParams(prompt=text, options=s.options.model_dump(), needs=needs)
+                cell_needs = {**needs, COST_ROLE: costs} if s.auto and costs else needs
+                params = CellParams(prompt=text, options=s.options.model_dump(), needs=cell_needs)
                 if sampling:  # one reproducible stream per cell
                     params = replace(
                         params,
@@ -144,6 +163,25 @@ def sweep_cells(spec: Spec, prompts: TaskPrompts, artifacts: dict[Requirement, C
                         top_p=sampling["top_p"],
                         seed=int(key[:8], 16) ^ spec.experiment.seed,
                     )
+                coords = dict(
+                    strategy=s.name,
+                    draft=s.draft,
+                    task=prompts.task,
+                    corpus=corpus,
+                    prompt_index=i,
+                    k=k,
+                    regime=regime,
+                    temperature=temperature,
+                )
+                if spec.sweep.replay and temperature == 0 and s.replayable:
+                    replay_params = replace(params, needs={**cell_needs, COST_ROLE: costs})
+                    out.append(
+                        CellSpec(
+                            key=content_key({**ident, "kind": "replay"}), kind="replay", **coords, params=replay_params
+                        )
+                    )
+                if not spec.sweep.timed(i, temperature) and s.replayable:
+                    continue
                 out.append(
                     CellSpec(
                         key=key,
@@ -171,8 +209,32 @@ def sampling_identity(spec: Spec, temperature: float) -> dict[str, Any]:
 
 
 def expand(spec: Spec, prompts: list[TaskPrompts]) -> list[CellSpec]:
-    """Every cell of the grid: train cells first, then references, then sweep cells."""
+    """Every cell of the grid: artifact cells first, then the cost model, references, sweep and replay cells."""
     artifacts = artifact_cells(spec)
+    costs = cost_model_cell(spec, next((t for p in prompts for t in p.texts), None))
     refs = [c for p in prompts for c in reference_cells(spec, p)]
-    sweeps = [c for p in prompts for c in sweep_cells(spec, p, artifacts)]
-    return list(artifacts.values()) + refs + sweeps
+    sweeps = [c for p in prompts for c in sweep_cells(spec, p, artifacts, costs.key if costs else None)]
+    return list(artifacts.values()) + ([costs] if costs else []) + refs + timed_sample(spec, sweeps)
+
+
+def coordinate(c: CellSpec) -> tuple:
+    """A sweep or replay cell's coordinate: what its prompts are sampled over."""
+    return (c.strategy, c.task, c.k, c.regime, c.temperature or 0.0)
+
+
+def timed_sample(spec: Spec, cells: list[CellSpec]) -> list[CellSpec]:
+    """With replay and `timed_coordinates = N`: the timed greedy cells of N coordinates only, chosen by a hash seeded
+    with the experiment's seed (the same grid always samples the same ones), plain's always; replayed cells, sampled
+    ones (temperature > 0) and those of drafts that cannot be replayed all stay."""
+    n = spec.sweep.timed_coordinates
+    if not spec.sweep.replay or n is None:
+        return cells
+    replayed = {coordinate(c) for c in cells if c.kind == "replay"}
+    candidates = sorted({coordinate(c) for c in cells if c.kind == "sweep" and coordinate(c) in replayed})
+
+    def rank(coord: tuple) -> str:
+        return hashlib.sha256(json.dumps([spec.experiment.seed, *coord]).encode()).hexdigest()
+
+    plain = {c for c in candidates if c[2] == 0}
+    chosen = plain | set(sorted(set(candidates) - plain, key=rank)[: max(0, n - len(plain))])
+    return [c for c in cells if c.kind != "sweep" or coordinate(c) not in replayed or coordinate(c) in chosen]

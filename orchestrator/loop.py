@@ -17,16 +17,19 @@ from typing import Any
 
 from orchestrator.accelerator_actor import IN_FLIGHT, close_actor, start_actor
 from orchestrator.artifact_tasks import ran_on, submit_artifact
+from orchestrator.cells import COST_ROLE
 from orchestrator.lease import ExperimentLease
 from orchestrator.options import Interrupted, Progress, RunOptions
+from orchestrator.replay_costs import PREREQUISITE_KINDS, ReplayCosts
 from orchestrator.scheduler import Scheduler
 from orchestrator.spec import Spec
 from storage import store
 from storage.cell import CellSpec
 from storage.models import CELL_KINDS
 from storage.queries import state_counts
+from storage.replays import done_keys, references_by_key, rounds_differ, twin_rounds
 from workers.artifacts import BY_CELL_KIND
-from workers.contracts import BatchOutcome, LabelJob, SweepJob
+from workers.contracts import BatchOutcome, LabelJob, ReplayJob, SweepJob
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +59,7 @@ class SweepLoop:
             s.commit()
             cells = store.pending_cells(s, exp_id, CELL_KINDS)  # artifacts of every kind, references, sweeps
             self.paths = store.artifact_paths(s, exp_id)  # artifact cell key -> file
+            prerequisites = done_keys(s, exp_id, PREREQUISITE_KINDS)  # done cells that replays and auto-k need
         e = spec.experiment
         self.sched = Scheduler(
             cells,
@@ -63,9 +67,11 @@ class SweepLoop:
             e.max_attempts,
             overlap=e.overlap,
             in_flight=IN_FLIGHT,
-            built=self.paths,
+            built=set(self.paths) | prerequisites,
             order=spec.sweep.order,
         )
+        self.replaying: dict[Any, list[CellSpec]] = {}  # ObjectRef -> the replay cells it runs
+        self.costs = ReplayCosts(Session, exp_id)
         self.builds: dict[Any, CellSpec] = {}  # ObjectRef -> artifact cell
         self.batches: dict[Any, tuple[list[CellSpec], Any]] = {}  # ObjectRef -> (cells, the actor running them)
         self.actor = None
@@ -97,11 +103,12 @@ class SweepLoop:
             total, done, failed = self._counts(s)
         self.progress.start(total, done, failed)
         try:
-            while self.sched.busy() or self.builds or self.batches:
+            while self.sched.busy() or self.builds or self.batches or self.replaying:
                 if self.lease is not None:
                     self.lease.check()
                 self._submit_artifacts()
                 self._dispatch()
+                self._dispatch_replays()
                 self._collect()
         except KeyboardInterrupt:
             self._stop()
@@ -115,7 +122,7 @@ class SweepLoop:
         """Ctrl-C: stop training tasks and the worker at once; their cells go back to pending."""
         import ray
 
-        for ref in self.builds:
+        for ref in [*self.builds, *self.replaying]:
             ray.cancel(ref, force=True)
         if self.actor is not None:
             ray.kill(self.actor, no_restart=True)  # its batch in flight is lost, its cells are re-run on resume
@@ -127,7 +134,7 @@ class SweepLoop:
     def _collect(self) -> None:
         import ray
 
-        pending = list(self.builds) + list(self.batches)
+        pending = list(self.builds) + list(self.batches) + list(self.replaying)
         if not pending:
             return
         ready, _ = ray.wait(pending, num_returns=1, timeout=WAIT_S)
@@ -135,7 +142,8 @@ class SweepLoop:
             return
         with self.Session() as s:
             for ref in ready:
-                (self._build_done if ref in self.builds else self._batch_done)(ref, s)
+                done = self._build_done if ref in self.builds else self._replay_done if ref in self.replaying else None
+                (done or self._batch_done)(ref, s)
             s.commit()
         self._report()
 
@@ -176,14 +184,17 @@ class SweepLoop:
         store.mark_failure(s, c.id, error, final)
         if not final:
             self.sched.retry(c, front=front)
-        elif c.kind in BY_CELL_KIND:
+        elif c.kind in BY_CELL_KIND or c.kind in PREREQUISITE_KINDS:
             self._fail_dependents(s, c, error.splitlines()[0] if error else error)
 
     def _fail_dependents(self, s, cell: CellSpec, error: str) -> None:
         """An artifact cell failed for good: every cell that needed it (directly or not) fails with the reason."""
         dependents = self.sched.artifact_failed(cell)
+        what = f"corpus {cell.corpus!r}" if cell.corpus else f"prompt {cell.prompt_index} of task {cell.task!r}"
+        if cell.kind == COST_ROLE:
+            what = "the verifier"
         store.fail_dependents(
-            s, self.exp_id, [c.id for c in dependents], f"{cell.kind} cell for corpus {cell.corpus!r} failed: {error}"
+            s, self.exp_id, [c.id for c in dependents], f"{cell.kind} cell for {what} failed: {error}"
         )
 
     # -- the accelerator
@@ -208,6 +219,8 @@ class SweepLoop:
                 chunk_tokens=corpus.label_chunk_tokens,
                 overlap_tokens=corpus.label_overlap_tokens,
             )
+        if c.kind == COST_ROLE:
+            return self.costs.job(c, self.spec)
         return SweepJob(
             key=c.key,
             kind=c.kind,
@@ -215,7 +228,8 @@ class SweepLoop:
             strategy=c.strategy,
             draft=c.draft,
             options=p.options,
-            artifacts={role: self.paths[key] for role, key in c.needs},
+            artifacts=self._artifacts(c),
+            costs=self.costs.curve_for(c) if COST_ROLE in dict(c.needs) else None,
             k=c.k or 0,
             regime=c.regime,
             temperature=c.temperature or 0.0,
@@ -289,8 +303,17 @@ class SweepLoop:
                 self.sched.artifact_built(c)
             elif o.reference is not None:
                 store.store_reference(s, c.id, o.reference)
+                self.sched.artifact_built(c)  # its replay cells may go
+            elif c.kind == COST_ROLE:
+                self.costs.store(s, c, o)
+                self.sched.artifact_built(c)
             else:
-                store.store_generation(s, c.id, o.generation)
+                record = self.costs.predict(s, o.generation)
+                mismatch = self._twin_mismatch(s, c, record)
+                if mismatch:
+                    store.mark_failure(s, c.id, mismatch, final=True)
+                    continue
+                store.store_generation(s, c.id, record)
             store.mark_finished(s, c.id, o.worker)
         store.store_samples(s, self.exp_id, out.samples)
 
@@ -311,3 +334,81 @@ class SweepLoop:
         store.mark_failure(s, c.id, error, final=False, refund=True)
         self.sched.retry(replace(c, attempts=max(0, c.attempts - 1)))
         return True
+
+    # -- replays on CPU workers
+    def _artifacts(self, c: CellSpec) -> dict[str, str]:
+        """role -> file of the artifacts a cell's draft reads (its reference and the cost model are not files)."""
+        return {role: self.paths[key] for role, key in c.needs if role not in ("reference", COST_ROLE)}
+
+    def _dispatch_replays(self) -> None:
+        import ray
+
+        from workers.trainer import replay_task
+
+        cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        while batch := self.sched.next_replay_batch(cpus):
+            with self.Session() as s:
+                refs = references_by_key(s, self.exp_id, [c.params.reference for c in batch])
+                jobs = [self._replay_job(c, refs[c.params.reference]) for c in batch]
+                store.mark_running(s, [c.id for c in batch], worker="ray-cpu")
+                s.commit()
+            tokenizer = self.spec.verifier.tokenizer or self.spec.verifier.model
+            self.replaying[replay_task.remote(jobs, tokenizer)] = batch
+            self.label = f"{batch[0].strategy} (replay)"
+
+    def _replay_job(self, c: CellSpec, ref) -> ReplayJob:
+        return ReplayJob(
+            key=c.key,
+            strategy=c.strategy,
+            draft=c.draft,
+            options=c.params.options,
+            artifacts=self._artifacts(c),
+            k=c.k or 0,
+            regime=c.regime,
+            prompt_tokens=tuple(ref.prompt_tokens),
+            reference=tuple(ref.tokens),
+            text=ref.text,
+            vocab_size=ref.vocab_size,
+            eos_id=ref.eos_id,
+            max_new_tokens=self.spec.sweep.max_new_tokens,
+            costs=self.costs.curve_for(c, len(ref.prompt_tokens)) if c.params.options.get("auto") else None,
+        )
+
+    def _replay_done(self, ref, s) -> None:
+        import ray
+
+        cells = self.replaying.pop(ref)
+        self.sched.replay_finished()
+        try:
+            outcomes = ray.get(ref)
+        except (ray.exceptions.RayTaskError, ray.exceptions.WorkerCrashedError) as err:
+            cause = getattr(err, "cause", None) or err
+            for c in cells:
+                self._failed(s, c, f"{type(cause).__name__}: {cause}")
+            return
+        by_key = {c.key: c for c in cells}
+        for o in outcomes:
+            c = by_key[o.key]
+            if not o.ok:
+                if not self._rebuild_for(c, o.error, s):
+                    self._failed(s, c, o.error)
+                continue
+            record = self.costs.predict(s, o.generation)
+            mismatch = self._twin_mismatch(s, c, record)
+            if mismatch:
+                store.mark_failure(s, c.id, mismatch, final=True)
+                continue
+            store.store_generation(s, c.id, record)
+            store.mark_finished(s, c.id, o.worker)
+
+    def _twin_mismatch(self, s, c: CellSpec, g) -> str | None:
+        """A timed and a replayed generation of the same cell and prompt must make identical rounds."""
+        if c.temperature:
+            return None
+        twin = twin_rounds(s, c.id, g.measure)
+        mine = {
+            "tokens_per_step": g.tokens_per_step,
+            "accepted_per_step": g.accepted_per_step,
+            "drafted_per_step": g.drafted_per_step,
+        }
+        return None if twin is None else rounds_differ(mine, twin, g.measure)

@@ -154,13 +154,17 @@ def check_unique(cells: list[CellSpec]) -> None:
 
 
 def link_references(cells: list[CellSpec]) -> list[CellSpec]:
-    """Each sweep cell names the reference cell of its prompt (`params.reference`): results are matched by
-    the prompt they were made for, never by position."""
+    """Each sweep and replay cell names the reference cell of its prompt (`params.reference`): results are matched by
+    the prompt they were made for, never by position. A replay cell also needs it (it replays from its tokens)."""
     refs = {(c.task, c.params.prompt): c.key for c in cells if c.kind == "reference"}
-    return [
-        replace(c, params=replace(c.params, reference=refs.get((c.task, c.params.prompt)))) if c.kind == "sweep" else c
-        for c in cells
-    ]
+    out = []
+    for c in cells:
+        if c.kind in ("sweep", "replay"):
+            ref = refs.get((c.task, c.params.prompt))
+            needs = {**c.params.needs, "reference": ref} if c.kind == "replay" and ref else c.params.needs
+            c = replace(c, params=replace(c.params, reference=ref, needs=needs))
+        out.append(c)
+    return out
 
 
 def check_grid(spec: Spec) -> None:

@@ -31,7 +31,9 @@ from dataclasses import replace
 from storage.cell import CellSpec
 from storage.store import ARTIFACT_KINDS
 
-KIND_ORDER = {"label": -1, "reference": 0, "sweep": 1}
+KIND_ORDER = {"costmodel": -2, "label": -1, "reference": 0, "sweep": 1}
+REPLAY = "replay"  # replay cells run on CPU workers (workers.replay), in batches of one strategy
+REPLAY_BATCH = 64  # replay cells per CPU task: the draft loads once per task, the results come back together
 
 
 ORDERS = ("paired", "strategy")
@@ -82,16 +84,24 @@ class Scheduler:
         self.batch_size, self.max_attempts, self.overlap, self.in_flight = batch_size, max_attempts, overlap, in_flight
         self.artifacts = [c for c in cells if c.kind in ARTIFACT_KINDS]
         self.queue: deque[CellSpec] = deque(
-            sorted((c for c in cells if c.kind not in ARTIFACT_KINDS), key=lambda c: run_order(c, order))
+            sorted(
+                (c for c in cells if c.kind not in ARTIFACT_KINDS and c.kind != REPLAY),
+                key=lambda c: run_order(c, order),
+            )
+        )
+        self.replays: deque[CellSpec] = deque(
+            sorted((c for c in cells if c.kind == REPLAY), key=lambda c: run_order(c, "strategy"))
         )
         self.building: set[str] = set()  # artifact keys being built now
-        self.built: set[str] = set(built)  # artifact keys whose file exists
+        self.built: set[str] = set(built)  # keys of built artifacts and of done cells others need (references, ...)
         self.running_batches = 0
-        known = self.built | {c.key for c in self.artifacts}
-        self.orphans = [c for c in self.queue if any(key not in known for _, key in c.needs)]
-        if self.orphans:  # their artifact is neither built nor to be built (it failed): they cannot run
+        self.running_replays = 0
+        known = self.built | {c.key for c in [*self.artifacts, *self.queue]}
+        self.orphans = [c for c in [*self.queue, *self.replays] if any(key not in known for _, key in c.needs)]
+        if self.orphans:  # what they need is neither built nor to be built (it failed): they cannot run
             ids = {c.id for c in self.orphans}
             self.queue = deque(c for c in self.queue if c.id not in ids)
+            self.replays = deque(c for c in self.replays if c.id not in ids)
 
     # -- artifacts
     def start_artifacts(self) -> list[CellSpec]:
@@ -118,12 +128,13 @@ class Scheduler:
         self.building.discard(cell.key)
         failed, dependents = {cell.key}, []
         while True:
-            more = [c for c in [*self.artifacts, *self.queue] if failed & set(dict(c.needs).values())]
+            more = [c for c in [*self.artifacts, *self.queue, *self.replays] if failed & set(dict(c.needs).values())]
             if not more:
                 return dependents
             ids = {c.id for c in more}
             self.artifacts = [c for c in self.artifacts if c.id not in ids]
             self.queue = deque(c for c in self.queue if c.id not in ids)
+            self.replays = deque(c for c in self.replays if c.id not in ids)
             failed |= {c.key for c in more}
             dependents += more
 
@@ -134,7 +145,14 @@ class Scheduler:
 
     def busy(self) -> bool:
         """Whether anything is still to do or in flight."""
-        return bool(self.building or self.running_batches or self.artifacts or self.sweep_ready())
+        return bool(
+            self.building
+            or self.running_batches
+            or self.artifacts
+            or self.sweep_ready()
+            or self.replays
+            or self.running_replays
+        )
 
     def _inputs_ready(self, c: CellSpec) -> bool:
         return all(key in self.built for _, key in c.needs)
@@ -162,6 +180,32 @@ class Scheduler:
     def batch_finished(self) -> None:
         self.running_batches -= 1
 
+    # -- replays on CPU workers
+    def next_replay_batch(self, max_running: int, size: int = REPLAY_BATCH) -> list[CellSpec]:
+        """Up to `size` ready replay cells of one strategy and artifacts (one draft load), while fewer than
+        `max_running` replay tasks run; [] if none is ready. Replays run beside training and the accelerator."""
+        if self.running_replays >= max_running or not self.replays:
+            return []
+        batch: list[CellSpec] = []
+        group = None
+        for c in list(self.replays):
+            if len(batch) >= size:
+                break
+            if not self._inputs_ready(c):
+                continue
+            this = (c.strategy, tuple((r, key) for r, key in c.needs if r != "reference"))
+            group = group or this
+            if this == group:
+                batch.append(c)
+        ids = {c.id for c in batch}
+        self.replays = deque(c for c in self.replays if c.id not in ids)
+        if batch:
+            self.running_replays += 1
+        return [replace(c, attempts=c.attempts + 1) for c in batch]
+
+    def replay_finished(self) -> None:
+        self.running_replays -= 1
+
     # -- failures
     def is_final(self, c: CellSpec) -> bool:
         """Whether this failed attempt was the last one allowed."""
@@ -171,6 +215,8 @@ class Scheduler:
         """Queue a failed cell again (at the front after a worker crash, so it runs on the fresh worker first)."""
         if c.kind in ARTIFACT_KINDS:
             self.artifacts.append(c)
+        elif c.kind == REPLAY:
+            self.replays.append(c)
         elif front:
             self.queue.appendleft(c)
         else:

@@ -202,6 +202,11 @@ class StrategySection(_Model):
         """Whether each round's length comes from the pass-cost model (k = "auto")."""
         return bool(getattr(self.options, "auto", False))
 
+    @property
+    def replayable(self) -> bool:
+        """Whether its greedy cells can be replayed: not when the draft's state outlives a generation."""
+        return not getattr(self.options, "remember_outputs", False)
+
     @field_validator("k", "regimes")
     @classmethod
     def _unique_k(cls, v):
@@ -253,6 +258,21 @@ class SweepSection(_Model):
     temperatures: Annotated[list[Annotated[float, Field(ge=0, le=10)]], Field(min_length=1)] = [0.0]  # 0 = greedy
     top_k: Annotated[int, Field(ge=0)] = 0  # sampling: keep the k likeliest tokens (0 = all)
     top_p: Annotated[float, Field(gt=0, le=1)] = 1.0  # sampling: nucleus mass
+    # replay every greedy cell from its prompt's reference on the CPU workers (workers.replay): exact passes and
+    # acceptance, time and energy predicted by the measured pass-cost model
+    replay: bool = False
+    # with replay: also time the first N prompts of every coordinate on the accelerator (validating the predictions);
+    # default 0 with replay, every prompt without it
+    timed_prompts: Annotated[int, Field(ge=0)] | None = None
+    # with replay: time only this many of the greedy coordinates (strategy x task x k x regime), a sample seeded by
+    # [experiment] seed; plain's are always timed (timed speedups need them); default all
+    timed_coordinates: Annotated[int, Field(ge=0)] | None = None
+
+    def timed(self, prompt_index: int, temperature: float) -> bool:
+        """Whether a sweep cell of this prompt is timed on the accelerator (a sampled one always is)."""
+        if not self.replay or temperature > 0:
+            return self.timed_prompts is None or prompt_index < self.timed_prompts
+        return prompt_index < (self.timed_prompts or 0)
 
     @field_validator("temperatures", mode="before")
     @classmethod

@@ -26,7 +26,8 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from workers.artifacts import BY_CELL_KIND
 
-CELL_KINDS = (*BY_CELL_KIND, "reference", "sweep")  # the artifact kinds (workers.artifacts), references, sweeps
+# the artifact kinds (workers.artifacts), the pass-cost model, references, timed and replayed sweep cells
+CELL_KINDS = (*BY_CELL_KIND, "costmodel", "reference", "sweep", "replay")
 CELL_STATES = ("pending", "running", "done", "failed")
 
 

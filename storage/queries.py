@@ -249,7 +249,7 @@ def identical_pass_noise(session: Session, exp_id: int | None) -> dict | None:
             Generation.wall_s,
             Generation.draft_s,
         )
-        .where(Generation.experiment_id == exp_id)
+        .where(Generation.experiment_id == exp_id, Generation.measure == "timed")  # a replay's time is predicted
         .execution_options(yield_per=10_000)
     )
     groups: dict[tuple, list[float]] = {}

@@ -1,5 +1,5 @@
-"""The driver's writes of results: built artifacts, labels, references, generations with their metrics, power
-samples, the experiment's device and idle power. Each takes a session opened by the caller and commits nothing
+"""The driver's writes of results: built artifacts, labels, references, generations with their metrics, pass-cost
+models, power samples, the experiment's device and idle power. Each takes a session opened by the caller and commits nothing
 itself (as every writer of `storage.store`, which re-exports these), so one result batch is one transaction.
 
 A reference is matched to generations by its prompt key (the reference cell's key, which hashes the prompt,
@@ -16,8 +16,8 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from storage.cell import CellParams
-from storage.models import Artifact, Cell, Experiment, Generation, InstanceBase, PowerSample, Reference
-from workers.contracts import ArtifactInfo, GenerationRecord, LabelRecord, ReferenceRecord
+from storage.models import Artifact, Cell, CostModel, Experiment, Generation, InstanceBase, PowerSample, Reference
+from workers.contracts import ArtifactInfo, CostModelRecord, GenerationRecord, LabelRecord, ReferenceRecord
 from workers.metrics import acceptance_rate, mal, rouge_l, tokens_per_s
 
 if TYPE_CHECKING:
@@ -228,6 +228,26 @@ def store_generation(session: Session, cell_id: int, g: GenerationRecord) -> Non
             drafted_per_step=list(g.drafted_per_step) or None,
             predicted_wall_s=g.predicted_wall_s,
             **({"first_accepted": g.first_accepted} if g.first_accepted is not None else {}),
+        )
+    )
+
+
+def store_cost_model(session: Session, cell_id: int, r: CostModelRecord) -> None:
+    """A pass-cost model a cost model cell measured, with the passes it was fitted to and its time and energy."""
+    cell = session.get(Cell, cell_id)
+    e = r.energy
+    session.add(
+        CostModel(
+            cell_id=cell.id,
+            experiment_id=cell.experiment_id,
+            verifier=r.verifier,
+            device=r.device,
+            coefficients={str(k): float(v) for k, v in r.coefficients.items()},
+            samples=[[int(f), int(c), int(k), float(s)] for f, c, k, s in r.samples],
+            measure_s=r.measure_s,
+            energy_j=e and e.energy_j,
+            mean_power_w=e and e.mean_power_w,
+            power_source=e and e.power_source,
         )
     )
 

@@ -29,6 +29,7 @@ from storage.results import (  # noqa: F401 (the result writers, re-exported: ev
     set_device,
     set_idle_power,
     store_artifact,
+    store_cost_model,
     store_generation,
     store_ibase,
     store_label,

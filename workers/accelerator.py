@@ -34,6 +34,10 @@ class AcceleratorWorker:
     def run_batch(self, jobs: list[SweepJob | LabelJob]) -> BatchOutcome:
         """Outcomes for `jobs` (a failure is recorded per job, never raised) and the raw power samples."""
         outcomes = []
+        try:
+            self.runner.prefetch_references(jobs)  # references together, each checked alone; a failure: one by one
+        except Exception as err:  # noqa: BLE001
+            logger.warning("batched references failed (%s); making them one by one", err)
         for job in jobs:
             try:
                 inject(job)  # test seam: no-op unless a GREENSPEC_FAULT_* variable is set

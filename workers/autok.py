@@ -192,13 +192,44 @@ class AutoLength(Draft):
 _CURVES: dict[tuple[str, str, str], PassCosts] = {}
 
 
+def curve_from_model(cost_model, regime: str, context: int, max_len: int) -> PassCosts:
+    """c(0..max_len) of a regime's round after `context` tokens, from a pass-cost model (or its JSON): uncached, a
+    full forward over context + n keeping n + 1 rows; cached (the paper's), n tokens fed after the cached context
+    (one for n = 0, the fast path's pass); cached-standard, the pending token + n after context - 1."""
+    from workers.costmodel import PassCostModel
+
+    model = cost_model if isinstance(cost_model, PassCostModel) else PassCostModel.from_json(cost_model)
+
+    def cost(n: int) -> float:
+        if regime == "uncached":
+            return model.pass_seconds(context + n, 0, n + 1)
+        if regime == "cached":
+            return model.pass_seconds(max(n, 1), context, max(n, 1))
+        return model.pass_seconds(n + 1, max(0, context - 1), n + 1)
+
+    return PassCosts(model.verifier, model.device, regime, context, tuple(cost(n) for n in range(max_len + 1)))
+
+
 def decoding_plan(
-    verifier: Verifier, draft: Draft, options: dict, regime: str, prompt_ids: Sequence[int], k: int
+    verifier: Verifier | None,
+    draft: Draft,
+    options: dict,
+    regime: str,
+    prompt_ids: Sequence[int],
+    k: int,
+    cost_model=None,
 ) -> tuple[Draft, dict]:
     """The draft to run and speculative_generate's extra arguments for a strategy's options: token trees
-    (`tree = N`), and k = "auto" (the draft wrapped in AutoLength over this regime's curve, measured once)."""
+    (`tree = N`), and k = "auto" (the draft wrapped in AutoLength over the regime's curve at this prompt's length,
+    from `cost_model`, the experiment's `workers.costmodel.PassCostModel` or its JSON; without it, the verifier's
+    curve measured once). A replay (no verifier) needs the model: the timed run's lengths come from the same one."""
     if not options.get("auto"):
         return draft, {"trees": bool(options.get("tree"))}
+    if cost_model is not None:
+        curve = curve_from_model(cost_model, regime, len(prompt_ids), max(k, 8))
+        return AutoLength(draft, curve), {"trees": bool(options.get("tree"))}
+    if verifier is None:
+        raise ValueError('k = "auto" without a verifier needs its pass-cost curve (the experiment\'s cost model)')
     key = (verifier_name(verifier), str(verifier.device), regime)
     if key not in _CURVES or len(_CURVES[key].seconds) <= k:
         _CURVES[key] = cost_curve(verifier, regime, prompt_ids, max(k, 8))

@@ -1,8 +1,9 @@
 """What crosses the Ray boundary, typed: jobs sent to the workers and what comes back.
 
-The driver builds a `SweepJob` per reference or sweep cell (a `LabelJob` per label cell) and sends a batch to the
-accelerator worker, which answers with a `BatchOutcome`: one `JobOutcome` per job (a `GenerationRecord`, a
-`ReferenceRecord` or a `LabelRecord`, or an error) and the power samples taken meanwhile. `storage.store` writes them as they are; nothing is a dict.
+The driver builds a `SweepJob` per reference or sweep cell (a `LabelJob` per label cell, a `CostModelJob` per cost
+model cell) and sends a batch to the accelerator worker, which answers with a `BatchOutcome`: one `JobOutcome` per
+job (a `GenerationRecord`, a `ReferenceRecord`, a `LabelRecord` or a `CostModelRecord`, or an error) and the power
+samples taken meanwhile. `storage.store` writes them as they are; nothing is a dict.
 
 Example:
     >>> job = SweepJob(key="ab12", kind="sweep", prompt="The cat", strategy="plain", draft="plain", k=0,
@@ -40,10 +41,31 @@ class SweepJob:
     top_k: int = 0
     top_p: float = 1.0
     seed: int | None = None
+    costs: str | None = None  # k = "auto": the experiment's pass-cost model (workers.costmodel JSON)
 
     def __post_init__(self):
         if self.kind not in KINDS:
             raise ValueError(f"SweepJob.kind={self.kind!r}; expected one of {KINDS}")
+
+
+@dataclass(frozen=True)
+class ReplayJob:
+    """One greedy sweep cell replayed on a CPU worker from its prompt's reference (`workers.replay`)."""
+
+    key: str
+    strategy: str
+    draft: str
+    options: Mapping[str, Any]
+    artifacts: Mapping[str, str]  # role -> path of each artifact the draft needs
+    k: int
+    regime: str
+    prompt_tokens: tuple[int, ...]
+    reference: tuple[int, ...]  # the verifier's greedy new tokens for the prompt
+    text: str  # the reference's text (the replayed tokens are the reference's)
+    vocab_size: int
+    eos_id: int | None
+    max_new_tokens: int
+    costs: str | None = None  # k = "auto": the experiment's pass-cost model (workers.costmodel JSON)
 
 
 @dataclass(frozen=True)
@@ -144,6 +166,39 @@ class LabelRecord:
 
 
 @dataclass(frozen=True)
+class CostModelJob:
+    """Measure the verifier's pass-cost model on the accelerator worker (`workers.costmodel.measure_pass_costs`).
+
+    The worker tokenises `prompt` (a sweep prompt: real text, though a pass's cost does not depend on which tokens)
+    and times passes over contexts of up to `max_context` tokens (the longest prompt plus the new tokens), feeding up
+    to `max_fed` tokens, in `repeats` interleaved rounds, starting no round past `budget_s` seconds.
+    """
+
+    key: str
+    prompt: str
+    max_context: int
+    max_fed: int = 17
+    repeats: int = 3
+    budget_s: float | None = 60.0
+    kind: str = "cost_model"
+    strategy: str | None = None  # never set: a cost model belongs to no strategy (fault seams read it)
+
+
+@dataclass(frozen=True)
+class CostModelRecord:
+    """A measured pass-cost model: its coefficients, the timed passes it was fitted to, and what measuring cost."""
+
+    verifier: str
+    device: str
+    coefficients: Mapping[str, float]  # `workers.costmodel.FEATURES` -> seconds per unit
+    samples: tuple[tuple[int, int, int, float], ...]  # (fed, cached, kept, seconds) per timed pass
+    measure_s: float
+    started_at: float  # epoch s
+    ended_at: float
+    energy: EnergyRecord | None = None
+
+
+@dataclass(frozen=True)
 class JobOutcome:
     """What one job gave: a record when it worked, else the error."""
 
@@ -152,6 +207,7 @@ class JobOutcome:
     generation: GenerationRecord | None = None
     reference: ReferenceRecord | None = None
     label: LabelRecord | None = None
+    cost_model: CostModelRecord | None = None
     error: str | None = None
 
     @property

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from workers.contracts import (
+    CostModelJob,
+    CostModelRecord,
     GenerationRecord,
     JobOutcome,
     LabelJob,
@@ -81,6 +83,7 @@ class SweepRunner:
         self.idle = self.sampler.idle_baseline(cfg.idle_baseline_s) if cfg.idle_baseline_s > 0 else None
         self._drafts: OrderedDict[tuple, Any] = OrderedDict()  # loaded drafts by strategy, least recent first
         self._warm: set[tuple] = set()
+        self._prefetched: dict[str, tuple[list[int], float]] = {}  # reference job key -> (tokens, wall share)
         self.worker = f"{socket.gethostname()}:{os.getpid()}:{self.verifier.device}"
 
     def info(self) -> dict[str, Any]:
@@ -101,10 +104,12 @@ class SweepRunner:
         """Raw power samples taken since the last drain."""
         return tuple(self.sampler.drain_samples())
 
-    def run(self, job: SweepJob | LabelJob) -> JobOutcome:
+    def run(self, job: SweepJob | LabelJob | CostModelJob) -> JobOutcome:
         """Run one job; exceptions propagate (the actor boundary records them)."""
         if isinstance(job, LabelJob):
             return JobOutcome(key=job.key, worker=self.worker, label=self._label(job))
+        if isinstance(job, CostModelJob):
+            return JobOutcome(key=job.key, worker=self.worker, cost_model=self._cost_model(job))
         if job.kind == "reference":
             return JobOutcome(key=job.key, worker=self.worker, reference=self._reference(job))
         return JobOutcome(key=job.key, worker=self.worker, generation=self._sweep(job))
@@ -112,13 +117,31 @@ class SweepRunner:
     def _prompt_ids(self, text: str) -> list[int]:
         return list(self.tokenizer(text).input_ids)
 
+    def prefetch_references(self, jobs: list) -> None:
+        """Make the greedy references of a batch's reference jobs together (`greedy_references`: batched, each
+        checked against the unbatched verifier); `_reference` then takes its own, its wall time a share of the
+        batch's."""
+        from workers.decoding import greedy_references
+
+        refs = [j for j in jobs if isinstance(j, SweepJob) and j.kind == "reference"]
+        if len(refs) < 2:
+            return
+        prompts = [self._prompt_ids(j.prompt) for j in refs]
+        t0 = time.perf_counter()
+        made = greedy_references(self.verifier, prompts, self.cfg.max_new_tokens, eos_id=self.eos_id)
+        share = (time.perf_counter() - t0) / len(refs)
+        self._prefetched = {j.key: (tokens, share) for j, tokens in zip(refs, made)}
+
     def _reference(self, job: SweepJob) -> ReferenceRecord:
         from workers.decoding import greedy_reference
 
         prompt_ids = self._prompt_ids(job.prompt)
         t0 = time.perf_counter()
-        tokens = greedy_reference(self.verifier, prompt_ids, self.cfg.max_new_tokens, eos_id=self.eos_id)
-        wall_s = time.perf_counter() - t0
+        if job.key in self._prefetched:
+            tokens, wall_s = self._prefetched.pop(job.key)
+        else:
+            tokens = greedy_reference(self.verifier, prompt_ids, self.cfg.max_new_tokens, eos_id=self.eos_id)
+            wall_s = time.perf_counter() - t0
         return ReferenceRecord(
             prompt_text=job.prompt,
             prompt_tokens=tuple(prompt_ids),
@@ -135,6 +158,29 @@ class SweepRunner:
 
         self._drafts.clear()  # free the drafts' memory for the large batched passes
         return label_corpus(self.verifier, self.tokenizer, job)
+
+    def _cost_model(self, job: CostModelJob) -> CostModelRecord:
+        """The verifier's pass-cost model, timed on this device over the contexts the sweep's passes see."""
+        from workers.costmodel import measure_pass_costs
+
+        started_at, t0 = time.time(), time.perf_counter()
+        model, samples = measure_pass_costs(
+            self.verifier,
+            self._prompt_ids(job.prompt),
+            max_fed=job.max_fed,
+            max_context=job.max_context,
+            repeats=job.repeats,
+            budget_s=job.budget_s,
+        )
+        return CostModelRecord(
+            verifier=model.verifier,
+            device=model.device,
+            coefficients=dict(model.coefficients),
+            samples=tuple(samples),
+            measure_s=time.perf_counter() - t0,
+            started_at=started_at,
+            ended_at=time.time(),
+        )
 
     def _draft_for(self, job: SweepJob):
         """The draft of this job's strategy, kept loaded; the least recently used of more than `cfg.max_drafts` is
@@ -161,7 +207,9 @@ class SweepRunner:
         prompt_ids = self._prompt_ids(job.prompt)
         k = job.k  # 0 for a draft that proposes nothing
         cached, fastpath = regime_flags(job.regime)
-        draft, plan = decoding_plan(self.verifier, draft, dict(job.options), job.regime, prompt_ids, k)  # trees, auto
+        draft, plan = decoding_plan(  # trees, auto (its curve from the experiment's cost model)
+            self.verifier, draft, dict(job.options), job.regime, prompt_ids, k, job.costs
+        )
         warm_key = (job.strategy, k, job.regime)
         if self.cfg.warmup and warm_key not in self._warm:  # first call pays allocation/JIT costs: not timed
             warmup(
@@ -225,5 +273,6 @@ class SweepRunner:
         )
 
     def attach_energy(self, outcomes: list[JobOutcome]) -> list[JobOutcome]:
-        """Integrate the power trace over each generation's or label pass's [started_at, ended_at] window."""
+        """Integrate the power trace over each generation's, label pass's or cost measurement's [started_at, ended_at]
+        window."""
         return attach_energy(outcomes, self.sampler)

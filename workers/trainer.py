@@ -252,3 +252,14 @@ def build_task(job: ArtifactJob) -> ArtifactInfo:
     return dataclasses.replace(
         info, energy_j=energy, power_source=w.source_label, power_measured=w.measured, node_id=this_node()
     )
+
+
+@ray.remote(num_cpus=1)
+def replay_task(jobs: list, tokenizer: str) -> list:
+    """A batch of replay jobs of one strategy on a CPU worker (`workers.replay.run_replay_batch`): the draft's
+    artifacts are fetched to this node first; each outcome names this node."""
+    from workers.replay import run_replay_batch
+
+    for path in sorted({p for job in jobs for p in job.artifacts.values()}):
+        ensure_local(path)
+    return run_replay_batch(jobs, tokenizer, worker=this_node())

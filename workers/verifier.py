@@ -146,6 +146,8 @@ class Verifier:
             if layer.is_initialized and layer.keys.numel():
                 layer.keys = layer.keys.index_select(-2, index)
                 layer.values = layer.values.index_select(-2, index)
+                if hasattr(layer, "cumulative_length"):  # a sliding-window layer reports its length from this count
+                    layer.cumulative_length = len(index)
 
     def crop(self, n_tokens: int) -> None:
         """Cut the cache back to its first `n_tokens` tokens (a rejected draft's keys/values go)."""

@@ -64,6 +64,27 @@ def redundancy_table(session, experiment: str) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+def prediction_text(Session, exp_id: int, noise: dict | None) -> str:
+    """Replay's predictions against the timed generations, per regime, beside the run's timing noise on identical
+    passes (the goal: a median error no larger than that noise)."""
+    from storage.costs import prediction_error
+
+    with Session() as s:
+        err = prediction_error(s, exp_id)
+    if err.empty:
+        return "\npredicted vs timed: no generation was both timed and replayed"
+    line = (
+        f"timing noise on identical passes: {noise['sd']:.1%} per generation ({noise['generations']} generations)"
+        if noise
+        else "timing noise: no two timed generations made identical passes"
+    )
+    return (
+        "\npredicted vs timed tokens/s (replay's pass-cost model; error = |predicted / measured - 1|)\n"
+        + err.to_markdown(index=False, floatfmt=".3f")
+        + f"\n{line}"
+    )
+
+
 def build_costs(session, experiment: str) -> pd.DataFrame:
     """Per corpus: the time and energy of its instance base, a distilled one counting its labels too."""
     from storage.queries import build_costs_frame, experiment_id
@@ -172,6 +193,7 @@ def run_demo(opts, spec_path: str | None = None, retrain: bool = False, echo: Ca
             f"took {spread['median']:.0%} longer than its fastest (median of {spread['generations']}), "
             f"{spread['p90']:.0%} (90th percentile)"
         )
+    echo(prediction_text(Session, exp_id, noise))
     echo(future_work_text(df, costs, spec, noise, prompts))
     echo("\n" + claims_text(df, spec, prompts))
     c = report.counts

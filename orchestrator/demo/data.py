@@ -30,9 +30,12 @@ logger = logging.getLogger(__name__)
 DOMAINS = ("shakespeare", "pydoc", "legal")
 LICENSES_DIR = Path("/usr/share/common-licenses")  # on every Debian machine (base-files)
 TEST_FRACTION = 0.1  # share of a domain's words held out for test, in whole plays/topics
+# the license texts are few and long: a fifth of their words makes 20+ test documents (prompts)
+TEST_FRACTIONS = {"legal": 0.2}
 MIN_DOC_WORDS = 70  # a 50-word prompt plus a 20-word margin (see workers.tasks.PROMPT_MARGIN_WORDS)
 TARGET_DOC_WORDS = 150  # a chunk closes at the first unit boundary past this many words
 MAX_DOC_WORDS = 300  # a single longer unit (a long speech, a long paragraph) is cut at line boundaries
+TEST_DOC_WORDS = 70  # test documents close at the first bound past a prompt and its margin: 50+ prompts a domain
 
 
 @dataclass(frozen=True)
@@ -89,11 +92,11 @@ def license_texts(directory: Path = LICENSES_DIR) -> dict[str, str]:
     return texts
 
 
-def split_keys(texts: dict[str, str]) -> tuple[list[str], list[str]]:
-    """Split keys into (train, test) in sorted order, holding out about TEST_FRACTION of the words.
+def split_keys(texts: dict[str, str], fraction: float = TEST_FRACTION) -> tuple[list[str], list[str]]:
+    """Split keys into (train, test) in sorted order, holding out about `fraction` of the words.
 
     Walking the sorted keys, a key goes to test when that keeps the test share of the words seen so far
-    within TEST_FRACTION; the first key always trains. Deterministic, and whole plays/topics stay together.
+    within `fraction`; the first key always trains. Deterministic, and whole plays/topics stay together.
     """
     train: list[str] = []
     test: list[str] = []
@@ -101,7 +104,7 @@ def split_keys(texts: dict[str, str]) -> tuple[list[str], list[str]]:
     for key in sorted(texts):
         n_words = len(texts[key].split())
         n_seen += n_words
-        if n_test + n_words <= TEST_FRACTION * n_seen:
+        if n_test + n_words <= fraction * n_seen:
             test.append(key)
             n_test += n_words
         else:
@@ -109,8 +112,9 @@ def split_keys(texts: dict[str, str]) -> tuple[list[str], list[str]]:
     return train, test
 
 
-def chunk_text(text: str) -> list[str]:
-    """Cut a text into documents of MIN_DOC_WORDS..~MAX_DOC_WORDS words, at paragraph (blank-line) bounds."""
+def chunk_text(text: str, target: int = TARGET_DOC_WORDS) -> list[str]:
+    """Cut a text into documents of MIN_DOC_WORDS..~MAX_DOC_WORDS words, at paragraph (blank-line) bounds, each
+    closing at the first bound past `target` words."""
     chunks: list[list[str]] = []
     current: list[str] = []
     n_current = 0
@@ -121,7 +125,7 @@ def chunk_text(text: str) -> list[str]:
             current, n_current = [], 0
         current.append(unit)
         n_current += n_unit
-        if n_current >= TARGET_DOC_WORDS:
+        if n_current >= target:
             chunks.append(current)
             current, n_current = [], 0
     if current and n_current >= MIN_DOC_WORDS:
@@ -175,11 +179,11 @@ def _units(text: str) -> Iterator[str]:
 
 def _write_domain(root: Path, domain: str, texts: dict[str, str]) -> DemoCorpus:
     """Split, chunk and write one domain; files are rewritten only when their content changed."""
-    train_keys, test_keys = split_keys(texts)
+    train_keys, test_keys = split_keys(texts, TEST_FRACTIONS.get(domain, TEST_FRACTION))
     train_docs = [doc for key in train_keys for doc in chunk_text(texts[key])]
     # some pydoc topics repeat whole paragraphs of others: a test document seen in training is dropped
     seen = set(train_docs)
-    test_docs = [doc for key in test_keys for doc in chunk_text(texts[key]) if doc not in seen]
+    test_docs = [doc for key in test_keys for doc in chunk_text(texts[key], TEST_DOC_WORDS) if doc not in seen]
     if not train_docs or not test_docs:
         raise CorpusError(
             f"{domain}: too little text for a train/test split ({len(train_docs)}/{len(test_docs)} documents)"

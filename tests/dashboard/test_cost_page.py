@@ -1,16 +1,24 @@
-"""The Cost model page: the stored pass-cost curves as a chart and a table, or a hint when none was measured."""
+"""The Cost model page: the experiment's stored pass-cost model (read from the database, so a copied database shows
+it) as a chart and tables with the prediction error per regime, or a hint when none was measured."""
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from workers.costcurve import PassCosts, save_curve
+from storage import store
+from storage.cell import CellSpec
+from storage.db import open_db
+from storage.queries import experiment_id
+from tests.storage.test_costs import CACHED, add_generation, cell_id, record
+from workers.costmodel import PassCostModel, regime_curve
 
 APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
 TIMEOUT_S = 60
+COEF = {"intercept": 0.030, "fed": 0.001, "kept": 0.0004, "attention": 1e-6, "cached": 2e-5}
 
 
 def open_page(url: str, cache: Path, monkeypatch) -> AppTest:
@@ -24,35 +32,47 @@ def open_page(url: str, cache: Path, monkeypatch) -> AppTest:
     return at
 
 
-def test_cost_page_shows_the_stored_curves(fixture_db, tmp_path, monkeypatch):
-    url = fixture_db
-    cache = tmp_path / "cache"
-    save_curve(
-        PassCosts(
-            "smollm2-135m:torch.float32",
-            "cpu",
-            "cached",
-            60,
-            (0.030, 0.030, 0.036, 0.042),
-            measured=(0.031, 0.029, 0.036, 0.043),
-        ),
-        cache / "cost-curves",
-    )
-    save_curve(
-        PassCosts("smollm2-135m:torch.float32", "cpu", "uncached", 60, (0.200, 0.201, 0.203, 0.204)),
-        cache / "cost-curves",
-    )
-    at = open_page(url, cache, monkeypatch)
+@pytest.fixture
+def measured_db(fixture_db, tmp_path) -> str:
+    """A copy of the fixture database (elsewhere on disk) whose newest experiment has a cost model and validated
+    generations."""
+    path = tmp_path / "copied" / "measured.db"
+    path.parent.mkdir()
+    with sqlite3.connect(fixture_db.removeprefix("sqlite:///")) as src, sqlite3.connect(path) as dst:
+        src.backup(dst)  # the whole database, whatever its journal holds
+    url = f"sqlite:///{path}"
+    _, Session = open_db(url)
+    with Session() as s:
+        exp = experiment_id(s, None)
+        store.store_cost_model(s, cell_id(s, exp, CellSpec(key="cost", kind="cost_model")), record(COEF))
+        for strategy, k, prompt, timed_s, replay_s in CACHED:
+            add_generation(s, exp, strategy, k, "cached", prompt, "timed", timed_s)
+            add_generation(s, exp, strategy, k, "cached", prompt, "replay", replay_s, predicted=replay_s)
+        s.commit()
+    return url
+
+
+def test_cost_page_shows_the_experiments_model_from_the_database(measured_db, tmp_path, monkeypatch):
+    at = open_page(measured_db, tmp_path / "empty-cache", monkeypatch)
     assert at.title[0].value == "Cost model"
-    table = at.dataframe[0].value
-    assert set(table["regime"]) == {"cached", "uncached"} and len(table) == 8
-    cached = table[table["regime"] == "cached"].set_index("n")
-    assert cached.loc[3, "relative"] == pytest.approx(1.4) and cached.loc[3, "pass_ms"] == pytest.approx(42.0)
-    assert cached.loc[3, "measured_ms"] == pytest.approx(43.0)
-    flat = table[table["regime"] == "uncached"].set_index("n")
-    assert flat.loc[1, "break_even"] < cached.loc[2, "break_even"]  # a flat curve pays at lower acceptance
+    assert "smollm2-135m:torch.float32" in at.caption[0].value and "250.0 J" in at.caption[0].value
+    fit, costs, errors = (at.dataframe[i].value for i in range(3))
+    assert len(fit) == 3  # the record's three measured shapes
+    row = fit.set_index(["fed", "cached"]).loc[(76, 0)]
+    model = PassCostModel("m", "cpu", COEF)
+    assert row["measured_ms"] == pytest.approx(138.0) and row["fitted_ms"] == pytest.approx(
+        model.pass_seconds(76, 0, 1) * 1e3
+    )
+    assert set(costs["regime"]) == {"uncached", "cached", "cached-standard"} and len(costs) == 27
+    cached = costs[costs["regime"] == "cached"].set_index("n")
+    curve = regime_curve(model, "cached", 76, 8)
+    assert cached.loc[3, "pass_ms"] == pytest.approx(curve.seconds[3] * 1e3)
+    assert cached.loc[3, "break_even"] == pytest.approx(curve.break_even(3))
+    assert list(errors["regime"]) == ["cached"]
+    assert errors.loc[0, "pairs"] == 8 and errors.loc[0, "median_error"] == pytest.approx(0.225)
+    assert errors.loc[0, "spearman"] == pytest.approx(0.5)
 
 
-def test_cost_page_without_curves_says_how_to_get_one(fixture_db, tmp_path, monkeypatch):
+def test_cost_page_without_a_model_says_how_to_get_one(fixture_db, tmp_path, monkeypatch):
     at = open_page(fixture_db, tmp_path / "empty", monkeypatch)
-    assert 'k = "auto" measures one' in at.info[0].value
+    assert "cost model cell measures one" in at.info[0].value

@@ -14,12 +14,14 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from orchestrator.spec import parse_spec
+from tests.workers.replay_checks import assert_same_rounds
 from workers.datastore import save_datastore
 from workers.decoding import greedy_reference, speculative_generate
 from workers.drafts import make_draft
 from workers.errors import ModelError
 from workers.igtree import IGTree
 from workers.pretrained import BUILTIN_MODELS, convert, gguf_context_length, gguf_path, resolve_model
+from workers.replay import replay_generate
 from workers.tokenizer import load_tokenizer, tokenizer_id
 from workers.verifier import load_verifier
 
@@ -158,17 +160,45 @@ def references(smol):
     return prompts, [greedy_reference(verifier, p, N_NEW) for p in prompts]
 
 
+def replayed(verifier, draft, prompt, ref, k, regime, trees=False):
+    """The generation replayed from its reference (`workers.replay`), no verifier pass."""
+    return replay_generate(
+        draft,
+        prompt,
+        ref,
+        vocab_size=verifier.vocab_size,
+        eos_id=None,
+        max_new_tokens=N_NEW,
+        k=k,
+        regime=regime,
+        trees=trees,
+    )
+
+
 @pytest.mark.parametrize("regime", list(REGIMES))
 @pytest.mark.parametrize("name", DRAFTS)
 def test_equals_transformers_generate(smol, drafts, references, name, regime):
+    """Exactly greedy for every draft and regime, and replay (no verifier) makes the same rounds, list for list."""
     verifier, _ = smol
     prompts, refs = references
+    k = 0 if name == "plain" else K
     for prompt, ref in zip(prompts, refs):
-        res = speculative_generate(
-            verifier, drafts[name], prompt, N_NEW, 0 if name == "plain" else K, **REGIMES[regime]
-        )
+        res = speculative_generate(verifier, drafts[name], prompt, N_NEW, k, **REGIMES[regime])
         assert list(res.tokens) == ref, (name, regime)
         assert sum(res.tokens_per_step) == N_NEW and 0 <= res.accepted <= res.drafted
+        assert_same_rounds(res, replayed(verifier, drafts[name], prompt, ref, k, regime), (name, regime))
+
+
+@pytest.mark.parametrize("regime", list(REGIMES))
+@pytest.mark.parametrize("k,trees", [(1, False), (8, True)])
+def test_replay_equals_the_real_run_at_other_k(smol, drafts, references, k, trees, regime):
+    """k = 1 and 8, chains and token trees, on the instance-base draft (the one that branches): replay's rounds are
+    the real model's."""
+    verifier, _ = smol
+    prompts, refs = references
+    res = speculative_generate(verifier, drafts["olifant"], prompts[0], N_NEW, k, trees=trees, **REGIMES[regime])
+    again = replayed(verifier, drafts["olifant"], prompts[0], refs[0], k, regime, trees)
+    assert_same_rounds(res, again, (k, trees, regime))
 
 
 def test_the_drafts_are_exercised(smol, drafts, references):
@@ -191,4 +221,6 @@ def test_token_trees_equal_transformers_generate(smol, drafts, references, name,
     ]
     assert [list(r.tokens) for r in results] == refs, (name, regime)
     assert sum(r.accepted for r in results) > 0
+    for r, p, ref in zip(results, prompts, refs):
+        assert_same_rounds(r, replayed(verifier, drafts[name], p, ref, 6, regime, True), name)
     assert any(p >= 0 for r in results for p in r.depth_per_step)

@@ -96,12 +96,16 @@ def energy_record(window: EnergyWindow, n_tokens: int) -> EnergyRecord:
 
 
 def attach_energy(outcomes: list[JobOutcome], sampler: PowerSampler) -> list[JobOutcome]:
-    """Each outcome with its generation's (or label pass's) energy over its [started_at, ended_at] window."""
+    """Each outcome with its generation's (label pass's, cost measurement's) energy over its [started_at, ended_at]
+    window."""
     out = []
     for o in outcomes:
         if o.label is not None:
             w = sampler.window(o.label.started_at, o.label.ended_at)
             o = replace(o, label=replace(o.label, energy=energy_record(w, o.label.n_tokens)))
+        if o.cost_model is not None:
+            w = sampler.window(o.cost_model.started_at, o.cost_model.ended_at)
+            o = replace(o, cost_model=replace(o.cost_model, energy=energy_record(w, 0)))
         g = o.generation
         if g is not None:
             w = sampler.window(g.started_at, g.ended_at)

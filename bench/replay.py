@@ -1,0 +1,138 @@
+"""Replay's throughput: greedy cells replayed per second on Ray CPU tasks (1 and 2 workers), on the demo's kind of
+drafts over SmolLM2 references, and the time a 10,000-cell grid takes at that rate.
+
+The grid: the session drafts (ngram, lookup, suffix) and an olifant and a hybrid draft over an instance base of the
+demo's pydoc training text, k = 1..8 and token trees of 4, 8 and 16 nodes, in the three regimes, over SmolLM2's
+greedy references of pydoc prompts (the references are made once, by the real verifier, and not timed here). Each
+Ray task replays a batch of 64 cells of one strategy, as the driver sends them (`workers.trainer.replay_task`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+PROMPTS, QUICK_PROMPTS, N_NEW, BATCH = 40, 4, 16, 64
+KS = tuple(range(1, 9))
+TREES = (4, 8, 16)
+REGIMES = ("uncached", "cached", "cached-standard")
+
+
+def references(n: int):
+    """(tokenizer, [(prompt ids, reference ids)], pydoc training ids) from SmolLM2 on the demo's pydoc split."""
+    import torch
+
+    from orchestrator.demo.data import chunk_text, pydoc_texts, split_keys
+    from workers.decoding import greedy_reference
+    from workers.tokenizer import load_tokenizer
+    from workers.verifier import load_verifier
+
+    torch.set_num_threads(2)
+    texts = pydoc_texts()
+    train_keys, test_keys = split_keys(texts)
+    tok = load_tokenizer("smollm2-135m")
+    verifier = load_verifier("smollm2-135m", dtype="float32", device="cpu")
+    docs = [c for k in test_keys for c in chunk_text(texts[k]) if len(c.split()) > 70][:n]
+    pairs = []
+    for d in docs:
+        prompt = tok(" ".join(d.split()[:50])).input_ids
+        pairs.append((prompt, greedy_reference(verifier, prompt, N_NEW, eos_id=tok.eos_token_id)))
+    train = [t for k in train_keys for t in tok(texts[k]).input_ids]
+    return tok, pairs, train, verifier.vocab_size
+
+
+def jobs(pairs, ibase: str, vocab: int, eos: int | None) -> list:
+    from workers.contracts import ReplayJob
+
+    strategies = [
+        ("ngram", "ngram", {"n": 4}, KS),
+        ("lookup", "lookup", {}, KS),
+        ("suffix", "suffix", {}, KS),
+        ("olifant", "olifant", {}, KS),
+        ("hybrid", "hybrid", {"n": 6, "min_match": 5, "confidence": "share"}, KS),
+        ("olifant-tree", "olifant", {"tree": 8}, TREES),
+        ("hybrid-tree", "hybrid", {"n": 6, "min_match": 5, "confidence": "share", "tree": 8}, TREES),
+    ]
+    out = []
+    for (name, draft, options, ks), regime, (i, (prompt, ref)) in itertools.product(
+        strategies, REGIMES, enumerate(pairs)
+    ):
+        for k in ks:
+            opts = {**options, "tree": k} if "tree" in options else options
+            out.append(
+                ReplayJob(
+                    key=f"{name}-{k}-{regime}-{i}",
+                    strategy=name,
+                    draft=draft,
+                    options=opts,
+                    artifacts={"ibase": ibase} if draft in ("olifant", "hybrid") else {},
+                    k=k,
+                    regime=regime,
+                    prompt_tokens=tuple(prompt),
+                    reference=tuple(ref),
+                    text="",
+                    vocab_size=vocab,
+                    eos_id=eos,
+                    max_new_tokens=N_NEW,
+                )
+            )
+    return out
+
+
+def replay_rate(all_jobs: list, cpus: int) -> tuple[float, int, float]:
+    """(cells per second, cells, accepted share) replaying every job on a fresh local Ray of `cpus` CPUs."""
+    import ray
+
+    from bench.training import _ray_init
+    from workers.trainer import replay_task
+
+    _ray_init(cpus)
+    try:
+        by_strategy: dict[str, list] = {}
+        for j in all_jobs:
+            by_strategy.setdefault(j.strategy, []).append(j)
+        batches = [js[i : i + BATCH] for js in by_strategy.values() for i in range(0, len(js), BATCH)]
+        ray.get([replay_task.remote(batches[0][:1], "smollm2-135m") for _ in range(cpus)])  # workers up, tokenizer
+        t0 = time.perf_counter()
+        outcomes = [o for batch in ray.get([replay_task.remote(b, "smollm2-135m") for b in batches]) for o in batch]
+        wall = time.perf_counter() - t0
+    finally:
+        ray.shutdown()
+    bad = [o.error for o in outcomes if not o.ok]
+    if bad:
+        raise RuntimeError(f"replay failed: {bad[0]}")
+    accepted = sum(o.generation.accepted for o in outcomes)
+    drafted = sum(o.generation.drafted for o in outcomes) or 1
+    return len(outcomes) / wall, len(outcomes), accepted / drafted
+
+
+def run(quick: bool = False) -> str:
+    from workers.igtree import IGTree
+
+    tok, pairs, train, vocab = references(QUICK_PROMPTS if quick else PROMPTS)
+    windows = np.lib.stride_tricks.sliding_window_view(np.array(train, dtype=np.int64), 5)
+    folder = Path(tempfile.mkdtemp(prefix="bench-replay-"))
+    ibase = folder / "pydoc.ibase"
+    IGTree.fit(windows[:, :4], windows[:, 4]).save(ibase)
+    grid = jobs(pairs, str(ibase), vocab, tok.eos_token_id)
+    rows = []
+    for cpus in (1, 2):
+        rate, n, acc = replay_rate(grid, cpus)
+        rows.append(f"| {cpus} | {n:,} | {rate:,.0f} | {10_000 / rate / 60:.1f} min | {acc:.3f} |")
+    return "\n".join(
+        [
+            "## Replay throughput",
+            "",
+            f"{len(pairs)} SmolLM2 references of {N_NEW} new tokens (demo pydoc prompts); ngram, lookup, suffix, olifant "
+            f"and hybrid at k = 1..8 and their token trees of {', '.join(map(str, TREES))} nodes, in the three regimes; "
+            f"Ray tasks of {BATCH} cells. Time to replay the cells, references and instance base made beforehand.",
+            "",
+            "| CPU workers | cells | cells / s | a 10,000-cell grid | acceptance |",
+            "|---|---|---|---|---|",
+            *rows,
+        ]
+    )

@@ -1,0 +1,71 @@
+"""What the driver reads and checks around replayed generations: done prerequisite cells, references by key, and the
+timed twin of a replayed generation (and the reverse), whose rounds must be the same."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from storage.cell import CellParams
+from storage.models import Cell, Generation, Reference
+
+ROUND_LISTS = ("tokens_per_step", "accepted_per_step", "drafted_per_step")
+
+
+def done_keys(session: Session, exp_id: int, kinds: Iterable[str]) -> set[str]:
+    """Keys of the experiment's done cells of these kinds (references and the cost model, which other cells need)."""
+    stmt = select(Cell.key).where(Cell.experiment_id == exp_id, Cell.state == "done", Cell.kind.in_(list(kinds)))
+    return set(session.scalars(stmt))
+
+
+def references_by_key(session: Session, exp_id: int, keys: Iterable[str]) -> dict[str, Reference]:
+    """The stored references of these prompt keys (reference cell keys)."""
+    keys = sorted(set(keys))
+    stmt = select(Reference).where(Reference.experiment_id == exp_id, Reference.prompt_key.in_(keys))
+    return {r.prompt_key: r for r in session.scalars(stmt)}
+
+
+def twin_rounds(session: Session, cell_id: int, measure: str) -> dict[str, list[int] | None] | None:
+    """The per-round lists of the newest generation of the same coordinate and prompt that was measured the other way
+    (timed for a replay, replay for a timed one), or None when there is none yet."""
+    cell = session.get(Cell, cell_id)
+    prompt_key = CellParams.from_json(cell.params).reference
+    other = "timed" if measure == "replay" else "replay"
+    g = session.scalars(
+        select(Generation)
+        .where(
+            Generation.experiment_id == cell.experiment_id,
+            Generation.strategy == cell.strategy,
+            Generation.task == cell.task,
+            Generation.k == cell.k,
+            Generation.regime == cell.regime,
+            Generation.temperature == (cell.temperature or 0.0),
+            Generation.prompt_key == prompt_key,
+            Generation.measure == other,
+        )
+        .order_by(Generation.id.desc())
+        .limit(1)
+    ).first()
+    return None if g is None else {name: getattr(g, name) for name in ROUND_LISTS}
+
+
+def rounds_differ(mine: dict[str, list[int] | None], twin: dict[str, list[int] | None], measure: str) -> str | None:
+    """One line naming the first round where a generation and its twin differ, or None when they agree (a list
+    either side lacks is not compared)."""
+    for name in ROUND_LISTS:
+        a, b = list(mine.get(name) or []), twin.get(name)
+        if b is None or not a:
+            continue
+        b = list(b)
+        at = next(
+            (i for i, (x, y) in enumerate(zip(a, b)) if x != y), None if len(a) == len(b) else min(len(a), len(b))
+        )
+        if at is not None:
+            timed, replayed = (b, a) if measure == "replay" else (a, b)
+            return (
+                f"timed and replayed generations diverge at round {at} ({name}: timed {timed[at : at + 1]}, replayed "
+                f"{replayed[at : at + 1]}): the verifier's greedy tokens differ from its stored reference"
+            )
+    return None
