@@ -126,10 +126,8 @@ def test_roles_of_the_demo_specs(name, domains):
     for d in domains:
         assert (f"distilled-{d}", f"olifant-{d}") in r.distilled
         assert (f"hybrid-{d}", ("ngram", f"distilled-{d}")) in r.hybrid  # the hybrid over the distilled base
-        assert r.runs_on(f"distilled-{d}") == (d,)
-    assert bool(r.adaptive) == (name == "demo-toy.toml")  # the real demo cut the adaptive hybrid
-    if r.adaptive:
-        assert all((f"hybrid-{d}-adaptive", f"hybrid-{d}") in r.adaptive for d in domains)
+        assert d in r.runs_on(f"distilled-{d}")  # its own domain (the real demo runs every strategy on every task)
+    assert all((f"hybrid-{d}-adaptive", f"hybrid-{d}") in r.adaptive for d in domains)  # both run it
 
 
 def test_combine_all_of_several_verdicts():
