@@ -79,13 +79,15 @@ def test_plain_is_one_against_itself_and_one_prompt_has_no_interval(known):
 V1, V2 = {0: (1.0, 2.0), 1: (2.0, 4.0)}, {0: 1.0, 1: 1.0}  # per prompt: (ngram, plain) wall s at 16; plain at 12
 
 
-def _add(conn, exp_id: int, strategy: str, prompt: int, n: int, wall_s: float, key: str) -> None:
+def _add(
+    conn, exp_id: int, strategy: str, prompt: int, n: int, wall_s: float, key: str, measure: str = "timed"
+) -> None:
     draft, k = (strategy, 0) if strategy == "plain" else (strategy, 2)
     row = (strategy, draft, k, "uncached", prompt, n, [1] * (n // 2) if k else [0] * n, n if k else 0, 0, wall_s, 10.0)
     cell_id = conn.execute(
         insert(Cell).values(
             experiment_id=exp_id,
-            key=f"{key}-{strategy}",
+            key=f"{key}-{strategy}-{measure}",
             kind="sweep",
             state="done",
             strategy=strategy,
@@ -97,7 +99,9 @@ def _add(conn, exp_id: int, strategy: str, prompt: int, n: int, wall_s: float, k
             params={},
         )
     ).inserted_primary_key[0]
-    conn.execute(insert(Generation).values(**{**_generation(cell_id, exp_id, row), "prompt_key": key}))
+    conn.execute(
+        insert(Generation).values(**{**_generation(cell_id, exp_id, row), "prompt_key": key, "measure": measure})
+    )
 
 
 def _two_versions(url: str, plain_at_16: bool = True) -> None:
@@ -148,3 +152,29 @@ def test_a_cell_without_a_plain_of_its_version_has_no_speedup_and_says_why(tmp_p
     assert math.isnan(ngram["speedup"]) and math.isnan(ngram["speedup_lo"]) and math.isnan(ngram["energy_ratio"])
     assert ngram["note"] == f"no speedup: {NO_PLAIN}"
     assert ngram["tokens_per_s"] == pytest.approx(12.0)  # its own figures stay
+
+
+def test_a_replayed_row_is_paired_only_with_replayed_plain(tmp_path):
+    """ngram replayed (predicted 16 tokens in 0.5 s: 32 tok/s) beside the timed v1 rows: its own row, and no speedup
+    until plain is replayed too (a predicted time over a measured one is no speedup)."""
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    _two_versions(url)
+    engine, Session = open_db(url, migrate=False)
+    with engine.begin() as conn:
+        for prompt in V1:
+            _add(conn, 1, "ngram", prompt, 16, 0.5, f"k16-{prompt}", measure="replay")
+    with Session() as s:
+        df = summary_frame(s, "v")
+    replayed = df[(df["strategy"] == "ngram") & (df["measure"] == "replay")].iloc[0]
+    assert replayed["tokens_per_s"] == pytest.approx(32.0) and math.isnan(replayed["speedup"])
+    assert replayed["note"] == f"no speedup: {NO_PLAIN}"
+    timed = df[(df["strategy"] == "ngram") & (df["measure"] == "timed")].iloc[0]
+    assert timed["speedup"] == pytest.approx(2.0)  # untouched by the replayed row
+    with engine.begin() as conn:
+        for prompt in V1:
+            _add(conn, 1, "plain", prompt, 16, 1.0, f"k16-{prompt}", measure="replay")
+    with Session() as s:
+        df = summary_frame(s, "v")
+    replayed = df[(df["strategy"] == "ngram") & (df["measure"] == "replay")].iloc[0]
+    assert replayed["speedup"] == pytest.approx(2.0)  # 32 / 16, both predicted
+    engine.dispose()
