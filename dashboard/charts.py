@@ -24,9 +24,27 @@ def _over_tasks(summary: pd.DataFrame, value: str) -> pd.DataFrame:
     return summary.groupby(["strategy", "k", "regime"], as_index=False)[value].mean()
 
 
+def _with_error_bars(summary: pd.DataFrame, value: str) -> tuple[pd.DataFrame, bool]:
+    """Per strategy x k x regime: `value` and, where the selection is one task (so each point is one cell), its 95%
+    interval over prompts as error-bar lengths `<value>_plus` / `<value>_minus`; (frame, whether it has them). A mean
+    over several tasks has no interval of its own here: the tables give each task's."""
+    one_task = summary["task"].nunique() == 1 and {f"{value}_lo", f"{value}_hi"} <= set(summary.columns)
+    if not one_task:
+        return _over_tasks(summary, value), False
+    df = summary.groupby(["strategy", "k", "regime"], as_index=False)[[value, f"{value}_lo", f"{value}_hi"]].mean()
+    df[f"{value}_plus"] = df[f"{value}_hi"] - df[value]
+    df[f"{value}_minus"] = df[value] - df[f"{value}_lo"]
+    return df, True
+
+
+def _interval_title(title: str, bars: bool) -> str:
+    return f"{title}; bars: 95% intervals over prompts" if bars else f"{title} (pick one task for 95% intervals)"
+
+
 def speedup_vs_k(summary: pd.DataFrame) -> go.Figure:
-    """Figure 1: speedup over plain vs k, one panel per regime, one line per strategy, break-even at 1.0."""
-    df = _over_tasks(summary[summary["draft"] != PLAIN], "speedup")
+    """Figure 1: speedup over plain vs k, one panel per regime, one line per strategy, break-even at 1.0; error bars
+    are the 95% intervals over prompts (paired with plain) when one task is selected."""
+    df, bars = _with_error_bars(summary[summary["draft"] != PLAIN], "speedup")
     fig = px.line(
         df.sort_values("k"),
         x="k",
@@ -35,6 +53,7 @@ def speedup_vs_k(summary: pd.DataFrame) -> go.Figure:
         facet_col="regime",
         markers=True,
         category_orders={"regime": REGIME_ORDER},
+        **(dict(error_y="speedup_plus", error_y_minus="speedup_minus") if bars else {}),
     )
     fig.add_hline(
         y=1.0,
@@ -45,13 +64,16 @@ def speedup_vs_k(summary: pd.DataFrame) -> go.Figure:
     )
     fig.update_xaxes(tickmode="array", tickvals=sorted(df["k"].unique()))
     fig.update_yaxes(title_text="speedup over plain", col=1)
-    return _finish(fig, "Figure 1: speedup vs k (mean over selected tasks)")
+    return _finish(fig, _interval_title("Figure 1: speedup vs k (mean over selected tasks)", bars))
 
 
 def acceptance_vs_k(summary: pd.DataFrame) -> go.Figure:
-    """Acceptance (solid) and first-token acceptance (dotted) vs k per strategy and regime, with the break-even k/(k+1)."""
+    """Acceptance (solid) and first-token acceptance (dotted) vs k per strategy and regime, with the break-even k/(k+1);
+    error bars are the 95% intervals over prompts when one task is selected."""
     drafted = summary[summary["draft"] != PLAIN]
-    df = drafted.groupby(["strategy", "k", "regime"], as_index=False)[["acceptance", "first_token_acceptance"]].mean()
+    df, bars = _with_error_bars(drafted, "acceptance")
+    fta, _ = _with_error_bars(drafted, "first_token_acceptance")
+    df = df.merge(fta, on=["strategy", "k", "regime"])
     fig = px.line(
         df.sort_values("k"),
         x="k",
@@ -60,6 +82,7 @@ def acceptance_vs_k(summary: pd.DataFrame) -> go.Figure:
         facet_col="regime",
         markers=True,
         category_orders={"regime": REGIME_ORDER},
+        **(dict(error_y="acceptance_plus", error_y_minus="acceptance_minus") if bars else {}),
     )
     colors = {t.name: t.line.color for t in fig.data}
     regimes = [r for r in REGIME_ORDER if r in set(df["regime"])] + sorted(set(df["regime"]) - set(REGIME_ORDER))
@@ -74,6 +97,15 @@ def acceptance_vs_k(summary: pd.DataFrame) -> go.Figure:
                     legendgroup=strategy,
                     showlegend=col == 1,
                     line=dict(dash="dot", color=colors.get(strategy)),
+                    error_y=(
+                        dict(
+                            type="data",
+                            array=group["first_token_acceptance_plus"],
+                            arrayminus=group["first_token_acceptance_minus"],
+                        )
+                        if bars
+                        else None
+                    ),
                 ),
                 row=1,
                 col=col,
@@ -93,7 +125,9 @@ def acceptance_vs_k(summary: pd.DataFrame) -> go.Figure:
             col=col,
         )
     fig.update_yaxes(tickformat=".0%", range=[0, 1.05])
-    return _finish(fig, "Acceptance (solid), first-token acceptance (dotted) and the break-even k/(k+1)")
+    return _finish(
+        fig, _interval_title("Acceptance (solid), first-token acceptance (dotted) and the break-even k/(k+1)", bars)
+    )
 
 
 def accepted_length_hist(counts: pd.DataFrame) -> go.Figure:

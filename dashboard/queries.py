@@ -95,10 +95,18 @@ def _sums(url: str, exp_id: int, data: Version) -> pd.DataFrame:
         return ssum.group_sums(s, exp_id)
 
 
+@st.cache_data(max_entries=ENTRIES, show_spinner=False)
+def _prompts(url: str, exp_id: int, data: Version) -> pd.DataFrame:
+    """The experiment's per-generation figures with their plain partners (the intervals' input) at version `data`."""
+    with _session(url) as s:
+        return ssum.prompt_frame(s, exp_id)
+
+
 @st.cache_data(max_entries=2 * ENTRIES, show_spinner=False)
 def summary(url: str, exp_id: int, data: Version, pooled: bool = False) -> pd.DataFrame:
-    """One row per strategy x task x k x regime with speedup and energy ratio vs plain."""
-    return ssum.summarize(_sums(url, exp_id, data), pooled=pooled)
+    """One row per strategy x task x k x regime x measure with speedup and energy ratio vs plain, each figure with
+    its 95% interval over prompts."""
+    return ssum.summarize(_sums(url, exp_id, data), _prompts(url, exp_id, data), pooled=pooled)
 
 
 @st.cache_data(max_entries=ENTRIES, show_spinner=False)

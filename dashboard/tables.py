@@ -104,8 +104,21 @@ def filter_frame(
     return df[mask]
 
 
+def one_measure(summary: pd.DataFrame) -> pd.DataFrame:
+    """The current version's rows, one measure per strategy x task x k x regime: the replayed row where there is one
+    (it covers every prompt; the timed one validates its prediction), else the timed one. A table cell is never a mean
+    of a timed and a replayed figure."""
+    df = summary[summary["version"] == "current"] if "version" in summary else summary
+    if "measure" not in df or df["measure"].nunique() < 2:
+        return df
+    keys = [c for c in ("strategy", "task", "k", "regime", "temperature") if c in df]
+    replayed = df[df["measure"] == "replay"].set_index(keys).index
+    return df[(df["measure"] == "replay") | ~df.set_index(keys).index.isin(replayed)]
+
+
 def paper_table(summary: pd.DataFrame, metrics: Sequence[Metric], regime: str | None) -> pd.DataFrame:
-    """Rows (strategy, k), columns (task, metric label); plain first, then strategies by name and k."""
+    """Rows (strategy, k), columns (task, metric label); plain first, then strategies by name and k (`one_measure`)."""
+    summary = one_measure(summary)
     df = summary if regime is None else summary[summary["regime"] == regime]
     if df.empty:
         return pd.DataFrame()

@@ -119,6 +119,14 @@ def _failure_line(r) -> str:
     default=None,
     help='With --compare paper: a TOML file pairing names, [tasks] mine = "wikitext", [strategies] mine = "...".',
 )
+@click.option(
+    "--generations",
+    is_flag=True,
+    help="Instead: one row per generation (timed and replayed), from which every interval can be recomputed.",
+)
+@click.option(
+    "--all-versions", is_flag=True, help="Also the rows of an earlier version of the spec, marked version = older."
+)
 @FORCE
 @click.pass_obj
 def export(
@@ -129,20 +137,28 @@ def export(
     compare_with: str | None,
     pooled: bool,
     map_file: str | None,
+    generations: bool,
+    all_versions: bool,
     force: bool,
 ) -> None:
-    """One row per strategy x task x k x regime with speed, acceptance, quality and energy.
+    """One row per strategy x task x k x regime x measure with speed, acceptance, quality and energy, each figure with
+    its 95% interval over prompts.
 
     \b
     Example:
       greenspec export --format latex --out table.tex
       greenspec export --compare paper --format markdown --map names.toml
+      greenspec export --generations --out generations.csv
     """
     from orchestrator.export import write_summary
 
     fmt = output_format(fmt, out)
     if map_file and compare_with != "paper":
         raise GreenspecError("--map pairs names for --compare paper; add --compare paper")
+    if generations and (pooled or compare_with):
+        raise GreenspecError(
+            f"--generations writes one row per generation: --{'pooled' if pooled else 'compare'} does not apply"
+        )
     check_out(obj, out, force)
     Session = _reader(obj.db)
     if Session is None:
@@ -154,22 +170,27 @@ def export(
 
             click.echo(write_comparison(s, experiment, fmt, out, map_file).describe(), err=True)
             return
-        write_summary(s, experiment, fmt, out, pooled)
-        _say_superseded(s, experiment)
+        write_summary(s, experiment, fmt, out, pooled, all_versions, generations)
+        _say_superseded(s, experiment, all_versions)
 
 
-def _say_superseded(session, experiment: str | None) -> None:
-    """One line on stderr when the export left out generations of an earlier version of the spec."""
+def _say_superseded(session, experiment: str | None, all_versions: bool) -> None:
+    """One line on stderr for each thing the export left out: generations superseded by a newer one of the same
+    coordinate, version and prompt, and (without --all-versions) rows of an earlier version of the spec."""
+    from orchestrator.export import hidden_rows, versions
     from storage.queries import experiment_id
     from storage.summary import superseded
 
     exp_id = experiment_id(session, experiment)
-    if exp_id is not None and (n := superseded(session, exp_id)):
+    if exp_id is None:
+        return
+    if n := superseded(session, exp_id, versions(session, exp_id)):
         click.echo(
-            f"export: {n} generations of an earlier version of the spec left out: each cell coordinate and prompt "
-            "shows its newest generation",
+            f"export: {n} generations left out: each cell coordinate, version and prompt shows its newest generation",
             err=True,
         )
+    if not all_versions and (n := hidden_rows(session, experiment)):
+        click.echo(f"export: {n} rows of an earlier version of the spec left out (--all-versions shows them)", err=True)
 
 
 @click.command()

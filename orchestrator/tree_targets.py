@@ -5,10 +5,12 @@ at the same budget (the chain's k equal to the tree's budget), and an auto strat
 strategy at fixed k (`auto` and `optimise` left out), both read off the spec, never off names. Targets:
 - trees: more tokens per pass than the chain at the same budget, in every task and regime;
 - trees: a higher best speedup than the chain's best, at least uncached (the other regimes are reported too);
-- auto: at least the best fixed k's speedup within `noise`, in every task and regime.
+- auto: at least the best fixed k's speedup, in every task and regime.
+Each is a paired difference over prompts with its 95% interval, holds / does not hold / inconclusive as
+`orchestrator.targets` reads them.
 
 Example:
-    >>> [c for c in tree_checks(df, tree_roles(spec)) if not c.ok]
+    >>> [c for c in tree_checks(df, tree_roles(spec), prompts) if c.verdict != "holds"]
     []
 """
 
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from orchestrator.targets import NOISE, UNCACHED, Check, _best, _passes, _requirements, _rows
+from orchestrator.targets import UNCACHED, Check, Side, _requirements, _rows, best_speedup_check, compare
 
 TREE_KEYS = ("tree",)
 AUTO_KEYS = ("auto", "optimise")
@@ -56,60 +58,58 @@ def tree_roles(spec) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str]
     return tuple(trees), tuple(auto)
 
 
-def _tokens_per_pass(df: pd.DataFrame, strategy: str, task: str, regime: str, k: int) -> float:
-    rows = _rows(df, strategy, task, regime)
-    rows = rows[rows["k"] == k]
-    return float(rows["mean_accepted_tokens"].iloc[0]) if len(rows) else float("nan")
+def _coordinates(df: pd.DataFrame, strategy: str) -> list[tuple[str, str]]:
+    """The (task, regime) pairs a strategy ran, sorted."""
+    rows = df[df["strategy"] == strategy]
+    return sorted(set(zip(rows["task"], rows["regime"])))
 
 
-def tree_vs_chain(df: pd.DataFrame, tree: str, chain: str) -> list[Check]:
+def tree_vs_chain(df: pd.DataFrame, tree: str, chain: str, prompts: pd.DataFrame | None = None) -> list[Check]:
     """Tokens per pass against the chain at the same budget (everywhere); best speedup against the chain's best."""
     out = []
-    for (task, regime), part in df[df["strategy"] == tree].groupby(["task", "regime"]):
+    for task, regime in _coordinates(df, tree):
+        part = _rows(df, tree, task, regime)
+        if not len(part):
+            continue
         budget = int(part["k"].iloc[0])
-        a, b = float(part["mean_accepted_tokens"].iloc[0]), _tokens_per_pass(df, chain, task, regime, budget)
-        if b == b:
+        if budget in set(_rows(df, chain, task, regime)["k"]):
+            verdict, detail = compare(
+                df,
+                prompts,
+                Side(tree, task, regime, (budget,)),
+                Side(chain, task, regime, (budget,)),
+                "mean_accepted_tokens",
+            )
+            mal = float(part["mal"].iloc[0])
             out.append(
                 Check(
                     f"{tree} more tokens/pass than {chain} at k={budget}",
                     task,
                     regime,
-                    a > b,
-                    f"{a:.2f} vs {b:.2f} (path acceptance: accepted/pass {float(part['mal'].iloc[0]):.2f})",
+                    verdict,
+                    f"{detail} (path acceptance: accepted/pass {mal:.2f})",
                 )
             )
-        ta, tb = _best(df, tree, task, regime), _best(df, chain, task, regime)
-        if tb == tb:
-            target = f"{tree} best speedup > {chain}'s best" + ("" if regime == UNCACHED else " (reported)")
-            out.append(
-                Check(target, task, regime, ta > tb, f"{ta:.2f} vs {tb:.2f}" + _passes(df, (tree, chain), task, regime))
-            )
+        target = f"{tree} best speedup > {chain}'s best" + ("" if regime == UNCACHED else " (reported)")
+        check = best_speedup_check(df, prompts, target, tree, chain, task, regime, ">")
+        if check is not None:
+            out.append(check)
     return out
 
 
-def auto_vs_fixed(df: pd.DataFrame, auto: str, base: str, noise: float = NOISE) -> list[Check]:
-    """The auto strategy's speedup >= its fixed-k twin's at its best k, per task and regime (within noise)."""
+def auto_vs_fixed(df: pd.DataFrame, auto: str, base: str, prompts: pd.DataFrame | None = None) -> list[Check]:
+    """The auto strategy's best speedup >= its fixed-k twin's at its best k, per task and regime (paired difference
+    >= 0)."""
     out = []
-    for (task, regime), part in df[df["strategy"] == auto].groupby(["task", "regime"]):
-        fixed = _rows(df, base, task, regime)
-        if not len(fixed):
-            continue
-        a, b = float(part["speedup"].max()), _best(df, base, task, regime)
-        k = int(fixed.loc[fixed["speedup"].idxmax(), "k"])
-        out.append(
-            Check(
-                f"{auto} >= {base} at its best fixed k",
-                task,
-                regime,
-                bool(a >= b * (1 - noise)),
-                f"{a:.2f} vs {b:.2f} (k={k})" + _passes(df, (auto, base), task, regime),
-            )
-        )
+    for task, regime in _coordinates(df, auto):
+        check = best_speedup_check(df, prompts, f"{auto} >= {base} at its best fixed k", auto, base, task, regime, ">=")
+        if check is not None:
+            out.append(check)
     return out
 
 
-def tree_checks(df: pd.DataFrame, roles: tuple, noise: float = NOISE) -> list[Check]:
-    """Every tree and auto target of `tree_roles`."""
+def tree_checks(df: pd.DataFrame, roles: tuple, prompts: pd.DataFrame | None = None) -> list[Check]:
+    """Every tree and auto target of `tree_roles`; `prompts` (`storage.summary.prompt_frame`) pairs them."""
     trees, auto = roles
-    out = [c for tree, chain in trees for c in tree_vs_chain(df, tree, chain)]
-    return out + [c for a, base in auto for c in auto_vs_fixed(df, a, base, noise)]
+    out = [c for tree, chain in trees for c in tree_vs_chain(df, tree, chain, prompts)]
+    return out + [c for a, base in auto for c in auto_vs_fixed(df, a, base, prompts)]

@@ -209,6 +209,8 @@ SUMMARY_INDEX_COLUMNS = (
     "power_measured",
     "temperature",
     "first_checked",
+    "measure",  # the summary's rows are per measure ...
+    "prompt_key",  # ... and its ratios pair each generation with plain's of the same prompt key
 )
 
 

@@ -9,11 +9,17 @@ Example:
 from __future__ import annotations
 
 import pandas as pd
-from sqlalchemy import func, literal, select
+from sqlalchemy import case, func, literal, select
 from sqlalchemy.orm import Session
 
 from storage.models import CELL_KINDS, CELL_STATES, Artifact, Cell, Experiment, Generation, InstanceBase, PowerSample
-from storage.summary import SUMMARY_COLUMNS, group_sums, summarize  # noqa: F401 (SUMMARY_COLUMNS: re-exported)
+from storage.summary import (  # noqa: F401 (SUMMARY_COLUMNS: re-exported)
+    SUMMARY_COLUMNS,
+    Versions,
+    group_sums,
+    prompt_frame,
+    summarize,
+)
 
 
 def experiment_id(session: Session, name: str | None) -> int | None:
@@ -103,6 +109,63 @@ def generations_frame(session: Session, exp_id: int | None = None) -> pd.DataFra
     return pd.DataFrame(session.execute(stmt).all(), columns=[c.name for c in cols])
 
 
+def reference_cells_frame(session: Session, exp_id: int) -> pd.DataFrame:
+    """The experiment's reference cells: id, key (the prompt key its generations carry), task, prompt index and the
+    prompt's text (from its params), to tell which ones the current spec still makes."""
+    stmt = select(Cell.id, Cell.key, Cell.task, Cell.prompt_index, Cell.params).where(
+        Cell.experiment_id == exp_id, Cell.kind == "reference"
+    )
+    rows = [
+        (i, key, task, index, (params or {}).get("prompt")) for i, key, task, index, params in session.execute(stmt)
+    ]
+    return pd.DataFrame(rows, columns=["id", "key", "task", "prompt_index", "prompt"])
+
+
+GENERATION_EXPORT_COLUMNS = [
+    "strategy",
+    "draft",
+    "task",
+    "k",
+    "regime",
+    "temperature",
+    "measure",
+    "prompt_index",
+    "prompt_key",
+    "steps",
+    "rounds",
+    "drafted",
+    "accepted",
+    "first_accepted",
+    "first_drafted",
+    "n_tokens",
+    "wall_s",
+    "tokens_per_s",
+    "energy_j",
+    "j_per_100_tokens",
+]
+
+
+def generations_export_frame(session: Session, exp_id: int, versions: Versions | None = None) -> pd.DataFrame:
+    """One row per generation the summary counts (timed and replayed: `measure`; a replayed one's wall_s and
+    tokens_per_s are its predicted ones), with its version and everything its cell's intervals are computed from:
+    rounds, first accepted / first drafted as `storage.summary` counts them."""
+    from storage.summary import first_accepted_expr, first_drafted_expr, latest_generations, rounds_expr, version_expr
+
+    G = Generation
+    computed = {
+        "rounds": rounds_expr(),
+        "first_accepted": case((G.drafted > 0, first_accepted_expr()), else_=0),
+        "first_drafted": first_drafted_expr(),
+    }
+    cols = [computed[c].label(c) if c in computed else getattr(G, c) for c in GENERATION_EXPORT_COLUMNS]
+    stmt = (
+        select(*cols, version_expr(versions).label("version"))
+        .where(G.experiment_id == exp_id, G.id.in_(latest_generations(exp_id, versions)))
+        .order_by(G.task, G.regime, G.temperature, G.measure, G.strategy, G.k, G.prompt_index)
+    )
+    return pd.DataFrame(session.execute(stmt).all(), columns=[*GENERATION_EXPORT_COLUMNS, "version"])
+
+
 def instance_bases_frame(session: Session, exp_id: int | None = None) -> pd.DataFrame:
     """Instance bases: tokens, nodes, size, training time and energy."""
     cols = [c for c in InstanceBase.__table__.columns]
@@ -138,13 +201,17 @@ def power_frame(session: Session, exp_id: int, t0: float | None = None, t1: floa
     return pd.DataFrame(session.execute(stmt).all(), columns=["t_s", "source", "power_w", "energy_j", "measured"])
 
 
-def summary_frame(session: Session, experiment: str | None = None, pooled: bool = False) -> pd.DataFrame:
-    """The export table of one experiment (newest when None): per-prompt means, or pooled; see `storage.summary`."""
+def summary_frame(
+    session: Session, experiment: str | None = None, pooled: bool = False, versions: Versions | None = None
+) -> pd.DataFrame:
+    """The export table of one experiment (newest when None): per-prompt means, or pooled, each figure with its 95%
+    interval over prompts, its rows marked current or older by `versions`; see `storage.summary`."""
     exp_id = experiment_id(session, experiment)
     if exp_id is None:
         return pd.DataFrame(columns=SUMMARY_COLUMNS)
     name = session.scalar(select(Experiment.name).where(Experiment.id == exp_id))
-    return summarize(group_sums(session, exp_id), pooled=pooled, experiment=name)
+    sums, prompts = group_sums(session, exp_id, versions), prompt_frame(session, exp_id, versions)
+    return summarize(sums, prompts, pooled=pooled, experiment=name)
 
 
 def timing_spread(session: Session, exp_id: int | None) -> dict | None:

@@ -1,14 +1,27 @@
-"""The summary table (one row per strategy x task x k x regime) aggregated in SQL, on SQLite and PostgreSQL alike.
+"""The summary table (one row per strategy x task x k x regime x temperature x measure) aggregated in SQL, on SQLite
+and PostgreSQL alike, each figure with its 95% interval over prompts.
 
-Two aggregations, both from one `GROUP BY` (`group_sums`), picked by `summarize(sums, pooled=...)`:
+The point estimates come from one `GROUP BY` (`group_sums`); the intervals and the ratios to plain from one
+per-generation read of the same covering index (`prompt_frame`); `summarize(sums, prompts, pooled=...)` joins them:
 
 - **per-prompt means** (default, the paper's): every rate is first computed per generation, then averaged over the
   generations (= prompts) of the cell: mean tokens/s, mean acceptance (accepted / drafted), mean MAL, mean J per 100
-  tokens. Speedup is the cell's mean tokens/s over plain's mean tokens/s at the same task and regime (a ratio of the
-  means, as the paper's Table 1: 5.55 / 2.28 tps = 2.43x); the energy ratio is plain's mean J/100 tokens over the
+  tokens. Speedup is the cell's mean tokens/s over plain's mean tokens/s on the same prompts (a ratio of the means,
+  as the paper's Table 1: 5.55 / 2.28 tps = 2.43x); the energy ratio is plain's mean J/100 tokens over the
   strategy's (Table 3: 1,326 / 529 = 2.51x, higher is better).
 - **pooled** (`pooled=True`): ratios of sums over the cell (total tokens / total seconds, total accepted / total
   drafted, ...), which weights long generations more.
+
+Ratios to plain stay within one data version: each generation is paired with plain greedy's generation of the same
+prompt key (the prompt's reference cell, which hashes the verifier, the prompt text and max_new_tokens), task,
+regime, temperature and measure; a cell without such a plain has no speedup and a `note` saying why. A row's
+`measure` is "timed" (run by the verifier) or "replay" (passes computed from the reference, time and energy
+predicted); a row never mixes the two. Its `version` is "current" or "older" against `Versions` (what the stored
+spec still makes), "current" for all without it.
+
+Intervals (`storage.stats`): a seeded bootstrap over the cell's prompts of the same aggregation as the row's figure,
+`<figure>_lo` / `<figure>_hi` for every figure in `INTERVAL_METRICS`; speedup and energy ratio resample the prompts
+paired with plain. `n_prompts` is the cell's prompts.
 
 Definitions (per generation, from the stored per-round records):
 
@@ -29,23 +42,38 @@ Energy figures are left empty for a cell unless every one of its generations has
 mislead.
 
 Example:
-    >>> sums = group_sums(session, exp_id)        # one SQL query
-    >>> table = summarize(sums)                   # the paper's per-prompt means
-    >>> pooled = summarize(sums, pooled=True)
+    >>> sums, prompts = group_sums(session, exp_id), prompt_frame(session, exp_id)   # two indexed queries
+    >>> table = summarize(sums, prompts)                  # the paper's per-prompt means, with intervals
+    >>> pooled = summarize(sums, prompts, pooled=True)
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
-from sqlalchemy import Float, case, cast, func, select
+from sqlalchemy import Float, case, cast, func, literal, or_, select
 from sqlalchemy.orm import Session
 
+from storage import stats
 from storage.models import Generation as G
 
 PLAIN = "plain"
 FASTPATH_REGIME = "cached"  # the regime with the first-token rejection fast path
-KEYS = ["strategy", "draft", "task", "k", "regime", "temperature"]
+KEYS = ["strategy", "draft", "task", "k", "regime", "temperature", "measure"]
+PLAIN_KEYS = ["task", "regime", "temperature", "measure"]  # the coordinate of a cell's plain greedy
+NO_PLAIN = "no plain generation of the same prompts and max_new_tokens"
+INTERVAL_METRICS = (
+    "tokens_per_s",
+    "speedup",
+    "acceptance",
+    "first_token_acceptance",
+    "mal",
+    "j_per_100_tokens",
+    "energy_ratio",
+)
+INTERVAL_COLUMNS = [f"{m}_{b}" for m in INTERVAL_METRICS for b in ("lo", "hi")]
 
 SUMMARY_COLUMNS = [
     "experiment",
@@ -55,7 +83,10 @@ SUMMARY_COLUMNS = [
     "k",
     "regime",
     "temperature",
+    "measure",
+    "version",
     "prompts",
+    "n_prompts",
     "generations",
     "n_tokens",
     "tokens_per_s",
@@ -76,6 +107,8 @@ SUMMARY_COLUMNS = [
     "wall_s",
     "draft_share",
     "aggregation",
+    *INTERVAL_COLUMNS,
+    "note",
 ]
 
 
@@ -146,32 +179,115 @@ def _mean_columns() -> list:
     ]
 
 
-def latest_generations(exp_id: int):
-    """The ids of the generations a summary counts: per cell coordinate and prompt, the newest. A spec edited between
-    runs (other max_new_tokens, say) leaves done cells of its earlier version under new keys; they are never averaged
-    with the new version's."""
+@dataclass(frozen=True)
+class Versions:
+    """What the experiment's current spec makes, to tell its generations from an earlier version's: its strategies,
+    and the prompt keys of the reference cells it no longer makes (another max_new_tokens, verifier or prompt). A
+    generation of a strategy not in `strategies`, or of a prompt key in `older`, is of an older version. Computed
+    from the stored spec by `orchestrator.export.versions`; without it every generation counts as current."""
+
+    strategies: frozenset[str]
+    older: frozenset[str] = frozenset()
+
+
+def version_expr(versions: Versions | None):
+    """ "current" or "older" per generation (module doc); "current" for all without `versions`."""
+    if versions is None:
+        return literal("current")
+    older = [G.strategy.not_in(sorted(versions.strategies))]
+    if versions.older:
+        older.append(G.prompt_key.in_(sorted(versions.older)))
+    return case((or_(*older), "older"), else_="current")
+
+
+def latest_generations(exp_id: int, versions: Versions | None = None):
+    """The ids of the generations a summary counts: per cell coordinate, version and prompt, the newest. A spec
+    edited between runs (other max_new_tokens, say) leaves done cells of its earlier version under new keys; they are
+    never averaged with the new version's (without `versions`, only the newest of each prompt counts)."""
     keys = [getattr(G, k) for k in KEYS]
-    return select(func.max(G.id)).where(G.experiment_id == exp_id).group_by(*keys, G.prompt_index)
+    return (
+        select(func.max(G.id)).where(G.experiment_id == exp_id).group_by(*keys, version_expr(versions), G.prompt_index)
+    )
 
 
-def superseded(session: Session, exp_id: int) -> int:
-    """How many generations of experiment `exp_id` a summary leaves out (older versions of a coordinate and prompt)."""
+def superseded(session: Session, exp_id: int, versions: Versions | None = None) -> int:
+    """How many generations of experiment `exp_id` a summary leaves out (older generations of a coordinate, version
+    and prompt)."""
     total = session.scalar(select(func.count()).select_from(G).where(G.experiment_id == exp_id)) or 0
-    kept = session.scalar(select(func.count()).select_from(latest_generations(exp_id).subquery())) or 0
+    kept = session.scalar(select(func.count()).select_from(latest_generations(exp_id, versions).subquery())) or 0
     return total - kept
 
 
-def group_sums(session: Session, exp_id: int) -> pd.DataFrame:
-    """One row per strategy x task x k x regime of experiment `exp_id`: sums, counts and per-generation means, over
-    the newest generation of each coordinate and prompt (`latest_generations`)."""
+def group_sums(session: Session, exp_id: int, versions: Versions | None = None) -> pd.DataFrame:
+    """One row per strategy x task x k x regime x temperature x measure (x version) of experiment `exp_id`: sums,
+    counts and per-generation means, over the newest generation of each coordinate and prompt (`latest_generations`)."""
     keys = [getattr(G, k) for k in KEYS]
+    version = version_expr(versions)
     stmt = (
-        select(*keys, *_sum_columns(), *_mean_columns())
-        .where(G.experiment_id == exp_id, G.id.in_(latest_generations(exp_id)))
-        .group_by(*keys)
+        select(*keys, version.label("version"), *_sum_columns(), *_mean_columns())
+        .where(G.experiment_id == exp_id, G.id.in_(latest_generations(exp_id, versions)))
+        .group_by(*keys, version)
     )
     result = session.execute(stmt)
     return pd.DataFrame(result.all(), columns=list(result.keys()))
+
+
+PROMPT_COLUMNS = ["n_tokens", "wall_s", "tokens_per_s", "j_per_100_tokens", "energy_j"]  # also plain's, "plain_" first
+
+
+def _pair_key(df: pd.DataFrame) -> pd.Series:
+    """The data version of each generation's prompt: its prompt key (verifier, prompt text and max_new_tokens), or
+    its prompt index where none was stored."""
+    return df["prompt_key"].where(df["prompt_key"].notna(), "#" + df["prompt_index"].astype(str))
+
+
+def prompt_frame(session: Session, exp_id: int, versions: Versions | None = None) -> pd.DataFrame:
+    """One row per generation the summary counts (`latest_generations`), with what its intervals need, and the figures
+    of its plain partner: the newest plain greedy generation of the same prompt key (so of the same prompt text,
+    verifier and max_new_tokens), task, regime, temperature and measure, whatever version the summary files it under
+    (`plain_*` columns, NaN without one). A ratio to plain is only ever taken within one data version."""
+    keys = [getattr(G, k) for k in KEYS]
+    stmt = select(
+        *keys,
+        version_expr(versions).label("version"),
+        G.prompt_index,
+        G.prompt_key,
+        *(getattr(G, c) for c in PROMPT_COLUMNS),
+        G.drafted,
+        G.accepted,
+        rounds_expr().label("rounds"),
+        case((G.drafted > 0, first_accepted_expr()), else_=0).label("first_accepted"),
+        first_drafted_expr().label("first_drafted"),
+    ).where(G.experiment_id == exp_id, G.id.in_(latest_generations(exp_id, versions)))
+    result = session.execute(stmt)
+    gens = pd.DataFrame(result.all(), columns=list(result.keys()))
+    plain_stmt = select(
+        G.id,
+        G.strategy,
+        *(getattr(G, k) for k in PLAIN_KEYS),
+        G.prompt_index,
+        G.prompt_key,
+        *(getattr(G, c) for c in PROMPT_COLUMNS),
+    ).where(G.experiment_id == exp_id, G.draft == PLAIN)
+    result = session.execute(plain_stmt)
+    plain = pd.DataFrame(result.all(), columns=list(result.keys()))
+    return with_plain_partners(gens, plain)
+
+
+def with_plain_partners(gens: pd.DataFrame, plain: pd.DataFrame) -> pd.DataFrame:
+    """`gens` with its plain partners' `PROMPT_COLUMNS` as `plain_*` (see `prompt_frame`); several plain strategies
+    of one prompt key are averaged, each at its newest generation."""
+    gens = gens.assign(pair=_pair_key(gens))
+    plain = plain.assign(pair=_pair_key(plain)).sort_values("id")
+    newest = plain.groupby(["strategy", *PLAIN_KEYS, "pair"], dropna=False).tail(1)
+    floats = newest[PROMPT_COLUMNS].astype(float)
+    partner = pd.concat([newest[[*PLAIN_KEYS, "pair"]], floats], axis=1)
+    if partner.duplicated([*PLAIN_KEYS, "pair"]).any():  # several plain strategies
+        by = partner.groupby([*PLAIN_KEYS, "pair"], dropna=False)[PROMPT_COLUMNS]
+        complete = by.count().eq(by.size(), axis=0)  # one plain without energy: no partial mean
+        partner = by.mean().where(complete).reset_index()
+    partner = partner.rename(columns={c: f"plain_{c}" for c in PROMPT_COLUMNS})
+    return gens.merge(partner, on=[*PLAIN_KEYS, "pair"], how="left")
 
 
 def _ratio(num: pd.Series, den: pd.Series) -> pd.Series:
@@ -184,8 +300,11 @@ def _power_label(df: pd.DataFrame) -> pd.Series:
     return lo.where(lo == hi, lo.astype(str) + "+" + hi.astype(str)).where(lo.notna(), None)
 
 
-def summarize(sums: pd.DataFrame, pooled: bool = False, experiment: str | None = None) -> pd.DataFrame:
-    """The summary table from `group_sums`: per-prompt means (default) or pooled ratios of sums, with ratios to plain."""
+def summarize(
+    sums: pd.DataFrame, prompts: pd.DataFrame, pooled: bool = False, experiment: str | None = None
+) -> pd.DataFrame:
+    """The summary table from `group_sums` (the point estimates, in SQL) and `prompt_frame` (the intervals and the
+    ratios to plain, paired prompt by prompt): per-prompt means (default) or pooled ratios of sums."""
     if sums.empty:
         return pd.DataFrame(columns=SUMMARY_COLUMNS)
     df = sums.copy()
@@ -214,21 +333,111 @@ def summarize(sums: pd.DataFrame, pooled: bool = False, experiment: str | None =
     df["power_measured"] = df["measured_min"].map(lambda v: None if pd.isna(v) else bool(v))
     df["exact_match"] = df["exact_match"].astype(float)
     df["rouge_l"] = df["rouge_l"].astype(float)
-    df = with_ratios_to_plain(df)
+    df = df.merge(cell_intervals(prompts, pooled), on=[*KEYS, "version"], how="left")
+    df["energy_ratio"] = df["energy_ratio"].where(complete)
+    for bound in ("lo", "hi"):
+        df[f"j_per_100_tokens_{bound}"] = df[f"j_per_100_tokens_{bound}"].where(complete)
+        df[f"energy_ratio_{bound}"] = df[f"energy_ratio_{bound}"].where(complete)
     df["experiment"] = experiment
     df["aggregation"] = "pooled" if pooled else "per-prompt mean"
-    return df[SUMMARY_COLUMNS].sort_values(["task", "regime", "temperature", "strategy", "k"]).reset_index(drop=True)
+    order = ["task", "regime", "temperature", "measure", "version", "strategy", "k"]
+    return df[SUMMARY_COLUMNS].sort_values(order).reset_index(drop=True)
 
 
-def with_ratios_to_plain(df: pd.DataFrame) -> pd.DataFrame:
-    """Speedup (tokens/s over plain's) and energy ratio (plain's J/100 tokens over the cell's) at the same task and
-    regime (and temperature: sampled cells are compared with plain sampling at the same temperature)."""
-    keys = ["task", "regime", "temperature"]
-    plain = df[df["draft"] == PLAIN].groupby(keys)[["tokens_per_s", "j_per_100_tokens"]].mean()
-    idx = pd.MultiIndex.from_frame(df[keys])
-    base = plain.reindex(idx)
-    out = df.copy()
-    out["speedup"] = out["tokens_per_s"].to_numpy() / base["tokens_per_s"].to_numpy()
+FIGURE_COLUMNS = [
+    "n_tokens",
+    "wall_s",
+    "tokens_per_s",
+    "drafted",
+    "accepted",
+    "rounds",
+    "first_accepted",
+    "first_drafted",
+    "energy_j",
+    "j_per_100_tokens",
+    *(f"plain_{c}" for c in PROMPT_COLUMNS),
+]
+
+
+def _figures(f: dict[str, np.ndarray], pooled: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(numerators, denominators), prompts x figures, of `INTERVAL_METRICS` (tokens/s, speedup, acceptance,
+    first-token acceptance, MAL, J/100 tokens, energy ratio) for one cell's prompts: each figure is sum num / sum
+    den over the prompts (a mean of rates: rate and 1 where it has one; speedup: the strategy's and plain's tokens/s
+    on the prompts paired with plain, 0 on the others), so one set of draws gives every interval. The pooled speedup
+    and energy ratio are ratios of two ratios, computed apart (`_pooled_ratios`)."""
+    paired = np.isfinite(f["plain_tokens_per_s"])
+    energy = paired & np.isfinite(f["j_per_100_tokens"]) & np.isfinite(f["plain_j_per_100_tokens"])
+    zero = np.zeros(len(paired))
     with np.errstate(divide="ignore", invalid="ignore"):
-        out["energy_ratio"] = base["j_per_100_tokens"].to_numpy() / out["j_per_100_tokens"].to_numpy()
-    return out
+        if pooled:
+            num = [f["n_tokens"], zero, f["accepted"], f["first_accepted"], f["accepted"], 100 * f["energy_j"], zero]
+            den = [f["wall_s"], zero, f["drafted"], np.where(f["drafted"] > 0, f["first_drafted"], 0), f["rounds"]]
+            den += [f["n_tokens"], zero]
+        else:
+            rates = [
+                f["tokens_per_s"],
+                np.where(f["drafted"] > 0, f["accepted"] / f["drafted"], np.nan),
+                np.where(
+                    (f["drafted"] > 0) & (f["first_drafted"] > 0), f["first_accepted"] / f["first_drafted"], np.nan
+                ),
+                np.where(f["rounds"] > 0, f["accepted"] / f["rounds"], np.nan),
+                f["j_per_100_tokens"],
+            ]
+            known = [np.isfinite(r) for r in rates]
+            num = [np.where(k, r, 0.0) for r, k in zip(rates, known)]
+            den = [k.astype(float) for k in known]
+            num.insert(1, np.where(paired, f["tokens_per_s"], 0.0))
+            den.insert(1, np.where(paired, f["plain_tokens_per_s"], 0.0))
+            num.append(np.where(energy, f["plain_j_per_100_tokens"], 0.0))
+            den.append(np.where(energy, f["j_per_100_tokens"], 0.0))
+    num, den = np.column_stack(num), np.column_stack(den)
+    return np.nan_to_num(num), np.nan_to_num(den)
+
+
+def _pooled_ratios(f: dict[str, np.ndarray]) -> tuple[stats.Estimate, stats.Estimate]:
+    """Pooled speedup (tokens / seconds over plain's on the same prompts) and energy ratio (plain's J per token over
+    the strategy's)."""
+    p = lambda c: f[f"plain_{c}"]  # noqa: E731
+    speedup = stats.ratio_of_ratios(f["n_tokens"], f["wall_s"], p("n_tokens"), p("wall_s"))
+    energy = stats.ratio_of_ratios(p("energy_j"), p("n_tokens"), f["energy_j"], f["n_tokens"])
+    return speedup, energy
+
+
+def _note(paired: int, prompts: int) -> str | None:
+    """Why a cell's speedup is missing, or covers only some of its prompts."""
+    if paired == 0:
+        return f"no speedup: {NO_PLAIN}"
+    if paired < prompts:
+        return f"speedup over {paired} of {prompts} prompts: the others have {NO_PLAIN}"
+    return None
+
+
+def cell_intervals(prompts: pd.DataFrame, pooled: bool = False) -> pd.DataFrame:
+    """Per cell (`KEYS` and version) of `prompt_frame`: n_prompts, the 95% bootstrap interval over prompts of every
+    figure in `INTERVAL_METRICS` (`storage.stats`, the same aggregation as the point estimates), the speedup and
+    energy ratio paired with plain prompt by prompt, and a note where a cell has no plain of its own data version.
+    A prompt without energy on either side leaves its cell's energy ratio empty (no partial ratio)."""
+    group = [*KEYS, "version"]
+    columns = [*group, "n_prompts", "speedup", "energy_ratio", *INTERVAL_COLUMNS, "note"]
+    if prompts.empty:
+        return pd.DataFrame(columns=columns)
+    arrays = {c: prompts[c].to_numpy(dtype=float, na_value=np.nan) for c in FIGURE_COLUMNS}
+    index = prompts["prompt_index"].to_numpy()
+    rows = []
+    for key, at in prompts.groupby(group, sort=False, dropna=False).indices.items():
+        f = {c: a[at] for c, a in arrays.items()}
+        estimates = dict(zip(INTERVAL_METRICS, stats.ratios_of_sums(*_figures(f, pooled))))
+        if pooled:
+            estimates["speedup"], estimates["energy_ratio"] = _pooled_ratios(f)
+        paired = np.isfinite(f["plain_tokens_per_s"])
+        partial = np.isnan(f["j_per_100_tokens"][paired]).any() or np.isnan(f["plain_j_per_100_tokens"][paired]).any()
+        if partial or not paired.any():
+            estimates["energy_ratio"] = stats.NAN
+        if not paired.any():
+            estimates["speedup"] = stats.NAN
+        row = dict(zip(group, key), n_prompts=len(np.unique(index[at])), note=_note(int(paired.sum()), len(at)))
+        for name, e in estimates.items():
+            row |= {f"{name}_lo": e.lo, f"{name}_hi": e.hi}
+        row |= {"speedup": estimates["speedup"].value, "energy_ratio": estimates["energy_ratio"].value}
+        rows.append(row)
+    return pd.DataFrame(rows, columns=columns)

@@ -99,10 +99,13 @@ def build_costs(session, experiment: str) -> pd.DataFrame:
     )
 
 
-def future_work_text(df: pd.DataFrame, costs: pd.DataFrame, spec, noise: dict | None = None) -> str:
-    """What the instance bases cost, and the targets of the distilled, hybrid and adaptive strategies, speedups
-    compared within the run's measured timing noise (`noise`: `storage.queries.identical_pass_noise`)."""
-    from orchestrator.targets import check_all, checks_table, roles, tolerance
+def future_work_text(
+    df: pd.DataFrame, costs: pd.DataFrame, spec, noise: dict | None = None, prompts: pd.DataFrame | None = None
+) -> str:
+    """What the instance bases cost, and the targets of the distilled, hybrid and adaptive strategies, each read off a
+    95% interval over prompts (`prompts`: `storage.summary.prompt_frame`, pairing the comparisons), beside the run's
+    measured timing noise (`noise`: `storage.queries.identical_pass_noise`)."""
+    from orchestrator.targets import check_all, checks_table, roles
 
     parts = []
     if not costs.empty:
@@ -112,46 +115,44 @@ def future_work_text(df: pd.DataFrame, costs: pd.DataFrame, spec, noise: dict | 
         )
     r = roles(spec)
     if r.distilled or r.hybrid or r.adaptive:
-        prompts = int(df["prompts"].min()) if len(df) else 0
-        tol = tolerance(noise["sd"] if noise else None, prompts)
         how = (
-            f"timing noise measured in this run: {noise['sd']:.1%} per generation ({noise['groups']} groups of cells "
-            f"that made identical verifier passes); speedups compared within {tol:.1%} (2 standard errors of a "
-            f"{prompts}-prompt speedup ratio, at least 5%)"
+            f"; timing noise measured in this run: {noise['sd']:.1%} per generation ({noise['groups']} groups of "
+            "cells that made identical verifier passes)"
             if noise
-            else f"speedups compared within {tol:.1%}"
+            else ""
         )
-        parts.append(f"targets of the future-work strategies ({how})\n" + checks_table(check_all(df, r, tol)))
-    parts += tree_targets_text(df, spec, noise)
+        parts.append(
+            f"targets of the future-work strategies (95% intervals over prompts, paired{how})\n"
+            + checks_table(check_all(df, r, prompts))
+        )
+    parts += tree_targets_text(df, spec, prompts)
     return "\n\n".join(parts)
 
 
-def tree_targets_text(df: pd.DataFrame, spec, noise: dict | None = None) -> list[str]:
+def tree_targets_text(df: pd.DataFrame, spec, prompts: pd.DataFrame | None = None) -> list[str]:
     """The token-tree and k = "auto" targets (`orchestrator.tree_targets`) as a titled table, if the spec has any."""
-    from orchestrator.targets import checks_table, tolerance
+    from orchestrator.targets import checks_table
     from orchestrator.tree_targets import tree_checks, tree_roles
 
     roles = tree_roles(spec)
     if df.empty or not (roles[0] or roles[1]):
         return []
-    tol = tolerance(noise["sd"] if noise else None, int(df["prompts"].min()))
     return [
-        f'targets of token trees and k = "auto" (speedups compared within {tol:.1%}; a tree\'s k is its budget, '
-        f"its mal the accepted tokens per pass)\n" + checks_table(tree_checks(df, roles, tol))
+        'targets of token trees and k = "auto" (95% intervals over prompts, paired; a tree\'s k is its budget, '
+        "its mal the accepted tokens per pass)\n" + checks_table(tree_checks(df, roles, prompts))
     ]
 
 
-def claims_text(df: pd.DataFrame, spec, noise: dict | None = None) -> str:
+def claims_text(df: pd.DataFrame, spec, prompts: pd.DataFrame | None = None) -> str:
     """The seed paper's findings checked on this run (`orchestrator.claims`), as a titled table."""
     from orchestrator.claims import check_claims, claims_table, own_domains, session_4gram
-    from orchestrator.targets import tolerance
 
     if df.empty:
         return ""
-    tol = tolerance(noise["sd"] if noise else None, int(df["prompts"].min()))
     return (
-        "the seed paper's findings on this run (acceptance pooled over k; speedups at each strategy's best k)\n"
-        + claims_table(check_claims(df, own_domains(spec), session_4gram(spec), tol))
+        "the seed paper's findings on this run (acceptance over k; speedups at each strategy's best k; each verdict "
+        "read off a 95% interval over prompts)\n"
+        + claims_table(check_claims(df, own_domains(spec), session_4gram(spec), prompts))
     )
 
 
@@ -163,6 +164,7 @@ def run_demo(opts, spec_path: str | None = None, retrain: bool = False, echo: Ca
     from orchestrator.spec import load_spec
     from storage.db import open_db
     from storage.queries import experiment_id, identical_pass_noise, summary_frame, timing_spread
+    from storage.summary import prompt_frame
 
     path = Path(spec_path) if spec_path else DEMO_SPEC
     if not path.is_file():
@@ -183,6 +185,7 @@ def run_demo(opts, spec_path: str | None = None, retrain: bool = False, echo: Ca
         costs = build_costs(s, report.experiment)
         exp_id = experiment_id(s, report.experiment)
         spread, noise = timing_spread(s, exp_id), identical_pass_noise(s, exp_id)
+        prompts = prompt_frame(s, exp_id)
     echo(summary_text(df, texts))
     if spread:
         echo(
@@ -191,8 +194,8 @@ def run_demo(opts, spec_path: str | None = None, retrain: bool = False, echo: Ca
             f"{spread['p90']:.0%} (90th percentile)"
         )
     echo(prediction_text(Session, exp_id, noise))
-    echo(future_work_text(df, costs, spec, noise))
-    echo("\n" + claims_text(df, spec, noise))
+    echo(future_work_text(df, costs, spec, noise, prompts))
+    echo("\n" + claims_text(df, spec, prompts))
     c = report.counts
     echo(f"\n{c['done']} cells done, {c['failed']} failed in {report.elapsed_s:.0f} s; results in {opts.db_url}.")
     echo(f"Open the dashboard:  greenspec --db {opts.db_url} dashboard")

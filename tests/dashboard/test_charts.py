@@ -51,16 +51,28 @@ def test_figure1_speedup_vs_k_values(hand):
     assert _names(fig) == {"ngram"}  # plain is the 1.0 line, not a series
     assert any(s.y0 == 1.0 and s.y1 == 1.0 for s in fig.layout.shapes)
     uncached = _trace(fig, "ngram", 1)
-    assert list(uncached.x) == [2, 3] and list(uncached.y) == pytest.approx([2.4, 2.0])  # 15/6.25, 12.5/6.25
+    # k=2: 15 / 6.25; k=3 ran prompt 0 only, paired with plain's prompt 0: 12.5 / 10
+    assert list(uncached.x) == [2, 3] and list(uncached.y) == pytest.approx([2.4, 1.25])
     assert list(_trace(fig, "ngram", 2).y) == pytest.approx([1.25])  # 25 / 20
     assert {a.text for a in fig.layout.annotations} >= {"uncached", "cached"}
+    # one task: error bars are the 95% intervals over prompts, k=2 [2.0, 4.0] (tests/storage/test_summary_versions.py)
+    assert uncached.error_y.array[0] == pytest.approx(4.0 - 2.4) and uncached.error_y.arrayminus[0] == pytest.approx(
+        0.4
+    )
+    assert pd.isna(uncached.error_y.array[1])  # one prompt: no interval
+    assert "95% intervals over prompts" in fig.layout.title.text
+    two_tasks = pd.concat([hand["summary"], hand["summary"].assign(task="u")])
+    assert charts.speedup_vs_k(two_tasks).data[0].error_y.array is None  # a mean over tasks: no bars
+    assert "pick one task" in charts.speedup_vs_k(two_tasks).layout.title.text
 
 
 def test_break_even_chart_shows_acceptance_and_first_token_acceptance(hand):
     fig = charts.acceptance_vs_k(hand["summary"])
     assert list(_trace(fig, "ngram", 1).y) == pytest.approx([(0.5 + 3 / 14) / 2, 0.5])  # k=2: mean of 5/10, 3/14
+    assert list(_trace(fig, "ngram", 1).error_y.array)[0] == pytest.approx(0.5 - (0.5 + 3 / 14) / 2)  # up to 5/10
     first = _trace(fig, "ngram first-token", 1)
     assert list(first.y) == pytest.approx([(3 / 5 + 3 / 7) / 2, 0.5])  # (rounds - hist[0]) / rounds, per prompt
+    assert first.error_y.arrayminus[0] == pytest.approx((3 / 5 + 3 / 7) / 2 - 3 / 7)  # down to prompt 1's 3/7
     assert list(_trace(fig, "ngram first-token", 2).y) == pytest.approx([2 / 3])  # 1 - 2 rejects / 6 drafted rounds
     curve = _trace(fig, "break-even k/(k+1)", 1)
     assert list(curve.y) == pytest.approx([k / (k + 1) for k in curve.x])

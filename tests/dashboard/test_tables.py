@@ -175,3 +175,19 @@ def test_acceptance_tables_show_first_token_acceptance(summary):
     table = tables.paper_table(summary[summary["draft"] != "plain"], spec.metrics, spec.regime)
     assert ("wikitext", "1st-token %") in table.columns
     assert "first_token_acceptance" in tables.break_even_frame(summary).columns
+
+
+def test_a_table_cell_is_one_measure_and_the_current_version():
+    """A coordinate with a timed and a replayed row shows the replayed figure, never their mean; an older version's
+    row is left out."""
+    rows = [
+        ("ngram", 3, "timed", "current", 10.0),
+        ("ngram", 3, "replay", "current", 14.0),
+        ("ngram", 5, "timed", "current", 12.0),  # timed only: shown
+        ("ngram", 8, "replay", "older", 99.0),  # an earlier spec version: left out
+    ]
+    df = pd.DataFrame(rows, columns=["strategy", "k", "measure", "version", "tokens_per_s"]).assign(
+        task="t", regime="uncached", temperature=0.0, draft="ngram"
+    )
+    table = tables.paper_table(df, (tables.TOKENS_PER_S,), "uncached")
+    assert table[("t", "tok/s")].to_dict() == {("ngram", 3): 14.0, ("ngram", 5): 12.0}

@@ -108,3 +108,131 @@ def test_export_pooled_flag(known_db, tmp_path):
     ngram = _cell(pd.read_csv(out), "ngram", 2, "uncached")
     assert ngram["speedup"] == pytest.approx(10 / 3)  # (20 tok / 1.5 s) / (20 tok / 5.0 s)
     assert ngram["acceptance"] == pytest.approx(1 / 3)  # 8 accepted / 24 drafted
+
+
+SPEC = """
+[experiment]
+name = "v"
+[verifier]
+model = "org/model"
+[[tasks]]
+name = "t"
+path = "demo:pydoc-test"
+{strategies}
+[sweep]
+max_new_tokens = {tokens}
+k = [2]
+regimes = ["uncached"]
+"""
+PLAIN_S = '[[strategies]]\nname = "plain"\ndraft = "plain"\n'
+NGRAM_S = '[[strategies]]\nname = "ngram"\ndraft = "ngram"\n'
+PROMPTS = ("first prompt text", "second prompt text")
+
+
+@pytest.fixture(scope="module")
+def versions_db(tmp_path_factory) -> str:
+    """tests/storage/test_summary_versions.py's two spec versions, stored as a run stores them: v1 (ngram and plain,
+    16 tokens), then v2 (plain alone, 12 tokens) as the experiment's spec; reference cells keyed as the real grid
+    expansion keys them."""
+    from sqlalchemy import insert
+
+    from orchestrator.cells import TaskPrompts, reference_cells
+    from orchestrator.spec import parse_spec
+    from storage.db import open_db
+    from storage.models import Cell, Experiment
+    from tests.storage.test_summary_versions import V1, V2, _add
+
+    url = f"sqlite:///{tmp_path_factory.mktemp('versions') / 'v.db'}"
+    v1 = SPEC.format(strategies=PLAIN_S + NGRAM_S, tokens=16)
+    v2 = SPEC.format(strategies=PLAIN_S, tokens=12)
+    engine, _ = open_db(url)
+    with engine.begin() as conn:
+        exp_id = conn.execute(insert(Experiment).values(name="v", spec_toml=v2, spec_hash="")).inserted_primary_key[0]
+        keys = {}
+        for text in (v1, v2):
+            spec = parse_spec(text)
+            for c in reference_cells(spec, TaskPrompts("t", PROMPTS)):
+                keys[spec.sweep.max_new_tokens, c.prompt_index] = c.key
+                values = dict(kind="reference", state="done", task="t", prompt_index=c.prompt_index)
+                conn.execute(insert(Cell).values(experiment_id=exp_id, key=c.key, params=c.params.to_json(), **values))
+        for prompt, (ngram_s, plain_s) in V1.items():
+            _add(conn, exp_id, "ngram", prompt, 16, ngram_s, keys[16, prompt])
+            _add(conn, exp_id, "plain", prompt, 16, plain_s, keys[16, prompt])
+        for prompt, plain_s in V2.items():
+            _add(conn, exp_id, "plain", prompt, 12, plain_s, keys[12, prompt])
+    engine.dispose()
+    return url
+
+
+def test_an_earlier_spec_version_is_hidden_unless_asked_for_and_never_divided_by_the_new_plain(versions_db):
+    from orchestrator.export import export_frame
+    from storage.db import open_db
+
+    with open_db(versions_db, migrate=False)[1]() as s:
+        current, every = export_frame(s, "v"), export_frame(s, "v", all_versions=True)
+    assert list(zip(current["strategy"], current["version"])) == [("plain", "current")]
+    assert current.iloc[0]["tokens_per_s"] == pytest.approx(12.0)  # the 12-token plain
+    assert set(zip(every["strategy"], every["version"])) == {
+        ("plain", "current"),
+        ("plain", "older"),
+        ("ngram", "older"),
+    }
+    ngram = every[every["strategy"] == "ngram"].iloc[0]
+    assert ngram["speedup"] == pytest.approx(2.0)  # (16 + 8) / (8 + 4) tok/s at 16 tokens; 12 / 12 would be 1.0
+
+
+def test_export_generations_recomputes_the_summary_intervals(known_db, tmp_path):
+    from storage.stats import paired_ratio, ratio_of_sums
+
+    out, gens_out = tmp_path / "s.csv", tmp_path / "g.csv"
+    assert greenspec("--db", known_db, "export", "--out", str(out)).returncode == 0
+    res = greenspec("--db", known_db, "export", "--generations", "--all-versions", "--out", str(gens_out))
+    assert res.returncode == 0, res.stderr
+    summary, gens = pd.read_csv(out), pd.read_csv(gens_out)
+    assert len(gens) == 7 and set(gens["measure"]) == {"timed"}
+    assert {"prompt_index", "steps", "drafted", "accepted", "n_tokens", "tokens_per_s", "j_per_100_tokens"} <= set(
+        gens.columns
+    )
+    ngram = gens[(gens["strategy"] == "ngram") & (gens["k"] == 2) & (gens["regime"] == "uncached")]
+    plain = gens[(gens["strategy"] == "plain") & (gens["regime"] == "uncached")]
+    paired = ngram.merge(plain, on="prompt_index", suffixes=("", "_plain"))
+    speedup = paired_ratio(paired["tokens_per_s"], paired["tokens_per_s_plain"])
+    row = _cell(summary, "ngram", 2, "uncached")
+    assert (speedup.value, speedup.lo, speedup.hi) == pytest.approx(
+        (row["speedup"], row["speedup_lo"], row["speedup_hi"])
+    )
+    rate = ngram["accepted"] / ngram["drafted"]
+    acceptance = ratio_of_sums(rate, [1.0] * len(rate))  # the per-prompt mean's interval
+    assert (acceptance.lo, acceptance.hi) == pytest.approx((row["acceptance_lo"], row["acceptance_hi"]))
+    assert row["n_prompts"] == len(ngram) == 2
+
+
+def test_versions_fall_back_to_the_newest_reference_of_each_prompt(versions_db, tmp_path):
+    """A stored spec that reproduces no stored reference key (rewritten before it ran, as the demo's built models
+    are): the newest reference cell of each task and prompt is the current version."""
+    import shutil
+
+    from orchestrator.export import versions
+    from storage.db import open_db
+    from storage.models import Experiment
+
+    url = f"sqlite:///{tmp_path / 'v.db'}"
+    shutil.copy(versions_db.removeprefix("sqlite:///"), tmp_path / "v.db")
+    engine, Session = open_db(url, migrate=False)
+    with Session() as s:
+        exp = s.query(Experiment).one()
+        exp.spec_toml = exp.spec_toml.replace('"org/model"', '"org/another-model"')
+        s.commit()
+        v = versions(s, exp.id)
+    assert v.strategies == {"plain"} and len(v.older) == 2  # the two 16-token references
+    with Session() as s:
+        exp = s.query(Experiment).one()
+        exp.spec_toml = "not = [toml"
+        s.commit()
+        assert versions(s, exp.id) is None  # no spec to compare with: every row counts as current
+    engine.dispose()
+
+
+def test_export_generations_refuses_pooled_in_one_line(known_db):
+    res = greenspec("--db", known_db, "export", "--generations", "--pooled")
+    assert res.returncode == 2 and "--pooled does not apply" in res.stderr and len(res.stderr.strip().splitlines()) == 1

@@ -37,6 +37,15 @@ from storage.models import Cell, Experiment, Generation
 from storage.queries import SUMMARY_COLUMNS, summary_frame
 
 EXPERIMENT = "edges"
+INTERVALS = (
+    "tokens_per_s",
+    "speedup",
+    "acceptance",
+    "first_token_acceptance",
+    "mal",
+    "j_per_100_tokens",
+    "energy_ratio",
+)
 ROWS = {  # name: (k, prompt, accepted per round, drafted, n, wall_s, draft_s, energy_j, rouge_l, exact, overrides)
     "p": (0, 0, [0] * 10, 0, 10, 2.0, 0.0, 100.0, 1.0, True, {}),
     "a": (2, 0, [0] * 5, 0, 5, 1.0, 0.25, 50.0, 0.5, True, {}),
@@ -65,7 +74,7 @@ def _generation(name: str, cell_id: int, exp_id: int) -> dict:
         draft="plain" if k == 0 else "ngram",
         task="t",
         prompt_index=prompt,
-        prompt_key=f"r{name}",
+        prompt_key=f"r{prompt}",  # one reference per prompt: the data version plain is paired by
         k=k,
         regime="uncached",
         n_prompt_tokens=5,
@@ -153,7 +162,12 @@ def test_rounds_without_a_draft_and_one_token_drafts(frames):
     assert k2["first_token_acceptance"] == pytest.approx(1.0)  # only b drafted: its 1 round accepted its first token
     assert k2["draft_share"] == pytest.approx(0.225)  # (0.25 / 1.0 + 0.1 / 0.5) / 2 = (0.25 + 0.2) / 2
     assert k2["tokens_per_s"] == pytest.approx(4.5)  # (5 / 1.0 + 2 / 0.5) / 2
-    assert k2["speedup"] == pytest.approx(0.9)  # 4.5 / plain's 10 / 2.0
+    # plain ran prompt 0 only: the speedup pairs a with it, 5 / 5 (b has no plain of its prompt), and says so
+    assert k2["speedup"] == pytest.approx(1.0)
+    assert (
+        k2["note"]
+        == "speedup over 1 of 2 prompts: the others have no plain generation of the same prompts and max_new_tokens"
+    )
     p2 = _row(pooled, 2)
     assert p2["acceptance"] == pytest.approx(1.0)  # (0 + 1) accepted / (0 + 1) drafted
     assert p2["mal"] == pytest.approx(1 / 6)  # 1 accepted / (5 + 1) rounds
@@ -229,7 +243,7 @@ def test_sampled_cells_are_compared_with_plain_at_their_temperature(frames):
     means = frames[0]
     assert _row(means, 2, 0.8)["speedup"] == pytest.approx(2.0)  # (4 / 0.5) / plain at 0.8: 4 / 1.0
     assert _row(means, 2, 0.8)["energy_ratio"] == pytest.approx(1.0)  # 10 / 4 * 100 = 250 J/100 tok both
-    assert _row(means, 2)["speedup"] == pytest.approx(0.9)  # greedy: still over greedy plain's 5 tok/s
+    assert _row(means, 2)["speedup"] == pytest.approx(1.0)  # greedy: still over greedy plain's 5 tok/s (a: 5 / 5)
 
 
 def test_a_cell_without_known_rounds_has_no_mal(frames):
@@ -273,7 +287,10 @@ def test_an_experiment_without_generations_gives_no_rows_and_the_columns(tmp_pat
                 "k",
                 "regime",
                 "temperature",
+                "measure",
+                "version",
                 "prompts",
+                "n_prompts",
                 "generations",
                 "n_tokens",
                 "tokens_per_s",
@@ -294,6 +311,8 @@ def test_an_experiment_without_generations_gives_no_rows_and_the_columns(tmp_pat
                 "wall_s",
                 "draft_share",
                 "aggregation",
+                *[f"{m}_{b}" for m in INTERVALS for b in ("lo", "hi")],
+                "note",
             ]
     engine.dispose()
 
