@@ -6,6 +6,8 @@ fail for decoding that is not real greedy speculative decoding (e.g. "repeat the
 
 from __future__ import annotations
 
+import dataclasses
+
 import csv
 import datetime as dt
 import hashlib
@@ -227,7 +229,8 @@ def test_wrong_generation_is_stored_as_no_match_and_a_worker_crash_mid_cell_is_r
 
 
 def test_rerun_adds_nothing_and_new_k_adds_only_new_cells(tmp_path, write_spec, finished):
-    o = copy_of(finished, tmp_path)  # the default spec, run to the end
+    # the default spec, run to the end; its file is written again here, elsewhere: continued under it (--new-version)
+    o = dataclasses.replace(copy_of(finished, tmp_path), new_version=True)
     with sessions(o)() as s:
         before = dict(s.execute(select(Generation.cell_id, Generation.id)).all())
     again = run_spec_file(write_spec(), o)
@@ -280,20 +283,19 @@ def test_worker_crashing_on_every_attempt_fails_its_cells_at_max_attempts(tmp_pa
 
 
 def test_failing_train_cell_fails_its_dependents(tmp_path, write_spec, text_files):
-    bad = tmp_path / "corpus.jsonl"  # exists and has the right suffix (passes validation), unreadable to train
-    bad.write_text('{"text": "fine"}\n{"text": broken\n')
+    # a readable corpus (validation passes) cut to one token: it gives no instance, so training fails
     spec = write_spec(k=[2], attempts=2)
-    spec.write_text(spec.read_text().replace(f'path = "{text_files[0]}"', f'path = "{bad}"'))
+    spec.write_text(spec.read_text().replace(f'path = "{text_files[0]}"', f'path = "{text_files[0]}"\nmax_tokens = 1'))
     o = opts(tmp_path)
     report = run_spec_file(spec, o)
     # the train cell, and olifant's 2 prompts x 2 regimes at k=2; plain and ngram run
     assert report.counts == {"pending": 0, "running": 0, "done": 2 + 4 + 4, "failed": 1 + 4}
     with sessions(o)() as s:
         train = s.scalars(select(Cell).where(Cell.kind == "train")).one()
-        assert train.state == "failed" and train.attempts == 2 and "not valid JSON" in train.error
+        assert train.state == "failed" and train.attempts == 2 and "gave no instances" in train.error
         olifant = s.scalars(select(Cell).where(Cell.strategy == "olifant-pydoc")).all()
         assert all(c.state == "failed" and c.attempts == 0 for c in olifant)
-        assert all("train cell for corpus 'pydoc' failed" in c.error and "not valid JSON" in c.error for c in olifant)
+        assert all("train cell for corpus 'pydoc' failed" in c.error and "gave no instances" in c.error for c in olifant)
         assert {g.strategy for g in s.scalars(select(Generation))} == {"plain", "ngram"}
 
 

@@ -69,7 +69,7 @@ def test_changed_prompts_never_touch_stored_metrics(db_url, write_spec, small_ru
     assert before and all(m[3] is True for m in before.values())
     # the same tasks and prompt positions, other prompt texts: new references and generations
     spec = small_spec(write_spec, [2], **{"prompt_words = 20": "prompt_words = 25"})
-    code, _, err = cli("--db", db_url, "run", str(spec))
+    code, _, err = cli("--db", db_url, "run", "--new-version", str(spec))  # a copy: its spec file was elsewhere
     assert code == 0, err
     for cmd in (["resume"], ["retry", "--failed"]):
         code, _, err = cli("--db", db_url, *cmd)
@@ -168,6 +168,7 @@ def test_a_full_disk_is_one_line_and_loses_nothing(write_spec, tmp_path, ray_loc
             "--address",
             address,
             "run",
+            "--new-version",  # a copy of the module's run, whose spec file was elsewhere
             str(small_spec(write_spec, [2, 3, 4])),
         ],
         cwd=Path(__file__).resolve().parents[2],
@@ -183,6 +184,6 @@ def test_a_full_disk_is_one_line_and_loses_nothing(write_spec, tmp_path, ray_loc
     assert {i: after[i] for i in before} == before
     code, out, err = cli("--db", url, "resume")
     assert code == 0 and "0 failed" in out and "0 pending" in out, err
-    code, out, err = cli("--db", url, "run", str(small_spec(write_spec, [2, 3, 4])))  # space freed: the grid grows
+    code, out, err = cli("--db", url, "run", "--new-version", str(small_spec(write_spec, [2, 3, 4])))  # space freed
     assert code == 0 and "0 failed" in out, err
     assert len(metrics(url)) > len(after)

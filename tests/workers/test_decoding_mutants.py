@@ -200,6 +200,7 @@ class StubVerifier:
     """What `propose` and `timed_pass` use of a verifier: its vocabulary size and a device sync."""
 
     vocab_size = 10
+    last_shape = (1, 0, 1)  # what `timed_pass` records of each pass
 
     def sync(self) -> None:
         pass
