@@ -6,9 +6,8 @@ fail for decoding that is not real greedy speculative decoding (e.g. "repeat the
 
 from __future__ import annotations
 
-import dataclasses
-
 import csv
+import dataclasses
 import datetime as dt
 import hashlib
 import importlib.util
@@ -295,7 +294,9 @@ def test_failing_train_cell_fails_its_dependents(tmp_path, write_spec, text_file
         assert train.state == "failed" and train.attempts == 2 and "gave no instances" in train.error
         olifant = s.scalars(select(Cell).where(Cell.strategy == "olifant-pydoc")).all()
         assert all(c.state == "failed" and c.attempts == 0 for c in olifant)
-        assert all("train cell for corpus 'pydoc' failed" in c.error and "gave no instances" in c.error for c in olifant)
+        assert all(
+            "train cell for corpus 'pydoc' failed" in c.error and "gave no instances" in c.error for c in olifant
+        )
         assert {g.strategy for g in s.scalars(select(Generation))} == {"plain", "ngram"}
 
 
