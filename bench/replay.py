@@ -117,7 +117,7 @@ def run(quick: bool = False) -> str:
     tok, pairs, train, vocab = references(QUICK_PROMPTS if quick else PROMPTS)
     windows = np.lib.stride_tricks.sliding_window_view(np.array(train, dtype=np.int64), 5)
     folder = Path(tempfile.mkdtemp(prefix="bench-replay-"))
-    ibase = folder / "pydoc.ibase"
+    ibase = folder / "pydoc.igtree"
     IGTree.fit(windows[:, :4], windows[:, 4]).save(ibase)
     grid = jobs(pairs, str(ibase), vocab, tok.eos_token_id)
     rows = []
