@@ -163,10 +163,11 @@ class Scheduler:
             return []
         batch: list[CellSpec] = []
         waiting: list[CellSpec] = []
+        replaying = bool(self.replays or self.running_replays)
         while self.queue and len(batch) < self.batch_size:
             c = self.queue.popleft()
-            if not self._inputs_ready(c):
-                waiting.append(c)
+            if not self._inputs_ready(c) or (replaying and c.kind == "sweep"):
+                waiting.append(c)  # timed cells wait for the replays: nothing else on the cores they are timed on
                 continue
             if batch and (c.strategy, c.kind) != (batch[0].strategy, batch[0].kind):
                 self.queue.appendleft(c)
