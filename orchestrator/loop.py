@@ -27,9 +27,10 @@ from storage import store
 from storage.cell import CellSpec
 from storage.models import CELL_KINDS
 from storage.queries import state_counts
-from storage.replays import done_keys, references_by_key, rounds_differ, twin_rounds
+from storage.replays import done_keys, references_by_key, twin_rounds
 from workers.artifacts import BY_CELL_KIND
 from workers.contracts import BatchOutcome, LabelJob, ReplayJob, SweepJob
+from workers.replay import rounds_differ
 
 logger = logging.getLogger(__name__)
 
@@ -229,7 +230,7 @@ class SweepLoop:
             draft=c.draft,
             options=p.options,
             artifacts=self._artifacts(c),
-            costs=self.costs.curve_for(c) if COST_ROLE in dict(c.needs) else None,
+            costs=self.costs.model_json() if COST_ROLE in dict(c.needs) else None,
             k=c.k or 0,
             regime=c.regime,
             temperature=c.temperature or 0.0,
@@ -308,12 +309,8 @@ class SweepLoop:
                 self.costs.store(s, c, o)
                 self.sched.artifact_built(c)
             else:
-                record = self.costs.predict(s, o.generation)
-                mismatch = self._twin_mismatch(s, c, record)
-                if mismatch:
-                    store.mark_failure(s, c.id, mismatch, final=True)
-                    continue
-                store.store_generation(s, c.id, record)
+                self._store_generation(s, c, o)
+                continue
             store.mark_finished(s, c.id, o.worker)
         store.store_samples(s, self.exp_id, out.samples)
 
@@ -371,7 +368,7 @@ class SweepLoop:
             vocab_size=ref.vocab_size,
             eos_id=ref.eos_id,
             max_new_tokens=self.spec.sweep.max_new_tokens,
-            costs=self.costs.curve_for(c, len(ref.prompt_tokens)) if c.params.options.get("auto") else None,
+            costs=self.costs.model_json() if c.params.options.get("auto") else None,
         )
 
     def _replay_done(self, ref, s) -> None:
@@ -393,22 +390,16 @@ class SweepLoop:
                 if not self._rebuild_for(c, o.error, s):
                     self._failed(s, c, o.error)
                 continue
-            record = self.costs.predict(s, o.generation)
-            mismatch = self._twin_mismatch(s, c, record)
-            if mismatch:
-                store.mark_failure(s, c.id, mismatch, final=True)
-                continue
-            store.store_generation(s, c.id, record)
-            store.mark_finished(s, c.id, o.worker)
+            self._store_generation(s, c, o)
 
-    def _twin_mismatch(self, s, c: CellSpec, g) -> str | None:
-        """A timed and a replayed generation of the same cell and prompt must make identical rounds."""
-        if c.temperature:
-            return None
-        twin = twin_rounds(s, c.id, g.measure)
-        mine = {
-            "tokens_per_step": g.tokens_per_step,
-            "accepted_per_step": g.accepted_per_step,
-            "drafted_per_step": g.drafted_per_step,
-        }
-        return None if twin is None else rounds_differ(mine, twin, g.measure)
+    def _store_generation(self, s, c: CellSpec, o) -> None:
+        """A timed or replayed generation with the cost model's prediction, unless its twin (the same cell and prompt
+        measured the other way) made other rounds: then the cell fails, naming the first round that differs."""
+        g = self.costs.predict(s, o.generation)
+        twin = None if c.temperature else twin_rounds(s, c.id, g.measure)
+        mismatch = twin and (rounds_differ(g, twin) if g.measure == "timed" else rounds_differ(twin, g))
+        if mismatch:
+            store.mark_failure(s, c.id, mismatch, final=True)
+            return
+        store.store_generation(s, c.id, g)
+        store.mark_finished(s, c.id, o.worker)

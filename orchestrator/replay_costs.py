@@ -56,7 +56,7 @@ class ReplayCosts:
                 self._model, self._power, self._source = found.model, found.mean_power_w, found.power_source
         return self._model
 
-    def curve_for(self, c: CellSpec, context: int | None = None) -> str | None:
+    def model_json(self) -> str | None:
         """What a k = "auto" job carries: the cost model itself (the worker derives the curve at its prompt's
         length, as a replay does, so both choose the same lengths)."""
         model = self.model()

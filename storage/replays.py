@@ -1,5 +1,5 @@
-"""What the driver reads and checks around replayed generations: done prerequisite cells, references by key, and the
-timed twin of a replayed generation (and the reverse), whose rounds must be the same."""
+"""What the driver reads around replayed generations: done prerequisite cells, references by key, and the timed twin
+of a replayed generation (and the reverse), whose rounds must be the same (`workers.replay.rounds_differ`)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ from sqlalchemy.orm import Session
 
 from storage.cell import CellParams
 from storage.models import Cell, Generation, Reference
-
-ROUND_LISTS = ("tokens_per_step", "accepted_per_step", "drafted_per_step")
+from workers.replay import ROUND_LISTS
 
 
 def done_keys(session: Session, exp_id: int, kinds: Iterable[str]) -> set[str]:
@@ -49,23 +48,3 @@ def twin_rounds(session: Session, cell_id: int, measure: str) -> dict[str, list[
         .limit(1)
     ).first()
     return None if g is None else {name: getattr(g, name) for name in ROUND_LISTS}
-
-
-def rounds_differ(mine: dict[str, list[int] | None], twin: dict[str, list[int] | None], measure: str) -> str | None:
-    """One line naming the first round where a generation and its twin differ, or None when they agree (a list
-    either side lacks is not compared)."""
-    for name in ROUND_LISTS:
-        a, b = list(mine.get(name) or []), twin.get(name)
-        if b is None or not a:
-            continue
-        b = list(b)
-        at = next(
-            (i for i, (x, y) in enumerate(zip(a, b)) if x != y), None if len(a) == len(b) else min(len(a), len(b))
-        )
-        if at is not None:
-            timed, replayed = (b, a) if measure == "replay" else (a, b)
-            return (
-                f"timed and replayed generations diverge at round {at} ({name}: timed {timed[at : at + 1]}, replayed "
-                f"{replayed[at : at + 1]}): the verifier's greedy tokens differ from its stored reference"
-            )
-    return None

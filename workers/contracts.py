@@ -254,3 +254,33 @@ class ArtifactInfo:
     power_measured: bool | None = None
     meta: Mapping[str, Any] = field(default_factory=dict)
     node_id: str | None = None  # the Ray node whose disk holds the file
+
+
+def generation_record(res, n_prompt_tokens: int, text: str, device: str, **extra) -> GenerationRecord:
+    """The record of a `workers.decoding.GenerationResult` (timed by the runner or replayed): its counts, per-round
+    lists, pass shapes and times; `extra` sets the rest (measure, wall_s_runs)."""
+    return GenerationRecord(
+        n_prompt_tokens=n_prompt_tokens,
+        tokens=tuple(res.tokens),
+        text=text,
+        steps=res.steps,
+        drafted=res.drafted,
+        accepted=res.accepted,
+        accept_hist=tuple(res.accept_hist),
+        accepted_per_step=tuple(res.accepted_per_step),
+        tokens_per_step=tuple(res.tokens_per_step),
+        fastpath_rejects=res.fastpath_rejects,
+        wall_s=res.wall_s,
+        draft_s=res.draft_s,
+        verify_s=res.verify_s,
+        started_at=res.started_at,
+        ended_at=res.ended_at,
+        bridged=bool(res.bridged),
+        stopped=res.stopped,
+        device=device,
+        first_checked=res.first_checked,
+        first_accepted=res.first_accepted,
+        passes=tuple(res.passes),
+        drafted_per_step=tuple(res.drafted_per_step),
+        **extra,
+    )

@@ -14,8 +14,8 @@ whose state outlives a generation (`suffix` with `remember_outputs`: its rounds 
 before it), and a reference that the replayed generation does not reproduce (`ReplayMismatch`, naming the round).
 
 Example:
-    >>> res = replay_generate(make_draft("ngram", n=4), prompt_ids, reference, vocab_size=49152, eos_id=2,
-    ...                       max_new_tokens=100, k=5, regime="cached")
+    >>> res = replay_generate(draft, prompt_ids, reference, vocab_size=49152, eos_id=2, max_new_tokens=100,
+    ...                       k=5, regime="cached")      # any workers.drafts draft
     >>> res.tokens == tuple(reference)
     True
 """
@@ -196,16 +196,26 @@ def _cumsum(xs: Sequence[int]) -> list[int]:
     return out
 
 
-def same_passes(timed: GenerationResult, replayed: GenerationResult) -> str | None:
-    """None when a timed and a replayed generation made identical rounds; else one line naming the first round that
-    differs (the reference and the verifier disagree there: e.g. fp16 on a GPU, or a non-deterministic kernel)."""
-    for name in ("tokens_per_step", "accepted_per_step", "drafted_per_step"):
-        at = first_divergence(getattr(timed, name), getattr(replayed, name))
+ROUND_LISTS = ("tokens_per_step", "accepted_per_step", "drafted_per_step")
+
+
+def rounds_differ(timed, replayed) -> str | None:
+    """None when a timed and a replayed generation (records or dicts of their per-round lists) made identical
+    rounds; else one line naming the first round that differs (the reference and the verifier disagree there: fp16 on
+    a GPU, a non-deterministic kernel). A list either side lacks is not compared."""
+
+    def rounds(g, name):
+        return list((g.get(name) if isinstance(g, dict) else getattr(g, name, None)) or [])
+
+    for name in ROUND_LISTS:
+        a, b = rounds(timed, name), rounds(replayed, name)
+        if not a or not b:
+            continue
+        at = first_divergence(a, b)
         if at is not None:
             return (
-                f"timed and replayed generations diverge at round {at} ({name}: timed "
-                f"{list(getattr(timed, name))[at : at + 1]}, replayed {list(getattr(replayed, name))[at : at + 1]}): "
-                "the verifier's greedy tokens differ from its stored reference"
+                f"timed and replayed generations diverge at round {at} ({name}: timed {a[at : at + 1]}, replayed "
+                f"{b[at : at + 1]}): the verifier's greedy tokens differ from its stored reference"
             )
     return None
 
@@ -241,7 +251,7 @@ def replay_job(job, tokenizer: str):
     """One `workers.contracts.ReplayJob` replayed: its GenerationRecord (measure "replay"; times are the CPU's own:
     the driver puts the cost model's prediction in)."""
     from workers.autok import decoding_plan
-    from workers.contracts import GenerationRecord
+    from workers.contracts import generation_record
 
     draft = _draft(job, tokenizer)
     draft, plan = decoding_plan(None, draft, dict(job.options), job.regime, job.prompt_tokens, job.k, job.costs)
@@ -256,31 +266,7 @@ def replay_job(job, tokenizer: str):
         regime=job.regime,
         trees=plan.get("trees", False),
     )
-    return GenerationRecord(
-        n_prompt_tokens=len(job.prompt_tokens),
-        tokens=tuple(res.tokens),
-        text=job.text,
-        steps=res.steps,
-        drafted=res.drafted,
-        accepted=res.accepted,
-        accept_hist=tuple(res.accept_hist),
-        accepted_per_step=tuple(res.accepted_per_step),
-        tokens_per_step=tuple(res.tokens_per_step),
-        fastpath_rejects=res.fastpath_rejects,
-        wall_s=res.wall_s,
-        draft_s=res.draft_s,
-        verify_s=0.0,
-        started_at=res.started_at,
-        ended_at=res.ended_at,
-        bridged=bool(res.bridged),
-        stopped=res.stopped,
-        device="replay",
-        first_checked=res.first_checked,
-        first_accepted=res.first_accepted,
-        passes=tuple(res.passes),
-        drafted_per_step=tuple(res.drafted_per_step),
-        measure="replay",
-    )
+    return generation_record(res, len(job.prompt_tokens), job.text, "replay", measure="replay")
 
 
 def run_replay_batch(jobs, tokenizer: str, worker: str) -> list:

@@ -23,6 +23,7 @@ from workers.contracts import (
     LabelRecord,
     ReferenceRecord,
     SweepJob,
+    generation_record,
 )
 from workers.power.attribution import attach_energy
 from workers.power.base import PowerSample
@@ -246,30 +247,9 @@ class SweepRunner:
             for _ in range(max(1, self.cfg.repeats))
         ]
         res = fastest(runs, job.strategy)
-        return GenerationRecord(
-            n_prompt_tokens=len(prompt_ids),
-            tokens=tuple(res.tokens),
-            text=self.tokenizer.decode(list(res.tokens), skip_special_tokens=True),
-            steps=res.steps,
-            drafted=res.drafted,
-            accepted=res.accepted,
-            accept_hist=tuple(res.accept_hist),
-            accepted_per_step=tuple(res.accepted_per_step),
-            tokens_per_step=tuple(res.tokens_per_step),
-            fastpath_rejects=res.fastpath_rejects,
-            wall_s=res.wall_s,
-            draft_s=res.draft_s,
-            verify_s=res.verify_s,
-            started_at=res.started_at,
-            ended_at=res.ended_at,
-            bridged=bool(res.bridged),
-            stopped=res.stopped,
-            device=str(self.verifier.device),
-            first_checked=res.first_checked,
-            first_accepted=res.first_accepted,
-            wall_s_runs=tuple(r.wall_s for r in runs),
-            passes=tuple(res.passes),
-            drafted_per_step=tuple(res.drafted_per_step),
+        text = self.tokenizer.decode(list(res.tokens), skip_special_tokens=True)
+        return generation_record(
+            res, len(prompt_ids), text, str(self.verifier.device), wall_s_runs=tuple(r.wall_s for r in runs)
         )
 
     def attach_energy(self, outcomes: list[JobOutcome]) -> list[JobOutcome]:

@@ -17,7 +17,7 @@ from workers.decoding import REGIMES, greedy_reference, speculative_generate
 from workers.drafts import make_draft
 from workers.drafts.adaptive import AdaptiveLength
 from workers.igtree import IGTree
-from workers.replay import ReferenceVerifier, ReplayError, ReplayMismatch, replay_generate, same_passes
+from workers.replay import ReferenceVerifier, ReplayError, ReplayMismatch, replay_generate, rounds_differ
 from workers.verifier import Verifier
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -203,9 +203,9 @@ def test_a_reference_the_rounds_cannot_reproduce_is_named():
 def test_diverging_passes_name_the_round(setup):
     verifier, prompts, refs, drafts, _ = setup
     real, replayed = both(verifier, drafts["olifant"], prompts[0], refs[0], 3, "uncached")
-    assert same_passes(real, replayed) is None
+    assert rounds_differ(real, replayed) is None
     torch.manual_seed(1)
     other = Verifier(tiny_lm("llama", 3, vocab=VOCAB, echo=0.3))  # another verifier: its rounds leave the reference
     cached, fastpath = REGIMES["uncached"]
     wrong = speculative_generate(other, drafts["olifant"](), prompts[0], N_NEW, 3, cached, eos_id=EOS)
-    assert "diverge at round" in same_passes(wrong, replayed)
+    assert "diverge at round" in rounds_differ(wrong, replayed)
