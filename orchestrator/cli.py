@@ -8,12 +8,14 @@ from __future__ import annotations
 import logging
 import os
 import re
+import signal
 import sys
 
 import click
 
 from orchestrator import cli_results, cli_tools
 from orchestrator.cli_common import Context
+from orchestrator.ray_startup import check_interrupt, interrupt_handled, sticky_interrupts
 from storage.db import DEFAULT_URL
 from workers.errors import GreenspecError
 
@@ -46,13 +48,18 @@ class GreenspecGroup(click.Group):
 
     def invoke(self, ctx: click.Context):
         try:
-            return super().invoke(ctx)
+            with sticky_interrupts(signal.SIGINT):  # Ctrl-C swallowed in a gc callback still stops the command
+                result = super().invoke(ctx)
+            check_interrupt()
+            return result
         except GreenspecError as err:
+            interrupt_handled()
             if ctx.obj is not None and getattr(ctx.obj, "debug", False):
                 raise
             click.echo(masked(f"greenspec: error: {err}"), err=True)
             sys.exit(130 if type(err).__name__ == "Interrupted" else 2)
         except KeyboardInterrupt:  # before the driver's own handling began (loading, the lease): nothing written
+            interrupt_handled()
             if ctx.obj is not None and getattr(ctx.obj, "debug", False):
                 raise
             click.echo("greenspec: error: interrupted", err=True)

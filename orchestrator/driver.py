@@ -11,6 +11,7 @@ with no cell left running and the Ray this run started shut down.
 from __future__ import annotations
 
 import logging
+import signal
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -20,7 +21,13 @@ from orchestrator.lease import ExperimentLease, LeaseHeld, LeaseLost  # noqa: F4
 from orchestrator.loop import SweepLoop
 from orchestrator.options import Interrupted, NoProgress, Progress, RunOptions  # noqa: F401 (re-exported)
 from orchestrator.prepare import prepare
-from orchestrator.ray_startup import interrupts_deferred, ray_initialized, ray_up, sigterm_as_interrupt
+from orchestrator.ray_startup import (
+    interrupt_handled,
+    interrupts_deferred,
+    ray_initialized,
+    ray_up,
+    sticky_interrupts,
+)
 from orchestrator.spec import Spec, load_spec, parse_spec, resolve_paths, spec_hash
 from storage import store
 from storage.db import guard, open_db, sqlite_path
@@ -197,11 +204,12 @@ def _run_on_ray(
     ends in `Interrupted` with no cell left running and the Ray this run started shut down."""
     started_ray = not ray_initialized()  # then this run starts (or joins) Ray, and shuts it down (or leaves)
     try:
-        with sigterm_as_interrupt():
+        with sticky_interrupts(signal.SIGINT, signal.SIGTERM):  # SIGTERM (kill, a scheduler's stop) as Ctrl-C
             with interrupts_deferred():  # a signal during ray.init lands once it returns (our handlers restored)
                 ray_up(opts)
             SweepLoop(spec, exp_id, Session, opts, progress, lease).run()
     except (KeyboardInterrupt, SystemExit) as err:  # SystemExit: Ray's SIGTERM handler, if it struck inside init
+        interrupt_handled()
         with Session() as s:
             store.reset_running(s, exp_id)
             s.commit()

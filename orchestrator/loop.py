@@ -20,6 +20,7 @@ from orchestrator.artifact_tasks import ran_on, submit_artifact
 from orchestrator.cells import COST_ROLE
 from orchestrator.lease import ExperimentLease
 from orchestrator.options import Interrupted, Progress, RunOptions
+from orchestrator.ray_startup import check_interrupt, interrupt_handled
 from orchestrator.replay_costs import PREREQUISITE_KINDS, ReplayCosts
 from orchestrator.scheduler import Scheduler
 from orchestrator.spec import Spec
@@ -105,6 +106,7 @@ class SweepLoop:
         self.progress.start(total, done, failed)
         try:
             while self.sched.busy() or self.builds or self.batches or self.replaying:
+                check_interrupt()  # one swallowed on the way (in a gc callback) stops the run here
                 if self.lease is not None:
                     self.lease.check()
                 self._submit_artifacts()
@@ -112,6 +114,7 @@ class SweepLoop:
                 self._dispatch_replays()
                 self._collect()
         except KeyboardInterrupt:
+            interrupt_handled()
             self._stop()
             raise Interrupted("interrupted: running cells were put back; `greenspec resume` continues") from None
         finally:

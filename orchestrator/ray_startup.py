@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 from contextlib import contextmanager
 
@@ -17,6 +18,53 @@ def ray_initialized() -> bool:
     import ray
 
     return ray.is_initialized()
+
+
+_PENDING: list[int] = []  # signals whose KeyboardInterrupt no handler has taken yet
+
+
+def _interrupt(signum, frame):
+    _PENDING.append(signum)
+    raise KeyboardInterrupt
+
+
+@contextmanager
+def sticky_interrupts(*signals: int):
+    """The given signals raise KeyboardInterrupt, and it stays pending until `interrupt_handled()`: one raised inside
+    a gc callback or `__del__` (where Python only prints "Exception ignored") is raised again by the next
+    `check_interrupt()`. Main thread only; the previous handlers come back after the block."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, _interrupt) for sig in signals}
+    hook = sys.unraisablehook
+
+    def quiet(unraisable):  # the swallowed interrupt is not lost, so no "Exception ignored" traceback for it
+        if not isinstance(unraisable.exc_value, KeyboardInterrupt):
+            hook(unraisable)
+
+    sys.unraisablehook = quiet
+    try:
+        yield
+    finally:
+        sys.unraisablehook = hook
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def check_interrupt() -> None:
+    """Raise KeyboardInterrupt if a signal came whose interrupt was swallowed on the way."""
+    if _PENDING:
+        raise KeyboardInterrupt
+
+
+def interrupt_pending() -> bool:
+    return bool(_PENDING)
+
+
+def interrupt_handled() -> None:
+    """The interrupt was taken (the run stopped, cells put back): nothing is pending any more."""
+    _PENDING.clear()
 
 
 @contextmanager
@@ -36,24 +84,8 @@ def interrupts_deferred():
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     if came:
-        raise KeyboardInterrupt
-
-
-@contextmanager
-def sigterm_as_interrupt():
-    """SIGTERM (kill, a scheduler's stop) stops the run as Ctrl-C does; only in the main thread."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+        _PENDING.extend(came)
+    check_interrupt()
 
 
 def ray_up(opts: RunOptions) -> bool:
