@@ -63,8 +63,8 @@ def demo_setup(work: Path, n_prompts: int):
 
 def corpus_drafts(trains: dict, work: Path) -> tuple[dict, dict]:
     """Per domain: olifant (IGTree) and rest (datastore) drafts, and each index's bytes and build seconds."""
-    from workers.datastore import build_datastore
-    from workers.trainer import IBaseRequest, train_instance_base
+    from workers.training.datastore import build_datastore
+    from workers.training.ray_tasks import IBaseRequest, train_instance_base
 
     drafts, built = {}, {}
     for d, source in trains.items():
@@ -282,9 +282,9 @@ def run_latency(quick: bool = False) -> str:
     """Draft cost alone (no verifier): ms per propose(k=8) over real prompts+text, and each index's size and build."""
     from orchestrator.demo.data import write_demo_corpora
     from workers.corpora import TextSource, iter_documents
-    from workers.datastore import build_datastore
     from workers.tokenizer import load_tokenizer
-    from workers.trainer import IBaseRequest, train_instance_base
+    from workers.training.datastore import build_datastore
+    from workers.training.ray_tasks import IBaseRequest, train_instance_base
 
     with tempfile.TemporaryDirectory(prefix="bench-latency-") as tmp:
         work = Path(tmp)

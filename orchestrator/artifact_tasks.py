@@ -1,9 +1,9 @@
 """The CPU tasks that build a run's artifacts: what the loop submits for an artifact cell, and where it ran.
 
-A train cell becomes one `workers.trainer.train_task` (the instance base), any other artifact cell one
+A train cell becomes one `workers.training.ray_tasks.train_task` (the instance base), any other artifact cell one
 `build_task`. The training task itself asks Ray for one CPU and `COORDINATOR_BYTES` of memory: it only tokenises
 (streaming, in batches) and coordinates; every stage that holds instances is a task of its own declaring its
-share of the corpus's `memory_gb` (`workers.trainer.RayMap`), so several corpora train at once on however many
+share of the corpus's `memory_gb` (`workers.training.ray_tasks.RayMap`), so several corpora train at once on however many
 nodes, their budgets scheduled as Ray memory.
 
 Example:
@@ -27,7 +27,7 @@ COORDINATOR_BYTES = 512 << 20  # the training task's own process: the tokenizer,
 def submit_artifact(spec: Spec, cell: CellSpec, paths: dict[str, str]) -> Any:
     """Submit the CPU task that builds this artifact cell (an instance base, or another artifact by kind); its
     ObjectRef. `paths` maps built artifact cells' keys to their files (the inputs a build reads)."""
-    from workers.trainer import IBaseRequest, build_task, train_task
+    from workers.training.ray_tasks import IBaseRequest, build_task, train_task
 
     corpus = spec.corpus(cell.corpus)
     tokenizer = cell.params.tokenizer

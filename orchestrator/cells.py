@@ -19,8 +19,8 @@ from typing import Any
 
 from orchestrator.spec import CorpusSection, Spec
 from storage.cell import CellParams, CellSpec
-from workers.artifacts import VERIFIER_KINDS, chain
 from workers.drafts.registry import Requirement
+from workers.training.artifacts import VERIFIER_KINDS, chain
 
 try:
     GREENSPEC_VERSION = version("greenspec")

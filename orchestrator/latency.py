@@ -109,7 +109,7 @@ def prompt_contexts(spec: Spec, tokenizer, n: int) -> list[list[int]]:
 def ibase_path(spec: Spec, corpus_name: str, backend: str) -> str:
     """The corpus's instance base for `backend`: the run's artifact when it exists, else trained here now."""
     from workers.tokenizer import load_tokenizer, tokenizer_id
-    from workers.trainer import IBaseRequest, artifact_name, train_instance_base
+    from workers.training.ray_tasks import IBaseRequest, artifact_name, train_instance_base
 
     corpus = spec.corpus(corpus_name)
     tok_name = spec.verifier.tokenizer or spec.verifier.model
@@ -143,9 +143,9 @@ def artifact_path(spec: Spec, req: Requirement, backend: str | None) -> str:
     """The file a requirement names: an instance base (for `backend`), or another artifact built here now."""
     if req.artifact == "ibase":
         return ibase_path(spec, req.corpus, backend or spec.corpus(req.corpus).backend)
-    from workers.artifacts import producer
-    from workers.builders import build
     from workers.contracts import ArtifactJob
+    from workers.training.artifacts import producer
+    from workers.training.builders import build
 
     corpus = spec.corpus(req.corpus)
     job = ArtifactJob(

@@ -29,9 +29,9 @@ from storage.cell import CellSpec
 from storage.models import CELL_KINDS
 from storage.queries import state_counts
 from storage.replays import done_keys, references_by_key, twin_rounds
-from workers.artifacts import BY_CELL_KIND
 from workers.contracts import BatchOutcome, LabelJob, ReplayJob, SweepJob
 from workers.replay import rounds_differ
+from workers.training.artifacts import BY_CELL_KIND
 
 logger = logging.getLogger(__name__)
 
@@ -343,7 +343,7 @@ class SweepLoop:
     def _dispatch_replays(self) -> None:
         import ray
 
-        from workers.trainer import replay_task
+        from workers.training.ray_tasks import replay_task
 
         cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
         while batch := self.sched.next_replay_batch(cpus):

@@ -36,7 +36,7 @@ from storage.results import (  # noqa: F401 (the result writers, re-exported: ev
     store_reference,
     store_samples,
 )
-from workers.artifacts import ACCELERATOR_KINDS, CPU_KINDS
+from workers.training.artifacts import ACCELERATOR_KINDS, CPU_KINDS
 
 ARTIFACT_KINDS = CPU_KINDS  # cell kinds that build an artifact other cells need on CPU workers
 ACCELERATOR_ARTIFACT_KINDS = ACCELERATOR_KINDS  # ... and on the accelerator worker (verifier labels)

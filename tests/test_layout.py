@@ -15,9 +15,9 @@ RAY_MODULES = {
     "orchestrator.ray_startup",
     "orchestrator.loop",
     "orchestrator.accelerator_actor",
-    "workers.trainer",
+    "workers.training.ray_tasks",
     "workers.accelerator",
-    "workers.transfer",
+    "workers.training.transfer",
 }
 
 

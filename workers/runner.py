@@ -155,7 +155,7 @@ class SweepRunner:
 
     def _label(self, job: LabelJob) -> LabelRecord:
         """The verifier's greedy next token over a corpus (teacher forcing, batched), written beside its tokens."""
-        from workers.labels import label_corpus
+        from workers.training.labels import label_corpus
 
         self._drafts.clear()  # free the drafts' memory for the large batched passes
         return label_corpus(self.verifier, self.tokenizer, job)

@@ -207,8 +207,8 @@ regimes = ["cached"]
 def test_the_artifact_registry_is_the_one_list_of_artifact_kinds():
     from storage.models import CELL_KINDS
     from storage.store import ACCELERATOR_ARTIFACT_KINDS, ARTIFACT_KINDS
-    from workers.artifacts import KINDS, chain, producer
-    from workers.builders import BUILDERS
+    from workers.training.artifacts import KINDS, chain, producer
+    from workers.training.builders import BUILDERS
 
     assert set(CELL_KINDS) == {k.cell_kind for k in KINDS} | {"costmodel", "reference", "sweep", "replay"}
     assert set(ARTIFACT_KINDS) | set(ACCELERATOR_ARTIFACT_KINDS) == {k.cell_kind for k in KINDS}

@@ -17,7 +17,7 @@ from storage.models import Artifact, Cell, Generation, InstanceBase
 from storage.queries import summary_frame
 from workers.errors import SpecError
 from workers.igtree import IGTree
-from workers.labels import load_labelled
+from workers.training.labels import load_labelled
 
 EXTRA = """
 [[corpora]]
@@ -111,7 +111,7 @@ def test_distilled_and_hybrid_run_exactly_greedy(tmp_path, spec_path, tiny_verif
         argmax = model(input_ids=doc).logits[0].argmax(-1).numpy()
     assert b - a > 2 and labels[a + 1 : b].tolist() == argmax.tolist()
     tree = IGTree.load(distill.path)
-    from workers.distill import distilled_instances
+    from workers.training.distill import distilled_instances
 
     ctx, tgt = distilled_instances(tokens, offsets, labels, 4)
     distilled_fit = (tree.predict_batch(ctx) == tgt).mean()

@@ -11,7 +11,7 @@ from orchestrator.driver import RunOptions, run_spec_file
 from storage.db import open_db
 from storage.models import Artifact, Cell, Generation
 from tests.orchestrator.conftest import MAX_NEW_TOKENS
-from workers.datastore import Datastore
+from workers.training.datastore import Datastore
 
 pytestmark = [pytest.mark.usefixtures("ray_local"), pytest.mark.slow]
 

@@ -9,9 +9,9 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM
 
-from workers.datastore import save_datastore
 from workers.decoding import greedy_reference, speculative_generate
 from workers.drafts import make_draft
+from workers.training.datastore import save_datastore
 from workers.verifier import Verifier
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -16,7 +16,6 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 from orchestrator.spec import parse_spec
 from tests.workers.replay_checks import assert_same_rounds
-from workers.datastore import save_datastore
 from workers.decoding import greedy_reference, speculative_generate
 from workers.drafts import make_draft
 from workers.errors import ModelError
@@ -24,6 +23,7 @@ from workers.igtree import IGTree
 from workers.pretrained import BUILTIN_MODELS, convert, gguf_context_length, gguf_path, resolve_model
 from workers.replay import replay_generate
 from workers.tokenizer import load_tokenizer, tokenizer_id
+from workers.training.datastore import save_datastore
 from workers.verifier import load_verifier
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]

@@ -12,12 +12,12 @@ from tests.workers.test_decoding import noisy_copy, tiny_lm
 from tests.workers.tree_drafts import SHAPES, ShapedTreeDraft
 from workers.autok import AutoLength
 from workers.costcurve import PassCosts
-from workers.datastore import save_datastore
 from workers.decoding import REGIMES, greedy_reference, speculative_generate
 from workers.drafts import make_draft
 from workers.drafts.adaptive import AdaptiveLength
 from workers.igtree import IGTree
 from workers.replay import ReferenceVerifier, ReplayError, ReplayMismatch, replay_generate, rounds_differ
+from workers.training.datastore import save_datastore
 from workers.verifier import Verifier
 
 pytestmark = pytest.mark.usefixtures("one_thread")

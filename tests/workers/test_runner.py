@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from tests.workers.power_trace import generation, replayed, trace
+from tests.workers.power.power_trace import generation, replayed, trace
 from workers.contracts import JobOutcome, SweepJob
 from workers.errors import DraftError
 from workers.runner import RunnerConfig, SweepRunner, fastest

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from tests.workers.power_trace import replayed, trace
+from tests.workers.power.power_trace import replayed, trace
 from tests.workers.test_runner import PROMPT, runner  # noqa: F401 (the module's tiny-Mistral runner fixture)
 from workers.contracts import CostModelJob, JobOutcome
 from workers.costmodel import FEATURES, PassCostModel, design

@@ -1,4 +1,4 @@
-"""The `rest` draft: REST's retrieval (He et al., 2024) from a corpus datastore (`workers.datastore`).
+"""The `rest` draft: REST's retrieval (He et al., 2024) from a corpus datastore (`workers.training.datastore`).
 
 The longest suffix of the context (up to `max_match` = 16 tokens, at least `min_match` = 2, as REST's token spans)
 found in the corpus's suffix array; the continuations of its first `max_occurrences` occurrences counted into a
@@ -19,10 +19,10 @@ from typing import Annotated
 
 from pydantic import Field, model_validator
 
-from workers.datastore import Datastore, DatastoreError
 from workers.drafts.base import Draft
 from workers.drafts.registry import BuildContext, DraftEntry, DraftOptions, Requirement
 from workers.errors import DraftError
+from workers.training.datastore import Datastore, DatastoreError
 
 
 class RestDraft(Draft):

@@ -43,7 +43,7 @@ CORPUS_CHUNK = 4096  # tokens per global-tree entry when a corpus seeds it (a ma
 def corpus_documents(corpus) -> Iterator[Sequence[int]]:
     """Token sequences from a datastore path (its token row in chunks) or from a sequence of token sequences."""
     if isinstance(corpus, (str, os.PathLike)):
-        from workers.datastore import Datastore
+        from workers.training.datastore import Datastore
 
         tokens = Datastore.open(corpus).tokens
         for start in range(0, tokens.shape[0], CORPUS_CHUNK):

@@ -17,7 +17,7 @@ Stages, each resumable (results written as tmp + rename; a stage whose file exis
 5. *join*: pieces are concatenated per depth in value order and written by the streaming file writer.
 
 Stages 1 to 4 are lists of independent calls (`workers.igtree.spill`) handed to a `TaskMap` (run here one by
-one, or as parallel Ray tasks by `workers.trainer`), each declaring the memory it needs; this module only
+one, or as parallel Ray tasks by `workers.training.ray_tasks`), each declaring the memory it needs; this module only
 coordinates. The result equals `IGTree.fit` on the same instances byte for byte.
 
 One concern, kept in one file past 400 lines: the coordinator of the five stages and the typed results they pass
@@ -77,7 +77,7 @@ from workers.igtree.spill import (
     scan_token_range,
     spill_token_range,
 )
-from workers.instances import TokenFile
+from workers.training.instances import TokenFile
 
 logger = logging.getLogger(__name__)
 

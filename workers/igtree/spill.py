@@ -18,7 +18,7 @@ from typing import BinaryIO
 import numpy as np
 
 from workers.igtree.build import array_names, build_piece, count_hist, min_uint_dtype, top_arrays, top_of_counts
-from workers.instances import TokenFile, instance_offset, make_instances
+from workers.training.instances import TokenFile, instance_offset, make_instances
 
 INT64_MAX = np.iinfo(np.int64).max
 

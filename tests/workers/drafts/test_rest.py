@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from workers.datastore import Datastore, save_datastore
 from workers.drafts import BuildContext, build_draft, lookup, make_draft
 from workers.errors import DraftError
+from workers.training.datastore import Datastore, save_datastore
 
 
 @pytest.fixture()

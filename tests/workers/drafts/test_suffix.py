@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from workers.datastore import save_datastore
 from workers.drafts import BuildContext, build_draft, lookup, make_draft
 from workers.errors import DraftError
+from workers.training.datastore import save_datastore
 
 
 def test_suffix_drafts_the_continuation_of_the_session():

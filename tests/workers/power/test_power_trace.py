@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.workers.power_trace import TraceSource, replayed
+from tests.workers.power.power_trace import TraceSource, replayed
 
 # Samples 1 s apart; watts change between samples, so every window edge below lies on a slope.
 STEPS_T = [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0]

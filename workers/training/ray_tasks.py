@@ -1,4 +1,4 @@
-"""The CPU trainer's thin Ray adapters over the pure training (`workers.training`).
+"""The CPU trainer's thin Ray adapters over the pure training (`workers.training.ibase`).
 
 - `train_task`: one training on a CPU worker, power-logged (`train_with_energy`), returning `IBaseInfo` with the
   Ray node whose disk holds the file.
@@ -30,7 +30,7 @@ from workers.faults import inject_training
 from workers.igtree import InstanceCounts
 from workers.igtree.partitioned import Progress
 from workers.igtree.plan import CHUNK_BYTES_PER_TOKEN
-from workers.training import (  # noqa: F401 (re-exported: the trainer's public names)
+from workers.training.ibase import (  # noqa: F401 (re-exported: the trainer's public names)
     CHUNK_TOKENS,
     IBaseInfo,
     IBaseRequest,
@@ -39,8 +39,8 @@ from workers.training import (  # noqa: F401 (re-exported: the trainer's public 
     local_count_map,
     train_instance_base,
 )
-from workers.transfer import ensure_local, replicate_to_accelerator, this_node
-from workers.workdir import training_lock  # noqa: F401 (re-exported)
+from workers.training.transfer import ensure_local, replicate_to_accelerator, this_node
+from workers.training.workdir import training_lock  # noqa: F401 (re-exported)
 
 logger = logging.getLogger(__name__)
 
@@ -193,7 +193,7 @@ def train_with_energy(
 @ray.remote(num_cpus=1)
 def train_task(req: IBaseRequest, power_sources: Sequence[str] = ("auto",), power_hz: float = 10.0) -> IBaseInfo:
     """Train one instance base on a Ray CPU worker (`train_with_energy`); the file is copied to the accelerator's
-    node at once (`workers.transfer`), so losing this node afterwards loses nothing."""
+    node at once (`workers.training.transfer`), so losing this node afterwards loses nothing."""
     inject_training()  # test seam: no-op unless GREENSPEC_FAULT_TRAIN_HANG is set
     info = train_with_energy(req, power_sources=power_sources, power_hz=power_hz)
     replicate_to_accelerator(info.path, info.sha256)
@@ -235,9 +235,9 @@ class RaySession:
 def build_task(job: ArtifactJob) -> ArtifactInfo:
     """Build one non-IGTree artifact (a datastore, a distilled instance base) on a Ray CPU worker, power-logged; its
     energy is its share of the window's, by its CPU seconds, as a training's (`workers.power.attribution`)."""
-    from workers.builders import build
     from workers.memwatch import machine_busy_cpu_s
     from workers.power.attribution import training_energy_j
+    from workers.training.builders import build
 
     for path in job.inputs.values():  # labels made on the accelerator's node, an instance base built elsewhere
         ensure_local(path)

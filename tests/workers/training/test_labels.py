@@ -11,7 +11,7 @@ import pytest
 import torch
 from transformers import MistralConfig, MistralForCausalLM
 
-from workers.labels import (
+from workers.training.labels import (
     NO_LABEL,
     agreement,
     label_corpus,

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from tests.workers.power_trace import TraceSource, replayed, trace
+from tests.workers.power.power_trace import TraceSource, replayed, trace
 from workers.errors import PowerError
 from workers.power import PowerSampler, PowerSource, Reading, counter_delta, integrate
 from workers.power.sampler import Span

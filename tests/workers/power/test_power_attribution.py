@@ -10,7 +10,7 @@ from __future__ import annotations
 import psutil
 import pytest
 
-from tests.workers.power_trace import TraceSource, generation, label_pass, replayed, trace
+from tests.workers.power.power_trace import TraceSource, generation, label_pass, replayed, trace
 from workers.contracts import JobOutcome, ReferenceRecord
 from workers.power.attribution import (
     attach_energy,

@@ -1,6 +1,6 @@
 """REST's datastore: a corpus's tokens and their suffix array in one file, searched memory-mapped.
 
-Build: tokenise a corpus (every document starts with BOS, as `workers.instances` does), concatenate the documents
+Build: tokenise a corpus (every document starts with BOS, as `workers.training.instances` does), concatenate the documents
 as REST does, sort all suffixes with `pydivsufsort` (libdivsufsort; integer alphabets of 32k are fine) and save
 one `.npy` of shape (2, n): row 0 the tokens, row 1 the suffix array. Query: `np.load(..., mmap_mode="r")`, so a
 datastore costs page cache, not process memory, and several workers share it.
@@ -200,8 +200,8 @@ def datastore_name(source: TextSource, tok_id: str, max_tokens: int | None) -> s
 
 def build_datastore(source: TextSource, tokenizer_name: str, out_dir, *, max_tokens: int | None = None) -> ArtifactInfo:
     """Tokenise `source` with the verifier's tokenizer and write its datastore under `out_dir`; timed."""
-    from workers.instances import tokenize_source
     from workers.tokenizer import load_tokenizer, tokenizer_id
+    from workers.training.instances import tokenize_source
 
     t0 = time.perf_counter()
     tok = load_tokenizer(tokenizer_name)
@@ -233,6 +233,6 @@ def build_datastore(source: TextSource, tokenizer_name: str, out_dir, *, max_tok
 
 
 def build(job: ArtifactJob) -> ArtifactInfo:
-    """The `workers.builders` entry for cell kind "datastore": the corpus entry's `max_tokens` bounds it."""
+    """The `workers.training.builders` entry for cell kind "datastore": the corpus entry's `max_tokens` bounds it."""
     options: Mapping[str, Any] = job.options or {}
     return build_datastore(job.corpus, job.tokenizer, job.out_dir, max_tokens=options.get("max_tokens"))

@@ -119,7 +119,7 @@ def label_corpus(verifier, tokenizer, job: LabelJob) -> LabelRecord:
     from pathlib import Path
 
     from workers.contracts import LabelRecord
-    from workers.instances import tokenize_source
+    from workers.training.instances import tokenize_source
 
     out = Path(job.out_dir) / f"{job.corpus.name}-labels-{job.key[:12]}"
     out.mkdir(parents=True, exist_ok=True)

@@ -5,7 +5,7 @@ An artifact is built by a cell of its own kind from one corpus: an instance base
 ("datastore"). Drafts ask for artifacts by what they provide (`Requirement("ibase", corpus)`); the registry says
 which cell kind builds it for that corpus, what it reads, where it runs and whether the verifier enters its key.
 Grid expansion (`orchestrator.cells`), the cell kinds the store and scheduler know, the CPU builders
-(`workers.builders`) and the latency command all read it.
+(`workers.training.builders`) and the latency command all read it.
 
 Adding an artifact kind is one builder module (a `build(job: ArtifactJob) -> ArtifactInfo` function) and one
 line in `KINDS`:
@@ -41,13 +41,18 @@ class ArtifactKind:
 
 
 KINDS: tuple[ArtifactKind, ...] = (
-    # the instance base trained from the corpus (workers.trainer.train_task: memory-budgeted, out-of-core)
+    # the instance base trained from the corpus (workers.training.ray_tasks.train_task: memory-budgeted, out-of-core)
     ArtifactKind("train", provides="ibase", distilled=False),
-    ArtifactKind("datastore", provides="datastore", builder="workers.datastore"),
+    ArtifactKind("datastore", provides="datastore", builder="workers.training.datastore"),
     ArtifactKind(
-        "distill", provides="ibase", builder="workers.distill", verifier=True, reads=("labels",), distilled=True
+        "distill",
+        provides="ibase",
+        builder="workers.training.distill",
+        verifier=True,
+        reads=("labels",),
+        distilled=True,
     ),
-    # the verifier's greedy continuations of the corpus (workers.labels, run by the accelerator worker)
+    # the verifier's greedy continuations of the corpus (workers.training.labels, run by the accelerator worker)
     ArtifactKind("label", provides="labels", runs_on="accelerator", verifier=True),
 )
 

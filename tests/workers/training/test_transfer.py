@@ -1,4 +1,4 @@
-"""Artifacts between Ray nodes (`workers.transfer`) on the session's real local Ray: a file already here is used as
+"""Artifacts between Ray nodes (`workers.training.transfer`) on the session's real local Ray: a file already here is used as
 it is, a copy is checked by sha256 before it is put in place, chunk by chunk. (Two real nodes with separate disks:
 tests/orchestrator/test_cluster.py.)"""
 
@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from workers import transfer
 from workers.files import file_sha256
+from workers.training import transfer
 
 
 def test_a_file_already_here_is_not_copied(ray_local, tmp_path):

