@@ -31,7 +31,7 @@ GENERATOR_VERSION = "2"  # bump when bench/dashboard_db.py changes what it write
 def database(n: int) -> str:
     """URL of a generated database of `n` generations, built once and cached."""
     from bench.dashboard_db import generate
-    from workers.tokenizer import cache_dir
+    from workers.files import cache_dir
 
     folder = cache_dir() / "bench"
     folder.mkdir(parents=True, exist_ok=True)

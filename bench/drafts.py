@@ -64,7 +64,7 @@ def demo_setup(work: Path, n_prompts: int):
 def corpus_drafts(trains: dict, work: Path) -> tuple[dict, dict]:
     """Per domain: olifant (IGTree) and rest (datastore) drafts, and each index's bytes and build seconds."""
     from workers.training.datastore import build_datastore
-    from workers.training.ray_tasks import IBaseRequest, train_instance_base
+    from workers.training.ibase import IBaseRequest, train_instance_base
 
     drafts, built = {}, {}
     for d, source in trains.items():
@@ -284,7 +284,7 @@ def run_latency(quick: bool = False) -> str:
     from workers.corpora import TextSource, iter_documents
     from workers.tokenizer import load_tokenizer
     from workers.training.datastore import build_datastore
-    from workers.training.ray_tasks import IBaseRequest, train_instance_base
+    from workers.training.ibase import IBaseRequest, train_instance_base
 
     with tempfile.TemporaryDirectory(prefix="bench-latency-") as tmp:
         work = Path(tmp)

@@ -109,7 +109,7 @@ def prompt_contexts(spec: Spec, tokenizer, n: int) -> list[list[int]]:
 def ibase_path(spec: Spec, corpus_name: str, backend: str) -> str:
     """The corpus's instance base for `backend`: the run's artifact when it exists, else trained here now."""
     from workers.tokenizer import load_tokenizer, tokenizer_id
-    from workers.training.ray_tasks import IBaseRequest, artifact_name, train_instance_base
+    from workers.training.ibase import IBaseRequest, artifact_name, train_instance_base
 
     corpus = spec.corpus(corpus_name)
     tok_name = spec.verifier.tokenizer or spec.verifier.model

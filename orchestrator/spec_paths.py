@@ -69,7 +69,7 @@ def model_options(s: StrategySection) -> list[tuple[str, str]]:
 
 
 def _default_artifacts() -> Path:
-    from workers.tokenizer import cache_dir
+    from workers.files import cache_dir
 
     return cache_dir() / "artifacts"
 

@@ -36,7 +36,8 @@ class TrainRequest:
 
 def train_corpus(req: TrainRequest, progress=None):
     """Train the corpus's instance base as a run would; returns workers.training.ray_tasks.IBaseInfo."""
-    from workers.training.ray_tasks import IBaseRequest, RaySession, train_with_energy
+    from workers.training.ibase import IBaseRequest
+    from workers.training.ray_tasks import RaySession, train_with_energy
 
     spec = load_spec(req.spec_path)
     check_paths(spec)

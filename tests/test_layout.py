@@ -17,7 +17,6 @@ RAY_MODULES = {
     "orchestrator.accelerator_actor",
     "workers.training.ray_tasks",
     "workers.accelerator",
-    "workers.training.transfer",
 }
 
 

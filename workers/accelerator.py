@@ -15,7 +15,7 @@ import ray
 from workers.contracts import BatchOutcome, JobOutcome, LabelJob, SweepJob
 from workers.faults import corrupt, inject
 from workers.runner import RunnerConfig, SweepRunner
-from workers.training.transfer import ensure_local, this_node
+from workers.training.ray_tasks import ensure_local, this_node
 
 logger = logging.getLogger(__name__)
 

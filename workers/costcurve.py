@@ -60,7 +60,7 @@ def curve_key(verifier: str, device: str, regime: str) -> str:
 
 def curve_dir() -> Path:
     """Where curves are cached: the greenspec cache's `cost-curves` folder."""
-    from workers.tokenizer import cache_dir
+    from workers.files import cache_dir
 
     return cache_dir() / CURVE_DIR
 

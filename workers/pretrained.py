@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workers.errors import ModelError
-from workers.files import file_sha256
+from workers.files import cache_dir, file_sha256
 
 logger = logging.getLogger(__name__)
 
@@ -250,8 +250,6 @@ def _convert_into(path: Path, folder: Path) -> None:
 
 
 def _models_dir() -> Path:
-    from workers.tokenizer import cache_dir
-
     path = cache_dir() / "models"
     path.mkdir(parents=True, exist_ok=True)
     return path

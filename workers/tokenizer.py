@@ -16,18 +16,12 @@ import shutil
 from pathlib import Path
 
 from workers.errors import ModelError
+from workers.files import cache_dir
+from workers.pretrained import resolve_model
 
 logger = logging.getLogger(__name__)
 
 MISTRAL = "mistral"  # the offline name of mistral-common's v1 SentencePiece model
-
-
-def cache_dir() -> Path:
-    """Where greenspec caches derived files (tokenizer copies, demo models): `$GREENSPEC_CACHE` or ~/.cache/greenspec."""
-    root = os.environ.get("GREENSPEC_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "greenspec")
-    path = Path(root)
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 def mistral_tokenizer_dir() -> Path:
@@ -51,9 +45,7 @@ def mistral_tokenizer_dir() -> Path:
 def load_tokenizer(name: str = MISTRAL):
     """Load a tokenizer: "mistral" (offline Mistral-7B v1), a built-in model's ("smollm2-135m"), a .gguf file's,
     a local directory, or a hub id."""
-    from transformers import AutoTokenizer, LlamaTokenizer
-
-    from workers.pretrained import resolve_model
+    from transformers import AutoTokenizer, LlamaTokenizer  # deferred: transformers is heavy
 
     try:
         if name == MISTRAL:

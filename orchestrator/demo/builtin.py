@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 
 from orchestrator.spec import BUILTIN, Spec, check_paths, model_options, with_paths
-from workers.tokenizer import cache_dir
+from workers.files import cache_dir
 
 logger = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ import pytest
 
 from orchestrator.ray_startup import worker_runtime_env
 from tests.conftest import TEST_CACHE
-from workers.tokenizer import cache_dir
+from workers.files import cache_dir
 
 USER_CACHE = Path.home() / ".cache" / "greenspec"
 
@@ -21,7 +21,7 @@ def test_a_ray_task_sees_the_tests_cache():
 
     @ray.remote(num_cpus=0)
     def where() -> tuple[str | None, str]:
-        from workers.tokenizer import cache_dir
+        from workers.files import cache_dir
 
         return os.environ.get("GREENSPEC_CACHE"), str(cache_dir())
 

@@ -11,7 +11,8 @@ import pytest
 
 from orchestrator.train import TrainRequest, closing_line, train_corpus
 from workers.corpora import TextSource
-from workers.training.ray_tasks import ENERGY_ATTRIBUTION, IBaseInfo, IBaseRequest, train_instance_base
+from workers.training.ibase import IBaseInfo, IBaseRequest, train_instance_base
+from workers.training.ray_tasks import ENERGY_ATTRIBUTION
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -13,7 +13,7 @@ from storage.cell import CellParams, CellSpec
 from storage.db import DatabaseError, open_db, open_reader
 from storage.models import Cell, Generation, InstanceBase, Lease
 from workers.contracts import GenerationRecord, ReferenceRecord
-from workers.training.ray_tasks import IBaseInfo
+from workers.training.ibase import IBaseInfo
 
 
 def _gen(tokens: tuple[int, ...]) -> GenerationRecord:

@@ -11,7 +11,7 @@ import pytest
 
 from workers.corpora import TextSource, iter_documents
 from workers.errors import CorpusError
-from workers.training.ray_tasks import IBaseRequest, train_instance_base
+from workers.training.ibase import IBaseRequest, train_instance_base
 
 ROWS = ["Slices take a start, a stop and a step.", "", "  ", "Attributes are looked up on the type first."]
 

@@ -1,16 +1,23 @@
-"""The CPU trainer's thin Ray adapters over the pure training (`workers.training.ibase`).
+"""The Ray task adapters of training: the only module of `workers.training` that imports Ray.
 
-- `train_task`: one training on a CPU worker, power-logged (`train_with_energy`), returning `IBaseInfo` with the
-  Ray node whose disk holds the file.
-- `RayMap`: the training's stages (tokenising, scanning, spilling, building) as Ray tasks, each declaring
-  `memory=` to Ray so that concurrent trainings queue instead of running out of memory, and pinned to the node
-  that holds the training's work folder (its files are on that node's disk).
-- `ray_count_map`: the in-memory path's counting spread over the cluster (the tokens travel through the object
-  store, so these tasks go to any node).
-- `RaySession`, `build_task` (the other artifact kinds).
+Training (`train_task`, `train_with_energy`): one training on a CPU worker, power-logged, returning `IBaseInfo` with
+the Ray node whose disk holds the file. `RayMap` runs the training's stages (tokenising, scanning, spilling,
+building) as Ray tasks, each declaring `memory=` so that concurrent trainings queue instead of running out of
+memory, pinned to the node that holds the training's work folder; `ray_count_map` spreads the in-memory path's
+counting over the cluster (the tokens travel through the object store). `build_task` builds the other artifact
+kinds, `replay_task` replays a batch of cells, `RaySession` connects to (or starts) a cluster.
+
+Artifact copies between nodes (`ensure_local`, `replicate_to_accelerator`): an artifact is written to
+`[experiment] artifacts` on the node that built it, and stays there. A node that needs it and does not have it asks
+the nodes that do, reads it in chunks through Ray tasks pinned to the holder's node (no CPU asked), and writes it
+under the same path, checked by the holder's sha256 before it is renamed into place. Where the artifacts folder is
+shared, nothing is copied. After a training on a node without the accelerator, the file is copied to the
+accelerator's node at once, so that losing the builder's node afterwards loses nothing.
 
 Example:
     >>> info = ray.get(train_task.remote(IBaseRequest(source, "mistral", "runs/ibases", memory_gb=1.0)))
+    >>> ensure_local("/data/ibases/plays-3f9c0a1b2d4e.igtree")   # on the accelerator worker, before loading it
+    'fetched'
 """
 
 from __future__ import annotations
@@ -20,29 +27,157 @@ import logging
 import os
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from workers.contracts import ArtifactInfo, ArtifactJob
+from workers.errors import PowerError
 from workers.faults import inject_training
+from workers.files import file_sha256
 from workers.igtree import InstanceCounts
 from workers.igtree.partitioned import Progress
 from workers.igtree.plan import CHUNK_BYTES_PER_TOKEN
-from workers.training.ibase import (  # noqa: F401 (re-exported: the trainer's public names)
+from workers.memwatch import machine_busy_cpu_s
+from workers.power import PowerSampler, find_sources
+from workers.power.attribution import training_energy_j
+from workers.training.builders import build
+from workers.training.ibase import (
     CHUNK_TOKENS,
     IBaseInfo,
     IBaseRequest,
-    artifact_name,
     count_shard,
     local_count_map,
     train_instance_base,
 )
-from workers.training.transfer import ensure_local, replicate_to_accelerator, this_node
-from workers.training.workdir import training_lock  # noqa: F401 (re-exported)
 
 logger = logging.getLogger(__name__)
+
+CHUNK_BYTES = 8 << 20  # one object-store round trip per 8 MiB: few calls, and small next to the store
+IN_FLIGHT_CHUNKS = 4  # chunks read ahead: bounds the copy's memory to ~32 MiB whatever the file's size
+
+
+@dataclass(frozen=True)
+class Held:
+    """A file as one node holds it: the node, the bytes, the sha256."""
+
+    node_id: str
+    size: int
+    sha256: str
+
+
+def this_node() -> str:
+    """The Ray node id (hex) of the calling process."""
+    return ray.get_runtime_context().get_node_id()
+
+
+def _on(node_id: str) -> NodeAffinitySchedulingStrategy:
+    return NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)
+
+
+@ray.remote(num_cpus=0, max_retries=0)
+def _describe(path: str) -> Held | None:
+    """The file at `path` on this node (None if absent)."""
+    if not os.path.isfile(path):
+        return None
+    return Held(this_node(), os.path.getsize(path), file_sha256(path))
+
+
+@ray.remote(num_cpus=0, max_retries=0)
+def _read(path: str, offset: int, size: int) -> bytes:
+    """`size` bytes of the file at `offset`, on this node."""
+    with open(path, "rb") as fh:
+        fh.seek(offset)
+        return fh.read(size)
+
+
+def alive_nodes() -> list[dict]:
+    """Ray's description of every alive node."""
+    return [n for n in ray.nodes() if n.get("Alive")]
+
+
+def find_holder(path: str, exclude: str | None = None) -> Held | None:
+    """The first other alive node holding `path`, with its size and sha256 (None if no node holds it)."""
+    refs = [
+        _describe.options(scheduling_strategy=_on(n["NodeID"])).remote(path)
+        for n in alive_nodes()
+        if n["NodeID"] != exclude
+    ]
+    for ref in refs:
+        try:
+            held = ray.get(ref)
+        except (ray.exceptions.RayError, OSError) as err:  # a node that died meanwhile holds nothing we can read
+            logger.info("transfer: a node could not describe %s (%s)", path, type(err).__name__)
+            continue
+        if held is not None:
+            return held
+    return None
+
+
+def fetch(path: str, held: Held) -> None:
+    """Copy `path` from the node in `held` into the same path here, chunk by chunk; checked by sha256 before the
+    rename, so a half-copied or corrupted file is never in place."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.fetch.tmp")
+    offsets = list(range(0, held.size, CHUNK_BYTES))
+    try:
+        with open(tmp, "wb") as out:
+            pending = []
+            for offset in offsets:
+                pending.append(_read.options(scheduling_strategy=_on(held.node_id)).remote(path, offset, CHUNK_BYTES))
+                if len(pending) >= IN_FLIGHT_CHUNKS:
+                    out.write(ray.get(pending.pop(0)))
+            for ref in pending:
+                out.write(ray.get(ref))
+        got = file_sha256(tmp)
+        if got != held.sha256:
+            raise OSError(
+                f"{path}: copied from node {held.node_id[:12]} with sha256 {got[:12]}..., "
+                f"expected {held.sha256[:12]}..."
+            )
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def ensure_local(path: str, sha256: str | None = None) -> str:
+    """Make `path` present on this node: 'local' if it already is (with `sha256`, when given), 'fetched' if it was
+    copied from another node, 'missing' if no alive node holds it (the caller then fails as on a missing file)."""
+    if os.path.exists(path) and (sha256 is None or file_sha256(path) == sha256):
+        return "local"
+    held = find_holder(path, exclude=this_node())
+    if held is None or (sha256 is not None and held.sha256 != sha256):
+        logger.warning("transfer: no node holds %s", path)
+        return "missing"
+    fetch(path, held)
+    logger.info("transfer: fetched %s (%d bytes) from node %s", path, held.size, held.node_id[:12])
+    return "fetched"
+
+
+@ray.remote(num_cpus=0, max_retries=0)
+def _ensure_local_task(path: str, sha256: str) -> str:
+    return ensure_local(path, sha256)
+
+
+def accelerator_nodes() -> list[str]:
+    """Ids of the alive nodes offering the `accelerator` resource."""
+    return [n["NodeID"] for n in alive_nodes() if n.get("Resources", {}).get("accelerator", 0) > 0]
+
+
+def replicate_to_accelerator(path: str, sha256: str) -> list[str]:
+    """Copy a file this node built to every accelerator node that lacks it; returns the nodes copied to ('local'
+    ones, which see the file already, e.g. through a shared folder, are not)."""
+    here = this_node()
+    targets = [n for n in accelerator_nodes() if n != here]
+    results = ray.get([_ensure_local_task.options(scheduling_strategy=_on(n)).remote(path, sha256) for n in targets])
+    return [n for n, r in zip(targets, results) if r == "fetched"]
+
+
+# ---------------------------------------------------------------------------------------------- training
 
 ENERGY_ATTRIBUTION = "idle per CPU capacity + CPU-time share"  # workers.power.attribution.ATTRIBUTION
 
@@ -146,9 +281,6 @@ def train_distributed(req: IBaseRequest, progress: Progress | None = None) -> IB
 
 def _sampler(power_sources: Sequence[str], power_hz: float):
     """A power sampler over the requested sources, or what this node has (a CPU node has no NVML)."""
-    from workers.errors import PowerError
-    from workers.power import PowerSampler, find_sources
-
     try:
         sources = find_sources(tuple(power_sources))
     except PowerError as err:
@@ -170,9 +302,6 @@ def train_with_energy(
     measured energy by its CPU seconds (its own processes: this one and the tasks it ran), as
     `workers.power.attribution` defines it, so concurrent trainings' shares add up to at most the measured energy.
     """
-    from workers.memwatch import machine_busy_cpu_s
-    from workers.power.attribution import training_energy_j
-
     count_map = ray_count_map if req.shards > 1 else local_count_map
     machine0 = machine_busy_cpu_s()
     with _sampler(power_sources, power_hz) as sampler:
@@ -193,7 +322,7 @@ def train_with_energy(
 @ray.remote(num_cpus=1)
 def train_task(req: IBaseRequest, power_sources: Sequence[str] = ("auto",), power_hz: float = 10.0) -> IBaseInfo:
     """Train one instance base on a Ray CPU worker (`train_with_energy`); the file is copied to the accelerator's
-    node at once (`workers.training.transfer`), so losing this node afterwards loses nothing."""
+    node at once (`replicate_to_accelerator`), so losing this node afterwards loses nothing."""
     inject_training()  # test seam: no-op unless GREENSPEC_FAULT_TRAIN_HANG is set
     info = train_with_energy(req, power_sources=power_sources, power_hz=power_hz)
     replicate_to_accelerator(info.path, info.sha256)
@@ -235,10 +364,6 @@ class RaySession:
 def build_task(job: ArtifactJob) -> ArtifactInfo:
     """Build one non-IGTree artifact (a datastore, a distilled instance base) on a Ray CPU worker, power-logged; its
     energy is its share of the window's, by its CPU seconds, as a training's (`workers.power.attribution`)."""
-    from workers.memwatch import machine_busy_cpu_s
-    from workers.power.attribution import training_energy_j
-    from workers.training.builders import build
-
     for path in job.inputs.values():  # labels made on the accelerator's node, an instance base built elsewhere
         ensure_local(path)
     machine0, own0 = machine_busy_cpu_s(), time.process_time()
@@ -258,7 +383,7 @@ def build_task(job: ArtifactJob) -> ArtifactInfo:
 def replay_task(jobs: list, tokenizer: str) -> list:
     """A batch of replay jobs of one strategy on a CPU worker (`workers.replay.run_replay_batch`): the draft's
     artifacts are fetched to this node first; each outcome names this node."""
-    from workers.replay import run_replay_batch
+    from workers.replay import run_replay_batch  # deferred: it imports torch
 
     for path in sorted({p for job in jobs for p in job.artifacts.values()}):
         ensure_local(path)

@@ -55,7 +55,7 @@ def test_olifant_loads_either_backend_from_a_trained_path(tmp_path):
 
     from workers.corpora import TextSource
     from workers.tokenizer import load_tokenizer
-    from workers.training.ray_tasks import IBaseRequest, train_instance_base
+    from workers.training.ibase import IBaseRequest, train_instance_base
 
     corpus = tmp_path / "c.txt"
     corpus.write_text("\n\n".join(topics[k] for k in sorted(topics)[:6]))

@@ -18,11 +18,12 @@ from workers.corpora import TextSource
 from workers.errors import IBaseError
 from workers.igtree import IGTree
 from workers.igtree.partitioned import Plan, build_partitioned, compact_dtype, group_consecutive, plan_training
+from workers.training.ibase import IBaseRequest, train_instance_base
 from workers.training.instances import TokenFile, make_instances
-from workers.training.ray_tasks import IBaseRequest, train_distributed, train_instance_base
+from workers.training.ray_tasks import train_distributed
 
 SMALL_GB = 0.004  # forces the pydoc corpus (~120k instances) into several partitions and class buckets
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")
@@ -191,7 +192,7 @@ def test_group_consecutive_caps_each_group():
 KILLER = textwrap.dedent("""
     import os, signal, sys
     from workers.corpora import TextSource
-    from workers.training.ray_tasks import IBaseRequest, train_instance_base
+    from workers.training.ibase import IBaseRequest, train_instance_base
 
     def progress(stage, done, total):
         if stage == "partitions" and done >= 2:

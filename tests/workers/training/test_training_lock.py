@@ -12,15 +12,16 @@ from pathlib import Path
 import pytest
 
 from workers.corpora import TextSource
-from workers.training.ray_tasks import IBaseRequest, train_instance_base, training_lock
+from workers.training.ibase import IBaseRequest, train_instance_base
+from workers.training.workdir import training_lock
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 TRAINER = textwrap.dedent("""
     import logging, sys, time
     from pathlib import Path
     from workers.corpora import TextSource
-    from workers.training.ray_tasks import IBaseRequest, train_instance_base
+    from workers.training.ibase import IBaseRequest, train_instance_base
 
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
     text, out, started, release = sys.argv[1:5]
@@ -97,7 +98,7 @@ def test_the_lock_of_a_killed_holder_is_taken_over(tmp_path):
             textwrap.dedent(f"""
         import sys, time
         from pathlib import Path
-        from workers.training.ray_tasks import training_lock
+        from workers.training.workdir import training_lock
         with training_lock(Path({str(target)!r})):
             print("held", flush=True)
             time.sleep(600)
