@@ -1,4 +1,4 @@
-"""The pure training: corpus -> tokens -> instances -> instance base on disk (no Ray here; see workers.training.ray_tasks).
+"""The pure training: corpus -> tokens -> instances -> instance base on disk (no Ray; its adapters: `ray_tasks`).
 
 `train_instance_base(IBaseRequest(...))` tokenises the source, then builds the tree either in memory (when the
 instances fit the memory budget: count shard by shard in training order, merge, build) or out of core
@@ -23,18 +23,16 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import psutil
 
 from workers.corpora import TextSource
 from workers.errors import CorpusError, IBaseError
 from workers.files import file_sha256
-from workers.igtree import FORMAT_VERSION, ORDERS, IGTree, InstanceCounts, TimblIGTree, count_instances, merge_counts
+from workers.igtree import FORMAT_VERSION, ORDERS, IGTree, TimblIGTree, merge_counts
 from workers.igtree.partitioned import (
     IN_MEMORY_BYTES_PER_ROW,
     BuildSummary,
@@ -48,10 +46,13 @@ from workers.igtree.partitioned import (
 from workers.memwatch import PeakRss
 from workers.tokenizer import load_tokenizer, tokenizer_id
 from workers.training.instances import (
+    CountMap,
     TokenFile,
-    instance_offset,
+    local_bytes,
+    local_count_map,
     make_instances,
     shard_bounds,
+    source_fingerprint,
     tokenize_parallel,
     tokenize_source,
 )
@@ -60,11 +61,8 @@ from workers.training.workdir import remove_tmp, training_lock, work_folder
 logger = logging.getLogger(__name__)
 
 BACKENDS = ("native", "timbl")
-CHUNK_TOKENS = 1 << 22  # target positions per counting step: bounds the (n, w) instance arrays to ~100 MB
 DEFAULT_BUDGET_SHARE = 0.5  # without memory_gb: half the memory available when the training starts
 PARALLEL_TOKENISE_BYTES = 64 << 20  # smaller local sources tokenise faster in one process than over tasks
-
-CountMap = Callable[[np.ndarray, np.ndarray, int, Sequence[tuple[int, int]]], list[InstanceCounts | None]]
 
 
 @dataclass(frozen=True)
@@ -109,7 +107,8 @@ class IBaseInfo:
 
     `partitions` is 0 for the in-memory build; `peak_rss_bytes` is the training's process tree (Ray's daemons
     aside); `cpu_s` its CPU seconds over all its processes; `energy_attribution` how `energy_j` was assigned;
-    `node_id` the Ray node whose disk holds the file (None outside Ray).
+    `node_id` the Ray node whose disk holds the file (None outside Ray). A train cell's row in `instance_bases`
+    is these fields by name (`storage.results.store_ibase`).
     """
 
     name: str
@@ -168,48 +167,9 @@ def artifact_name(
     return f"{source.name}-{hashlib.sha256(key.encode()).hexdigest()[:12]}.{ext}"
 
 
-def source_fingerprint(source: TextSource) -> str:
-    """Sizes and modification times of a local source's files (a dataset: its name), to notice a changed corpus."""
-    if source.path is None:
-        return source.describe()
-    path = Path(source.path)
-    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-    items = [(str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files if p.exists()]
-    return hashlib.sha256(json.dumps(items).encode()).hexdigest()[:16]
-
-
-def _local_bytes(source: TextSource) -> int:
-    """Bytes of a local source's files; -1 for a dataset (never tokenised in parallel: see _token_file)."""
-    if source.path is None:
-        return -1
-    path = Path(source.path)
-    files = [p for p in path.rglob("*") if p.is_file()] if path.is_dir() else [path]
-    return sum(p.stat().st_size for p in files if p.exists())
-
-
 def default_budget_bytes() -> int:
     """The default memory budget: a share of what this machine has available now."""
     return int(psutil.virtual_memory().available * DEFAULT_BUDGET_SHARE)
-
-
-def count_shard(
-    tokens: np.ndarray, offsets: np.ndarray, window: int, lo: int, hi: int, chunk_tokens: int = CHUNK_TOKENS
-) -> InstanceCounts | None:
-    """Counts of the instances whose target lies in [lo, hi), chunk by chunk; None if there are none."""
-    parts = []
-    for a in range(lo, hi, chunk_tokens):
-        b = min(hi, a + chunk_tokens)
-        contexts, targets = make_instances(tokens, offsets, window, a, b)
-        if len(targets):
-            parts.append(count_instances(contexts, targets, offset=instance_offset(offsets, a)))
-    return merge_counts(parts) if parts else None
-
-
-def local_count_map(
-    tokens: np.ndarray, offsets: np.ndarray, window: int, bounds: Sequence[tuple[int, int]]
-) -> list[InstanceCounts | None]:
-    """Count every shard here, one after the other."""
-    return [count_shard(tokens, offsets, window, lo, hi) for lo, hi in bounds]
 
 
 def train_instance_base(
@@ -268,6 +228,11 @@ def train_instance_base(
             peak_rss_bytes=peak.peak_bytes,
             cpu_s=time.process_time() - cpu0 + float(getattr(run_map, "cpu_s", 0.0)),
         )
+    _log_trained(info)
+    return info
+
+
+def _log_trained(info: IBaseInfo) -> None:
     logger.info(
         "trained %s: %d tokens, %d instances, %d partitions -> %s (%d bytes, %.2f s, peak %.2f GB)",
         info.name,
@@ -279,7 +244,6 @@ def train_instance_base(
         info.train_s,
         info.peak_rss_bytes / 1e9,
     )
-    return info
 
 
 def _tokens(
@@ -287,7 +251,7 @@ def _tokens(
 ) -> TokenFile:
     """The token file (over `run_map` tasks for a large local source); a bad corpus leaves no work folder behind
     (a kill keeps it, to resume)."""
-    parallel = (req.workers or 1) > 1 and _local_bytes(req.source) >= req.parallel_tokenise_bytes
+    parallel = (req.workers or 1) > 1 and local_bytes(req.source) >= req.parallel_tokenise_bytes
     try:
         return _token_file(
             req, (req.tokenizer, tok), work, fingerprint, progress, (run_map or local_map) if parallel else None

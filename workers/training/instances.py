@@ -16,10 +16,12 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
 import logging
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,11 +29,16 @@ import numpy as np
 
 from workers.corpora import TextSource, iter_documents
 from workers.errors import CorpusError
-from workers.igtree.counting import PAD
+from workers.igtree.counting import PAD, InstanceCounts, count_instances, merge_counts
+from workers.tokenizer import load_tokenizer
 
 logger = logging.getLogger(__name__)
 
 BATCH_DOCS = 256  # documents per tokenizer call: bounded memory, few Python round trips
+CHUNK_TOKENS = 1 << 22  # target positions per counting step: bounds the (n, w) instance arrays to ~100 MB
+
+# counts shards of (tokens, offsets, window) by target position ranges, in order
+CountMap = Callable[[np.ndarray, np.ndarray, int, Sequence[tuple[int, int]]], list[InstanceCounts | None]]
 
 
 @dataclass(frozen=True)
@@ -134,8 +141,6 @@ def tokenize_docs(
 
     Returns the part's paths, documents and tokens; files are written under .tmp names and renamed when done.
     """
-    from workers.tokenizer import load_tokenizer
-
     tokenizer = load_tokenizer(tokenizer_name)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -273,3 +278,42 @@ def instance_offset(offsets: np.ndarray, position: int) -> int:
     """Index (in training order) of the first instance whose target position is >= `position`."""
     bos_before = int(np.searchsorted(offsets[:-1], position, side="left"))  # document starts < position
     return position - bos_before
+
+
+def count_shard(
+    tokens: np.ndarray, offsets: np.ndarray, window: int, lo: int, hi: int, chunk_tokens: int = CHUNK_TOKENS
+) -> InstanceCounts | None:
+    """Counts of the instances whose target lies in [lo, hi), chunk by chunk; None if there are none."""
+    parts = []
+    for a in range(lo, hi, chunk_tokens):
+        b = min(hi, a + chunk_tokens)
+        contexts, targets = make_instances(tokens, offsets, window, a, b)
+        if len(targets):
+            parts.append(count_instances(contexts, targets, offset=instance_offset(offsets, a)))
+    return merge_counts(parts) if parts else None
+
+
+def local_count_map(
+    tokens: np.ndarray, offsets: np.ndarray, window: int, bounds: Sequence[tuple[int, int]]
+) -> list[InstanceCounts | None]:
+    """Count every shard here, one after the other."""
+    return [count_shard(tokens, offsets, window, lo, hi) for lo, hi in bounds]
+
+
+def source_fingerprint(source: TextSource) -> str:
+    """Sizes and modification times of a local source's files (a dataset: its name), to notice a changed corpus."""
+    if source.path is None:
+        return source.describe()
+    path = Path(source.path)
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    items = [(str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files if p.exists()]
+    return hashlib.sha256(json.dumps(items).encode()).hexdigest()[:16]
+
+
+def local_bytes(source: TextSource) -> int:
+    """Bytes of a local source's files; -1 for a dataset (never tokenised in parallel: see `workers.training.ibase`)."""
+    if source.path is None:
+        return -1
+    path = Path(source.path)
+    files = [p for p in path.rglob("*") if p.is_file()] if path.is_dir() else [path]
+    return sum(p.stat().st_size for p in files if p.exists())

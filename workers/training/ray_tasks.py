@@ -45,14 +45,8 @@ from workers.memwatch import machine_busy_cpu_s
 from workers.power import PowerSampler, find_sources
 from workers.power.attribution import training_energy_j
 from workers.training.builders import build
-from workers.training.ibase import (
-    CHUNK_TOKENS,
-    IBaseInfo,
-    IBaseRequest,
-    count_shard,
-    local_count_map,
-    train_instance_base,
-)
+from workers.training.ibase import IBaseInfo, IBaseRequest, train_instance_base
+from workers.training.instances import CHUNK_TOKENS, count_shard, local_count_map
 
 logger = logging.getLogger(__name__)
 
