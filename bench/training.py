@@ -105,7 +105,7 @@ def generate_token_file(n_tokens: int, folder: Path, chain, seed: int = 0):
 
 def run_one(cfg: dict) -> dict:
     """Train one configuration (in this process) and measure it."""
-    from workers.igtree.partitioned import build_partitioned, local_map, plan_training
+    from workers.igtree.partitioned import BuildTarget, build_partitioned, local_map, plan_training
     from workers.memwatch import PeakRss
     from workers.training.ibase import build_in_memory
     from workers.training.instances import TokenFile
@@ -134,7 +134,7 @@ def run_one(cfg: dict) -> dict:
             parts = 0
         else:
             plan = plan_training(int(cfg["budget_gb"] * 1e9), max(1, cfg["ray_workers"]))
-            summary = build_partitioned(tf, 4, "gain_ratio", work, out, {}, plan, run_map, progress)
+            summary = build_partitioned(tf, 4, "gain_ratio", BuildTarget(out, work), plan, run_map, progress)
             parts, stage_s, hot = summary.partitions, summary.stage_s, summary.hot_values
     wall = time.perf_counter() - t0
     return {

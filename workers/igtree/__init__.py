@@ -8,7 +8,8 @@ root's label when the first value is unseen).
 
 Modules: `counting` (instances -> counted rows, shard merging), `build` (statistics, trie, pruning: one piece
 of the tree at a time), `tree` (the engine: `IGTree`), `fileformat` (the .igtree file), `timbl` (TiMBL behind
-the same interface), `partitioned` (the out-of-core build from a token file, in bounded memory).
+the same interface), `partitioned` (the out-of-core build from a token file, in bounded memory: its memory
+`plan`, its five `stages` and their task calls, `spill`).
 
 Example:
     >>> tree = IGTree.fit(contexts, targets)          # contexts (n, 4) int, targets (n,) int

@@ -262,7 +262,6 @@ def min_uint(a: np.ndarray) -> np.ndarray:
 def tree_meta(
     meta: dict,
     *,
-    window: int,
     positions: list[int],
     order,
     weights: np.ndarray,
@@ -271,10 +270,11 @@ def tree_meta(
     class_counts_by_prio: np.ndarray,
     nodes: tuple[int, int],
 ) -> dict:
-    """The metadata a tree carries: the same dict whether it was built in memory or in partitions."""
+    """The metadata a tree carries: the same dict whether it was built in memory or in partitions. `positions` is
+    the feature order, a permutation of the window's positions (so its length is the window)."""
     return {
         **meta,
-        "window": window,
+        "window": len(positions),
         "order": positions,
         "order_rule": order if isinstance(order, str) else "given",
         "weights": [float(x) for x in weights],

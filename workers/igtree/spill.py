@@ -17,7 +17,15 @@ from typing import BinaryIO
 
 import numpy as np
 
-from workers.igtree.build import array_names, build_piece, count_hist, min_uint_dtype, top_arrays, top_of_counts
+from workers.igtree.build import (
+    array_names,
+    build_piece,
+    class_priority,
+    count_hist,
+    min_uint_dtype,
+    top_arrays,
+    top_of_counts,
+)
 from workers.training.instances import TokenFile, instance_offset, make_instances
 
 INT64_MAX = np.iinfo(np.int64).max
@@ -53,6 +61,23 @@ class HotCounts:
 
     values: np.ndarray
     ranks: np.ndarray
+
+
+@dataclass(frozen=True)
+class ClassTable:
+    """The global class priority: class ids by priority (count, then first appearance) and id -> rank."""
+
+    classes: np.ndarray
+    prio_lut: np.ndarray
+
+    @classmethod
+    def of(cls, scan: Scan) -> ClassTable:
+        """The priority of every class that occurs in `scan`."""
+        ids = np.flatnonzero(scan.class_counts)
+        classes = ids[class_priority(scan.class_counts[ids], scan.class_first[ids])].astype(np.int64)
+        prio_lut = np.zeros(len(scan.class_counts), dtype=min_uint_dtype(len(classes)))
+        prio_lut[classes] = np.arange(len(classes))
+        return cls(classes, prio_lut)
 
 
 def compact_dtype(vocab: int) -> np.dtype:
@@ -135,32 +160,35 @@ def merge_scans(scans: Sequence[Scan]) -> Scan:
 # ---------------------------------------------------------------------------------------------- spilling
 
 
+@dataclass(frozen=True)
+class Buckets:
+    """Where a spill puts rows: by their value at `column`, in the id ranges `bounds` (one bucket each), as `dtype`
+    rows, into the files `<folder>/b<bucket>.<tag>.rows`."""
+
+    column: int
+    bounds: Sequence[tuple[int, int]]
+    dtype: str
+    folder: str
+    tag: str
+
+
 def spill_range(
-    tokens: np.ndarray,
-    offsets: np.ndarray,
-    window: int,
-    lo: int,
-    hi: int,
-    chunk_tokens: int,
-    column: int,
-    bounds: Sequence[tuple[int, int]],
-    dtype: str,
-    folder: str,
-    tag: str,
+    tokens: np.ndarray, offsets: np.ndarray, window: int, lo: int, hi: int, chunk_tokens: int, buckets: Buckets
 ) -> int:
-    """Append the rows of [lo, hi) to one file per bucket (rows whose `column` lies in bounds[b]); returns rows.
+    """Append the rows of [lo, hi) to one file per bucket (rows whose value at `buckets.column` lies in its bounds);
+    returns rows.
 
     Files are `<folder>/b<bucket>.<tag>.rows`, written under a .tmp name and renamed when the range is done.
     """
-    out = Path(folder)
+    out, tag, bounds = Path(buckets.folder), buckets.tag, buckets.bounds
     out.mkdir(parents=True, exist_ok=True)
     edges = np.array([b[0] for b in bounds] + [bounds[-1][1]], dtype=np.int64)
     handles: dict[int, BinaryIO] = {}
     n_rows = 0
     try:
         for a, b in chunks(lo, hi, chunk_tokens):
-            rows, _ = compact_rows(tokens, offsets, window, a, b, np.dtype(dtype))
-            bucket = np.searchsorted(edges, rows[:, column], side="right") - 1
+            rows, _ = compact_rows(tokens, offsets, window, a, b, np.dtype(buckets.dtype))
+            bucket = np.searchsorted(edges, rows[:, buckets.column], side="right") - 1
             by_bucket = np.argsort(bucket, kind="stable")
             append_by_bucket(rows[by_bucket], bucket[by_bucket], handles, lambda k: out / f"b{k:06d}.{tag}.rows.tmp")
             n_rows += len(rows)
@@ -229,8 +257,7 @@ def build_partition(
     window: int,
     dtype: str,
     positions: list[int],
-    prio_lut: np.ndarray,
-    classes: np.ndarray,
+    table: ClassTable,
     out: str,
     parent_label: int | None = None,
 ) -> Piece:
@@ -240,11 +267,12 @@ def build_partition(
     the piece is that node's subtree from depth 2 on, pruned against its label, stored under depths 2..w.
     """
     rows = load_bucket(folder, bucket, window, dtype)
+    classes = table.classes
     cols = positions if parent_label is None else positions[1:]
     xdt = min_uint_dtype(max(int(rows[:, :window].max(initial=0)), len(classes)))
     x = np.empty((len(rows), len(cols) + 1), dtype=xdt)
     x[:, : len(cols)] = rows[:, cols]
-    x[:, len(cols)] = prio_lut[rows[:, window]]
+    x[:, len(cols)] = table.prio_lut[rows[:, window]]
     del rows
     if parent_label is None:
         arrays, before, after = build_piece(x, None, classes)

@@ -79,7 +79,6 @@ class IGTree:
         del x
         meta = tree_meta(
             meta,
-            window=counts.window,
             positions=positions,
             order=order,
             weights=weights,

@@ -36,6 +36,7 @@ from workers.igtree import FORMAT_VERSION, ORDERS, IGTree, TimblIGTree, merge_co
 from workers.igtree.partitioned import (
     IN_MEMORY_BYTES_PER_ROW,
     BuildSummary,
+    BuildTarget,
     Plan,
     Progress,
     TaskMap,
@@ -287,9 +288,8 @@ def _build(
             memory,
         )
         return built
-    summary: BuildSummary = build_partitioned(
-        tf, req.window, req.order, work / "partitioned", path, meta, plan, run_map, progress
-    )
+    target = BuildTarget(path, work / "partitioned", meta)
+    summary: BuildSummary = build_partitioned(tf, req.window, req.order, target, plan, run_map, progress)
     return BuiltTree(summary.bytes, summary.nodes_before_prune, summary.nodes_after_prune, summary.partitions)
 
 

@@ -17,7 +17,14 @@ import pytest
 from workers.corpora import TextSource
 from workers.errors import IBaseError
 from workers.igtree import IGTree
-from workers.igtree.partitioned import Plan, build_partitioned, compact_dtype, group_consecutive, plan_training
+from workers.igtree.partitioned import (
+    BuildTarget,
+    Plan,
+    build_partitioned,
+    compact_dtype,
+    group_consecutive,
+    plan_training,
+)
 from workers.training.ibase import IBaseRequest, train_instance_base
 from workers.training.instances import TokenFile, make_instances
 from workers.training.ray_tasks import train_distributed
@@ -103,7 +110,7 @@ def test_zipf_token_file_partitions_match_fit(tmp_path, top):
     plan = Plan(
         budget_bytes=1 << 30, workers=1, task_bytes=1 << 30, chunk_tokens=5_000, build_rows=4_000, stats_rows=6_000
     )
-    summary = build_partitioned(tf, 3, "gain_ratio", tmp_path / "work", tmp_path / "part.igtree", {}, plan)
+    summary = build_partitioned(tf, 3, "gain_ratio", BuildTarget(tmp_path / "part.igtree", tmp_path / "work"), plan)
     assert summary.partitions >= 3
     assert (tmp_path / "part.igtree").read_bytes() == (tmp_path / "fit.igtree").read_bytes()
     assert compact_dtype(top + 1) == (np.uint16 if top < 65535 else np.uint32)
@@ -133,11 +140,10 @@ def test_a_hot_value_is_split_by_the_second_position_into_the_identical_file(tmp
         return out
 
     with pytest.raises(Interrupted):
-        build_partitioned(
-            tf, 4, "gain_ratio", tmp_path / "work", tmp_path / "part.igtree", {}, plan, dies_after_two_sub_pieces
-        )
+        target = BuildTarget(tmp_path / "part.igtree", tmp_path / "work")
+        build_partitioned(tf, 4, "gain_ratio", target, plan, dies_after_two_sub_pieces)
     assert list((tmp_path / "work" / "hot").glob("b*.json")) and not (tmp_path / "part.igtree").exists()
-    summary = build_partitioned(tf, 4, "gain_ratio", tmp_path / "work", tmp_path / "part.igtree", {}, plan)
+    summary = build_partitioned(tf, 4, "gain_ratio", BuildTarget(tmp_path / "part.igtree", tmp_path / "work"), plan)
     assert summary.hot_values >= 2 and summary.pieces > summary.partitions + summary.hot_values
     assert (tmp_path / "part.igtree").read_bytes() == (tmp_path / "fit.igtree").read_bytes()
     probes = np.minimum(rng.zipf(1.3, size=(5_000, 4)), 30_000)
