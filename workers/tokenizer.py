@@ -26,7 +26,7 @@ MISTRAL = "mistral"  # the offline name of mistral-common's v1 SentencePiece mod
 
 def mistral_tokenizer_dir() -> Path:
     """A directory holding mistral-common's tokenizer.model.v1 as `tokenizer.model` (what LlamaTokenizer loads)."""
-    import mistral_common
+    import mistral_common  # deferred: ~0.5 s to import, only for the offline Mistral tokenizer
 
     src = Path(mistral_common.__file__).parent / "data" / "tokenizer.model.v1"
     if not src.is_file():

@@ -35,7 +35,7 @@ class TimblIGTree:
     @classmethod
     def fit(cls, contexts, targets, order: str = "gain_ratio", workdir=None, **meta) -> TimblIGTree:
         """Train TiMBL on contexts (n, w) and targets (n,); its instance base is written under `workdir`."""
-        import timblapi
+        import timblapi  # deferred: TiMBL's native library loads only for the timbl backend
 
         if order not in cls.WEIGHTING:
             raise IBaseError(f"timbl: order={order!r} is not accepted; use one of {tuple(cls.WEIGHTING)}")

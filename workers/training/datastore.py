@@ -37,6 +37,8 @@ from workers.contracts import ArtifactInfo, ArtifactJob
 from workers.corpora import TextSource
 from workers.errors import GreenspecError
 from workers.files import file_sha256
+from workers.tokenizer import load_tokenizer, tokenizer_id
+from workers.training.instances import tokenize_source
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +52,7 @@ class DatastoreError(GreenspecError):
 
 def suffix_array(tokens: np.ndarray) -> np.ndarray:
     """Start positions of all suffixes of `tokens` in lexicographic order; (n,) int64."""
-    from pydivsufsort import divsufsort
+    from pydivsufsort import divsufsort  # deferred: its import takes ~1 s, and only building needs it
 
     if tokens.shape[0] == 0:
         return np.zeros(0, dtype=np.int64)
@@ -200,9 +202,6 @@ def datastore_name(source: TextSource, tok_id: str, max_tokens: int | None) -> s
 
 def build_datastore(source: TextSource, tokenizer_name: str, out_dir, *, max_tokens: int | None = None) -> ArtifactInfo:
     """Tokenise `source` with the verifier's tokenizer and write its datastore under `out_dir`; timed."""
-    from workers.tokenizer import load_tokenizer, tokenizer_id
-    from workers.training.instances import tokenize_source
-
     t0 = time.perf_counter()
     tok = load_tokenizer(tokenizer_name)
     out = Path(out_dir)

@@ -23,16 +23,19 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 import numpy as np
 import torch
 
-if TYPE_CHECKING:
-    from workers.contracts import LabelJob, LabelRecord
+from workers.contracts import LabelJob, LabelRecord
+from workers.training.instances import tokenize_source
 
 logger = logging.getLogger(__name__)
 
@@ -113,14 +116,6 @@ def agreement(tokens: np.ndarray, labels: np.ndarray) -> float:
 
 def label_corpus(verifier, tokenizer, job: LabelJob) -> LabelRecord:
     """Tokenise `job.corpus`, label it with the verifier, write token file, labels and manifest; timed."""
-    import hashlib
-    import json
-    import time
-    from pathlib import Path
-
-    from workers.contracts import LabelRecord
-    from workers.training.instances import tokenize_source
-
     out = Path(job.out_dir) / f"{job.corpus.name}-labels-{job.key[:12]}"
     out.mkdir(parents=True, exist_ok=True)
     verifier.sync()
@@ -172,8 +167,6 @@ def label_corpus(verifier, tokenizer, job: LabelJob) -> LabelRecord:
 
 def load_labelled(manifest_path: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(tokens, offsets, labels) of a label manifest written by `label_corpus`."""
-    import json
-
     with open(manifest_path, encoding="utf-8") as fh:
         m = json.load(fh)
     tokens = np.memmap(m["tokens"], dtype=m["dtype"], mode="r", shape=(m["n_tokens"],))
