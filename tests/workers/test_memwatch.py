@@ -26,7 +26,7 @@ def test_a_child_process_memory_is_counted():
     assert peak.peak_bytes >= (HOLD_MB << 20) * 0.9
 
 
-def test_machine_busy_cpu_seconds_grow_with_work():  # the share itself: tests/workers/test_power_attribution.py
+def test_machine_busy_cpu_seconds_grow_with_work():  # the share itself: tests/workers/power/test_power_attribution.py
     before = machine_busy_cpu_s()
     sum(i * i for i in range(200_000))
     assert machine_busy_cpu_s() > before

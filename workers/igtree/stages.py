@@ -91,6 +91,7 @@ class HotSplit:
 
 
 def save_json(path: Path, obj: dict) -> None:
+    """A stage result written atomically (tmp + rename): a stage whose file exists is done."""
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(obj))
     os.replace(tmp, path)

@@ -50,6 +50,8 @@ from workers.training.instances import CHUNK_TOKENS, count_shard, local_count_ma
 
 logger = logging.getLogger(__name__)
 
+# ---------------------------------------------------------------------------------------------- artifact copies
+
 CHUNK_BYTES = 8 << 20  # one object-store round trip per 8 MiB: few calls, and small next to the store
 IN_FLIGHT_CHUNKS = 4  # chunks read ahead: bounds the copy's memory to ~32 MiB whatever the file's size
 
