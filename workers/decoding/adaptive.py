@@ -1,4 +1,4 @@
-"""Adaptive draft length: draft while the draft is confident enough, `k` becoming the maximum.
+"""Adaptive draft length, the confidence stop rule: draft while the draft is confident enough, `k` the maximum.
 
 A draft that can score its own guesses gives each one a confidence in [0, 1] (an IGTree's match depth over
 its window, a session match's length over its longest context, a neural draft's probability). Drafting
@@ -11,7 +11,8 @@ acceptance observed in this generation at the same confidence level: (accepted +
 (reached + s), s = `PRIOR_WEIGHT`, where a guess was *reached* when every guess before it in its round was
 accepted. The draft sees no verdicts: it infers them from how the context grew since its last proposal (the
 accepted guesses are the common prefix of the proposal and the new tokens). Statistics restart with every
-generation (`reset`), so a cell's result does not depend on which cells ran before it.
+generation (`reset`), so a cell's result does not depend on which cells ran before it. A draft's options turn it on
+(`workers.drafts.adaptive.AdaptiveOptions`); the cost-model length (k = "auto") is `workers.decoding.autok`.
 
 Example:
     >>> gate = AdaptiveLength(threshold=0.5)
@@ -23,12 +24,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any
-
-from pydantic import Field
 
 from workers.drafts.base import common_prefix_len
-from workers.drafts.registry import DraftOptions
 
 PRIOR_WEIGHT = 4.0  # observations worth as much as the confidence prior at one level
 LEVELS = 20  # confidences are binned to 1/LEVELS for the online statistics
@@ -97,23 +94,3 @@ class AdaptiveLength:
             self._confidences = [c for _, c in scored[: len(kept)]]
             self._last = (tuple(int(t) for t in context), tuple(kept)) if kept else None
         return kept
-
-
-class AdaptiveOptions(DraftOptions):
-    """Options of a draft that can score its guesses: `adaptive`, `threshold` (min estimated acceptance), `online`."""
-
-    adaptive: bool = False
-    threshold: Annotated[float, Field(ge=0.0, le=1.0)] = 0.5
-    online: bool = False
-
-    def identity(self) -> dict[str, Any]:
-        """As the base, without the adaptive keys when off (fixed-length cells keep their keys)."""
-        out = super().identity()
-        if not self.adaptive:
-            for key in ("adaptive", "threshold", "online"):
-                out.pop(key, None)
-        return out
-
-    def gate(self) -> AdaptiveLength | None:
-        """The stop rule these options ask for, or None for fixed-length drafting."""
-        return AdaptiveLength(self.threshold, self.online) if self.adaptive else None

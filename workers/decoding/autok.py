@@ -28,19 +28,15 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from workers.costcurve import PassCosts, load_curves, save_curve
+from workers.costmodel import PassCostModel
+from workers.decoding.costcurve import PassCosts, load_curves, save_curve, verifier_name
+from workers.decoding.tokentree import TokenTree
 from workers.drafts.base import Draft
-from workers.tokentree import TokenTree
 from workers.verifier import Verifier
 
 logger = logging.getLogger(__name__)
 
 REPEATS = 3  # timed rounds over the lengths; the curve is the Theil-Sen line through them
-
-
-def verifier_name(verifier: Verifier) -> str:
-    """A verifier's identity for its curve: the model's name or path and its dtype."""
-    return f"{getattr(verifier.model.config, '_name_or_path', '?')}:{verifier.dtype}"
 
 
 def timed(verifier: Verifier, fn, *args) -> float:
@@ -189,15 +185,20 @@ class AutoLength(Draft):
         return tree.truncated(n)
 
 
+# Measured curves per (verifier, device, regime), kept for the process's life so that a worker measures each once
+# (a measurement is many timed passes). `clear_curves` forgets them: a reloaded verifier, a test.
 _CURVES: dict[tuple[str, str, str], PassCosts] = {}
+
+
+def clear_curves() -> None:
+    """Forget the measured curves `decoding_plan` keeps: the next k = "auto" cell measures (or loads) its own."""
+    _CURVES.clear()
 
 
 def curve_from_model(cost_model, regime: str, context: int, max_len: int) -> PassCosts:
     """c(0..max_len) of a regime's round after `context` tokens, from a pass-cost model (or its JSON): uncached, a
     full forward over context + n keeping n + 1 rows; cached (the paper's), n tokens fed after the cached context
     (one for n = 0, the fast path's pass); cached-standard, the pending token + n after context - 1."""
-    from workers.costmodel import PassCostModel
-
     model = cost_model if isinstance(cost_model, PassCostModel) else PassCostModel.from_json(cost_model)
 
     def cost(n: int) -> float:
@@ -222,7 +223,7 @@ def decoding_plan(
     """The draft to run and speculative_generate's extra arguments for a strategy's options: token trees
     (`tree = N`), and k = "auto" (the draft wrapped in AutoLength over the regime's curve at this prompt's length,
     from `cost_model`, the experiment's `workers.costmodel.PassCostModel` or its JSON; without it, the verifier's
-    curve measured once). A replay (no verifier) needs the model: the timed run's lengths come from the same one."""
+    curve measured once per process, `_CURVES`). A replay (no verifier) needs the model: the timed run's lengths come from the same one."""
     if not options.get("auto"):
         return draft, {"trees": bool(options.get("tree"))}
     if cost_model is not None:

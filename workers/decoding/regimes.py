@@ -1,161 +1,153 @@
-"""Greedy speculative rounds over token trees, in the three regimes (`workers.decoding`'s rounds, one tree per pass).
+"""One `Round` per regime; a round's proposal is a chain or a token tree (its `Shape`, `workers.decoding.shapes`).
 
-A round asks the draft for a tree of up to `budget` tokens (`propose_tree(context, budget) -> TokenTree`; a draft
-without it gives its chain) and verifies every node in one pass under an ancestors-only mask
-(`workers.tokentree`). The greedy walk keeps the longest path the verifier agrees with:
-- uncached: context + nodes in one pass; path + the verifier's next token;
-- cached, the paper's: the previous pass gave the next position's argmax; the anchor child carrying it (if any)
-  is accepted for free and only its subtree is fed; the cache keeps the accepted path's rows only;
-- cached, standard: the pending token + nodes; the cache keeps the pending token and the accepted path's rows.
-Trees are greedy only (temperature 0).
+- `UncachedRound`: one full forward over context + proposal; the accepted path + the verifier's next token (the
+  bonus, or the replacement of the first rejected draft): n + 1 new tokens per pass.
+- `CachedRound`, the paper's: prefill once and keep the KV cache. The previous pass already gives the next
+  position's row (`pending`), so the first drafted token is judged against it for free (the *rejection
+  fast-path*): on a rejection the verifier's token is taken and only that token is fed; on a pass the proposal
+  under it is fed in one pass, the cache is cut back to the accepted path, and the row after it (after a sampled
+  rejection: the residual) is carried into the next round. n >= 1 new tokens per pass, 1 per fast-path reject.
+- `StandardRound` (transformers, vLLM): the last new token is pending (not yet fed); each round feeds it plus the
+  proposal in one pass (the first round: the whole prompt plus the proposal) and keeps the accepted path plus the
+  next token: up to k+1 new tokens per pass.
+
+`ROUNDS` picks the class by regime name; `run_rounds` drives any of them until EOS or max_new_tokens.
+
+Example:
+    >>> tally = Tally(k=4)
+    >>> rnd = CachedRound(verifier, draft, Chain(GreedyJudge()), tally, k=4, eos_id=None)
+    >>> run_rounds(rnd, prompt, max_new_tokens=32, eos_id=None, tally=tally)
+    >>> len(tally.tokens)
+    32
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
 
-from workers.decoding import Tally, greedy_tokens, timed_pass
+from workers.decoding.judges import Judge, Row
+from workers.decoding.rounds import Tally, timed_pass
+from workers.decoding.seam import VerifierLike
+from workers.decoding.shapes import Feed, Shape
 from workers.drafts.base import Draft
-from workers.tokentree import TokenTree, attention_mask, position_ids, walk
-from workers.verifier import Verifier
 
 
-def draft_tree(draft: Draft, context: Sequence[int], budget: int) -> TokenTree:
-    """The draft's tree of up to `budget` tokens, or its chain when it cannot branch."""
-    if budget <= 0:
-        return TokenTree((), ())
-    propose = getattr(draft, "propose_tree", None)
-    tree = propose(context, budget) if propose is not None else TokenTree.chain(draft.propose(context, budget))
-    return tree.truncated(budget)
+class Round(Protocol):
+    """One regime's speculative round: `start` once before the first (the prompt), then `step` per round."""
+
+    def start(self, prompt: list[int]) -> None:
+        """Prepare for the first round after `prompt` (the paper's cached regime prefills here)."""
+
+    def step(self, context: list[int], room: int) -> tuple[list[int], int]:
+        """One round after `context` with `room` tokens left: (new tokens, how many of them came from the draft)."""
+        ...
 
 
-def in_vocab(tree: TokenTree, vocab_size: int) -> TokenTree:
-    """The tree without nodes the verifier cannot embed (and their descendants)."""
-    if all(0 <= t < vocab_size for t in tree.tokens):
-        return tree
-    new: dict[int, int] = {-1: -1}
-    tokens, parents = [], []
-    for i, (t, p) in enumerate(zip(tree.tokens, tree.parents)):
-        if 0 <= t < vocab_size and p in new:
-            new[i] = len(tokens)
-            tokens.append(t)
-            parents.append(new[p])
-    return TokenTree(tuple(tokens), tuple(parents))
+@dataclass
+class RoundParts:
+    """What every round works with: the verifier, the draft, the proposal's shape, the tally, k and the EOS id."""
+
+    verifier: VerifierLike
+    draft: Draft
+    shape: Shape
+    tally: Tally
+    k: int
+    eos_id: int | None
+
+    @property
+    def judge(self) -> Judge:
+        """The shape's judge (greedy for token trees)."""
+        return self.shape.judge
+
+    def start(self, prompt: list[int]) -> None:
+        """Nothing to prepare (the cached regime overrides it)."""
+
+    def propose(self, context: list[int], budget: int):
+        """The draft's proposal of up to `budget` tokens, timed and counted."""
+        return self.shape.propose(self.draft, context, budget, self.verifier, self.tally)
+
+    def verify(self, feed: Feed, proposal) -> tuple[list[int], Row]:
+        """One pass over the feed + the proposal, walked from the anchor: (accepted path, row after it)."""
+        rows = self.shape.verify(self.verifier, self.tally, feed, proposal)
+        return self.shape.accept(rows, proposal, rooted=not feed.anchor)
 
 
-def propose_tree(draft: Draft, context: Sequence[int], budget: int, verifier: Verifier, tally: Tally) -> TokenTree:
-    """Ask the draft for a tree, timed into tally.draft_s; counts its nodes as drafted."""
-    verifier.sync()
-    t0 = time.perf_counter()
-    tree = in_vocab(draft_tree(draft, context, budget), verifier.vocab_size)
-    verifier.sync()
-    tally.draft_s += time.perf_counter() - t0
-    tally.drafted += len(tree)
-    tally.drafted_per_step.append(len(tree))
-    tally.depth_per_step.append(tree.depth)
-    return tree
+@dataclass
+class UncachedRound(RoundParts):
+    """A full forward over context + proposal per round (drafts capped so the bonus token still fits)."""
+
+    def step(self, context: list[int], room: int) -> tuple[list[int], int]:
+        """The accepted path + the verifier's next token."""
+        proposal = self.propose(context, min(self.k, room - 1))
+        path, row = self.verify(Feed(context, 0, "none"), proposal)
+        return self.shape.tokens(proposal, path) + [self.judge.pick(row)], len(path)
 
 
-def tree_pass(
-    verifier: Verifier, tally: Tally, anchor: list[int], tree: TokenTree, n_prefix: int, cache: str
-) -> list[int]:
-    """One pass over `anchor` tokens + the tree's nodes after `n_prefix` cached ones; the argmax after the last
-    anchor token and after each node (1 + N)."""
-    mask = attention_mask(tree, n_prefix, len(anchor), verifier.dtype)
-    pos = position_ids(tree, n_prefix, len(anchor))
-    n_out = len(tree) + (1 if anchor else 0)
-    logits = timed_pass(verifier, tally, verifier.masked, anchor + list(tree.tokens), pos, mask, cache, n_out)
-    return greedy_tokens(logits)
+@dataclass
+class StandardRound(RoundParts):
+    """The standard cached scheme: the pending token (the whole prompt at first) + the proposal, in one pass."""
+
+    first: bool = True
+
+    def step(self, context: list[int], room: int) -> tuple[list[int], int]:
+        """The accepted path + the verifier's next token; the cache keeps the pending token and the path."""
+        proposal = self.propose(context, min(self.k, room - 1))
+        # the cache holds context[:-1]: the last token is the pending one
+        feed = Feed(context, 0, "fresh") if self.first else Feed(context[-1:], len(context) - 1, "extend")
+        self.first = False
+        path, row = self.verify(feed, proposal)
+        self.shape.keep(self.verifier, len(context), path)
+        return self.shape.tokens(proposal, path) + [self.judge.pick(row)], len(path)
 
 
-def uncached_tree_round(
-    verifier: Verifier, draft: Draft, context: list[int], budget: int, tally: Tally
-) -> tuple[list[int], int]:
-    """One full forward over context + tree: (the accepted path + the verifier's next token, path length)."""
-    tree = propose_tree(draft, context, budget, verifier, tally)
-    targets = tree_pass(verifier, tally, context, tree, 0, "none")
-    path, bonus = walk(tree, targets[0], targets[1:])
-    return [tree.tokens[i] for i in path] + [bonus], len(path)
+@dataclass
+class CachedRound(RoundParts):
+    """The paper's cached scheme with its first-token fast path; `pending` is the row after the cached tokens."""
+
+    pending: Row | None = None
+
+    def start(self, prompt: list[int]) -> None:
+        """Prefill the prompt; its last position's row is the first pending one."""
+        logits = timed_pass(self.verifier, self.tally, self.verifier.prefill, prompt, 1)  # (1, V)
+        self.pending = self.judge.dist(logits[-1])
+
+    def step(self, context: list[int], room: int) -> tuple[list[int], int]:
+        """(new tokens, n accepted); the cache holds all of `context`. Ends with pending None when the generation
+        ends here (its last token, or the verifier's EOS)."""
+        pending, judge = self.pending, self.judge
+        known = judge.known(pending)
+        if room <= 1 or (known is not None and known == self.eos_id):
+            self.shape.skip(self.tally)  # the verifier's own token ends the generation: no draft, no pass
+            self.pending = None
+            return [judge.pick(pending)], 0
+        proposal = self.propose(context, min(self.k, room))
+        rooted = self.shape.root(pending, proposal)
+        if rooted is not None:  # the first token passed: feed the proposal under it
+            path, self.pending = self.verify(Feed([], len(context), "extend"), rooted)
+            self.shape.keep(self.verifier, len(context), path)
+            return self.shape.tokens(rooted, path), len(path)
+        self.tally.fastpath_rejects += bool(len(proposal))
+        token = judge.pick(self.shape.residual(pending, proposal))
+        self.pending = None
+        if token != self.eos_id:
+            logits = timed_pass(self.verifier, self.tally, self.verifier.extend, [token])  # (1, V)
+            self.pending = judge.dist(logits[-1])
+        return [token], 0
 
 
-def standard_tree_round(
-    verifier: Verifier, draft: Draft, context: list[int], budget: int, tally: Tally, first: bool
-) -> tuple[list[int], int]:
-    """Feed the pending token (the whole prompt at first) + the tree; the cache keeps the accepted path."""
-    tree = propose_tree(draft, context, budget, verifier, tally)
-    anchor, n_prefix = (context, 0) if first else (context[-1:], len(context) - 1)
-    targets = tree_pass(verifier, tally, anchor, tree, n_prefix, "fresh" if first else "extend")
-    path, bonus = walk(tree, targets[0], targets[1:])
-    verifier.keep_rows(len(context), [len(context) + i for i in path])
-    return [tree.tokens[i] for i in path] + [bonus], len(path)
+ROUNDS: dict[str, type[RoundParts]] = {
+    "uncached": UncachedRound,
+    "cached": CachedRound,
+    "cached-standard": StandardRound,
+}
 
 
-def cached_tree_round(
-    verifier: Verifier,
-    draft: Draft,
-    context: list[int],
-    pending: int,
-    room: int,
-    budget: int,
-    tally: Tally,
-    eos_id: int | None,
-) -> tuple[list[int], int, int | None]:
-    """The paper's cached round over a tree: (new tokens, n accepted, argmax of the next position or None at the end).
-
-    The cache holds all of `context`; `pending` is the verifier's token after it (from the previous pass).
-    """
-    if room <= 1 or pending == eos_id:
-        tally.drafted_per_step.append(0)
-        tally.depth_per_step.append(0)
-        return [pending], 0, None
-    tree = propose_tree(draft, context, min(budget, room), verifier, tally)
-    root = next((i for i, (t, p) in enumerate(zip(tree.tokens, tree.parents)) if p < 0 and t == pending), None)
-    if root is None:  # the fast path: no branch starts with the verifier's token, one 1-token pass
-        tally.fastpath_rejects += bool(len(tree))
-        logits = timed_pass(verifier, tally, verifier.extend, [pending])
-        return [pending], 0, int(logits[-1].argmax())
-    sub, _ = tree.subtree(root)
-    targets = tree_pass(verifier, tally, [], sub, len(context), "extend")
-    rest, after = walk(sub, targets[0], targets, at=0)
-    path = [0] + rest
-    verifier.keep_rows(len(context), [len(context) + i for i in path])
-    return [sub.tokens[i] for i in path], len(path), after
-
-
-def generate_uncached_tree(
-    verifier: Verifier, draft: Draft, prompt: list[int], max_new: int, budget: int, eos_id: int | None, tally: Tally
-) -> None:
-    """Tree rounds of full forwards until EOS or max_new tokens (budget capped so the bonus token still fits)."""
-    while not tally.done(max_new):
-        room = max_new - len(tally.tokens)
-        new, n = uncached_tree_round(verifier, draft, prompt + tally.tokens, min(budget, room - 1), tally)
-        tally.record(new, n, eos_id, max_new)
-
-
-def generate_standard_tree(
-    verifier: Verifier, draft: Draft, prompt: list[int], max_new: int, budget: int, eos_id: int | None, tally: Tally
-) -> None:
-    """Standard cached tree rounds until EOS or max_new tokens."""
-    while not tally.done(max_new):
-        room = max_new - len(tally.tokens)
-        first = not tally.tokens_per_step
-        new, n = standard_tree_round(verifier, draft, prompt + tally.tokens, min(budget, room - 1), tally, first)
-        tally.record(new, n, eos_id, max_new)
-
-
-def generate_cached_tree(
-    verifier: Verifier, draft: Draft, prompt: list[int], max_new: int, budget: int, eos_id: int | None, tally: Tally
-) -> None:
-    """Prefill once, then the paper's cached rounds over trees until EOS or max_new tokens."""
-    if max_new == 0:
+def run_rounds(rnd: Round, prompt: list[int], max_new_tokens: int, eos_id: int | None, tally: Tally) -> None:
+    """Rounds after `prompt` until EOS or max_new_tokens new tokens (none at all for 0)."""
+    if max_new_tokens == 0:
         return
-    pending = int(timed_pass(verifier, tally, verifier.prefill, prompt, 1)[-1].argmax())
-    while not tally.done(max_new):
-        room = max_new - len(tally.tokens)
-        new, n, pending = cached_tree_round(
-            verifier, draft, prompt + tally.tokens, pending, room, budget, tally, eos_id
-        )
-        tally.record(new, n, eos_id, max_new)
-        if pending is None:
-            break
+    rnd.start(prompt)
+    while not tally.done(max_new_tokens):
+        new, n = rnd.step(prompt + tally.tokens, max_new_tokens - len(tally.tokens))
+        tally.record(new, n, eos_id, max_new_tokens)

@@ -2,8 +2,9 @@
 
 At temperature 0 a speculative generation emits exactly the verifier's greedy continuation, which the prompt's
 reference cell stores. Every round is therefore fixed by the draft (given prompt + reference so far) and the
-reference: the same decoding code (`workers.decoding.speculative_generate`, every regime, chains and token trees,
-adaptive length, `k = "auto"`) runs for real against `ReferenceVerifier`, a stand-in whose greedy token after any
+reference: the same decoding code (`workers.decoding.engine.generate`, every regime, chains and token trees,
+adaptive length, `k = "auto"`) runs for real against `ReferenceVerifier`, a stand-in at the verifier seam
+(`workers.decoding.seam`) whose greedy token after any
 prefix of prompt + reference is the reference's next token. Off that path it answers `vocab_size`, an id no draft
 can propose (drafts are cut at the vocabulary), so nothing off the path is ever accepted. The passes, drafted,
 accepted and per-round lists come out as a timed generation's; only time and energy need the real verifier, and the
@@ -13,9 +14,12 @@ What replay refuses, in one line each: temperature > 0 (a sampled generation is 
 whose state outlives a generation (`suffix` with `remember_outputs`: its rounds depend on which generations ran
 before it), and a reference that the replayed generation does not reproduce (`ReplayMismatch`, naming the round).
 
+The worker's side (replay jobs, their drafts, comparing a timed generation's rounds with a replayed one's) is
+`workers.replay`.
+
 Example:
-    >>> res = replay_generate(draft, prompt_ids, reference, vocab_size=49152, eos_id=2, max_new_tokens=100,
-    ...                       k=5, regime="cached")      # any workers.drafts draft
+    >>> opts = DecodeOptions(regime="cached", k=5, max_new_tokens=100, eos_id=2)
+    >>> res = replay_generate(draft, prompt_ids, reference, 49152, opts)      # any workers.drafts draft
     >>> res.tokens == tuple(reference)
     True
 """
@@ -26,7 +30,9 @@ from collections.abc import Sequence
 
 import torch
 
-from workers.decoding import GenerationResult, regime_flags, speculative_generate
+from workers.decoding.engine import generate
+from workers.decoding.options import DecodeOptions
+from workers.decoding.rounds import GenerationResult
 from workers.drafts.base import Draft
 from workers.errors import GreenspecError
 
@@ -46,7 +52,7 @@ def outlives_generation(draft: Draft) -> bool:
 
 
 class ReferenceVerifier:
-    """A stand-in for `workers.verifier.Verifier` whose greedy token after a prefix of `path` is the next one of it.
+    """A stand-in for `workers.verifier.Verifier` (a `workers.decoding.seam.VerifierLike`) whose greedy token after a prefix of `path` is the next one of it.
 
     It takes the same calls (uncached `logits`, `prefill`/`extend`/`crop` over a cache, token-tree `masked` passes
     and `keep_rows`) and records each pass's shape in `last_shape` as the real one does; its "cache" is the list of
@@ -150,40 +156,29 @@ def first_divergence(a: Sequence[int], b: Sequence[int]) -> int | None:
 
 
 def replay_generate(
-    draft: Draft,
-    prompt_ids: Sequence[int],
-    reference: Sequence[int],
-    *,
-    vocab_size: int,
-    eos_id: int | None,
-    max_new_tokens: int,
-    k: int,
-    regime: str,
-    temperature: float = 0.0,
-    trees: bool = False,
+    draft: Draft, prompt_ids: Sequence[int], reference: Sequence[int], vocab_size: int, options: DecodeOptions
 ) -> GenerationResult:
-    """The greedy generation of `draft` at (k, regime) after `prompt_ids`, replayed against `reference` (the verifier's
-    greedy new tokens for that prompt, as the reference cell stored them); see the module doc."""
-    if temperature:
-        raise ReplayError(f"replay is greedy only: temperature {temperature} > 0 is sampled; time it instead")
+    """The greedy generation of `draft` with `options` after `prompt_ids`, replayed against `reference` (the
+    verifier's greedy new tokens for that prompt, as the reference cell stored them, over `vocab_size` ids); see the
+    module doc."""
+    if not options.warp.greedy:
+        raise ReplayError(
+            f"replay is greedy only: temperature {options.warp.temperature} > 0 is sampled; time it instead"
+        )
     if outlives_generation(draft):
         raise ReplayError(
             f"draft {draft.name!r} keeps state across generations (remember_outputs), so its rounds depend on the "
             "order generations run in; time it instead"
         )
     prompt, reference = [int(t) for t in prompt_ids], [int(t) for t in reference]
-    cached, fastpath = regime_flags(regime)
-    stand_in = ReferenceVerifier(prompt + reference, vocab_size)
-    res = speculative_generate(
-        stand_in, draft, prompt, max_new_tokens, k, cached, eos_id=eos_id, fastpath=fastpath, trees=trees
-    )
-    expected = reference[:max_new_tokens]
+    res = generate(ReferenceVerifier(prompt + reference, vocab_size), draft, prompt, options)
+    expected = reference[: options.max_new_tokens]
     if list(res.tokens) != expected:
         at = first_divergence(res.tokens, expected)
         round_at = next((i for i, n in enumerate(_cumsum(res.tokens_per_step)) if n > (at or 0)), None)
         raise ReplayMismatch(
-            f"replay of {draft.name!r} at k={k} {regime} left its reference at token {at} (round {round_at}): "
-            f"the reference has {len(reference)} tokens for max_new_tokens={max_new_tokens}"
+            f"replay of {draft.name!r} at k={options.k} {options.regime} left its reference at token {at} (round "
+            f"{round_at}): the reference has {len(reference)} tokens for max_new_tokens={options.max_new_tokens}"
         )
     return res
 
@@ -193,92 +188,4 @@ def _cumsum(xs: Sequence[int]) -> list[int]:
     for x in xs:
         total += x
         out.append(total)
-    return out
-
-
-ROUND_LISTS = ("tokens_per_step", "accepted_per_step", "drafted_per_step")
-
-
-def rounds_differ(timed, replayed) -> str | None:
-    """None when a timed and a replayed generation (records or dicts of their per-round lists) made identical
-    rounds; else one line naming the first round that differs (the reference and the verifier disagree there: fp16 on
-    a GPU, a non-deterministic kernel). A list either side lacks is not compared."""
-
-    def rounds(g, name):
-        return list((g.get(name) if isinstance(g, dict) else getattr(g, name, None)) or [])
-
-    for name in ROUND_LISTS:
-        a, b = rounds(timed, name), rounds(replayed, name)
-        if not a or not b:
-            continue
-        at = first_divergence(a, b)
-        if at is not None:
-            return (
-                f"timed and replayed generations diverge at round {at} ({name}: timed {a[at : at + 1]}, replayed "
-                f"{b[at : at + 1]}): the verifier's greedy tokens differ from its stored reference"
-            )
-    return None
-
-
-_TOKENIZERS: dict[str, object] = {}
-_DRAFTS: dict[tuple, Draft] = {}
-MAX_DRAFTS = 4  # drafts kept loaded per worker process (a batch is one strategy; batches of a few alternate)
-
-
-def _tokenizer(name: str):
-    """The verifier's tokenizer, loaded once per worker process (some drafts build on it)."""
-    if name not in _TOKENIZERS:
-        from workers.tokenizer import load_tokenizer
-
-        _TOKENIZERS[name] = load_tokenizer(name)
-    return _TOKENIZERS[name]
-
-
-def _draft(job, tokenizer: str) -> Draft:
-    """The job's draft, built once per worker process and strategy (its artifacts and options in the key)."""
-    from workers.drafts import BuildContext, build_draft
-
-    key = (job.strategy, job.draft, tuple(sorted(job.artifacts.items())), repr(sorted(job.options.items())))
-    if key not in _DRAFTS:
-        while len(_DRAFTS) >= MAX_DRAFTS:
-            _DRAFTS.pop(next(iter(_DRAFTS)))
-        ctx = BuildContext(tokenizer=_tokenizer(tokenizer), device="cpu", artifacts=dict(job.artifacts))
-        _DRAFTS[key] = build_draft(job.draft, dict(job.options), ctx)
-    return _DRAFTS[key]
-
-
-def replay_job(job, tokenizer: str):
-    """One `workers.contracts.ReplayJob` replayed: its GenerationRecord (measure "replay"; times are the CPU's own:
-    the driver puts the cost model's prediction in)."""
-    from workers.autok import decoding_plan
-    from workers.contracts import generation_record
-
-    draft = _draft(job, tokenizer)
-    draft, plan = decoding_plan(None, draft, dict(job.options), job.regime, job.prompt_tokens, job.k, job.costs)
-    res = replay_generate(
-        draft,
-        job.prompt_tokens,
-        job.reference,
-        vocab_size=job.vocab_size,
-        eos_id=job.eos_id,
-        max_new_tokens=job.max_new_tokens,
-        k=job.k,
-        regime=job.regime,
-        trees=plan.get("trees", False),
-    )
-    return generation_record(res, len(job.prompt_tokens), job.text, "replay", measure="replay")
-
-
-def run_replay_batch(jobs, tokenizer: str, worker: str) -> list:
-    """Replay a batch of jobs (one strategy: its draft loads once); each outcome carries its record or its error's
-    first line, so one bad cell does not fail the batch."""
-    from workers.contracts import JobOutcome
-    from workers.verifier import first_line
-
-    out = []
-    for job in jobs:
-        try:
-            out.append(JobOutcome(key=job.key, worker=worker, generation=replay_job(job, tokenizer)))
-        except Exception as err:  # noqa: BLE001 (recorded per cell, as the accelerator worker does)
-            out.append(JobOutcome(key=job.key, worker=worker, error=f"{type(err).__name__}: {first_line(err)}"))
     return out

@@ -23,10 +23,7 @@ from transformers.generation.logits_process import (
 )
 
 from workers.decoding import REGIMES, speculative_generate
-from workers.drafts import make_draft
-from workers.drafts.base import Draft
-from workers.igtree import IGTree
-from workers.sampling import (
+from workers.decoding.sampling import (
     EXACT,
     ExactRule,
     Warp,
@@ -35,6 +32,9 @@ from workers.sampling import (
     warp_scores,
     warped_probs,
 )
+from workers.drafts import make_draft
+from workers.drafts.base import Draft
+from workers.igtree import IGTree
 from workers.verifier import Verifier
 
 pytestmark = pytest.mark.usefixtures("one_thread")
