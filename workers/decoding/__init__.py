@@ -28,8 +28,8 @@ trees (greedy only, `trees=True`).
 `accepted_per_step` and `tokens_per_step` are per round: in round i the first `accepted_per_step[i]` of its
 `tokens_per_step[i]` tokens came from the draft, the rest from the verifier.
 
-The names below load their module on first use: `costcurve` (read by the storage and the dashboard) and the
-draft-length policy import without torch or transformers.
+The names below load their module on first use, so that `costcurve` (read by the storage and the dashboard) and
+`adaptive` (the drafts' stop rule) import without torch or transformers.
 
 Example:
     >>> result = speculative_generate(verifier, draft, prompt_ids, 100, k=5, cached=True)  # any workers.drafts draft

@@ -68,7 +68,8 @@ class RoundParts:
         return self.shape.propose(self.draft, context, budget, self.verifier, self.tally)
 
     def verify(self, feed: Feed, proposal) -> tuple[list[int], Row]:
-        """One pass over the feed + the proposal, walked from the anchor: (accepted path, row after it)."""
+        """One pass over the feed + the proposal: (accepted path, row after it). With no anchor fed (the paper's
+        cached round) the proposal's first token passed already against the pending row, and the walk starts below it."""
         rows = self.shape.verify(self.verifier, self.tally, feed, proposal)
         return self.shape.accept(rows, proposal, rooted=not feed.anchor)
 
