@@ -18,7 +18,7 @@ from tests.workers.decoding.test_decoding import tiny_lm
 from workers.decoding import engine
 from workers.decoding.engine import speculative_generate, warmup
 from workers.decoding.judges import GreedyJudge, SamplingJudge, fit_vocab
-from workers.decoding.options import REGIMES, DecodeOptions
+from workers.decoding.options import REGIMES, DecodeOptions, regime_flags, regime_name
 from workers.decoding.references import greedy_reference
 from workers.decoding.regimes import ROUNDS, CachedRound
 from workers.decoding.rounds import STOP_EOS, STOP_MAX, Tally, greedy_tokens, timed_pass
@@ -188,6 +188,17 @@ def test_warmup_warms_the_timed_runs_own_path(monkeypatch):
 
 def test_every_regime_has_one_round_and_options_refuse_the_rest():
     assert set(ROUNDS) == set(REGIMES)
+    assert [regime_flags(r) for r in ("uncached", "cached", "cached-standard")] == [
+        (False, True),
+        (True, True),
+        (True, False),
+    ]
+    assert [regime_name(*regime_flags(r)) for r in REGIMES] == list(REGIMES)
+    assert regime_name(False, fastpath=False) == "uncached"  # fastpath means nothing without a cache
+    with pytest.raises(
+        ValueError, match="regime 'paged' is not accepted; give one of uncached, cached, cached-standard"
+    ):
+        regime_flags("paged")
     with pytest.raises(
         ValueError, match="regime 'paged' is not accepted; give one of uncached, cached, cached-standard"
     ):
