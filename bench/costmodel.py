@@ -78,17 +78,17 @@ def pass_errors(verifier, model, tokens, points, repeats: int) -> pd.DataFrame:
 def generations(verifier, model, prompt_ids, n_new: int) -> pd.DataFrame:
     """One row per strategy x regime x prompt: measured (two timed runs) and predicted wall seconds."""
     from workers.costmodel import predict_generation
-    from workers.decoding import REGIMES, speculative_generate, warmup
+    from workers.decoding import REGIMES, DecodeOptions, generate, warmup
     from workers.drafts import make_draft
 
     rows = []
-    for regime, (cached, fastpath) in REGIMES.items():
+    for regime in REGIMES:
         for name, options in STRATEGIES:
             draft = make_draft(name, **options)
-            k = K if name != "plain" else 0
-            warmup(verifier, draft, prompt_ids[0], k, cached, fastpath=fastpath)
+            decode = DecodeOptions(regime, K if name != "plain" else 0, n_new)
+            warmup(verifier, draft, prompt_ids[0], decode)
             for i, p in enumerate(prompt_ids):
-                runs = [speculative_generate(verifier, draft, p, n_new, k, cached, fastpath=fastpath) for _ in range(2)]
+                runs = [generate(verifier, draft, p, decode) for _ in range(2)]
                 best = min(runs, key=lambda r: r.wall_s)
                 rows.append(
                     {

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 
-from workers.decoding import REGIMES, GenerationResult, greedy_reference, speculative_generate, warmup
+from workers.decoding import REGIMES, DecodeOptions, GenerationResult, generate, greedy_reference, warmup
+from workers.decoding.sampling import Warp
 from workers.drafts import make_draft
 from workers.igtree import IGTree
 from workers.metrics import acceptance_rate, mal, mean_accepted_tokens
@@ -129,10 +130,10 @@ class Timed:
     cpu_s: float
 
 
-def timed_generate(*args, **kwargs) -> Timed:
-    """speculative_generate with its process CPU time."""
+def timed_generate(verifier, draft, prompt_ids, options: DecodeOptions) -> Timed:
+    """One generation with its process CPU time."""
     t0 = time.process_time()
-    res = speculative_generate(*args, **kwargs)
+    res = generate(verifier, draft, prompt_ids, options)
     return Timed(res, time.process_time() - t0)
 
 
@@ -141,11 +142,10 @@ def run_config(verifier, draft, prompts, n_new, k, regime, repeats, temperature=
 
     Sampled runs are seeded by the prompt's index, so every repeat does the same work.
     """
-    cached, fastpath = REGIMES[regime]
-    opts = {"fastpath": fastpath, "temperature": temperature}
-    warmup(verifier, draft, prompts[0], k, cached, seed=0, **opts)
+    options = DecodeOptions(regime, k, n_new, warp=Warp(temperature))
+    warmup(verifier, draft, prompts[0], replace(options, seed=0))
     runs = [
-        [timed_generate(verifier, draft, p, n_new, k, cached, seed=i, **opts) for i, p in enumerate(prompts)]
+        [timed_generate(verifier, draft, p, replace(options, seed=i)) for i, p in enumerate(prompts)]
         for _ in range(repeats)
     ]
     return [min(per_prompt, key=lambda t: t.res.wall_s) for per_prompt in zip(*runs)]

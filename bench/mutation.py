@@ -7,7 +7,7 @@ tracked and untracked-but-not-ignored files of the repository are copied to a sc
 module goes to `.mutation/summary.md` (copied by hand into BENCHMARKS.md's "Mutation testing" section, which
 `make bench` does not regenerate); survivors' diffs go to `.mutation/<target>/survivors.txt`.
 
-Usage: python -m bench.mutation [metrics decoding summary tables igtree sampler estimate attribution]
+Usage: python -m bench.mutation [metrics decoding shapes judges summary tables igtree sampler estimate attribution]
            [--jobs N] [--minutes M] [--keep]
        python -m bench.mutation igtree --survivors      # re-run only the last run's survivors against today's tests
        python -m bench.mutation decoding --sample 150   # 150 random mutants not yet checked (after a partial run)
@@ -55,12 +55,22 @@ class Target:
 
 TARGETS = {
     "metrics": Target("metrics", ("workers/metrics.py",), ("tests/workers/test_metrics.py",)),
+    # the decoding's rounds (one per regime) and their two shapes (chains, token trees), the package's core
     "decoding": Target(
-        "decoding", ("workers/decoding.py",), ("tests/workers/test_decoding*.py", "tests/workers/test_sampling.py")
+        "decoding",
+        ("workers/decoding/regimes.py", "workers/decoding.py"),
+        ("tests/workers/decoding/test_decoding*.py", "tests/workers/decoding/test_sampling.py"),
     ),
-    # the greedy and sampling judges, split out of workers/decoding.py: the same tests guard them
+    "shapes": Target(
+        "shapes",
+        ("workers/decoding/shapes.py",),
+        ("tests/workers/decoding/test_decoding*.py", "tests/workers/decoding/test_tree_rounds.py"),
+    ),
+    # the greedy and sampling judges: the same tests guard them
     "judges": Target(
-        "judges", ("workers/judges.py",), ("tests/workers/test_decoding*.py", "tests/workers/test_sampling.py")
+        "judges",
+        ("workers/decoding/judges.py", "workers/judges.py"),
+        ("tests/workers/decoding/test_decoding*.py", "tests/workers/decoding/test_sampling.py"),
     ),
     # the summary queries: storage/summary.py since the SQL aggregates moved out of storage/queries.py
     "summary": Target(

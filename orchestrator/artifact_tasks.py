@@ -1,9 +1,9 @@
 """The CPU tasks that build a run's artifacts: what the loop submits for an artifact cell, and where it ran.
 
-A train cell becomes one `workers.trainer.train_task` (the instance base), any other artifact cell one
+A train cell becomes one `workers.training.ray_tasks.train_task` (the instance base), any other artifact cell one
 `build_task`. The training task itself asks Ray for one CPU and `COORDINATOR_BYTES` of memory: it only tokenises
 (streaming, in batches) and coordinates; every stage that holds instances is a task of its own declaring its
-share of the corpus's `memory_gb` (`workers.trainer.RayMap`), so several corpora train at once on however many
+share of the corpus's `memory_gb` (`workers.training.ray_tasks.RayMap`), so several corpora train at once on however many
 nodes, their budgets scheduled as Ray memory.
 
 Example:

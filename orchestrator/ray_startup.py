@@ -112,7 +112,7 @@ def ray_up(opts: RunOptions) -> bool:
     return True
 
 
-SHARED_ENV = ("GREENSPEC_CACHE",)  # where artifacts, tokenizer copies and cost curves go (workers.tokenizer.cache_dir)
+SHARED_ENV = ("GREENSPEC_CACHE",)  # where artifacts, tokenizer copies and cost curves go (workers.files.cache_dir)
 
 
 def worker_runtime_env() -> dict | None:

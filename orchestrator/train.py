@@ -35,7 +35,7 @@ class TrainRequest:
 
 
 def train_corpus(req: TrainRequest, progress=None):
-    """Train the corpus's instance base as a run would; returns workers.trainer.IBaseInfo."""
+    """Train the corpus's instance base as a run would; returns workers.training.ibase.IBaseInfo."""
     from workers.training.ibase import IBaseRequest
     from workers.training.ray_tasks import RaySession, train_with_energy
 

@@ -26,7 +26,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from workers.training.artifacts import BY_CELL_KIND
 
-# the artifact kinds (workers.artifacts), the pass-cost model, references, timed and replayed sweep cells
+# the artifact kinds (workers.training.artifacts), the pass-cost model, references, timed and replayed sweep cells
 CELL_KINDS = (*BY_CELL_KIND, "costmodel", "reference", "sweep", "replay")
 CELL_STATES = ("pending", "running", "done", "failed")
 

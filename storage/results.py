@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 
 def store_ibase(session: Session, cell_id: int, info: Any) -> None:
-    """The instance base a train cell built (`info`: workers.trainer.IBaseInfo)."""
+    """The instance base a train cell built (`info`: workers.training.ibase.IBaseInfo)."""
     cell = session.get(Cell, cell_id)
     session.add(
         InstanceBase(

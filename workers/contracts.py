@@ -127,7 +127,7 @@ class ReferenceRecord:
 
 @dataclass(frozen=True)
 class LabelJob:
-    """Label a corpus with the verifier's greedy next tokens on the accelerator worker (`workers.labels`).
+    """Label a corpus with the verifier's greedy next tokens on the accelerator worker (`workers.training.labels`).
 
     The worker tokenises `corpus` (at most `max_tokens` tokens), reads it in windows of `chunk_tokens` that
     overlap by `overlap_tokens`, `batch_chunks` windows per forward pass, and writes the token file, the labels
@@ -227,7 +227,7 @@ class BatchOutcome:
 class ArtifactJob:
     """Build one artifact (other than an instance base) from a corpus on a CPU worker.
 
-    `kind` is the cell kind (e.g. "datastore"); `workers.builders` maps it to its pure builder.
+    `kind` is the cell kind (e.g. "datastore"); `workers.training.builders` maps it to its pure builder.
     """
 
     kind: str

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from workers.costcurve import PassCosts
+from workers.decoding.costcurve import PassCosts, verifier_name
 
 if TYPE_CHECKING:  # torch only where passes are timed: the dashboard reads models without it
     from workers.verifier import Verifier
@@ -235,8 +235,6 @@ def measure_pass_costs(
 ) -> tuple[PassCostModel, list[Sample]]:
     """Time the verifier's passes over the design grid (contexts up to `max_context` tokens: the prompt plus the
     new tokens a sweep generates; `context_ids` repeated where it is shorter) and fit the model to them."""
-    from workers.autok import verifier_name
-
     ids = [int(t) for t in context_ids]
     if not ids:
         raise ValueError("measure_pass_costs needs a non-empty context")

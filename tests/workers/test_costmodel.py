@@ -10,7 +10,7 @@ import random
 import numpy as np
 import pytest
 
-from tests.workers.test_decoding import tiny_lm
+from tests.workers.decoding.test_decoding import tiny_lm
 from workers.costmodel import (
     FEATURES,
     DesignPoint,

@@ -28,6 +28,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from workers.decoding.tokentree import TokenTree
 from workers.drafts.adaptive import AdaptiveLength
 from workers.drafts.base import Draft
 from workers.drafts.ngram import NgramTable
@@ -35,7 +36,6 @@ from workers.drafts.olifant import IBaseOptions, check_confidence, check_tree, i
 from workers.drafts.registry import BuildContext, DraftEntry
 from workers.drafts.trees import backoff, best_first_tree, merged
 from workers.errors import DraftError
-from workers.tokentree import TokenTree
 
 
 def session_match(table: NgramTable, history: Sequence[int]) -> tuple[int | None, int]:

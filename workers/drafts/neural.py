@@ -12,7 +12,7 @@ Example:
 
 With `gate=AdaptiveLength(...)` (spec: `adaptive = true`, `threshold`, `online`) each guess is scored by the
 draft model's probability of it (softmax max) and drafting stops at the first one below the threshold, which
-also saves the draft passes after it (`workers.drafts.adaptive`); only for a draft sharing the verifier's ids.
+also saves the draft passes after it (`workers.decoding.adaptive`); only for a draft sharing the verifier's ids.
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ class NeuralDraft(Draft):
     def propose_with_probs(self, context: Sequence[int], k: int, warp, generator, vocab_size: int | None = None):
         """Up to k tokens sampled from the draft's warped distribution q, with q's rows (n, V) float64 on CPU.
 
-        For speculative sampling (min(1, p/q)). `warp`: a workers.sampling.Warp; `generator`: a CPU
+        For speculative sampling (min(1, p/q)). `warp`: a workers.decoding.sampling.Warp; `generator`: a CPU
         torch.Generator; ids >= `vocab_size` (the verifier's) get no mass. A bridged draft has no q over the
         verifier's ids: it returns its greedy guesses and None (judged as point masses).
         """
@@ -124,7 +124,7 @@ class NeuralDraft(Draft):
         """k tokens sampled from the warped draft distribution after `ids`, and the rows q (k, V)."""
         import torch
 
-        from workers.sampling import sample, warped_probs
+        from workers.decoding.sampling import sample, warped_probs
 
         logits = self._feed(ids)
         tokens, rows = [], []

@@ -6,7 +6,7 @@ Example:
     [1014, 272, 907]
 
 With `gate=AdaptiveLength(...)` (spec: `adaptive = true`, `threshold`, `online`) each guess is scored and
-drafting stops at the first guess below the threshold (`workers.drafts.adaptive`). `confidence` picks the score:
+drafting stops at the first guess below the threshold (`workers.decoding.adaptive`). `confidence` picks the score:
 "depth" (default), the match depth over the window (1.0 when all `window` positions matched, 0.0 for the
 root's label); "share", the majority share of the matched node (the fraction of its training instances whose
 next token is the guess); "depth_share", their product. The node is the deepest *stored* one: pruning removed
@@ -21,12 +21,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
+from workers.decoding.tokentree import TokenTree
 from workers.drafts.adaptive import AdaptiveLength, AdaptiveOptions
 from workers.drafts.base import Draft
 from workers.drafts.registry import BuildContext, DraftEntry, Requirement
 from workers.drafts.trees import backoff, best_first_tree
 from workers.errors import DraftError
-from workers.tokentree import TokenTree
 
 
 def load_ibase(ibase):

@@ -19,7 +19,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable
 
-from workers.tokentree import TokenTree
+from workers.decoding.tokentree import TokenTree
 
 Candidates = Callable[[list[int]], list[tuple[int, float]]]
 

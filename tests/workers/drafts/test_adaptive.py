@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from workers.drafts import build_draft, lookup, make_draft
-from workers.drafts.adaptive import (
+from workers.decoding.adaptive import (
     PRIOR_WEIGHT,
     AdaptiveLength,
     accepted_count,
     level,
     stop_rule,
 )
+from workers.drafts import build_draft, lookup, make_draft
 from workers.errors import DraftError
 from workers.igtree import IGTree
 

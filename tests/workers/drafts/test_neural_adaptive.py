@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from tests.workers.drafts.test_neural import manual_greedy, tiny_llama
+from workers.decoding.adaptive import AdaptiveLength, stop_rule
 from workers.drafts import make_draft
-from workers.drafts.adaptive import AdaptiveLength, stop_rule
 from workers.errors import DraftError
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 import torch
 
-from tests.workers.test_decoding import tiny_lm
-from tests.workers.tree_drafts import SHAPES, ShapedTreeDraft
+from tests.workers.decoding.test_decoding import tiny_lm
+from tests.workers.decoding.tree_drafts import SHAPES, ShapedTreeDraft
 from workers.decoding import REGIMES, greedy_reference, speculative_generate
+from workers.decoding.tokentree import TokenTree, attention_mask, position_ids, walk
 from workers.drafts import make_draft
 from workers.errors import DraftError
 from workers.igtree import IGTree
-from workers.tokentree import TokenTree, attention_mask, position_ids, walk
 from workers.verifier import Verifier
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -1,7 +1,7 @@
 """How a verifier judges drafted tokens, greedy or sampled: the `GreedyJudge` (a token passes iff it is the
 verifier's argmax, so the output is plain greedy decoding) and the `SamplingJudge` (speculative sampling by a rule
-of `workers.sampling`, so the output is distributed as sampling from the verifier). `workers.decoding`'s rounds ask
-a judge about each position and never look at logits themselves.
+of `workers.decoding.sampling`, so the output is distributed as sampling from the verifier). The rounds
+(`workers.decoding.regimes`) and their shapes ask a judge about each position and never look at logits themselves.
 """
 
 from __future__ import annotations
@@ -11,13 +11,9 @@ from dataclasses import dataclass
 
 import torch
 
+from workers.decoding.rounds import greedy_tokens
+from workers.decoding.sampling import EXACT, ExactRule, Warp, make_generator, sample, warped_probs
 from workers.drafts.base import Draft, common_prefix_len
-from workers.sampling import EXACT, ExactRule, Warp, make_generator, sample, warped_probs
-
-
-def greedy_tokens(logits: torch.Tensor) -> list[int]:
-    """Argmax token id of every position: (T, V) -> T ints."""
-    return logits.argmax(dim=-1).tolist()
 
 
 def accept_length(drafts: Sequence[int], targets: Sequence[int]) -> int:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.workers.test_decoding import tiny_lm
-from workers.decoding import greedy_reference, greedy_references, is_greedy
+from tests.workers.decoding.test_decoding import tiny_lm
+from workers.decoding import references
+from workers.decoding.references import greedy_reference, greedy_references, is_greedy
 from workers.verifier import Verifier
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -37,15 +38,13 @@ def test_the_check_refuses_what_is_not_greedy(verifier):
 
 def test_a_reference_failing_the_check_is_made_again_alone(verifier, monkeypatch):
     """Batched kernels may break a near tie the other way: such a reference is regenerated unbatched."""
-    import workers.decoding as decoding
-
     single = [greedy_reference(verifier, p, 16) for p in PROMPTS]
-    real, checked = decoding.is_greedy, []
+    real, checked = references.is_greedy, []
 
     def fails_the_first(v, prompt, ref, n, eos):
         checked.append(list(prompt))
         return list(prompt) != PROMPTS[0] and real(v, prompt, ref, n, eos)
 
-    monkeypatch.setattr(decoding, "is_greedy", fails_the_first)
-    assert decoding.greedy_references(verifier, PROMPTS, 16) == single
+    monkeypatch.setattr(references, "is_greedy", fails_the_first)
+    assert references.greedy_references(verifier, PROMPTS, 16) == single
     assert checked == [list(p) for p in PROMPTS]  # every batched reference was checked

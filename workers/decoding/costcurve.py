@@ -52,6 +52,11 @@ class PassCosts:
         return hi
 
 
+def verifier_name(verifier) -> str:
+    """A verifier's identity for its curve (and its pass-cost model): the model's name or path and its dtype."""
+    return f"{getattr(verifier.model.config, '_name_or_path', '?')}:{verifier.dtype}"
+
+
 def curve_key(verifier: str, device: str, regime: str) -> str:
     """The file stem of a curve."""
     digest = hashlib.sha256(f"{verifier}|{device}|{regime}".encode()).hexdigest()[:16]

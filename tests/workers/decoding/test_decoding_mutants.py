@@ -14,25 +14,17 @@ import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-import workers.decoding as decoding
-from tests.workers.test_decoding import tiny_lm
-from workers.decoding import (
-    REGIMES,
-    STOP_EOS,
-    STOP_MAX,
-    GreedyJudge,
-    SamplingJudge,
-    Tally,
-    cached_round,
-    fit_vocab,
-    greedy_reference,
-    greedy_tokens,
-    propose,
-    speculative_generate,
-    timed_pass,
-)
+from tests.workers.decoding.test_decoding import tiny_lm
+from workers.decoding import engine
+from workers.decoding.engine import speculative_generate, warmup
+from workers.decoding.judges import GreedyJudge, SamplingJudge, fit_vocab
+from workers.decoding.options import REGIMES, DecodeOptions, regime_flags, regime_name
+from workers.decoding.references import greedy_reference
+from workers.decoding.regimes import ROUNDS, CachedRound
+from workers.decoding.rounds import STOP_EOS, STOP_MAX, Tally, greedy_tokens, timed_pass
+from workers.decoding.sampling import Warp
+from workers.decoding.shapes import Chain
 from workers.drafts import make_draft
-from workers.sampling import Warp
 from workers.verifier import Verifier
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -183,13 +175,61 @@ def test_warmup_warms_the_timed_runs_own_path(monkeypatch):
     """The warm-up is one short generation in the regime and with the options of the run it precedes (an uncached
     or greedy warm-up before a cached or sampled run would leave that run's first-call costs in its timing)."""
     calls = []
-    monkeypatch.setattr(decoding, "speculative_generate", lambda *args, **kw: calls.append((args, kw)))
+    monkeypatch.setattr(engine, "generate", lambda *args: calls.append(args))
     verifier, draft, prompt = object(), object(), [5, 6, 7]
-    decoding.warmup(verifier, draft, prompt, 3, cached=True, fastpath=False, temperature=0.8, top_k=5, seed=11)
-    decoding.warmup(verifier, draft, prompt, 2, cached=False)
+    timed = DecodeOptions("cached-standard", 3, 100, eos_id=2, warp=Warp(0.8, top_k=5), seed=11)
+    warmup(verifier, draft, prompt, timed)
+    warmup(verifier, draft, prompt, DecodeOptions("uncached", 2, 5, trees=True))
     assert calls == [
-        ((verifier, draft, prompt, 8, 3, True), dict(fastpath=False, temperature=0.8, top_k=5, seed=11)),
-        ((verifier, draft, prompt, 8, 2, False), {}),
+        (verifier, draft, prompt, DecodeOptions("cached-standard", 3, 8, eos_id=2, warp=Warp(0.8, top_k=5), seed=11)),
+        (verifier, draft, prompt, DecodeOptions("uncached", 2, 5, trees=True)),  # shorter than a warm-up: as timed
+    ]
+
+
+def test_every_regime_has_one_round_and_options_refuse_the_rest():
+    assert set(ROUNDS) == set(REGIMES)
+    assert [regime_flags(r) for r in ("uncached", "cached", "cached-standard")] == [
+        (False, True),
+        (True, True),
+        (True, False),
+    ]
+    assert [regime_name(*regime_flags(r)) for r in REGIMES] == list(REGIMES)
+    assert regime_name(False, fastpath=False) == "uncached"  # fastpath means nothing without a cache
+    with pytest.raises(
+        ValueError, match="regime 'paged' is not accepted; give one of uncached, cached, cached-standard"
+    ):
+        regime_flags("paged")
+    with pytest.raises(
+        ValueError, match="regime 'paged' is not accepted; give one of uncached, cached, cached-standard"
+    ):
+        DecodeOptions("paged", 3, 10)
+    with pytest.raises(ValueError, match="max_new_tokens=-1 must be >= 0"):
+        DecodeOptions("cached", 3, -1)
+    with pytest.raises(ValueError, match="token trees are greedy only; got temperature=0.5"):
+        DecodeOptions("cached", 3, 10, warp=Warp(0.5), trees=True)
+
+
+def test_warmup_takes_speculative_generates_flags_too(monkeypatch):
+    """The older call (k, cached, a length, speculative_generate's keywords) warms the same path."""
+    calls = []
+    monkeypatch.setattr(engine, "generate", lambda *args: calls.append(args[3]))
+    warmup(object(), object(), [5], 3, True, 6, fastpath=False, temperature=0.8, top_k=5, seed=11, trees=False)
+    warmup(object(), object(), [5], 2, cached=False)
+    assert calls == [
+        DecodeOptions("cached-standard", 3, 6, warp=Warp(0.8, top_k=5), seed=11),
+        DecodeOptions("uncached", 2, 8),
+    ]
+
+
+def test_speculative_generate_passes_one_options_object(monkeypatch):
+    """Every flag lands in the one DecodeOptions the loop gets: none is dropped on the way."""
+    calls = []
+    monkeypatch.setattr(engine, "generate", lambda *args: calls.append(args[3]))
+    speculative_generate(object(), object(), [5], 9, 4, True, 7, False, 0.5, 3, 0.9, 13)
+    speculative_generate(object(), object(), [5], 9, 4, False, trees=True)
+    assert calls == [
+        DecodeOptions("cached-standard", 4, 9, eos_id=7, warp=Warp(0.5, 3, 0.9), seed=13),
+        DecodeOptions("uncached", 4, 9, trees=True),
     ]
 
 
@@ -225,7 +265,7 @@ def test_draft_and_verify_times_add_up_over_rounds():
     tally, verifier, pause = Tally(k=2), StubVerifier(), 0.02
     draft = SleepyDraft([1, 2], pause)
     for _ in range(3):
-        propose(draft, [5], 2, verifier, tally, GreedyJudge())
+        Chain(GreedyJudge()).propose(draft, [5], 2, verifier, tally)
         timed_pass(verifier, tally, time.sleep, pause)
     # three rounds of >= 20 ms each way: at least 60 ms in each timer (one round's alone would be ~20 ms)
     assert tally.draft_s >= 3 * pause and tally.verify_s >= 3 * pause
@@ -237,8 +277,8 @@ def test_a_draft_id_outside_the_verifiers_vocabulary_cuts_the_draft_there():
     verifier = StubVerifier()  # ids 0..9
     for tokens, kept in (([1, 10, 2], [1]), ([9, 3], [9, 3]), ([4, -1, 5], [4]), ([10], [])):
         tally = Tally(k=3)
-        drafts, qs = propose(SleepyDraft(tokens), [5], 3, verifier, tally, GreedyJudge())
-        assert drafts == kept and qs == [None] * len(kept), tokens
+        drafts = Chain(GreedyJudge()).propose(SleepyDraft(tokens), [5], 3, verifier, tally)
+        assert drafts.tokens == kept and drafts.qs == [None] * len(kept), tokens
         assert tally.drafted == len(kept) and tally.drafted_per_step == [len(kept)]
 
 
@@ -247,11 +287,9 @@ def test_cached_round_ends_on_the_verifiers_own_eos_without_asking_the_draft():
     drafted, no draft time, no fast-path reject counted) and no pass runs."""
     draft, tally = SleepyDraft([3, 3]), Tally(k=2)
     draft.propose = lambda context, k: pytest.fail("the draft was asked")  # noqa: ARG005
-    pending = torch.tensor([0.0, 1.0, 5.0, 0.0])  # the verifier's next token: 2, the EOS
-    new, n, row = cached_round(
-        StubVerifier(), draft, [7, 8], pending, room=5, k=2, tally=tally, judge=GreedyJudge(), eos_id=2
-    )
-    assert (new, n, row) == ([2], 0, None)
+    rnd = CachedRound(StubVerifier(), draft, Chain(GreedyJudge()), tally, k=2, eos_id=2)
+    rnd.pending = torch.tensor([0.0, 1.0, 5.0, 0.0])  # the verifier's next token: 2, the EOS
+    assert rnd.step([7, 8], room=5) == ([2], 0) and rnd.pending is None
     assert tally.drafted_per_step == [0] and tally.drafted == 0 and tally.fastpath_rejects == 0
     assert tally.steps == 0 and tally.draft_s == 0.0
 

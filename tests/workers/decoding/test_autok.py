@@ -5,21 +5,22 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.workers.test_decoding import tiny_lm
-from workers.autok import (
+from tests.workers.decoding.test_decoding import tiny_lm
+from workers.decoding import REGIMES, autok, greedy_reference, speculative_generate
+from workers.decoding.autok import (
     AutoLength,
     PassCosts,
     best_length,
+    clear_curves,
     cost_curve,
     decoding_plan,
     load_curves,
     theil_sen,
     tree_accepted,
 )
-from workers.decoding import REGIMES, greedy_reference, speculative_generate
+from workers.decoding.tokentree import TokenTree
 from workers.drafts import make_draft
 from workers.igtree import IGTree
-from workers.tokentree import TokenTree
 from workers.verifier import Verifier
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -83,6 +84,28 @@ def test_plan_from_options(setup):
     draft = make_draft("olifant", ibase=ibase)
     assert decoding_plan(verifier, draft, {"tree": 4}, "uncached", prompt, 4) == (draft, {"trees": True})
     assert decoding_plan(verifier, draft, {}, "uncached", prompt, 5) == (draft, {"trees": False})
+
+
+def test_a_measured_curve_is_kept_until_cleared(setup, monkeypatch):
+    """k = "auto" without a cost model measures the verifier's curve once per process; `clear_curves` forgets it,
+    so the next plan measures again (a reloaded verifier does not run on a stale curve)."""
+    verifier, prompt, _, ibase = setup
+    measured = []
+
+    def measure(verifier, regime, context, max_len, folder=None):
+        measured.append(regime)
+        return PassCosts("v", "cpu", regime, len(context), (1.0,) * (max_len + 1))
+
+    monkeypatch.setattr(autok, "cost_curve", measure)
+    clear_curves()
+    draft = make_draft("olifant", ibase=ibase)
+    first, _ = decoding_plan(verifier, draft, {"auto": True}, "cached", prompt, 4)
+    again, _ = decoding_plan(verifier, draft, {"auto": True}, "cached", prompt, 4)
+    assert measured == ["cached"] and again.costs is first.costs
+    clear_curves()
+    decoding_plan(verifier, draft, {"auto": True}, "cached", prompt, 4)
+    assert measured == ["cached", "cached"]
+    clear_curves()
 
 
 def test_tree_accepted_reads_the_path_off_the_new_tokens():

@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
+from workers.decoding.tokentree import TokenTree
 from workers.drafts.base import Draft
-from workers.tokentree import TokenTree
 
 SHAPES = ("chain", "star", "binary", "deep_wide", "random")
 

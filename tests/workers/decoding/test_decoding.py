@@ -19,7 +19,6 @@ from workers.decoding import (
     GenerationResult,
     accept_length,
     greedy_reference,
-    regime_flags,
     speculative_generate,
     warmup,
 )
@@ -297,16 +296,6 @@ def test_empty_prompt_and_negative_k_are_refused(setup):
         speculative_generate(verifier, drafts["plain"], [], 5, 3, cached=False)
     with pytest.raises(ValueError, match="k=-1"):
         speculative_generate(verifier, drafts["plain"], prompts[0], 5, -1, cached=False)
-
-
-def test_regime_names():
-    assert regime_flags("uncached") == (False, True)
-    assert regime_flags("cached") == (True, True)
-    assert regime_flags("cached-standard") == (True, False)
-    with pytest.raises(
-        ValueError, match="regime 'paged' is not accepted; give one of uncached, cached, cached-standard"
-    ):
-        regime_flags("paged")
 
 
 def test_accept_length():

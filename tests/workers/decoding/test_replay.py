@@ -7,16 +7,18 @@ import numpy as np
 import pytest
 import torch
 
-from tests.workers.replay_checks import assert_same_rounds
-from tests.workers.test_decoding import noisy_copy, tiny_lm
-from tests.workers.tree_drafts import SHAPES, ShapedTreeDraft
-from workers.autok import AutoLength
-from workers.costcurve import PassCosts
-from workers.decoding import REGIMES, greedy_reference, speculative_generate
+from tests.workers.decoding.replay_checks import assert_same_rounds
+from tests.workers.decoding.test_decoding import noisy_copy, tiny_lm
+from tests.workers.decoding.tree_drafts import SHAPES, ShapedTreeDraft
+from workers.decoding import REGIMES, DecodeOptions, greedy_reference, speculative_generate
+from workers.decoding.adaptive import AdaptiveLength
+from workers.decoding.autok import AutoLength
+from workers.decoding.costcurve import PassCosts
+from workers.decoding.replay import ReferenceVerifier, ReplayError, ReplayMismatch, replay_generate
+from workers.decoding.sampling import Warp
 from workers.drafts import make_draft
-from workers.drafts.adaptive import AdaptiveLength
 from workers.igtree import IGTree
-from workers.replay import ReferenceVerifier, ReplayError, ReplayMismatch, replay_generate, rounds_differ
+from workers.replay import rounds_differ
 from workers.training.datastore import save_datastore
 from workers.verifier import Verifier
 
@@ -94,18 +96,8 @@ def both(verifier, draft_factory, prompt, ref, k, regime, trees=False):
     real = speculative_generate(
         verifier, draft_factory(), prompt, N_NEW, k, cached, eos_id=EOS, fastpath=fastpath, trees=trees
     )
-    replayed = replay_generate(
-        draft_factory(),
-        prompt,
-        ref,
-        vocab_size=verifier.vocab_size,
-        eos_id=EOS,
-        max_new_tokens=N_NEW,
-        k=k,
-        regime=regime,
-        trees=trees,
-    )
-    return real, replayed
+    options = DecodeOptions(regime, k, N_NEW, eos_id=EOS, trees=trees)
+    return real, replay_generate(draft_factory(), prompt, ref, verifier.vocab_size, options)
 
 
 DRAFTS = (
@@ -178,26 +170,18 @@ def test_off_the_path_nothing_is_accepted():
 
 def test_sampled_and_stateful_generations_are_refused(setup):
     verifier, prompts, refs, _, _ = setup
-    common = {"vocab_size": VOCAB, "eos_id": EOS, "max_new_tokens": N_NEW, "k": 3, "regime": "cached"}
+    greedy = DecodeOptions("cached", 3, N_NEW, eos_id=EOS)
+    sampled = DecodeOptions("cached", 3, N_NEW, eos_id=EOS, warp=Warp(0.8))
     with pytest.raises(ReplayError, match="greedy only: temperature 0.8"):
-        replay_generate(make_draft("ngram"), prompts[0], refs[0], temperature=0.8, **common)
+        replay_generate(make_draft("ngram"), prompts[0], refs[0], VOCAB, sampled)
     with pytest.raises(ReplayError, match="keeps state across generations"):
-        replay_generate(make_draft("suffix", remember_outputs=True), prompts[0], refs[0], **common)
+        replay_generate(make_draft("suffix", remember_outputs=True), prompts[0], refs[0], VOCAB, greedy)
 
 
 def test_a_reference_the_rounds_cannot_reproduce_is_named():
     """A reference too short for max_new_tokens (stored by another version) is a mismatch, not a silent replay."""
     with pytest.raises(ReplayMismatch, match="left its reference at token 3"):
-        replay_generate(
-            make_draft("ngram"),
-            [1, 2, 3],
-            [4, 5, 6],
-            vocab_size=50,
-            eos_id=None,
-            max_new_tokens=6,
-            k=3,
-            regime="uncached",
-        )
+        replay_generate(make_draft("ngram"), [1, 2, 3], [4, 5, 6], 50, DecodeOptions("uncached", 3, 6))
 
 
 def test_diverging_passes_name_the_round(setup):

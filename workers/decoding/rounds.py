@@ -1,0 +1,162 @@
+"""What every round shares: the running `Tally` of a generation, its timed verifier pass and draft call, the greedy
+argmax, and the frozen `GenerationResult` a finished tally becomes.
+
+Every clock read follows a device sync (`verifier.sync()`), so a timer measures finished work; each pass is
+counted as a step and its shape (tokens fed, tokens cached, rows kept) recorded for the pass-cost model.
+
+Example:
+    >>> tally = Tally(k=3)
+    >>> tally.record([7, 8, 9], n_accepted=2, eos_id=None, max_new_tokens=2)   # cut at the room left
+    >>> tally.tokens, tally.accepted_per_step, tally.done(2)
+    ([7, 8], [2], True)
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from workers.decoding.seam import VerifierLike
+
+STOP_EOS = "eos"
+STOP_MAX = "max_new_tokens"
+
+
+@dataclass(frozen=True)
+class GenerationResult:
+    """One generation: the new tokens, the verifier/draft counts and the timings (seconds, epoch for *_at)."""
+
+    tokens: tuple[int, ...]  # new tokens only; an EOS that stopped generation is included, as HF generate does
+    steps: int  # verifier forward passes
+    drafted: int
+    accepted: int
+    accept_hist: tuple[int, ...]  # rounds by accepted draft tokens 0..k
+    accepted_per_step: tuple[int, ...]  # per round: tokens taken from the draft
+    drafted_per_step: tuple[int, ...]  # per round: tokens the draft proposed
+    tokens_per_step: tuple[int, ...]  # per round: new tokens (draft ones first)
+    wall_s: float
+    draft_s: float
+    verify_s: float
+    started_at: float  # time.time() at the start, for integrating the power trace over the window
+    ended_at: float
+    fastpath_rejects: int = 0  # cached: rounds whose k-token pass was skipped by the first-token check
+    bridged: bool = False
+    stopped: str = STOP_MAX
+    first_checked: int = 0  # rounds whose first draft token was judged (every regime)
+    first_accepted: int = 0  # ... and accepted: first-token acceptance = first_accepted / first_checked
+    seed: int | None = None  # temperature > 0: the seed the sampling started from (reproduces the generation)
+    depth_per_step: tuple[int, ...] = ()  # token trees: per round, the drafted tree's depth (its longest path)
+    passes: tuple[tuple[int, int, int], ...] = ()  # per verifier pass: (tokens fed, tokens cached, rows kept)
+
+    @property
+    def n_tokens(self) -> int:
+        """Number of new tokens."""
+        return len(self.tokens)
+
+    @property
+    def path_acceptance(self) -> float:
+        """Token trees: accepted tokens over the summed depths of the drafted trees (for a chain: the acceptance)."""
+        depth = sum(self.depth_per_step) if self.depth_per_step else self.drafted
+        return self.accepted / depth if depth else 0.0
+
+
+@dataclass
+class Tally:
+    """Running counts and timers of one generation (mutable; frozen into a GenerationResult at the end)."""
+
+    k: int
+    tokens: list[int] = field(default_factory=list)
+    steps: int = 0
+    drafted: int = 0
+    fastpath_rejects: int = 0
+    draft_s: float = 0.0
+    verify_s: float = 0.0
+    accepted_per_step: list[int] = field(default_factory=list)
+    drafted_per_step: list[int] = field(default_factory=list)
+    tokens_per_step: list[int] = field(default_factory=list)
+    depth_per_step: list[int] = field(default_factory=list)
+    passes: list[tuple[int, int, int]] = field(default_factory=list)
+    stopped: str = STOP_MAX
+
+    def record(self, new: list[int], n_accepted: int, eos_id: int | None, max_new_tokens: int) -> None:
+        """Append a round's tokens, cut at EOS or at max_new_tokens, and count the accepted ones kept."""
+        room = max_new_tokens - len(self.tokens)
+        if eos_id is not None and eos_id in new[:room]:
+            room = new.index(eos_id) + 1
+            self.stopped = STOP_EOS
+        kept = new[:room]
+        self.tokens.extend(kept)
+        self.accepted_per_step.append(min(n_accepted, len(kept)))
+        self.tokens_per_step.append(len(kept))
+
+    def done(self, max_new_tokens: int) -> bool:
+        """True once EOS was emitted or max_new_tokens reached."""
+        return self.stopped == STOP_EOS or len(self.tokens) >= max_new_tokens
+
+    def drafted_round(self, n: int, depth: int | None = None) -> None:
+        """Count a round's drafted tokens (and, for a token tree, its depth)."""
+        self.drafted += n
+        self.drafted_per_step.append(n)
+        if depth is not None:
+            self.depth_per_step.append(depth)
+
+    def freeze(
+        self, wall_s: float, started_at: float, ended_at: float, bridged: bool, seed: int | None = None
+    ) -> GenerationResult:
+        """The immutable GenerationResult of this finished tally."""
+        hist = [0] * (self.k + 1)
+        for n in self.accepted_per_step:
+            hist[n] += 1
+        checked = [a for a, d in zip(self.accepted_per_step, self.drafted_per_step) if d > 0]
+        return GenerationResult(
+            tokens=tuple(self.tokens),
+            steps=self.steps,
+            drafted=self.drafted,
+            accepted=sum(self.accepted_per_step),
+            accept_hist=tuple(hist),
+            accepted_per_step=tuple(self.accepted_per_step),
+            drafted_per_step=tuple(self.drafted_per_step),
+            tokens_per_step=tuple(self.tokens_per_step),
+            wall_s=wall_s,
+            draft_s=self.draft_s,
+            verify_s=self.verify_s,
+            started_at=started_at,
+            ended_at=ended_at,
+            fastpath_rejects=self.fastpath_rejects,
+            bridged=bridged,
+            stopped=self.stopped,
+            first_checked=len(checked),
+            first_accepted=sum(a > 0 for a in checked),
+            seed=seed,
+            depth_per_step=tuple(self.depth_per_step),
+            passes=tuple(self.passes),
+        )
+
+
+def timed_pass(verifier: VerifierLike, tally: Tally, fn, *args) -> torch.Tensor:
+    """Run one verifier forward pass `fn(*args)`, counted as a step and timed into tally.verify_s."""
+    verifier.sync()
+    t0 = time.perf_counter()
+    logits = fn(*args)
+    verifier.sync()
+    tally.verify_s += time.perf_counter() - t0
+    tally.steps += 1
+    tally.passes.append(verifier.last_shape)
+    return logits
+
+
+def timed_draft(verifier: VerifierLike, tally: Tally, fn, *args):
+    """Run one draft call `fn(*args)`, timed into tally.draft_s (a neural draft may share the verifier's device)."""
+    verifier.sync()
+    t0 = time.perf_counter()
+    out = fn(*args)
+    verifier.sync()
+    tally.draft_s += time.perf_counter() - t0
+    return out
+
+
+def greedy_tokens(logits: torch.Tensor) -> list[int]:
+    """Argmax token id of every position: (T, V) -> T ints."""
+    return logits.argmax(dim=-1).tolist()
