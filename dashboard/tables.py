@@ -272,7 +272,7 @@ def ids_segments(steps: Sequence[tuple[list[int], list[int]]]) -> list[tuple[str
     ]
 
 
-def redundancy_frame(texts: pd.DataFrame, references: pd.DataFrame, n: int = 4) -> pd.DataFrame:
+def redundancy_by_source(texts: pd.DataFrame, references: pd.DataFrame, n: int = 4) -> pd.DataFrame:
     """Table 5's measures per text source (strategy or "reference") x task, one text per prompt.
 
     Texts repeat across k and regime (greedy outputs are equal), so each prompt counts once per source, else

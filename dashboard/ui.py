@@ -9,7 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from dashboard import charts, queries, tables
+from dashboard import charts, reads, tables
 from storage.browse import PICK_ORDER, GridPoint, Selection
 
 FILTERS_KEY = "gs_filters"
@@ -40,18 +40,18 @@ class Filters:
 
     def summary(self) -> pd.DataFrame:
         """The experiment's summary (cached by data version) within the selection."""
-        return self.apply(queries.summary(self.url, self.exp_id, self.version, self.pooled))
+        return self.apply(reads.summary(self.url, self.exp_id, self.version, self.pooled))
 
 
 def sidebar_filters(url: str) -> Filters:
     """Draw the filters in the sidebar (entrypoint, so they persist across pages) and remember them."""
-    exps = queries.experiments(url)
+    exps = reads.experiments(url)
     with st.sidebar:
         st.header("Filters")
         name = st.selectbox("Experiment", list(exps["name"]), key="f_experiment")
         exp_id = int(exps.loc[exps["name"] == name, "id"].iloc[0])
-        data = queries.version(url, exp_id)
-        opts = queries.options(url, exp_id, data)
+        data = reads.version(url, exp_id)
+        opts = reads.options(url, exp_id, data)
         tasks = st.multiselect("Task", opts["task"], key="f_task", placeholder="all tasks")
         strategies = st.multiselect("Strategy", opts["strategy"], key="f_strategy", placeholder="all strategies")
         regimes = st.multiselect("Regime", opts["regime"], key="f_regime", placeholder="every regime")
@@ -109,12 +109,12 @@ def generation_picker(f: Filters, key: str) -> int | None:
     """Cascading pickers strategy -> task -> k -> regime -> prompt (DISTINCT options); the chosen generation's id."""
     fixed: dict[str, object] = {}
     for col, column in zip(st.columns(len(PICK_ORDER)), PICK_ORDER):
-        opts = queries.distinct(f.url, f.exp_id, f.version, column, tuple(fixed.items()), f.selection)
+        opts = reads.distinct(f.url, f.exp_id, f.version, column, tuple(fixed.items()), f.selection)
         if not opts:
             return None
         first = next((i for i, v in enumerate(opts) if v != tables.PLAIN), 0) if column == "strategy" else 0
         fixed[column] = col.selectbox(PICK_LABELS[column], opts, index=first, key=f"{key}_{column}")
-    return queries.generation_id(f.url, f.exp_id, f.version, GridPoint(**fixed, temperature=f.selection.temperature))
+    return reads.generation_id(f.url, f.exp_id, f.version, GridPoint(**fixed, temperature=f.selection.temperature))
 
 
 def slug(text: str) -> str:
@@ -186,7 +186,7 @@ def power_label(df: pd.DataFrame) -> str:
 
 def start_page() -> None:
     """The friendly page shown while the database holds no results."""
-    url = queries.db_url()
+    url = reads.db_url()
     st.title("greenspec")
     st.info(f"No results in `{url}` yet.")
     st.markdown(
@@ -203,7 +203,7 @@ def start_page() -> None:
 
 def _wait_for_results(url: str) -> None:
     """Switch to the result pages as soon as the first experiment lands."""
-    if queries.db_state(url) == "ready":
+    if reads.db_state(url) == "ready":
         st.rerun()
 
 
@@ -221,7 +221,7 @@ def summary_chart(name: str, f: Filters, *args) -> dict:
 @st.cache_data(max_entries=16, show_spinner=False)
 def accepted_length_chart(f: Filters, max_k: int) -> dict:
     """The accepted-length histogram over the filters' selection, built once per data version and selection."""
-    counts = queries.accepted_lengths(f.url, f.exp_id, f.version, max_k, f.selection)
+    counts = reads.accepted_lengths(f.url, f.exp_id, f.version, max_k, f.selection)
     return charts.accepted_length_hist(counts).to_dict()
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from storage.cell import CellParams
+from storage.cell_spec import CellParams
 from storage.models import Artifact, Cell, CostModel, Experiment, Generation, InstanceBase, PowerSample, Reference
 from workers.contracts import ArtifactInfo, CostModelRecord, GenerationRecord, LabelRecord, ReferenceRecord
 from workers.metrics import acceptance_rate, mal, rouge_l, tokens_per_s

@@ -22,7 +22,7 @@ from sqlalchemy import case, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from storage.cell import CellParams, CellSpec
+from storage.cell_spec import CellParams, CellSpec
 from storage.models import Artifact, Cell, Experiment, InstanceBase, Lease, utcnow
 from storage.results import (  # noqa: F401 (the result writers, re-exported: every write goes through `store`)
     artifact_paths,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import charts, queries, ui
+from dashboard import charts, reads, ui
 from dashboard.app import page_filters
 
 REFRESH_S = 5  # how often the queue redraws while cells are pending or running
@@ -78,10 +78,10 @@ def queue(f: ui.Filters, was_live: bool) -> None:
 
     Results are cached by data version, so a refresh re-aggregates only when new generations arrived.
     """
-    counts = queries.status(f.url, f.experiment)
+    counts = reads.status(f.url, f.experiment)
     if was_live and not live(counts):
         st.rerun()  # the run just ended: redraw the whole page once, which also stops the timer
-    data = queries.version(f.url, f.exp_id) if was_live else f.version  # the generation count, exact
+    data = reads.version(f.url, f.exp_id) if was_live else f.version  # the generation count, exact
     sweep = counts["sweep"]
     total = sum(sweep.values())
     done = sweep["done"] + sweep["failed"]
@@ -101,21 +101,21 @@ def queue(f: ui.Filters, was_live: bool) -> None:
     st.plotly_chart(charts.queue_progress(counts))
     if live(counts):
         st.caption(f"Run in progress: refreshing every {REFRESH_S} s.")
-    results = f.apply(queries.summary(f.url, f.exp_id, data, f.pooled))
+    results = f.apply(reads.summary(f.url, f.exp_id, data, f.pooled))
     ui.frame_block(results[RESULT_COLUMNS], "Results so far", "summary", column_config=RESULT_FORMATS)
 
 
 f = page_filters()
 st.title("Overview")
 st.caption(f"Experiment **{f.experiment}** · {'pooled (sum / sum)' if f.pooled else 'per-prompt means (the paper)'}")
-ui.frame_block(queries.experiments(f.url), "Experiments", "experiments")
+ui.frame_block(reads.experiments(f.url), "Experiments", "experiments")
 
 st.subheader("Queue progress")
-is_live = live(queries.status(f.url, f.experiment))
+is_live = live(reads.status(f.url, f.experiment))
 st.fragment(run_every=REFRESH_S if is_live else None)(queue)(f, is_live)
 
-ui.frame_block(queries.failures(f.url, f.exp_id), "Failures", "failures", empty="No failed cells.")
-bases = queries.instance_bases(f.url, f.exp_id)
+ui.frame_block(reads.failures(f.url, f.exp_id), "Failures", "failures", empty="No failed cells.")
+bases = reads.instance_bases(f.url, f.exp_id)
 if not bases.empty:
     bases = bases.assign(size_mb=bases["bytes"] / 1e6, peak_gb=bases["peak_rss_bytes"] / 1e9)
     bases = bases[list(IBASE_COLUMNS)].rename(columns=IBASE_COLUMNS)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import queries, ui
+from dashboard import reads, ui
 from dashboard.app import page_filters
 from storage.latency import latency_frame
 from storage.paper import compare_run, experiment_spec, paper_names, reference_tokens_frame
@@ -47,24 +47,24 @@ NONE = "(none)"
 NUMBERS = ("paper", "paper_max", "ours", "diff", "rel_diff")
 
 
-@st.cache_data(ttl=queries.LIVE_TTL_S, show_spinner=False)
+@st.cache_data(ttl=reads.LIVE_TTL_S, show_spinner=False)
 def latency(url: str, experiment: str) -> pd.DataFrame:
     """Draft latencies stored by `greenspec latency` for this experiment (written outside a run: re-read often)."""
-    with queries._session(url) as s:
+    with reads._session(url) as s:
         return latency_frame(s, experiment)
 
 
-@st.cache_data(max_entries=queries.ENTRIES, show_spinner=False)
+@st.cache_data(max_entries=reads.ENTRIES, show_spinner=False)
 def redundancy(url: str, exp_id: int, data: tuple) -> pd.DataFrame:
     """Table 5 per task over the greedy references (the texts every strategy produced), once per data version."""
-    with queries._session(url) as s:
+    with reads._session(url) as s:
         return redundancy_frame(reference_tokens_frame(s, exp_id))
 
 
-@st.cache_data(max_entries=queries.ENTRIES, show_spinner=False)
+@st.cache_data(max_entries=reads.ENTRIES, show_spinner=False)
 def spec_text(url: str, exp_id: int) -> str:
     """The experiment's stored spec (its strategies' drafts pair the paper's baselines with the run's names)."""
-    with queries._session(url) as s:
+    with reads._session(url) as s:
         return experiment_spec(s, exp_id)
 
 
@@ -118,7 +118,7 @@ st.caption(
     "texts, this CPU) it shows the **shape** (which draft wins where, how speedup moves with k and regime), "
     "**not the values**. Energy ratio is plain / strategy, as the paper's Tables 3 and 4."
 )
-summary = queries.summary(f.url, f.exp_id, f.version, f.pooled)
+summary = reads.summary(f.url, f.exp_id, f.version, f.pooled)
 run = run_frame(summary, latency(f.url, f.experiment), redundancy(f.url, f.exp_id, f.version))
 spec = spec_text(f.url, f.exp_id)
 rule = paper_names(run, spec)

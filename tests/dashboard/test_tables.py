@@ -143,7 +143,7 @@ def test_redundancy_counts_each_prompt_once():
         }
     )
     refs = pd.DataFrame({"task": ["t"], "prompt_index": [0], "text": ["x y z w x y z w"]})
-    frame = tables.redundancy_frame(texts, refs)
+    frame = tables.redundancy_by_source(texts, refs)
     a = frame[frame["strategy"] == "a"].iloc[0]
     assert a["texts"] == 2  # duplicates across k/regime dropped
     assert a["overlap"] == pytest.approx(0.5)  # ("one two three four") shared, the other 4-gram not

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from storage import store
-from storage.cell import CellParams, CellSpec
+from storage.cell_spec import CellParams, CellSpec
 from storage.db import open_db
 from storage.models import Artifact, Cell, Generation
 from workers.contracts import ArtifactInfo, EnergyRecord, GenerationRecord, ReferenceRecord

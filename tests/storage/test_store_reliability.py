@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import func, select, text
 
 from storage import store
-from storage.cell import CellParams, CellSpec
+from storage.cell_spec import CellParams, CellSpec
 from storage.db import DatabaseError, open_db, open_reader
 from storage.models import Cell, Generation, InstanceBase, Lease
 from workers.contracts import GenerationRecord, ReferenceRecord
