@@ -591,7 +591,7 @@ REFERENCES = pd.DataFrame(
 FRAME_COLUMNS = ["strategy", "task", "texts", "repetition", "overlap", "gzip_ratio"]
 
 
-def test_redundancy_frame_groups_each_source_and_task_once(monkeypatch):
+def test_redundancy_by_source_groups_each_source_and_task_once(monkeypatch):
     calls: list = []
     monkeypatch.setattr("workers.metrics.redundancy", fake_redundancy(calls))
     out = redundancy_by_source(TEXTS, REFERENCES, n=3)
@@ -610,7 +610,7 @@ def test_redundancy_frame_groups_each_source_and_task_once(monkeypatch):
     pdt.assert_frame_equal(out, expected)
 
 
-def test_redundancy_frame_without_references_and_default_n(monkeypatch):
+def test_redundancy_by_source_without_references_and_default_n(monkeypatch):
     calls: list = []
     monkeypatch.setattr("workers.metrics.redundancy", fake_redundancy(calls))
     out = redundancy_by_source(TEXTS[TEXTS["task"] == "wiki"], pd.DataFrame())
@@ -618,12 +618,12 @@ def test_redundancy_frame_without_references_and_default_n(monkeypatch):
     pdt.assert_frame_equal(out, pd.DataFrame([("ngram", "wiki", 2, 0.2, 0.4, 0.5)], columns=FRAME_COLUMNS))
 
 
-def test_redundancy_frame_of_nothing_has_the_columns():
+def test_redundancy_by_source_of_nothing_has_the_columns():
     out = redundancy_by_source(TEXTS.iloc[0:0], pd.DataFrame())
     assert list(out.columns) == FRAME_COLUMNS and len(out) == 0
 
 
-def test_redundancy_frame_with_the_real_measures():
+def test_redundancy_by_source_with_the_real_measures():
     texts = pd.DataFrame(
         {
             "strategy": ["a", "a"],
