@@ -11,6 +11,7 @@ import streamlit as st
 
 from dashboard import charts, reads, tables
 from storage.browse import PICK_ORDER, GridPoint, Selection
+from storage.columns import BOUNDS, Column
 
 FILTERS_KEY = "gs_filters"
 START_POLL_S = 5  # the start page checks this often whether a run has begun
@@ -156,12 +157,28 @@ def frame_block(df: pd.DataFrame, title: str, key: str, empty: str = "Nothing he
     if df.empty:
         st.info(empty)
         return
-    st.dataframe(df, hide_index=True, **dataframe_args)
+    st.dataframe(tables.one_type_per_column(df), hide_index=True, **dataframe_args)
     downloads(
         key,
         lambda: df.to_csv(index=False),
         lambda: df.to_latex(index=False, float_format="%.3f", escape=True, caption=title, label=f"tab:{key}"),
     )
+
+
+def column_formats(columns: tuple[Column, ...], shown: list[str]) -> dict:
+    """Streamlit's header and number format of each `shown` column that declares one in `storage.columns` (an
+    interval bound as "<label> 95% lo"), for `st.dataframe(column_config=...)`."""
+    out = {}
+    for c in columns:
+        names = {c.name: c.label, **{c.bound(b): c.label and f"{c.label} 95% {b}" for b in BOUNDS}}
+        for name, label in names.items():
+            if name not in shown:
+                continue
+            if c.fmt:
+                out[name] = st.column_config.NumberColumn(label, format=c.fmt)
+            elif label:
+                out[name] = label
+    return out
 
 
 def downloads(key: str, csv, latex) -> None:

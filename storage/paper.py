@@ -17,7 +17,6 @@ Example:
 
 from __future__ import annotations
 
-import math
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ import pandas as pd
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from storage.columns import k_text
 from storage.models import Experiment, Reference
 
 
@@ -142,12 +142,3 @@ def compare_run(run: pd.DataFrame, names: Names) -> Comparison:
     found = table["ours"].notna()
     matched, unmatched = table[found].reset_index(drop=True), table[~found].reset_index(drop=True)
     return Comparison(matched, unmatched, len(names.paper), len(names.paper) - len(unmatched), left_out)
-
-
-def k_text(value) -> str:
-    """A k cell as text, one type for the column: "" (any), "8", or a set such as "12|16|24"."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return ""
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)

@@ -57,6 +57,7 @@ from sqlalchemy import Float, case, cast, func, literal, or_, select
 from sqlalchemy.orm import Session
 
 from storage import stats
+from storage.columns import INTERVAL_COLUMNS, INTERVAL_METRICS, SUMMARY_COLUMNS
 from storage.models import Generation as G
 
 PLAIN = "plain"
@@ -64,53 +65,6 @@ FASTPATH_REGIME = "cached"  # the regime with the first-token rejection fast pat
 KEYS = ["strategy", "draft", "task", "k", "regime", "temperature", "measure"]
 PLAIN_KEYS = ["task", "regime", "temperature", "measure"]  # the coordinate of a cell's plain greedy
 NO_PLAIN = "no plain generation of the same prompts and max_new_tokens"
-INTERVAL_METRICS = (
-    "tokens_per_s",
-    "speedup",
-    "acceptance",
-    "first_token_acceptance",
-    "mal",
-    "j_per_100_tokens",
-    "energy_ratio",
-)
-INTERVAL_COLUMNS = [f"{m}_{b}" for m in INTERVAL_METRICS for b in ("lo", "hi")]
-
-SUMMARY_COLUMNS = [
-    "experiment",
-    "strategy",
-    "draft",
-    "task",
-    "k",
-    "regime",
-    "temperature",
-    "measure",
-    "version",
-    "prompts",
-    "n_prompts",
-    "generations",
-    "n_tokens",
-    "tokens_per_s",
-    "speedup",
-    "acceptance",
-    "first_token_acceptance",
-    "mal",
-    "mean_accepted_tokens",
-    "rouge_l",
-    "exact_match",
-    "energy_j",
-    "j_per_100_tokens",
-    "tokens_per_j",
-    "energy_ratio",
-    "mean_power_w",
-    "power_source",
-    "power_measured",
-    "wall_s",
-    "draft_share",
-    "aggregation",
-    *INTERVAL_COLUMNS,
-    "note",
-]
-
 
 def _f(expr):
     """As a float, so integer division never truncates (SQLite and PostgreSQL both would)."""

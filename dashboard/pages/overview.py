@@ -6,50 +6,12 @@ import streamlit as st
 
 from dashboard import charts, reads, ui
 from dashboard.app import page_filters
+from storage.columns import OVERVIEW_COLUMNS, SUMMARY
 
 REFRESH_S = 5  # how often the queue redraws while cells are pending or running
 
-RESULT_COLUMNS = [
-    "strategy",
-    "task",
-    "k",
-    "regime",
-    "measure",
-    "prompts",
-    "tokens_per_s",
-    "speedup",
-    "speedup_lo",
-    "speedup_hi",
-    "acceptance",
-    "acceptance_lo",
-    "acceptance_hi",
-    "first_token_acceptance",
-    "mal",
-    "rouge_l",
-    "j_per_100_tokens",
-    "energy_ratio",
-    "energy_ratio_lo",
-    "energy_ratio_hi",
-    "power_source",
-    "note",
-]
-RESULT_FORMATS = {
-    "tokens_per_s": st.column_config.NumberColumn("tok/s", format="%.1f"),
-    "speedup": st.column_config.NumberColumn("speedup", format="%.2fx"),
-    "speedup_lo": st.column_config.NumberColumn("speedup 95% lo", format="%.2fx"),
-    "speedup_hi": st.column_config.NumberColumn("speedup 95% hi", format="%.2fx"),
-    "acceptance": st.column_config.NumberColumn("acceptance", format="percent"),
-    "acceptance_lo": st.column_config.NumberColumn("acceptance 95% lo", format="percent"),
-    "acceptance_hi": st.column_config.NumberColumn("acceptance 95% hi", format="percent"),
-    "first_token_acceptance": st.column_config.NumberColumn("1st-token", format="percent"),
-    "mal": st.column_config.NumberColumn("MAL", format="%.2f"),
-    "rouge_l": st.column_config.NumberColumn("ROUGE-L", format="%.3f"),
-    "j_per_100_tokens": st.column_config.NumberColumn("J/100 tok", format="%.1f"),
-    "energy_ratio": st.column_config.NumberColumn("energy ratio", format="%.2fx"),
-    "energy_ratio_lo": st.column_config.NumberColumn("energy ratio 95% lo", format="%.2fx"),
-    "energy_ratio_hi": st.column_config.NumberColumn("energy ratio 95% hi", format="%.2fx"),
-    "power_source": "power",
-}
+RESULT_COLUMNS = OVERVIEW_COLUMNS  # storage.columns: the summary's columns the overview shows
+RESULT_FORMATS = ui.column_formats(SUMMARY, RESULT_COLUMNS)
 IBASE_COLUMNS = {
     "corpus": "corpus",
     "backend": "backend",

@@ -7,6 +7,7 @@ import streamlit as st
 
 from dashboard import reads, ui
 from dashboard.app import page_filters
+from storage.columns import COMPARE_PAGE_COLUMNS, COMPARISON
 from storage.latency import latency_frame
 from storage.paper import compare_run, experiment_spec, paper_names, reference_tokens_frame
 from workers.paper import TASK_NAMES, load_results, redundancy_frame, run_frame
@@ -27,24 +28,8 @@ SECTIONS = [  # (title, metrics, key)
     ),
     ("Draft latency (§2.3, `greenspec latency SPEC`)", ("latency_ms",), "paper_latency"),
 ]
-COLUMNS = [
-    "source",
-    "metric",
-    "strategy",
-    "task",
-    "k",
-    "regime",
-    "paper",
-    "paper_max",
-    "ours",
-    "diff",
-    "rel_diff",
-    "in_range",
-    "quote",
-    "note",
-]
+COLUMNS = COMPARE_PAGE_COLUMNS  # storage.columns: the comparison's columns this page shows
 NONE = "(none)"
-NUMBERS = ("paper", "paper_max", "ours", "diff", "rel_diff")
 
 
 @st.cache_data(ttl=reads.LIVE_TTL_S, show_spinner=False)
@@ -98,7 +83,7 @@ def section(table: pd.DataFrame, title: str, metrics: tuple[str, ...], key: str)
     """One block of the comparison: the paper's numbers of these metrics beside the run's, matched rows first."""
     rows = table[table["metric"].isin(metrics)]
     rows = rows.iloc[rows["ours"].isna().argsort(kind="stable")]
-    numbers = {c: st.column_config.NumberColumn(format="%.4g") for c in NUMBERS}
+    numbers = ui.column_formats(COMPARISON, COLUMNS)
     ui.frame_block(
         rows[COLUMNS],
         title,
