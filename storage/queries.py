@@ -16,9 +16,14 @@ from storage.models import CELL_KINDS, CELL_STATES, Artifact, Cell, Experiment, 
 from storage.summary import (  # noqa: F401 (SUMMARY_COLUMNS: re-exported)
     SUMMARY_COLUMNS,
     Versions,
+    first_accepted_expr,
+    first_drafted_expr,
     group_sums,
+    latest_generations,
     prompt_frame,
+    rounds_expr,
     summarize,
+    version_expr,
 )
 
 
@@ -149,8 +154,6 @@ def generations_export_frame(session: Session, exp_id: int, versions: Versions |
     """One row per generation the summary counts (timed and replayed: `measure`; a replayed one's wall_s and
     tokens_per_s are its predicted ones), with its version and everything its cell's intervals are computed from:
     rounds, first accepted / first drafted as `storage.summary` counts them."""
-    from storage.summary import first_accepted_expr, first_drafted_expr, latest_generations, rounds_expr, version_expr
-
     G = Generation
     computed = {
         "rounds": rounds_expr(),

@@ -51,7 +51,7 @@ def test_every_view_is_the_tables_order_and_every_column_is_declared_once():
 
 
 def test_intervals_follow_the_summarys_figure_order():
-    """`storage.summary._figures` computes the figures in this order: the registry must list them so."""
+    """`storage.intervals._figures` computes the figures in this order: the registry must list them so."""
     assert columns.INTERVAL_METRICS == (
         "tokens_per_s", "speedup", "acceptance", "first_token_acceptance", "mal", "j_per_100_tokens", "energy_ratio",
     )  # fmt: skip
