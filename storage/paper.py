@@ -28,6 +28,7 @@ from sqlalchemy.orm import Session
 
 from storage.columns import k_text
 from storage.models import Experiment, Reference
+from workers.errors import GreenspecError
 
 
 def reference_tokens_frame(session: Session, exp_id: int) -> pd.DataFrame:
@@ -77,8 +78,6 @@ class Comparison:
 
 def read_map(path: str | Path) -> dict[str, dict[str, str]]:
     """A names file: `[tasks]` and `[strategies]` tables of run name = paper name; one-line errors."""
-    from workers.errors import GreenspecError
-
     try:
         raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
@@ -94,8 +93,7 @@ def read_map(path: str | Path) -> dict[str, dict[str, str]]:
 def paper_names(run: pd.DataFrame, spec_toml: str, mapping: Mapping[str, Mapping[str, str]] | None = None) -> Names:
     """The module's rule over the run's task and strategy names, then `mapping` (a map file's tables) over it;
     a mapping to a name the paper does not have is refused in one line."""
-    from workers.errors import GreenspecError
-    from workers.paper import TASK_NAMES, load_results, strategy_names
+    from workers.paper import TASK_NAMES, load_results, strategy_names  # deferred: torch, via the draft registry
 
     paper = load_results(strategy_names(spec_toml) or None)
     have = {"tasks": set(TASK_NAMES.values()), "strategies": _names_in(paper["strategy"])}
@@ -134,7 +132,7 @@ def paired_rows(run: pd.DataFrame, names: Names) -> tuple[pd.DataFrame, int]:
 
 def compare_run(run: pd.DataFrame, names: Names) -> Comparison:
     """The paper's numbers beside the paired rows of the run: matched rows only, `k` as text (blank = any)."""
-    from workers.paper import compare
+    from workers.paper import compare  # deferred: torch, via the draft registry
 
     rows, left_out = paired_rows(run, names)
     table = compare(rows, paper=names.paper, keep_unmatched=True)

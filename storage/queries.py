@@ -8,6 +8,8 @@ Example:
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 from sqlalchemy import case, func, literal, select
 from sqlalchemy.orm import Session
@@ -238,8 +240,6 @@ def identical_pass_noise(session: Session, exp_id: int | None) -> dict | None:
     same verifier work, so their verifier times (wall_s - draft_s) differ only by the machine. Returns the pooled
     within-group standard deviation of the log of that time (`sd`, about the relative spread of one generation's
     time), with the number of such groups and generations; None where no two cells match."""
-    import math
-
     stmt = (
         select(
             Generation.task,
