@@ -94,15 +94,26 @@ def _kind(value) -> str:
     return "text" if isinstance(value, str) else type(value).__name__
 
 
+def k_column(values: pd.Series) -> pd.Series:
+    """A k column of one type: integers as they are (nullable `Int64` where some rows have none, as a failed train
+    cell's), else text (`storage.columns.k_text`: "8", "" for any, "12|16|24" for a set), never a mix of the two."""
+    if values.dtype.kind in "iu":
+        return values
+    numbers = pd.to_numeric(values, errors="coerce")
+    if numbers.notna().equals(values.notna()) and (numbers.dropna() % 1 == 0).all():
+        return numbers.astype("Int64")
+    return values.map(k_text).astype(object)
+
+
 def one_type_per_column(df: pd.DataFrame) -> pd.DataFrame:
-    """`df` as the dashboard shows it, one type per column so that Arrow serialises it as it is: k as text
-    (`storage.columns.k_text`: "8", "" for none, "12|16|24" for a set), and any other column that mixes kinds of
-    values (numbers and text, say) as text, its blanks kept blank."""
+    """`df` as the dashboard shows it, one type per column so that Arrow serialises it as it is (the users' issue #40:
+    "Could not convert '' with type str: tried to convert to int64"): k by `k_column`, and any other column that
+    mixes kinds of values (numbers and text, say) as text, its blanks kept blank."""
     out = df.copy()
     for column in df.columns:
         values = df[column]
         if column == "k":
-            out[column] = values.map(k_text)
+            out[column] = k_column(values)
         elif values.dtype == object and len({_kind(v) for v in values.dropna()}) > 1:
             out[column] = values.map(lambda v: v if v is None or v != v else str(v))
     return out

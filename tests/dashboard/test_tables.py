@@ -216,9 +216,19 @@ def test_shown_frames_have_one_type_per_column_so_arrow_takes_them():
     assert list(mixed["k"]) == [8, "", "12|16|24", None]  # the frame itself is left as it is
 
 
-def test_the_summary_and_its_page_tables_show_k_as_text(summary):
+def test_an_integer_k_stays_integer_and_a_missing_one_does_not_make_it_float():
+    assert tables.k_column(pd.Series([0, 3, 5])).tolist() == [0, 3, 5]
+    failures = tables.k_column(pd.Series([3.0, math.nan, 8.0]))  # a failed train cell has no k
+    assert str(failures.dtype) == "Int64" and failures.tolist() == [3, pd.NA, 8]
+    assert tables.k_column(pd.Series(["8", "", "12|16|24"], dtype=object)).tolist() == ["8", "", "12|16|24"]
+
+
+def test_the_summary_and_its_page_tables_keep_k_one_type(summary):
+    import pyarrow as pa
+
     shown = tables.one_type_per_column(summary)
-    assert set(shown["k"]) == {str(k) for k in summary["k"]}
+    assert shown["k"].tolist() == summary["k"].tolist() and shown["k"].dtype.kind == "i"
     spec = tables.PAPER_TABLES["table1"]
     page = tables.styled(tables.paper_table(summary, spec.metrics, spec.regime), spec.metrics).data
-    assert all(isinstance(k, str) for k in page["k"])
+    assert {type(k) for k in page["k"]} == {int}
+    pa.Table.from_pandas(page)
