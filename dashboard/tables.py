@@ -99,9 +99,9 @@ def k_column(values: pd.Series) -> pd.Series:
     cell's), else text (`storage.columns.k_text`: "8", "" for any, "12|16|24" for a set), never a mix of the two."""
     if values.dtype.kind in "iu":
         return values
-    numbers = pd.to_numeric(values, errors="coerce")
-    if numbers.notna().equals(values.notna()) and (numbers.dropna() % 1 == 0).all():
-        return numbers.astype("Int64")
+    present = values.dropna()
+    if all(_kind(v) == "number" and float(v).is_integer() for v in present):
+        return values.astype("Int64")
     return values.map(k_text).astype(object)
 
 

@@ -221,6 +221,7 @@ def test_an_integer_k_stays_integer_and_a_missing_one_does_not_make_it_float():
     failures = tables.k_column(pd.Series([3.0, math.nan, 8.0]))  # a failed train cell has no k
     assert str(failures.dtype) == "Int64" and failures.tolist() == [3, pd.NA, 8]
     assert tables.k_column(pd.Series(["8", "", "12|16|24"], dtype=object)).tolist() == ["8", "", "12|16|24"]
+    assert tables.k_column(pd.Series(["8", "5"], dtype=object)).tolist() == ["8", "5"]  # text stays text
 
 
 def test_the_summary_and_its_page_tables_keep_k_one_type(summary):

@@ -38,7 +38,6 @@ UNIT_SCALE = {"%": 0.01}  # to greenspec's units: acceptance and redundancy are 
 KEYS = ("strategy", "task", "k", "regime")
 
 
-
 def _names(cell: str, table: Mapping[str, str]) -> str:
     """Map each `|`-separated name of a cell through `table` (blank stays blank)."""
     return "|".join(table.get(x, x) for x in cell.split("|")) if cell else ""
