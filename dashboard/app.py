@@ -14,7 +14,7 @@ if str(ROOT) not in sys.path:  # `streamlit run` puts only dashboard/ on the pat
 
 import streamlit as st  # noqa: E402
 
-from dashboard import queries, ui  # noqa: E402
+from dashboard import reads, ui  # noqa: E402
 
 PAGES_DIR = Path(__file__).parent / "pages"
 
@@ -33,8 +33,8 @@ PAGES = [
 def main() -> None:
     """Pick the pages: the start page while the database holds nothing, the result pages otherwise."""
     st.set_page_config(page_title="greenspec", page_icon=":seedling:", layout="wide")
-    url = queries.db_url()
-    if queries.db_state(url) != "ready":
+    url = reads.db_url()
+    if reads.db_state(url) != "ready":
         st.navigation([st.Page(ui.start_page, title="Start", icon=":material/play_arrow:")]).run()
         return
     page = st.navigation(

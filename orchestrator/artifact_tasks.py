@@ -19,7 +19,7 @@ from workers.contracts import ArtifactJob
 
 if TYPE_CHECKING:
     from orchestrator.spec import Spec
-    from storage.cell import CellSpec
+    from storage.cell_spec import CellSpec
 
 COORDINATOR_BYTES = 512 << 20  # the training task's own process: the tokenizer, a batch of documents, the counts
 

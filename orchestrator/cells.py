@@ -18,7 +18,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from orchestrator.spec import CorpusSection, Spec
-from storage.cell import CellParams, CellSpec
+from storage.cell_spec import CellParams, CellSpec
 from workers.drafts.registry import Requirement
 from workers.training.artifacts import VERIFIER_KINDS, chain
 

@@ -15,31 +15,11 @@ import sys
 import pandas as pd
 
 from orchestrator.outputs import write_failed
+from storage.columns import EXPORT_COLUMNS
 from storage.db import Session
 from storage.queries import experiment_id, generations_export_frame, reference_cells_frame, summary_frame
 from storage.summary import Versions
 from workers.errors import GreenspecError
-
-EXPORT_COLUMNS = [
-    "strategy",
-    "task",
-    "k",
-    "regime",
-    "measure",
-    "prompts",
-    "n_prompts",
-    "tokens_per_s",
-    "speedup",
-    "acceptance",
-    "first_token_acceptance",
-    "mal",
-    "rouge_l",
-    "exact_match",
-    "j_per_100_tokens",
-    "energy_ratio",
-    "mean_power_w",
-    "power_source",
-]
 
 
 def _reference_key(spec, prompt: str) -> str:

@@ -25,7 +25,7 @@ from orchestrator.replay_costs import PREREQUISITE_KINDS, ReplayCosts
 from orchestrator.scheduler import Scheduler
 from orchestrator.spec import Spec
 from storage import store
-from storage.cell import CellSpec
+from storage.cell_spec import CellSpec
 from storage.models import CELL_KINDS
 from storage.queries import state_counts
 from storage.replays import done_keys, references_by_key, twin_rounds

@@ -12,23 +12,11 @@ from __future__ import annotations
 
 import pandas as pd
 
+from storage.columns import COMPARE_TEXT_COLUMNS
 from storage.db import Session
 from storage.paper import Comparison, compare_run
 
-SHOWN = [
-    "source",
-    "metric",
-    "strategy",
-    "task",
-    "k",
-    "regime",
-    "paper",
-    "paper_max",
-    "ours",
-    "diff",
-    "rel_diff",
-    "in_range",
-]
+SHOWN = COMPARE_TEXT_COLUMNS  # what markdown and latex show (`storage.columns`)
 
 
 def comparison(session: Session, experiment: str | None, map_file: str | None = None) -> Comparison:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from orchestrator.cells import TaskPrompts, expand
 from orchestrator.spec import BUILTIN, Spec, check_paths, model_options
-from storage.cell import CellSpec
+from storage.cell_spec import CellSpec
 from workers.errors import CorpusError, ModelError, SpecError
 from workers.runner import RunnerConfig
 from workers.training.artifacts import BY_CELL_KIND as ARTIFACT_KINDS

@@ -14,7 +14,7 @@ from typing import Any
 
 from orchestrator.cells import COST_ROLE
 from orchestrator.spec import Spec
-from storage.cell import CellSpec
+from storage.cell_spec import CellSpec
 from workers.contracts import EnergyRecord, GenerationRecord
 
 PREREQUISITE_KINDS = ("reference", COST_ROLE)  # done cells that other cells wait for (replays; k = "auto")

@@ -28,7 +28,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import replace
 
-from storage.cell import CellSpec
+from storage.cell_spec import CellSpec
 from storage.store import ARTIFACT_KINDS
 
 KIND_ORDER = {"costmodel": -2, "label": -1, "reference": 0, "sweep": 1}

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from storage.cell import CellSpec
+from storage.cell_spec import CellSpec
 from storage.models import Base, Cell
 
 NAME_FIELDS = ("strategy", "task", "corpus")

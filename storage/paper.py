@@ -17,7 +17,6 @@ Example:
 
 from __future__ import annotations
 
-import math
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -27,7 +26,9 @@ import pandas as pd
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from storage.columns import k_text
 from storage.models import Experiment, Reference
+from workers.errors import GreenspecError
 
 
 def reference_tokens_frame(session: Session, exp_id: int) -> pd.DataFrame:
@@ -77,8 +78,6 @@ class Comparison:
 
 def read_map(path: str | Path) -> dict[str, dict[str, str]]:
     """A names file: `[tasks]` and `[strategies]` tables of run name = paper name; one-line errors."""
-    from workers.errors import GreenspecError
-
     try:
         raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
@@ -94,8 +93,7 @@ def read_map(path: str | Path) -> dict[str, dict[str, str]]:
 def paper_names(run: pd.DataFrame, spec_toml: str, mapping: Mapping[str, Mapping[str, str]] | None = None) -> Names:
     """The module's rule over the run's task and strategy names, then `mapping` (a map file's tables) over it;
     a mapping to a name the paper does not have is refused in one line."""
-    from workers.errors import GreenspecError
-    from workers.paper import TASK_NAMES, load_results, strategy_names
+    from workers.paper import TASK_NAMES, load_results, strategy_names  # deferred: torch, via the draft registry
 
     paper = load_results(strategy_names(spec_toml) or None)
     have = {"tasks": set(TASK_NAMES.values()), "strategies": _names_in(paper["strategy"])}
@@ -134,7 +132,7 @@ def paired_rows(run: pd.DataFrame, names: Names) -> tuple[pd.DataFrame, int]:
 
 def compare_run(run: pd.DataFrame, names: Names) -> Comparison:
     """The paper's numbers beside the paired rows of the run: matched rows only, `k` as text (blank = any)."""
-    from workers.paper import compare
+    from workers.paper import compare  # deferred: torch, via the draft registry
 
     rows, left_out = paired_rows(run, names)
     table = compare(rows, paper=names.paper, keep_unmatched=True)
@@ -142,12 +140,3 @@ def compare_run(run: pd.DataFrame, names: Names) -> Comparison:
     found = table["ours"].notna()
     matched, unmatched = table[found].reset_index(drop=True), table[~found].reset_index(drop=True)
     return Comparison(matched, unmatched, len(names.paper), len(names.paper) - len(unmatched), left_out)
-
-
-def k_text(value) -> str:
-    """A k cell as text, one type for the column: "" (any), "8", or a set such as "12|16|24"."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return ""
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)

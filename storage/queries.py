@@ -8,6 +8,8 @@ Example:
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 from sqlalchemy import case, func, literal, select
 from sqlalchemy.orm import Session
@@ -16,9 +18,14 @@ from storage.models import CELL_KINDS, CELL_STATES, Artifact, Cell, Experiment, 
 from storage.summary import (  # noqa: F401 (SUMMARY_COLUMNS: re-exported)
     SUMMARY_COLUMNS,
     Versions,
+    first_accepted_expr,
+    first_drafted_expr,
     group_sums,
+    latest_generations,
     prompt_frame,
+    rounds_expr,
     summarize,
+    version_expr,
 )
 
 
@@ -149,8 +156,6 @@ def generations_export_frame(session: Session, exp_id: int, versions: Versions |
     """One row per generation the summary counts (timed and replayed: `measure`; a replayed one's wall_s and
     tokens_per_s are its predicted ones), with its version and everything its cell's intervals are computed from:
     rounds, first accepted / first drafted as `storage.summary` counts them."""
-    from storage.summary import first_accepted_expr, first_drafted_expr, latest_generations, rounds_expr, version_expr
-
     G = Generation
     computed = {
         "rounds": rounds_expr(),
@@ -235,8 +240,6 @@ def identical_pass_noise(session: Session, exp_id: int | None) -> dict | None:
     same verifier work, so their verifier times (wall_s - draft_s) differ only by the machine. Returns the pooled
     within-group standard deviation of the log of that time (`sd`, about the relative spread of one generation's
     time), with the number of such groups and generations; None where no two cells match."""
-    import math
-
     stmt = (
         select(
             Generation.task,

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from storage.cell import CellParams
+from storage.cell_spec import CellParams
 from storage.models import Cell, Generation, Reference
 from workers.replay import ROUND_LISTS
 

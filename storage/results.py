@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from storage.cell import CellParams
+from storage.cell_spec import CellParams
+from storage.generation_row import record_columns
 from storage.models import Artifact, Cell, CostModel, Experiment, Generation, InstanceBase, PowerSample, Reference
 from workers.contracts import ArtifactInfo, CostModelRecord, GenerationRecord, LabelRecord, ReferenceRecord
 from workers.metrics import acceptance_rate, mal, rouge_l, tokens_per_s
@@ -24,40 +25,44 @@ if TYPE_CHECKING:
     from workers.power.base import PowerSample as Sample
 
 
-def store_ibase(session: Session, cell_id: int, info: Any) -> None:
-    """The instance base a train cell built (`info`: workers.training.ibase.IBaseInfo)."""
+class TrainedIBase(Protocol):
+    """What a train cell reports of the instance base it built (`workers.training.ibase.IBaseInfo` is one): the fields
+    `store_ibase` stores, each an `instance_bases` column of the same name."""
+
+    path: str
+    sha256: str
+    backend: str
+    window: int
+    order: str
+    tokenizer_id: str
+    tokens: int
+    instances: int
+    nodes_before_prune: int | None
+    nodes_after_prune: int | None
+    bytes: int
+    train_s: float
+    energy_j: float | None
+    power_source: str | None
+    power_measured: bool | None
+    partitions: int
+    memory_budget_bytes: int | None
+    peak_rss_bytes: int | None
+    cpu_s: float | None
+    energy_attribution: str | None
+
+
+IBASE_COLUMNS = tuple(TrainedIBase.__annotations__)  # the protocol's fields, in order
+
+
+def store_ibase(session: Session, cell_id: int, info: TrainedIBase) -> None:
+    """The instance base a train cell built, its fields by name (`TrainedIBase`)."""
     cell = session.get(Cell, cell_id)
-    session.add(
-        InstanceBase(
-            cell_id=cell.id,
-            experiment_id=cell.experiment_id,
-            corpus=cell.corpus,
-            path=str(info.path),
-            sha256=info.sha256,
-            backend=info.backend,
-            window=info.window,
-            order=info.order,
-            tokenizer_id=info.tokenizer_id,
-            tokens=info.tokens,
-            instances=info.instances,
-            nodes_before_prune=info.nodes_before_prune,
-            nodes_after_prune=info.nodes_after_prune,
-            bytes=info.bytes,
-            train_s=info.train_s,
-            energy_j=info.energy_j,
-            power_source=info.power_source,
-            power_measured=getattr(info, "power_measured", None),
-            partitions=getattr(info, "partitions", None),
-            memory_budget_bytes=getattr(info, "memory_budget_bytes", None),
-            peak_rss_bytes=getattr(info, "peak_rss_bytes", None),
-            cpu_s=getattr(info, "cpu_s", None),
-            energy_attribution=getattr(info, "energy_attribution", None),
-        )
-    )
+    values = {name: getattr(info, name) for name in IBASE_COLUMNS} | {"path": str(info.path)}
+    session.add(InstanceBase(cell_id=cell.id, experiment_id=cell.experiment_id, corpus=cell.corpus, **values))
 
 
-def store_artifact(session: Session, cell_id: int, info: Any) -> None:
-    """What an artifact cell built: an instance base (`IBaseInfo`) or any other artifact (`ArtifactInfo`)."""
+def store_artifact(session: Session, cell_id: int, info: ArtifactInfo | TrainedIBase) -> None:
+    """What an artifact cell built: an instance base (`TrainedIBase`) or any other artifact (`ArtifactInfo`)."""
     if not isinstance(info, ArtifactInfo):
         store_ibase(session, cell_id, info)
         return
@@ -175,10 +180,11 @@ def store_generation(session: Session, cell_id: int, g: GenerationRecord) -> Non
     params = CellParams.from_json(cell.params)
     prompt_key = params.reference  # the key of its prompt's reference cell (prepare.py)
     ref = _reference_tokens(session, cell.experiment_id, prompt_key)
-    tokens, n, e = list(g.tokens), len(g.tokens), g.energy
+    tokens, n = list(g.tokens), len(g.tokens)
     greedy = not cell.temperature  # a sampled text is not meant to equal the greedy reference: no quality figures
     session.add(
         Generation(
+            **record_columns(g),
             cell_id=cell.id,
             experiment_id=cell.experiment_id,
             strategy=cell.strategy,
@@ -188,46 +194,15 @@ def store_generation(session: Session, cell_id: int, g: GenerationRecord) -> Non
             prompt_key=prompt_key,
             k=cell.k,
             regime=cell.regime,
-            n_prompt_tokens=g.n_prompt_tokens,
             temperature=cell.temperature or 0.0,
             top_k=params.top_k,
             top_p=params.top_p,
-            first_checked=g.first_checked,
             n_tokens=n,
-            steps=g.steps,
-            drafted=g.drafted,
-            accepted=g.accepted,
             acceptance=acceptance_rate(g.accepted, g.drafted) if g.drafted else None,
             mal=_mal(g),
-            accept_hist=list(g.accept_hist),
-            accepted_per_step=list(g.accepted_per_step),
-            tokens_per_step=list(g.tokens_per_step),
-            fastpath_rejects=g.fastpath_rejects,
-            wall_s=g.wall_s,
-            wall_s_runs=list(g.wall_s_runs) or [g.wall_s],
-            draft_s=g.draft_s,
-            verify_s=g.verify_s,
             tokens_per_s=tokens_per_s(n, g.wall_s),
-            started_at=g.started_at,
-            ended_at=g.ended_at,
-            energy_j=e and e.energy_j,
-            mean_power_w=e and e.mean_power_w,
-            j_per_100_tokens=e and e.j_per_100_tokens,
-            tokens_per_j=e and e.tokens_per_j,
-            power_source=e and e.power_source,
-            power_measured=e and e.power_measured,
             rouge_l=rouge_l(tokens, ref) if ref is not None and greedy else None,
             exact_match=(tokens == list(ref)) if ref is not None and greedy else None,
-            bridged=g.bridged,
-            stopped=g.stopped,
-            device=g.device,
-            tokens=tokens,
-            text=g.text,
-            measure=g.measure,
-            passes=[list(p) for p in g.passes] or None,
-            drafted_per_step=list(g.drafted_per_step) or None,
-            predicted_wall_s=g.predicted_wall_s,
-            **({"first_accepted": g.first_accepted} if g.first_accepted is not None else {}),
         )
     )
 

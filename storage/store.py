@@ -17,12 +17,13 @@ Leases (`acquire_lease`, `renew_lease`, `release_lease`) keep a second driver of
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 
 from sqlalchemy import case, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from storage.cell import CellParams, CellSpec
+from storage.cell_spec import CellParams, CellSpec
 from storage.models import Artifact, Cell, Experiment, InstanceBase, Lease, utcnow
 from storage.results import (  # noqa: F401 (the result writers, re-exported: every write goes through `store`)
     artifact_paths,
@@ -215,8 +216,6 @@ def requeue_artifact(session: Session, exp_id: int, key: str) -> CellSpec | None
 
 def missing_artifacts(session: Session, exp_id: int) -> list[str]:
     """Keys of done artifact cells whose file no longer exists."""
-    from pathlib import Path
-
     return sorted(key for key, path in artifact_paths(session, exp_id).items() if not Path(path).exists())
 
 

@@ -19,9 +19,9 @@ regime, temperature and measure; a cell without such a plain has no speedup and 
 predicted); a row never mixes the two. Its `version` is "current" or "older" against `Versions` (what the stored
 spec still makes), "current" for all without it.
 
-Intervals (`storage.stats`): a seeded bootstrap over the cell's prompts of the same aggregation as the row's figure,
-`<figure>_lo` / `<figure>_hi` for every figure in `INTERVAL_METRICS`; speedup and energy ratio resample the prompts
-paired with plain. `n_prompts` is the cell's prompts.
+Intervals (`storage.intervals`): a seeded bootstrap over the cell's prompts of the same aggregation as the row's
+figure, `<figure>_lo` / `<figure>_hi` for every figure in `storage.columns.INTERVAL_METRICS`; speedup and energy
+ratio resample the prompts paired with plain. `n_prompts` is the cell's prompts.
 
 Definitions (per generation, from the stored per-round records):
 
@@ -51,65 +51,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 from sqlalchemy import Float, case, cast, func, literal, or_, select
 from sqlalchemy.orm import Session
 
-from storage import stats
+from storage.columns import SUMMARY_COLUMNS
+from storage.intervals import NO_PLAIN, PROMPT_COLUMNS, cell_intervals  # noqa: F401 (NO_PLAIN: re-exported)
 from storage.models import Generation as G
 
 PLAIN = "plain"
 FASTPATH_REGIME = "cached"  # the regime with the first-token rejection fast path
 KEYS = ["strategy", "draft", "task", "k", "regime", "temperature", "measure"]
 PLAIN_KEYS = ["task", "regime", "temperature", "measure"]  # the coordinate of a cell's plain greedy
-NO_PLAIN = "no plain generation of the same prompts and max_new_tokens"
-INTERVAL_METRICS = (
-    "tokens_per_s",
-    "speedup",
-    "acceptance",
-    "first_token_acceptance",
-    "mal",
-    "j_per_100_tokens",
-    "energy_ratio",
-)
-INTERVAL_COLUMNS = [f"{m}_{b}" for m in INTERVAL_METRICS for b in ("lo", "hi")]
-
-SUMMARY_COLUMNS = [
-    "experiment",
-    "strategy",
-    "draft",
-    "task",
-    "k",
-    "regime",
-    "temperature",
-    "measure",
-    "version",
-    "prompts",
-    "n_prompts",
-    "generations",
-    "n_tokens",
-    "tokens_per_s",
-    "speedup",
-    "acceptance",
-    "first_token_acceptance",
-    "mal",
-    "mean_accepted_tokens",
-    "rouge_l",
-    "exact_match",
-    "energy_j",
-    "j_per_100_tokens",
-    "tokens_per_j",
-    "energy_ratio",
-    "mean_power_w",
-    "power_source",
-    "power_measured",
-    "wall_s",
-    "draft_share",
-    "aggregation",
-    *INTERVAL_COLUMNS,
-    "note",
-]
 
 
 def _f(expr):
@@ -232,9 +185,6 @@ def group_sums(session: Session, exp_id: int, versions: Versions | None = None) 
     return pd.DataFrame(result.all(), columns=list(result.keys()))
 
 
-PROMPT_COLUMNS = ["n_tokens", "wall_s", "tokens_per_s", "j_per_100_tokens", "energy_j"]  # also plain's, "plain_" first
-
-
 def _pair_key(df: pd.DataFrame) -> pd.Series:
     """The data version of each generation's prompt: its prompt key (verifier, prompt text and max_new_tokens), or
     its prompt index where none was stored."""
@@ -333,7 +283,7 @@ def summarize(
     df["power_measured"] = df["measured_min"].map(lambda v: None if pd.isna(v) else bool(v))
     df["exact_match"] = df["exact_match"].astype(float)
     df["rouge_l"] = df["rouge_l"].astype(float)
-    df = df.merge(cell_intervals(prompts, pooled), on=[*KEYS, "version"], how="left")
+    df = df.merge(cell_intervals(prompts, [*KEYS, "version"], pooled), on=[*KEYS, "version"], how="left")
     df["energy_ratio"] = df["energy_ratio"].where(complete)
     for bound in ("lo", "hi"):
         df[f"j_per_100_tokens_{bound}"] = df[f"j_per_100_tokens_{bound}"].where(complete)
@@ -342,102 +292,3 @@ def summarize(
     df["aggregation"] = "pooled" if pooled else "per-prompt mean"
     order = ["task", "regime", "temperature", "measure", "version", "strategy", "k"]
     return df[SUMMARY_COLUMNS].sort_values(order).reset_index(drop=True)
-
-
-FIGURE_COLUMNS = [
-    "n_tokens",
-    "wall_s",
-    "tokens_per_s",
-    "drafted",
-    "accepted",
-    "rounds",
-    "first_accepted",
-    "first_drafted",
-    "energy_j",
-    "j_per_100_tokens",
-    *(f"plain_{c}" for c in PROMPT_COLUMNS),
-]
-
-
-def _figures(f: dict[str, np.ndarray], pooled: bool) -> tuple[np.ndarray, np.ndarray]:
-    """(numerators, denominators), prompts x figures, of `INTERVAL_METRICS` (tokens/s, speedup, acceptance,
-    first-token acceptance, MAL, J/100 tokens, energy ratio) for one cell's prompts: each figure is sum num / sum
-    den over the prompts (a mean of rates: rate and 1 where it has one; speedup: the strategy's and plain's tokens/s
-    on the prompts paired with plain, 0 on the others), so one set of draws gives every interval. The pooled speedup
-    and energy ratio are ratios of two ratios, computed apart (`_pooled_ratios`)."""
-    paired = np.isfinite(f["plain_tokens_per_s"])
-    energy = paired & np.isfinite(f["j_per_100_tokens"]) & np.isfinite(f["plain_j_per_100_tokens"])
-    zero = np.zeros(len(paired))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        if pooled:
-            num = [f["n_tokens"], zero, f["accepted"], f["first_accepted"], f["accepted"], 100 * f["energy_j"], zero]
-            den = [f["wall_s"], zero, f["drafted"], np.where(f["drafted"] > 0, f["first_drafted"], 0), f["rounds"]]
-            den += [f["n_tokens"], zero]
-        else:
-            rates = [
-                f["tokens_per_s"],
-                np.where(f["drafted"] > 0, f["accepted"] / f["drafted"], np.nan),
-                np.where(
-                    (f["drafted"] > 0) & (f["first_drafted"] > 0), f["first_accepted"] / f["first_drafted"], np.nan
-                ),
-                np.where(f["rounds"] > 0, f["accepted"] / f["rounds"], np.nan),
-                f["j_per_100_tokens"],
-            ]
-            known = [np.isfinite(r) for r in rates]
-            num = [np.where(k, r, 0.0) for r, k in zip(rates, known)]
-            den = [k.astype(float) for k in known]
-            num.insert(1, np.where(paired, f["tokens_per_s"], 0.0))
-            den.insert(1, np.where(paired, f["plain_tokens_per_s"], 0.0))
-            num.append(np.where(energy, f["plain_j_per_100_tokens"], 0.0))
-            den.append(np.where(energy, f["j_per_100_tokens"], 0.0))
-    num, den = np.column_stack(num), np.column_stack(den)
-    return np.nan_to_num(num), np.nan_to_num(den)
-
-
-def _pooled_ratios(f: dict[str, np.ndarray]) -> tuple[stats.Estimate, stats.Estimate]:
-    """Pooled speedup (tokens / seconds over plain's on the same prompts) and energy ratio (plain's J per token over
-    the strategy's)."""
-    p = lambda c: f[f"plain_{c}"]  # noqa: E731
-    speedup = stats.ratio_of_ratios(f["n_tokens"], f["wall_s"], p("n_tokens"), p("wall_s"))
-    energy = stats.ratio_of_ratios(p("energy_j"), p("n_tokens"), f["energy_j"], f["n_tokens"])
-    return speedup, energy
-
-
-def _note(paired: int, prompts: int) -> str | None:
-    """Why a cell's speedup is missing, or covers only some of its prompts."""
-    if paired == 0:
-        return f"no speedup: {NO_PLAIN}"
-    if paired < prompts:
-        return f"speedup over {paired} of {prompts} prompts: the others have {NO_PLAIN}"
-    return None
-
-
-def cell_intervals(prompts: pd.DataFrame, pooled: bool = False) -> pd.DataFrame:
-    """Per cell (`KEYS` and version) of `prompt_frame`: n_prompts, the 95% bootstrap interval over prompts of every
-    figure in `INTERVAL_METRICS` (`storage.stats`, the same aggregation as the point estimates), the speedup and
-    energy ratio paired with plain prompt by prompt, and a note where a cell has no plain of its own data version.
-    A prompt without energy on either side leaves its cell's energy ratio empty (no partial ratio)."""
-    group = [*KEYS, "version"]
-    columns = [*group, "n_prompts", "speedup", "energy_ratio", *INTERVAL_COLUMNS, "note"]
-    if prompts.empty:
-        return pd.DataFrame(columns=columns)
-    arrays = {c: prompts[c].to_numpy(dtype=float, na_value=np.nan) for c in FIGURE_COLUMNS}
-    index = prompts["prompt_index"].to_numpy()
-    rows = []
-    for key, at in prompts.groupby(group, sort=False, dropna=False).indices.items():
-        f = {c: a[at] for c, a in arrays.items()}
-        estimates = dict(zip(INTERVAL_METRICS, stats.ratios_of_sums(*_figures(f, pooled))))
-        if pooled:
-            estimates["speedup"], estimates["energy_ratio"] = _pooled_ratios(f)
-        paired = np.isfinite(f["plain_tokens_per_s"])
-        partial = np.isnan(f["j_per_100_tokens"][paired]).any() or np.isnan(f["plain_j_per_100_tokens"][paired]).any()
-        if partial or not paired.any():
-            estimates["energy_ratio"] = stats.NAN
-        if not paired.any():
-            estimates["speedup"] = stats.NAN
-        row = dict(zip(group, key), n_prompts=len(np.unique(index[at])), note=_note(int(paired.sum()), len(at)))
-        for name, e in estimates.items():
-            row |= {f"{name}_lo": e.lo, f"{name}_hi": e.hi}
-        row |= {"speedup": estimates["speedup"].value, "energy_ratio": estimates["energy_ratio"].value}
-        rows.append(row)
-    return pd.DataFrame(rows, columns=columns)

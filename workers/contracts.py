@@ -16,10 +16,13 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any
 
 from workers.power.base import PowerSample
+
+if TYPE_CHECKING:
+    from workers.decoding import GenerationResult
 
 KINDS = ("reference", "sweep")
 
@@ -256,31 +259,27 @@ class ArtifactInfo:
     node_id: str | None = None  # the Ray node whose disk holds the file
 
 
-def generation_record(res, n_prompt_tokens: int, text: str, device: str, **extra) -> GenerationRecord:
-    """The record of a `workers.decoding.GenerationResult` (timed by the runner or replayed): its counts, per-round
-    lists, pass shapes and times; `extra` sets the rest (measure, wall_s_runs)."""
-    return GenerationRecord(
-        n_prompt_tokens=n_prompt_tokens,
-        tokens=tuple(res.tokens),
-        text=text,
-        steps=res.steps,
-        drafted=res.drafted,
-        accepted=res.accepted,
-        accept_hist=tuple(res.accept_hist),
-        accepted_per_step=tuple(res.accepted_per_step),
-        tokens_per_step=tuple(res.tokens_per_step),
-        fastpath_rejects=res.fastpath_rejects,
-        wall_s=res.wall_s,
-        draft_s=res.draft_s,
-        verify_s=res.verify_s,
-        started_at=res.started_at,
-        ended_at=res.ended_at,
-        bridged=bool(res.bridged),
-        stopped=res.stopped,
-        device=device,
-        first_checked=res.first_checked,
-        first_accepted=res.first_accepted,
-        passes=tuple(res.passes),
-        drafted_per_step=tuple(res.drafted_per_step),
-        **extra,
-    )
+# GenerationRecord's fields that a `workers.decoding.GenerationResult` lacks: set by the runner or replay, or later
+# (energy, by `workers.power.attribution`; predicted_wall_s, by the driver for a replayed cell)
+RECORD_ONLY = ("n_prompt_tokens", "text", "device", "energy", "wall_s_runs", "measure", "predicted_wall_s")
+# GenerationResult's fields a record leaves out: the sampler's seed is the cell's, tree depths are not stored
+RESULT_ONLY = ("seed", "depth_per_step")
+FROM_RESULT = tuple(f.name for f in fields(GenerationRecord) if f.name not in RECORD_ONLY)
+
+
+def _frozen(value):
+    """A result's value as a frozen record holds it: a sequence as a tuple, the rest as it is."""
+    if isinstance(value, (list, tuple)):
+        return tuple(value)
+    return value
+
+
+def generation_record(
+    res: GenerationResult, n_prompt_tokens: int, text: str, device: str, **extra: Any
+) -> GenerationRecord:
+    """The record of a `workers.decoding.GenerationResult` (timed by the runner or replayed): every field the two
+    share (`FROM_RESULT`, by name), with the prompt's length, the text and the device; `extra` sets the rest
+    (measure, wall_s_runs)."""
+    shared = {name: _frozen(getattr(res, name)) for name in FROM_RESULT}
+    shared["bridged"] = bool(shared["bridged"])
+    return GenerationRecord(n_prompt_tokens=n_prompt_tokens, text=text, device=device, **shared, **extra)

@@ -12,7 +12,7 @@ import socket
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from workers.contracts import (
     CostModelJob,
@@ -27,6 +27,9 @@ from workers.contracts import (
 )
 from workers.power.attribution import attach_energy
 from workers.power.base import PowerSample
+
+if TYPE_CHECKING:
+    from workers.decoding import GenerationResult
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +53,7 @@ class RunnerConfig:
     max_drafts: int = 32  # drafts kept loaded (least recently used released): a prompt's strategies take turns
 
 
-def fastest(runs: list, strategy: str = "?"):
+def fastest(runs: list[GenerationResult], strategy: str = "?") -> GenerationResult:
     """The fastest of a generation's timed runs, after checking that every run made the same tokens and passes
     (a repeat only re-times the same work; a draft or sampler that differs between runs cannot be timed so)."""
     first = runs[0]

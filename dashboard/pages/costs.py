@@ -9,7 +9,7 @@ import plotly.express as px
 import plotly.graph_objects as go
 import streamlit as st
 
-from dashboard import queries, ui
+from dashboard import reads, ui
 from dashboard.app import page_filters
 from storage.costs import fit_frame, surface_frame
 from workers.costmodel import FEATURES, regime_curve
@@ -91,7 +91,7 @@ def model_section(stored) -> None:
 
 f = page_filters()
 st.title("Cost model")
-stored = queries.cost_model(f.url, f.exp_id)
+stored = reads.cost_model(f.url, f.exp_id)
 if stored is None:
     st.info(
         "No pass-cost model measured for this experiment: a cost model cell measures one on the accelerator worker "
@@ -100,7 +100,7 @@ if stored is None:
 else:
     model_section(stored)
 ui.frame_block(
-    queries.prediction_error(f.url, f.exp_id, f.version),
+    reads.prediction_error(f.url, f.exp_id, f.version),
     "Prediction error per regime",
     "prediction_error",
     empty="No generation was both timed and replayed, nor carries its own prediction.",

@@ -7,7 +7,7 @@ import datetime as dt
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, queries, ui
+from dashboard import charts, reads, ui
 from dashboard.app import page_filters
 
 TRACE_MARGIN_S = 1.0  # show a little idle power on either side of the generation
@@ -22,12 +22,12 @@ def trace(f: ui.Filters) -> None:
     """Pick one generation (cascading pickers) and plot the power samples within its [started_at, ended_at]."""
     st.subheader("Power trace of one generation")
     gen_id = ui.generation_picker(f, "energy")
-    gen = queries.generation(f.url, gen_id) if gen_id is not None else None
+    gen = reads.generation(f.url, gen_id) if gen_id is not None else None
     if gen is None:
         st.info("No generation in this selection.")
         return
     t0, t1 = float(gen["started_at"]), float(gen["ended_at"])
-    samples = queries.power(f.url, f.exp_id, t0 - TRACE_MARGIN_S, t1 + TRACE_MARGIN_S)
+    samples = reads.power(f.url, f.exp_id, t0 - TRACE_MARGIN_S, t1 + TRACE_MARGIN_S)
     label = ui.power_label(
         pd.DataFrame([{"power_measured": gen["power_measured"], "power_source": gen["power_source"]}])
     )

@@ -4,52 +4,14 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import charts, queries, ui
+from dashboard import charts, reads, ui
 from dashboard.app import page_filters
+from storage.columns import OVERVIEW_COLUMNS, SUMMARY
 
 REFRESH_S = 5  # how often the queue redraws while cells are pending or running
 
-RESULT_COLUMNS = [
-    "strategy",
-    "task",
-    "k",
-    "regime",
-    "measure",
-    "prompts",
-    "tokens_per_s",
-    "speedup",
-    "speedup_lo",
-    "speedup_hi",
-    "acceptance",
-    "acceptance_lo",
-    "acceptance_hi",
-    "first_token_acceptance",
-    "mal",
-    "rouge_l",
-    "j_per_100_tokens",
-    "energy_ratio",
-    "energy_ratio_lo",
-    "energy_ratio_hi",
-    "power_source",
-    "note",
-]
-RESULT_FORMATS = {
-    "tokens_per_s": st.column_config.NumberColumn("tok/s", format="%.1f"),
-    "speedup": st.column_config.NumberColumn("speedup", format="%.2fx"),
-    "speedup_lo": st.column_config.NumberColumn("speedup 95% lo", format="%.2fx"),
-    "speedup_hi": st.column_config.NumberColumn("speedup 95% hi", format="%.2fx"),
-    "acceptance": st.column_config.NumberColumn("acceptance", format="percent"),
-    "acceptance_lo": st.column_config.NumberColumn("acceptance 95% lo", format="percent"),
-    "acceptance_hi": st.column_config.NumberColumn("acceptance 95% hi", format="percent"),
-    "first_token_acceptance": st.column_config.NumberColumn("1st-token", format="percent"),
-    "mal": st.column_config.NumberColumn("MAL", format="%.2f"),
-    "rouge_l": st.column_config.NumberColumn("ROUGE-L", format="%.3f"),
-    "j_per_100_tokens": st.column_config.NumberColumn("J/100 tok", format="%.1f"),
-    "energy_ratio": st.column_config.NumberColumn("energy ratio", format="%.2fx"),
-    "energy_ratio_lo": st.column_config.NumberColumn("energy ratio 95% lo", format="%.2fx"),
-    "energy_ratio_hi": st.column_config.NumberColumn("energy ratio 95% hi", format="%.2fx"),
-    "power_source": "power",
-}
+RESULT_COLUMNS = OVERVIEW_COLUMNS  # storage.columns: the summary's columns the overview shows
+RESULT_FORMATS = ui.column_formats(SUMMARY, RESULT_COLUMNS)
 IBASE_COLUMNS = {
     "corpus": "corpus",
     "backend": "backend",
@@ -78,10 +40,10 @@ def queue(f: ui.Filters, was_live: bool) -> None:
 
     Results are cached by data version, so a refresh re-aggregates only when new generations arrived.
     """
-    counts = queries.status(f.url, f.experiment)
+    counts = reads.status(f.url, f.experiment)
     if was_live and not live(counts):
         st.rerun()  # the run just ended: redraw the whole page once, which also stops the timer
-    data = queries.version(f.url, f.exp_id) if was_live else f.version  # the generation count, exact
+    data = reads.version(f.url, f.exp_id) if was_live else f.version  # the generation count, exact
     sweep = counts["sweep"]
     total = sum(sweep.values())
     done = sweep["done"] + sweep["failed"]
@@ -101,21 +63,21 @@ def queue(f: ui.Filters, was_live: bool) -> None:
     st.plotly_chart(charts.queue_progress(counts))
     if live(counts):
         st.caption(f"Run in progress: refreshing every {REFRESH_S} s.")
-    results = f.apply(queries.summary(f.url, f.exp_id, data, f.pooled))
+    results = f.apply(reads.summary(f.url, f.exp_id, data, f.pooled))
     ui.frame_block(results[RESULT_COLUMNS], "Results so far", "summary", column_config=RESULT_FORMATS)
 
 
 f = page_filters()
 st.title("Overview")
 st.caption(f"Experiment **{f.experiment}** · {'pooled (sum / sum)' if f.pooled else 'per-prompt means (the paper)'}")
-ui.frame_block(queries.experiments(f.url), "Experiments", "experiments")
+ui.frame_block(reads.experiments(f.url), "Experiments", "experiments")
 
 st.subheader("Queue progress")
-is_live = live(queries.status(f.url, f.experiment))
+is_live = live(reads.status(f.url, f.experiment))
 st.fragment(run_every=REFRESH_S if is_live else None)(queue)(f, is_live)
 
-ui.frame_block(queries.failures(f.url, f.exp_id), "Failures", "failures", empty="No failed cells.")
-bases = queries.instance_bases(f.url, f.exp_id)
+ui.frame_block(reads.failures(f.url, f.exp_id), "Failures", "failures", empty="No failed cells.")
+bases = reads.instance_bases(f.url, f.exp_id)
 if not bases.empty:
     bases = bases.assign(size_mb=bases["bytes"] / 1e6, peak_gb=bases["peak_rss_bytes"] / 1e9)
     bases = bases[list(IBASE_COLUMNS)].rename(columns=IBASE_COLUMNS)

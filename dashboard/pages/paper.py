@@ -5,8 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import queries, ui
+from dashboard import reads, ui
 from dashboard.app import page_filters
+from storage.columns import COMPARE_PAGE_COLUMNS, COMPARISON
 from storage.latency import latency_frame
 from storage.paper import compare_run, experiment_spec, paper_names, reference_tokens_frame
 from workers.paper import TASK_NAMES, load_results, redundancy_frame, run_frame
@@ -27,44 +28,28 @@ SECTIONS = [  # (title, metrics, key)
     ),
     ("Draft latency (§2.3, `greenspec latency SPEC`)", ("latency_ms",), "paper_latency"),
 ]
-COLUMNS = [
-    "source",
-    "metric",
-    "strategy",
-    "task",
-    "k",
-    "regime",
-    "paper",
-    "paper_max",
-    "ours",
-    "diff",
-    "rel_diff",
-    "in_range",
-    "quote",
-    "note",
-]
+COLUMNS = COMPARE_PAGE_COLUMNS  # storage.columns: the comparison's columns this page shows
 NONE = "(none)"
-NUMBERS = ("paper", "paper_max", "ours", "diff", "rel_diff")
 
 
-@st.cache_data(ttl=queries.LIVE_TTL_S, show_spinner=False)
+@st.cache_data(ttl=reads.LIVE_TTL_S, show_spinner=False)
 def latency(url: str, experiment: str) -> pd.DataFrame:
     """Draft latencies stored by `greenspec latency` for this experiment (written outside a run: re-read often)."""
-    with queries._session(url) as s:
+    with reads._session(url) as s:
         return latency_frame(s, experiment)
 
 
-@st.cache_data(max_entries=queries.ENTRIES, show_spinner=False)
+@st.cache_data(max_entries=reads.ENTRIES, show_spinner=False)
 def redundancy(url: str, exp_id: int, data: tuple) -> pd.DataFrame:
     """Table 5 per task over the greedy references (the texts every strategy produced), once per data version."""
-    with queries._session(url) as s:
+    with reads._session(url) as s:
         return redundancy_frame(reference_tokens_frame(s, exp_id))
 
 
-@st.cache_data(max_entries=queries.ENTRIES, show_spinner=False)
+@st.cache_data(max_entries=reads.ENTRIES, show_spinner=False)
 def spec_text(url: str, exp_id: int) -> str:
     """The experiment's stored spec (its strategies' drafts pair the paper's baselines with the run's names)."""
-    with queries._session(url) as s:
+    with reads._session(url) as s:
         return experiment_spec(s, exp_id)
 
 
@@ -98,7 +83,7 @@ def section(table: pd.DataFrame, title: str, metrics: tuple[str, ...], key: str)
     """One block of the comparison: the paper's numbers of these metrics beside the run's, matched rows first."""
     rows = table[table["metric"].isin(metrics)]
     rows = rows.iloc[rows["ours"].isna().argsort(kind="stable")]
-    numbers = {c: st.column_config.NumberColumn(format="%.4g") for c in NUMBERS}
+    numbers = ui.column_formats(COMPARISON, COLUMNS)
     ui.frame_block(
         rows[COLUMNS],
         title,
@@ -118,7 +103,7 @@ st.caption(
     "texts, this CPU) it shows the **shape** (which draft wins where, how speedup moves with k and regime), "
     "**not the values**. Energy ratio is plain / strategy, as the paper's Tables 3 and 4."
 )
-summary = queries.summary(f.url, f.exp_id, f.version, f.pooled)
+summary = reads.summary(f.url, f.exp_id, f.version, f.pooled)
 run = run_frame(summary, latency(f.url, f.experiment), redundancy(f.url, f.exp_id, f.version))
 spec = spec_text(f.url, f.exp_id)
 rule = paper_names(run, spec)

@@ -6,7 +6,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import streamlit as st
 
-from dashboard import background, queries, tables, tokens, ui
+from dashboard import background, reads, tables, tokens, ui
 from dashboard.app import page_filters
 
 POLL_S = 1  # how often the drill-down checks whether the tokenizer has finished loading
@@ -21,7 +21,7 @@ def _tokenizer_future(name: str) -> Future:
 def redundancy(f: ui.Filters, was_busy: bool = False) -> None:
     """Table 5 for the whole experiment, computed once per data version in the background; the selection picks rows."""
     key = ("table5", f.url, f.exp_id)
-    frame, busy = background.latest(key, f.version, lambda: queries.redundancy(f.url, f.exp_id))
+    frame, busy = background.latest(key, f.version, lambda: reads.redundancy(f.url, f.exp_id))
     if was_busy and not busy:
         st.rerun()  # the new table is ready: redraw once, which also stops the timer
     spec = tables.PAPER_TABLES["table5"]
@@ -50,11 +50,11 @@ def drill_down(f: ui.Filters) -> None:
     """One generation (cascading pickers) beside its reference, accepted draft tokens highlighted."""
     st.subheader("One generation")
     gen_id = ui.generation_picker(f, "texts")
-    gen = queries.generation(f.url, gen_id) if gen_id is not None else None
+    gen = reads.generation(f.url, gen_id) if gen_id is not None else None
     if gen is None:
         st.info("No generation in this selection.")
         return
-    ref = queries.reference(f.url, f.exp_id, gen["task"], gen["prompt_index"])
+    ref = reads.reference(f.url, f.exp_id, gen["task"], gen["prompt_index"])
     cols = st.columns(4)
     cols[0].metric("ROUGE-L", "–" if gen["rouge_l"] is None else f"{gen['rouge_l']:.3f}")
     cols[1].metric("exact match", {True: "yes", False: "no"}.get(gen["exact_match"], "–"))
@@ -69,7 +69,7 @@ def drill_down(f: ui.Filters) -> None:
         st.html(tables.highlight_html([(ref["text"] if ref is not None else "(no reference)", False)]))
     with left:
         st.markdown("**Generated** (accepted draft tokens highlighted)")
-        name = tokens.tokenizer_name(queries.spec(f.url, f.exp_id))
+        name = tokens.tokenizer_name(reads.spec(f.url, f.exp_id))
         future = _tokenizer_future(name) if name else None
         loading = future is not None and not future.done()
         st.fragment(run_every=POLL_S if loading else None)(generated)(gen, future, name, loading)
@@ -94,6 +94,6 @@ def generated(gen: dict, future: Future | None, name: str | None, was_loading: b
 
 f = page_filters()
 st.title("Texts")
-_, table5_busy = background.latest(("table5", f.url, f.exp_id), f.version, lambda: queries.redundancy(f.url, f.exp_id))
+_, table5_busy = background.latest(("table5", f.url, f.exp_id), f.version, lambda: reads.redundancy(f.url, f.exp_id))
 st.fragment(run_every=POLL_S if table5_busy else None)(redundancy)(f, table5_busy)
 drill_down(f)

@@ -10,7 +10,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from storage import store
-from storage.cell import CellSpec
+from storage.cell_spec import CellSpec
 from storage.db import open_db
 from storage.queries import experiment_id
 from tests.storage.test_costs import CACHED, add_generation, cell_id, record

@@ -28,5 +28,5 @@ def test_no_sqlalchemy_in_the_dashboard():
 
 def test_only_pages_import_the_entry():
     for path in DASHBOARD.glob("*.py"):
-        assert "dashboard.app" not in _imports(path), path.name  # ui, queries, charts... never import app.py
+        assert "dashboard.app" not in _imports(path), path.name  # ui, reads, charts... never import app.py
     assert "dashboard.ui" in _imports(DASHBOARD / "app.py")

@@ -143,7 +143,7 @@ def test_redundancy_counts_each_prompt_once():
         }
     )
     refs = pd.DataFrame({"task": ["t"], "prompt_index": [0], "text": ["x y z w x y z w"]})
-    frame = tables.redundancy_frame(texts, refs)
+    frame = tables.redundancy_by_source(texts, refs)
     a = frame[frame["strategy"] == "a"].iloc[0]
     assert a["texts"] == 2  # duplicates across k/regime dropped
     assert a["overlap"] == pytest.approx(0.5)  # ("one two three four") shared, the other 4-gram not
@@ -191,3 +191,45 @@ def test_a_table_cell_is_one_measure_and_the_current_version():
     )
     table = tables.paper_table(df, (tables.TOKENS_PER_S,), "uncached")
     assert table[("t", "tok/s")].to_dict() == {("ngram", 3): 14.0, ("ngram", 5): 12.0}
+
+
+def test_shown_frames_have_one_type_per_column_so_arrow_takes_them():
+    """The users' issue #40: a k column mixing 8, "" and "12|16|24" failed Arrow ("Could not convert '' with type
+    str: tried to convert to int64") and Streamlit fell back to its own fixes."""
+    import pyarrow as pa
+
+    mixed = pd.DataFrame(
+        {
+            "k": pd.Series([8, "", "12|16|24", None], dtype=object),
+            "ours": [1.0, math.nan, 2.0, 3.0],
+            "in_range": [True, None, False, None],
+            "note": pd.Series([1, "text", None, 2.5], dtype=object),
+        }
+    )
+    with pytest.raises(pa.ArrowException):
+        pa.Table.from_pandas(mixed)
+    shown = tables.one_type_per_column(mixed)
+    pa.Table.from_pandas(shown)
+    assert list(shown["k"]) == ["8", "", "12|16|24", ""]
+    assert list(shown["note"])[:2] == ["1", "text"] and pd.isna(shown["note"].iloc[2])
+    assert shown["in_range"].tolist() == [True, None, False, None] and shown["ours"].dtype == float
+    assert list(mixed["k"]) == [8, "", "12|16|24", None]  # the frame itself is left as it is
+
+
+def test_an_integer_k_stays_integer_and_a_missing_one_does_not_make_it_float():
+    assert tables.k_column(pd.Series([0, 3, 5])).tolist() == [0, 3, 5]
+    failures = tables.k_column(pd.Series([3.0, math.nan, 8.0]))  # a failed train cell has no k
+    assert str(failures.dtype) == "Int64" and failures.tolist() == [3, pd.NA, 8]
+    assert tables.k_column(pd.Series(["8", "", "12|16|24"], dtype=object)).tolist() == ["8", "", "12|16|24"]
+    assert tables.k_column(pd.Series(["8", "5"], dtype=object)).tolist() == ["8", "5"]  # text stays text
+
+
+def test_the_summary_and_its_page_tables_keep_k_one_type(summary):
+    import pyarrow as pa
+
+    shown = tables.one_type_per_column(summary)
+    assert shown["k"].tolist() == summary["k"].tolist() and shown["k"].dtype.kind == "i"
+    spec = tables.PAPER_TABLES["table1"]
+    page = tables.styled(tables.paper_table(summary, spec.metrics, spec.regime), spec.metrics).data
+    assert {type(k) for k in page["k"]} == {int}
+    pa.Table.from_pandas(page)

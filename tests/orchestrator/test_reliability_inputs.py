@@ -195,7 +195,7 @@ def test_dashboard_on_a_taken_port_fails_before_printing_the_url(tmp_path):
 
 def test_status_without_experiment_shows_each_one(tmp_path):
     from storage import store
-    from storage.cell import CellParams, CellSpec
+    from storage.cell_spec import CellParams, CellSpec
 
     url = f"sqlite:///{tmp_path / 'g.db'}"
     engine, Session = open_db(url)

@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from orchestrator.scheduler import Scheduler
-from storage.cell import CellParams, CellSpec
+from storage.cell_spec import CellParams, CellSpec
 
 
 def cell(i: int, kind: str = "sweep", strategy: str | None = "s", needs: tuple = (), **kw) -> CellSpec:

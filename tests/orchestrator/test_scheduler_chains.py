@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from orchestrator.scheduler import Scheduler
-from storage.cell import CellParams, CellSpec
+from storage.cell_spec import CellParams, CellSpec
 
 
 def cells():

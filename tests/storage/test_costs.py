@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from storage import store
-from storage.cell import CellParams, CellSpec
+from storage.cell_spec import CellParams, CellSpec
 from storage.costs import (
     fit_frame,
     load_cost_model,

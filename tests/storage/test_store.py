@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+from dataclasses import fields, replace
+
 import pytest
 
 from storage import store
-from storage.cell import CellParams, CellSpec
+from storage.cell_spec import CellParams, CellSpec
 from storage.db import open_db
+from storage.generation_row import (
+    COMPUTED,
+    DEFAULTED,
+    ENERGY_COLUMNS,
+    EXPANDED,
+    FROM_CELL,
+    RECORD_COLUMNS,
+    record_columns,
+)
 from storage.models import Artifact, Cell, Generation
 from workers.contracts import ArtifactInfo, EnergyRecord, GenerationRecord, ReferenceRecord
 
@@ -105,6 +116,65 @@ def test_generation_metrics_and_late_reference(session):
     # LCS(5 6 7, 5 6 8) = 2 of 3 on both sides: F = 2/3
     assert g.exact_match is False and g.rouge_l == pytest.approx(2 / 3)
     assert g.j_per_100_tokens == pytest.approx(2.0 / 3 * 100)
+
+
+def test_every_record_field_has_its_column_and_every_column_a_source():
+    """The one mapping (`storage.generation_row`): a record field is a column of its name (energy as its record's
+    fields), and a column is a record's, the cell's, computed or the table's own, once."""
+    record = {f.name for f in fields(GenerationRecord)}
+    columns = [c.name for c in Generation.__table__.columns]
+    assert set(RECORD_COLUMNS) == record - set(EXPANDED) and set(ENERGY_COLUMNS) == {
+        f.name for f in fields(EnergyRecord)
+    }
+    sources = [*RECORD_COLUMNS, *ENERGY_COLUMNS, *FROM_CELL, *COMPUTED, *DEFAULTED]
+    assert sorted(sources) == sorted(columns)  # each column from one source, none left out
+
+
+def test_a_generation_row_stores_the_records_values(session):
+    exp = store.upsert_experiment(session, "e", "spec", "h", None)
+    store.add_cells(session, exp.id, cells())
+    ids = {c.key: c.id for c in store.pending_cells(session, exp.id, ("train", "reference", "sweep"))}
+    store.store_generation(session, ids["g"], gen())
+    session.flush()
+    g = session.query(Generation).one()
+    assert (g.strategy, g.draft, g.task, g.k, g.regime, g.prompt_key, g.temperature) == (
+        "o",
+        "olifant",
+        "q",
+        3,
+        "cached",
+        "r",
+        0.0,
+    )
+    assert (g.tokens, g.accept_hist, g.accepted_per_step, g.tokens_per_step) == (
+        [5, 6, 7],
+        [0, 0, 1, 0],
+        [2, 1],
+        [2, 1],
+    )
+    assert (g.wall_s_runs, g.passes, g.drafted_per_step, g.measure, g.predicted_wall_s) == (
+        [0.5],
+        None,
+        None,
+        "timed",
+        None,
+    )
+    assert (g.rounds, g.first_accepted, g.first_checked, g.n_tokens, g.n_prompt_tokens) == (2, 2, None, 3, 4)
+    assert (g.energy_j, g.mean_power_w, g.power_source, g.power_measured) == (2.0, 4.0, "estimate", False)
+    assert g.tokens_per_j == pytest.approx(1.5) and (g.bridged, g.stopped, g.device, g.text) == (
+        False,
+        "max_new_tokens",
+        "cpu",
+        "x",
+    )
+
+
+def test_record_columns_store_per_pass_records_as_lists_and_leave_a_missing_first_accepted_to_the_table():
+    rec = replace(gen(), passes=((4, 0, 1), (3, 4, 3)), drafted_per_step=(3, 3), wall_s_runs=(0.7, 0.5), energy=None)
+    row = record_columns(replace(rec, first_accepted=1))
+    assert (row["passes"], row["drafted_per_step"], row["wall_s_runs"]) == ([[4, 0, 1], [3, 4, 3]], [3, 3], [0.7, 0.5])
+    assert row["first_accepted"] == 1 and all(row[c] is None for c in ENERGY_COLUMNS)
+    assert "first_accepted" not in record_columns(rec)
 
 
 def test_artifact_paths_cover_instance_bases_and_other_artifacts(session):

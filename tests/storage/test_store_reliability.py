@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import fields
 
 import pytest
 from sqlalchemy import func, select, text
 
 from storage import store
-from storage.cell import CellParams, CellSpec
+from storage.cell_spec import CellParams, CellSpec
 from storage.db import DatabaseError, open_db, open_reader
 from storage.models import Cell, Generation, InstanceBase, Lease
+from storage.results import IBASE_COLUMNS
 from workers.contracts import GenerationRecord, ReferenceRecord
 from workers.training.ibase import IBaseInfo
 
@@ -297,3 +299,10 @@ def test_a_file_that_is_not_a_database_is_one_line(tmp_path):
             opener(f"sqlite:///{bogus}")
         assert "\n" not in str(err.value)
     assert bogus.read_text().startswith("hello")
+
+
+def test_an_ibase_info_has_every_field_the_store_reads_and_each_is_a_column():
+    """`storage.results.TrainedIBase`: the trainer's IBaseInfo has its fields, the table a column of each name."""
+    assert set(IBASE_COLUMNS) <= {f.name for f in fields(IBaseInfo)}
+    columns = {c.name for c in InstanceBase.__table__.columns}
+    assert columns - set(IBASE_COLUMNS) == {"id", "cell_id", "experiment_id", "corpus", "created_at"}

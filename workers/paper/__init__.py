@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from storage.columns import COMPARE_COLUMNS  # the comparison's columns, declared with the summary's
 from workers.drafts.registry import lookup, names
 
 # The paper's baselines -> the draft that reproduces each (declared in the draft registry); their greenspec names
@@ -35,25 +36,6 @@ PAPER_SPEC = Path(__file__).resolve().parents[2] / "examples" / "paper.toml"
 TASK_NAMES = {"general": "wikitext", "medical": "pubmed", "legal": "eurlex"}
 UNIT_SCALE = {"%": 0.01}  # to greenspec's units: acceptance and redundancy are fractions
 KEYS = ("strategy", "task", "k", "regime")
-
-COMPARE_COLUMNS = [
-    "source",
-    "section",
-    "metric",
-    "strategy",
-    "task",
-    "k",
-    "regime",
-    "paper",
-    "paper_max",
-    "ours",
-    "diff",
-    "rel_diff",
-    "in_range",
-    "unit",
-    "quote",
-    "note",
-]
 
 
 def _names(cell: str, table: Mapping[str, str]) -> str:

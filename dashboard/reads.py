@@ -158,7 +158,7 @@ def redundancy(url: str, exp_id: int) -> pd.DataFrame:
     with _session(url) as s:
         texts = browse.redundancy_texts(s, exp_id)
         refs = browse.references_frame(s, exp_id)
-    return tables.redundancy_frame(texts, refs)
+    return tables.redundancy_by_source(texts, refs)
 
 
 @st.cache_data(max_entries=32, show_spinner=False)

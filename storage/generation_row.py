@@ -1,0 +1,60 @@
+"""A generation's stored row from its `workers.contracts.GenerationRecord`: one mapping by field name.
+
+Every record field is a `generations` column of the same name (`RECORD_COLUMNS`), but `energy`, which is stored as
+its `EnergyRecord`'s fields (`ENERGY_COLUMNS`, again by name). The other columns are the cell's (`FROM_CELL`), the
+figures `storage.results.store_generation` computes (`COMPUTED`) and what the table fills in itself (`DEFAULTED`);
+`tests/storage/test_store.py` checks that these cover the table, each column once.
+
+Example:
+    >>> row = record_columns(record)            # {"n_prompt_tokens": 4, "tokens": [5, 6, 7], ..., "energy_j": 2.0}
+    >>> Generation(**row, cell_id=cell.id, ...)
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any
+
+from workers.contracts import EnergyRecord, GenerationRecord
+
+EXPANDED = ("energy",)  # record fields stored as several columns
+RECORD_COLUMNS = tuple(f.name for f in fields(GenerationRecord) if f.name not in EXPANDED)
+ENERGY_COLUMNS = tuple(f.name for f in fields(EnergyRecord))
+# the columns a record does not carry: its cell's coordinates and sampler, the figures computed from the record and
+# the prompt's reference, and the id and the round count the table sets at insert (`storage.models._rounds`)
+FROM_CELL = (
+    "cell_id",
+    "experiment_id",
+    "strategy",
+    "draft",
+    "task",
+    "prompt_index",
+    "prompt_key",
+    "k",
+    "regime",
+    "temperature",
+    "top_k",
+    "top_p",
+)
+COMPUTED = ("n_tokens", "acceptance", "mal", "tokens_per_s", "rouge_l", "exact_match")
+DEFAULTED = ("id", "rounds")
+EMPTY_AS_NULL = ("passes", "drafted_per_step")  # an empty per-pass or per-round record is stored as NULL, as before
+
+
+def _stored(value: Any) -> Any:
+    """A record's value as a JSON column holds it: tuples as lists (nested ones too), the rest as it is."""
+    if isinstance(value, tuple):
+        return [_stored(v) for v in value]
+    return value
+
+
+def record_columns(g: GenerationRecord) -> dict[str, Any]:
+    """The `generations` columns a record fills, by field name: its own fields and its energy's (None without one).
+    A record without `first_accepted` leaves it to the table (rounds - accept_hist[0], `storage.models`)."""
+    row = {name: _stored(getattr(g, name)) for name in RECORD_COLUMNS}
+    row |= {name: None if g.energy is None else getattr(g.energy, name) for name in ENERGY_COLUMNS}
+    row |= {name: row[name] or None for name in EMPTY_AS_NULL}
+    row["wall_s_runs"] = row["wall_s_runs"] or [g.wall_s]  # one timed run: its own wall time
+    if row["first_accepted"] is None:
+        del row["first_accepted"]
+    return row
