@@ -14,7 +14,7 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from orchestrator.spec import parse_spec
+from orchestrator.run.spec import parse_spec
 from tests.workers.replay_checks import assert_same_rounds
 from workers.datastore import save_datastore
 from workers.decoding import greedy_reference, speculative_generate
