@@ -11,7 +11,7 @@ import ray
 from orchestrator.run import driver
 from orchestrator.run.driver import RunOptions
 from orchestrator.run.prepare import prepare
-from orchestrator.run.spec import load_spec
+from orchestrator.run.spec_paths import load_spec
 from storage import store
 from storage.db import open_db
 from workers.contracts import BatchOutcome, GenerationRecord, JobOutcome, ReferenceRecord, SweepJob

@@ -13,7 +13,7 @@ PACKAGES = ("orchestrator", "workers", "storage", "dashboard")
 RAY_MODULES = {
     "orchestrator.run.driver",
     "orchestrator.run.ray_startup",
-    "orchestrator.run.loop",
+    "orchestrator.run.dispatcher",
     "orchestrator.run.accelerator_actor",
     "workers.trainer",
     "workers.accelerator",

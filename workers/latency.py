@@ -227,7 +227,7 @@ def measure(spec: Spec, opts: LatencyOptions = LatencyOptions()) -> list[Latency
 def load_latency_spec(path: str | Path) -> Spec:
     """Load a spec with its `demo:` inputs built and its paths checked."""
     from orchestrator.run.inputs import materialize
-    from orchestrator.run.spec import check_paths, load_spec
+    from orchestrator.run.spec_paths import check_paths, load_spec
 
     spec = materialize(load_spec(path))
     check_paths(spec)

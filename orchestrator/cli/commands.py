@@ -112,7 +112,7 @@ def validate(spec: str) -> None:
       greenspec validate examples/paper.toml
     """
     from orchestrator.run.prepare import validate_spec
-    from orchestrator.run.spec import load_spec
+    from orchestrator.run.spec_paths import load_spec
 
     s = load_spec(spec)
     validate_spec(s)

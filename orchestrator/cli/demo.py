@@ -161,7 +161,7 @@ def run_demo(opts, spec_path: str | None = None, retrain: bool = False, echo: Ca
     from orchestrator.cli.progress import BarProgress
     from orchestrator.run.driver import run
     from orchestrator.run.inputs import materialize
-    from orchestrator.run.spec import load_spec
+    from orchestrator.run.spec_paths import load_spec
     from storage.db import open_db
     from storage.queries import experiment_id, identical_pass_noise, summary_frame, timing_spread
     from storage.summary import prompt_frame

@@ -59,7 +59,8 @@ def _stored_spec(session: Session, exp_id: int):
     """The experiment's stored spec, its paths resolved as the run resolved them; None where it does not parse."""
     from pathlib import Path
 
-    from orchestrator.run.spec import parse_spec, resolve_paths
+    from orchestrator.run.spec import parse_spec
+    from orchestrator.run.spec_paths import resolve_paths
     from storage.models import Experiment
 
     exp = session.get(Experiment, exp_id)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from orchestrator.run.spec import check_paths, load_spec
+from orchestrator.run.spec_paths import check_paths, load_spec
 from workers.errors import SpecError
 
 

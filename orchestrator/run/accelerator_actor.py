@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any
+
+import ray
+from ray.actor import ActorHandle
 
 from orchestrator.run.options import RunOptions
 from orchestrator.run.prepare import runner_config
@@ -33,12 +35,10 @@ def batches_in_flight(device: str, threads: int, cpus: int) -> int:
     return 1 if device.startswith("cpu") and threads >= cpus else IN_FLIGHT
 
 
-def start_actor(spec: Spec, opts: RunOptions) -> tuple[Any, dict, int]:
+def start_actor(spec: Spec, opts: RunOptions) -> tuple[ActorHandle, dict, int]:
     """Start the worker and wait for its verifier to load: (actor, its `info()`, batches to keep in flight).
     A verifier that cannot load is a `ModelError` in one line."""
-    import ray
-
-    from workers.accelerator import AcceleratorWorker
+    from workers.accelerator import AcceleratorWorker  # deferred: it imports torch
 
     cls = opts.worker_cls or AcceleratorWorker
     cpus = os.cpu_count() or 1
@@ -58,10 +58,8 @@ def start_actor(spec: Spec, opts: RunOptions) -> tuple[Any, dict, int]:
     return actor, info, batches_in_flight(str(info["device"]), threads, cpus)
 
 
-def close_actor(actor: Any) -> None:
+def close_actor(actor: ActorHandle) -> None:
     """Let the worker flush (its power sampler) and stop it; a worker already gone is no error."""
-    import ray
-
     try:
         ray.get(actor.close.remote(), timeout=30)
     except Exception:  # the actor may already be gone; the run's results are stored either way

@@ -17,6 +17,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import ray
+
 from orchestrator.run.lease import ExperimentLease, LeaseHeld, LeaseLost  # noqa: F401 (LeaseHeld/Lost re-exported)
 from orchestrator.run.loop import SweepLoop
 from orchestrator.run.options import Interrupted, NoProgress, Progress, RunOptions  # noqa: F401 (re-exported)
@@ -28,7 +30,8 @@ from orchestrator.run.ray_startup import (
     ray_up,
     sticky_interrupts,
 )
-from orchestrator.run.spec import Spec, load_spec, parse_spec, resolve_paths, spec_hash
+from orchestrator.run.spec import Spec, parse_spec, spec_hash
+from orchestrator.run.spec_paths import load_spec, resolve_paths
 from storage import store
 from storage.db import guard, open_db, sqlite_path
 from storage.names import rename_cells
@@ -216,6 +219,4 @@ def _run_on_ray(
         raise Interrupted("interrupted: running cells were put back; `greenspec resume` continues") from err
     finally:
         if started_ray:
-            import ray
-
             ray.shutdown()

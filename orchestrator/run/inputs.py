@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import logging
 
-from orchestrator.run.spec import BUILTIN, Spec, check_paths, model_options, with_paths
+from orchestrator.run.spec import BUILTIN, Spec
+from orchestrator.run.spec_paths import check_paths, model_options, with_paths
 from workers.tokenizer import cache_dir
 
 logger = logging.getLogger(__name__)

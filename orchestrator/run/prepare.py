@@ -14,7 +14,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from orchestrator.run.cells import TaskPrompts, expand
-from orchestrator.run.spec import BUILTIN, Spec, check_paths, model_options
+from orchestrator.run.spec import BUILTIN, Spec
+from orchestrator.run.spec_paths import check_paths, model_options
 from storage.cell import CellSpec
 from workers.artifacts import BY_CELL_KIND as ARTIFACT_KINDS
 from workers.errors import CorpusError, ModelError, SpecError

@@ -1,15 +1,19 @@
-"""Paths in a spec: local ones made absolute beside the spec file, built-in `demo:` names, and the check that
-every local file a spec names exists (before anything is written)."""
+"""A spec file loaded (`load_spec`) with its paths: local ones made absolute beside the spec file, built-in `demo:`
+names, and the check that every local file a spec names exists (before anything is written).
+
+Example:
+    >>> spec = load_spec("examples/demo.toml")
+    >>> check_paths(spec)    # SpecError naming the key of a local file that does not exist
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from orchestrator.run.spec import Spec, parse_spec
+from orchestrator.run.spec_sections import BUILTIN, StrategySection
 from workers.errors import SpecError
-
-if TYPE_CHECKING:
-    from orchestrator.run.spec import Spec, StrategySection
+from workers.tokenizer import cache_dir
 
 
 def _resolve(value: str | None, base: Path) -> str | None:
@@ -17,9 +21,6 @@ def _resolve(value: str | None, base: Path) -> str | None:
         return None
     p = Path(value).expanduser()
     return str(p if p.is_absolute() else (base / p).resolve())
-
-
-BUILTIN = "demo:"  # built-in offline sources and models, made on demand (see orchestrator.run.inputs)
 
 
 def _is_local(value: str, base: Path) -> bool:
@@ -69,8 +70,6 @@ def model_options(s: StrategySection) -> list[tuple[str, str]]:
 
 
 def _default_artifacts() -> Path:
-    from workers.tokenizer import cache_dir
-
     return cache_dir() / "artifacts"
 
 
@@ -110,3 +109,17 @@ def check_paths(spec: Spec) -> None:
 # demo:draft-smollm2: the neural draft over smollm2-135m's vocabulary (trained alone, for the real verifier)
 BUILTIN_MODELS = ("verifier", "draft", "draft-smollm2")
 BUILTIN_DATA = tuple(f"{d}-{part}" for d in ("shakespeare", "pydoc", "legal") for part in ("train", "test"))
+
+
+def load_spec(path: str | Path) -> Spec:
+    """Read, validate and resolve a spec file (relative local paths become absolute, next to the spec)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise SpecError(f"{path}: cannot read spec ({err.strerror})") from err
+    except UnicodeDecodeError as err:
+        raise SpecError(
+            f"{path}: not UTF-8 text (byte {err.object[err.start]:#04x} at offset {err.start}); save the spec as UTF-8"
+        ) from err
+    return resolve_paths(parse_spec(text, str(path)), path.parent)

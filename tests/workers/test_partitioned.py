@@ -256,7 +256,7 @@ def test_a_changed_corpus_is_not_resumed_from_stale_files(corpus, tmp_path):
 
 
 def test_the_paper_spec_trains_fineweb_at_the_papers_size_within_its_budget():
-    from orchestrator.run.spec import load_spec
+    from orchestrator.run.spec_paths import load_spec
 
     fineweb = next(c for c in load_spec(REPO / "examples" / "paper.toml").corpora if c.name == "fineweb")
     assert fineweb.max_tokens == 1_089_000_000  # the paper's FineWeb-edu instance base, not a shard of it

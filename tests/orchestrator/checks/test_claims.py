@@ -19,7 +19,7 @@ from orchestrator.checks.claims import (
     uncached_speedups,
 )
 from orchestrator.cli.demo import DEMO_SPEC
-from orchestrator.run.spec import load_spec
+from orchestrator.run.spec_paths import load_spec
 from storage.stats import FAILS, HOLDS, INCONCLUSIVE
 
 OWN = {"olifant-a": "a", "olifant-b": "b"}

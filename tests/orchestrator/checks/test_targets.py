@@ -21,7 +21,8 @@ from orchestrator.checks.targets import (
     roles,
 )
 from orchestrator.cli.demo import DEMO_SPEC
-from orchestrator.run.spec import load_spec, parse_spec
+from orchestrator.run.spec import parse_spec
+from orchestrator.run.spec_paths import load_spec
 from storage.stats import FAILS, HOLDS, INCONCLUSIVE
 
 # Strategy names that say nothing about their drafts: the roles must come from drafts, corpora and options.

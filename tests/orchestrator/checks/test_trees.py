@@ -7,7 +7,8 @@ import pytest
 
 from orchestrator.checks.trees import auto_vs_fixed, tree_checks, tree_roles, tree_vs_chain
 from orchestrator.cli.demo import DEMO_SPEC
-from orchestrator.run.spec import AUTO_MAX_K, load_spec, parse_spec
+from orchestrator.run.spec import AUTO_MAX_K, parse_spec
+from orchestrator.run.spec_paths import load_spec
 from storage.stats import FAILS, HOLDS, INCONCLUSIVE
 from workers.errors import SpecError
 

@@ -9,7 +9,8 @@ from sqlalchemy import select
 from orchestrator.cli import main
 from orchestrator.run.driver import RunOptions, run_spec_file
 from orchestrator.run.prepare import prepare
-from orchestrator.run.spec import load_spec, spec_hash
+from orchestrator.run.spec import spec_hash
+from orchestrator.run.spec_paths import load_spec
 from storage import store
 from storage.db import open_db
 from storage.models import Cell, Experiment, Generation

@@ -11,7 +11,8 @@ from orchestrator.checks.trees import tree_checks, tree_roles
 from orchestrator.cli.demo import DEMO_SPEC, redundancy_table, run_demo, summary_text
 from orchestrator.run.driver import RunOptions
 from orchestrator.run.inputs import materialize, uses_builtin
-from orchestrator.run.spec import load_spec, parse_spec
+from orchestrator.run.spec import parse_spec
+from orchestrator.run.spec_paths import load_spec
 from storage.browse import spec_toml
 from storage.db import open_db
 from storage.queries import experiment_id, summary_frame

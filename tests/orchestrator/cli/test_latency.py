@@ -120,7 +120,7 @@ def test_bad_counts_are_one_line(spec_path, tmp_path):
 
 
 def test_contexts_may_outnumber_the_sweeps_prompts(spec_path):
-    from orchestrator.run.spec import load_spec
+    from orchestrator.run.spec_paths import load_spec
     from workers.latency import prompt_contexts
     from workers.tokenizer import load_tokenizer
 

@@ -11,7 +11,7 @@ from sqlalchemy import select
 from orchestrator.checks.targets import checks_table, exact_match
 from orchestrator.run.cells import expand
 from orchestrator.run.driver import RunOptions, run_spec_file
-from orchestrator.run.spec import load_spec
+from orchestrator.run.spec_paths import load_spec
 from storage.db import open_db
 from storage.models import Artifact, Cell, Generation, InstanceBase
 from storage.queries import summary_frame

@@ -64,7 +64,7 @@ def test_a_task_file_that_is_not_utf8_is_refused_naming_the_task(write_spec, tmp
 def test_encoding_key_reads_a_latin1_corpus_and_task(write_spec, tmp_path, text_files):
     """With `encoding = "latin-1"` the same bytes are read as the text they are: the prompt keeps its accent."""
     from orchestrator.run.prepare import load_prompts
-    from orchestrator.run.spec import load_spec
+    from orchestrator.run.spec_paths import load_spec
 
     corpus, task = tmp_path / "corpus.txt", tmp_path / "task.txt"
     corpus.write_bytes(text_files[0].read_text().replace("the", "th\u00e9").encode("latin-1", errors="ignore"))

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.run.spec import check_paths, load_spec, parse_spec
+from orchestrator.run.spec import parse_spec
+from orchestrator.run.spec_paths import check_paths, load_spec
 from workers.errors import SpecError
 
 ROOT = Path(__file__).resolve().parents[3]
