@@ -5,7 +5,7 @@ The paper (Mistral-7B verifying IGTree drafts) reports: each olifant instance ba
 above 1; in the cached regime a draft breaks even near 20-25% first-token acceptance (§4.3); and uncached energy
 ratios track the speedups (Table 3). `check_claims` reads them off `storage.queries.summary_frame` (one row per
 strategy x task x k x regime, each figure with its 95% interval over prompts) and, to pair comparisons prompt by
-prompt, `storage.summary.prompt_frame` (`prompts`); they return `orchestrator.checks.targets.Check` rows whose verdict is
+prompt, `storage.summary.prompt_frame` (`prompts`); they return `orchestrator.checks.check.Check` rows whose verdict is
 read off an interval (`storage.stats.verdict`), so the demo, a test and the README read the same verdicts. The
 break-even and energy claims are about the line through the cells, so their intervals are bootstraps over cells.
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from orchestrator.checks.targets import Check, Side, _best_side, _ks, _one_measure, combine, compare, threshold_check
+from orchestrator.checks.check import Check, Side, best_side, combine, compare, ks_of, one_measure, threshold_check
 from storage import stats
 
 UNCACHED, CACHED = "uncached", "cached"
@@ -68,7 +68,7 @@ def session_4gram(spec) -> str | None:
 
 def _over_k(df: pd.DataFrame, strategy: str, task: str, regime: str = UNCACHED) -> Side:
     """A strategy's acceptance over all its k on a task (their mean per prompt)."""
-    return Side(strategy, task, regime, _ks(df, strategy, task, regime))
+    return Side(strategy, task, regime, ks_of(df, strategy, task, regime))
 
 
 def domain_diagonal(df: pd.DataFrame, own: dict[str, str], prompts: pd.DataFrame | None = None) -> list[Check]:
@@ -77,7 +77,7 @@ def domain_diagonal(df: pd.DataFrame, own: dict[str, str], prompts: pd.DataFrame
     out = []
     for strategy, task in sorted(own.items(), key=lambda kv: kv[1]):
         mine = _over_k(df, strategy, task)
-        others = [s for s in sorted(own) if s != strategy and _ks(df, s, task, UNCACHED)]
+        others = [s for s in sorted(own) if s != strategy and ks_of(df, s, task, UNCACHED)]
         if not mine.ks or not others:
             out.append(Check("domain diagonal: own base accepts most", task, UNCACHED, stats.INCONCLUSIVE, "missing"))
             continue
@@ -94,7 +94,7 @@ def beats_ngram(df: pd.DataFrame, own: dict[str, str], ngram: str, prompts: pd.D
     out = []
     for strategy, task in sorted(own.items(), key=lambda kv: kv[1]):
         a, b = _over_k(df, strategy, task), _over_k(df, ngram, task)
-        sa, sb = _best_side(df, strategy, task, UNCACHED), _best_side(df, ngram, task, UNCACHED)
+        sa, sb = best_side(df, strategy, task, UNCACHED), best_side(df, ngram, task, UNCACHED)
         target = f"{strategy} beats {ngram} on its domain"
         if not (a.ks and b.ks and sa and sb):
             out.append(Check(target, task, UNCACHED, stats.INCONCLUSIVE, "missing"))
@@ -109,8 +109,8 @@ def uncached_speedups(df: pd.DataFrame, own: dict[str, str]) -> list[Check]:
     """Each olifant base's uncached speedup on its own domain, at its best k, is above 1: its interval against 1."""
     out = []
     for strategy, task in sorted(own.items(), key=lambda kv: kv[1]):
-        side = _best_side(df, strategy, task, UNCACHED)
-        rows = _one_measure(df[(df["strategy"] == strategy) & (df["task"] == task) & (df["regime"] == UNCACHED)])
+        side = best_side(df, strategy, task, UNCACHED)
+        rows = one_measure(df[(df["strategy"] == strategy) & (df["task"] == task) & (df["regime"] == UNCACHED)])
         row = rows[rows["k"] == side.ks[0]].iloc[0] if side else None
         check = threshold_check(f"{strategy} uncached speedup > 1", task, UNCACHED, row, "speedup", ">", 1.0)
         out.append(
@@ -146,7 +146,7 @@ def cached_break_even(df: pd.DataFrame) -> Check:
     strategy, task and k): near the paper's 20-25%, i.e. the crossing's 95% interval (a bootstrap over the cells)
     within 15-30%."""
     target = "cached break-even near 20-25% first-token acceptance"
-    rows = _one_measure(df)
+    rows = one_measure(df)
     drafted = rows[(rows["regime"] == CACHED) & (rows["k"] > 0)]  # k = 0: plain, which drafts nothing
     pts = drafted[["first_token_acceptance", "speedup"]].dropna()
     if len(pts) < 3 or pts["first_token_acceptance"].nunique() < 2:
@@ -198,7 +198,7 @@ def energy_tracks_speedup(df: pd.DataFrame) -> Check:
     """Uncached energy ratios (plain J / strategy J) follow the speedups: correlated (Pearson r > 0.9) and close in
     size (median |energy ratio / speedup - 1| < 10%), both read off 95% intervals of a bootstrap over cells."""
     target = "uncached energy ratio tracks speedup"
-    rows = _one_measure(df)
+    rows = one_measure(df)
     drafted = rows[(rows["regime"] == UNCACHED) & (rows["k"] > 0)]  # k = 0: plain, which drafts nothing
     pts = drafted[["energy_ratio", "speedup"]].dropna()
     if len(pts) < 3:

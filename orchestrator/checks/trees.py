@@ -7,7 +7,7 @@ strategy at fixed k (`auto` and `optimise` left out), both read off the spec, ne
 - trees: a higher best speedup than the chain's best, at least uncached (the other regimes are reported too);
 - auto: at least the best fixed k's speedup, in every task and regime.
 Each is a paired difference over prompts with its 95% interval, holds / does not hold / inconclusive as
-`orchestrator.checks.targets` reads them.
+`orchestrator.checks.check` reads them.
 
 Example:
     >>> [c for c in tree_checks(df, tree_roles(spec), prompts) if c.verdict != "holds"]
@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from orchestrator.checks.targets import UNCACHED, Check, Side, _requirements, _rows, best_speedup_check, compare
+from orchestrator.checks.check import UNCACHED, Check, Side, best_speedup_check, cell_rows, compare
+from orchestrator.checks.targets import requirements
 
 TREE_KEYS = ("tree",)
 AUTO_KEYS = ("auto", "optimise")
@@ -38,7 +39,7 @@ def _twin(spec, s, keys: tuple[str, ...]) -> str | None:
             and plain
             and t.draft == s.draft
             and not getattr(opts, "adaptive", False)
-            and _requirements(t) == _requirements(s)
+            and requirements(t) == requirements(s)
             and _identity_without(t, keys) == _identity_without(s, keys)
         ):
             return t.name
@@ -68,11 +69,11 @@ def tree_vs_chain(df: pd.DataFrame, tree: str, chain: str, prompts: pd.DataFrame
     """Tokens per pass against the chain at the same budget (everywhere); best speedup against the chain's best."""
     out = []
     for task, regime in _coordinates(df, tree):
-        part = _rows(df, tree, task, regime)
+        part = cell_rows(df, tree, task, regime)
         if not len(part):
             continue
         budget = int(part["k"].iloc[0])
-        if budget in set(_rows(df, chain, task, regime)["k"]):
+        if budget in set(cell_rows(df, chain, task, regime)["k"]):
             verdict, detail = compare(
                 df,
                 prompts,

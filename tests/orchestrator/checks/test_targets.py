@@ -7,14 +7,11 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from orchestrator.checks.check import Side, checks_table, combine, compare
 from orchestrator.checks.targets import (
     Roles,
-    Side,
     adaptive_speedup,
     check_all,
-    checks_table,
-    combine,
-    compare,
     distilled_acceptance,
     exact_match,
     hybrid_speedup,

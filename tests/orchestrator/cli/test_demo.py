@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.checks.targets import check_spec, checks_table
+from orchestrator.checks.check import checks_table
+from orchestrator.checks.targets import check_spec
 from orchestrator.checks.trees import tree_checks, tree_roles
 from orchestrator.cli.demo import DEMO_SPEC, redundancy_table, run_demo, summary_text
 from orchestrator.run.driver import RunOptions

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from sqlalchemy import select
 
-from orchestrator.checks.targets import checks_table, exact_match
+from orchestrator.checks.check import checks_table
+from orchestrator.checks.targets import exact_match
 from orchestrator.run.cells import expand
 from orchestrator.run.driver import RunOptions, run_spec_file
 from orchestrator.run.spec_paths import load_spec
