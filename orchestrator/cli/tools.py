@@ -52,15 +52,8 @@ def latency(obj: Context, spec: str, prompts: int, repeats: int, timbl: bool, ou
       greenspec latency examples/demo.toml --prompts 10 --repeats 5
     """
     from orchestrator.cli.outputs import write_failed
-    from workers.latency import (
-        LatencyOptions,
-        format_table,
-        load_latency_spec,
-        measure,
-        rows_frame,
-        store_rows,
-        timbl_notes,
-    )
+    from orchestrator.run.latency import load_latency_spec, measure, store_rows, timbl_notes
+    from workers.latency import LatencyOptions, format_table, rows_frame
 
     check_out(obj, out, force)
     opts = LatencyOptions(prompts=prompts, repeats=repeats, timbl=timbl)

@@ -6,13 +6,13 @@ import pytest
 from click.testing import CliRunner
 
 from orchestrator.cli import main
+from orchestrator.run.latency import measure_spec_file
 from storage.db import open_db
 from storage.latency import latency_frame
 from workers.latency import (
     LatencyOptions,
     LatencyRow,
     format_table,
-    measure_spec_file,
     summarize_times,
     time_proposals,
 )
@@ -120,8 +120,8 @@ def test_bad_counts_are_one_line(spec_path, tmp_path):
 
 
 def test_contexts_may_outnumber_the_sweeps_prompts(spec_path):
+    from orchestrator.run.latency import prompt_contexts
     from orchestrator.run.spec_paths import load_spec
-    from workers.latency import prompt_contexts
     from workers.tokenizer import load_tokenizer
 
     spec = load_spec(spec_path)  # its task sweeps 2 prompts; its file holds more usable documents
