@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from orchestrator.run.inputs import materialize
 from orchestrator.run.spec_paths import check_paths, load_spec
 from workers.errors import SpecError
 
@@ -66,8 +67,6 @@ def train_corpus(req: TrainRequest, progress=None):
 
 def _materialized(spec, name: str, tokenizer: str):
     """The corpus with a `demo:` path made real (the demo models are built only if the tokenizer is one)."""
-    from orchestrator.run.inputs import materialize
-
     only = spec.model_copy(
         update={
             "verifier": spec.verifier.model_copy(update={"model": tokenizer}),

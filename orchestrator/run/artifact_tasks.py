@@ -27,7 +27,7 @@ COORDINATOR_BYTES = 512 << 20  # the training task's own process: the tokenizer,
 def submit_artifact(spec: Spec, cell: CellSpec, paths: dict[str, str]) -> Any:
     """Submit the CPU task that builds this artifact cell (an instance base, or another artifact by kind); its
     ObjectRef. `paths` maps built artifact cells' keys to their files (the inputs a build reads)."""
-    from workers.trainer import IBaseRequest, build_task, train_task
+    from workers.trainer import IBaseRequest, build_task, train_task  # deferred: it imports ray
 
     corpus = spec.corpus(cell.corpus)
     tokenizer = cell.params.tokenizer

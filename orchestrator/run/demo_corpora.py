@@ -75,7 +75,7 @@ def shakespeare_texts() -> dict[str, str]:
 
 def pydoc_texts() -> dict[str, str]:
     """The standard library's pydoc help topics (technical English), keyed by topic name."""
-    from pydoc_data.topics import topics
+    from pydoc_data.topics import topics  # deferred: 465 kB of text, read only for the pydoc corpus
 
     return dict(topics)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 
+from orchestrator.run.demo_corpora import write_demo_corpora
 from orchestrator.run.spec import BUILTIN, Spec
 from orchestrator.run.spec_paths import check_paths, model_options, with_paths
 from workers.tokenizer import cache_dir
@@ -20,8 +21,6 @@ logger = logging.getLogger(__name__)
 
 
 def _data_paths() -> dict[str, str]:
-    from orchestrator.run.demo_corpora import write_demo_corpora
-
     corpora = write_demo_corpora(cache_dir() / "demo-data")
     out = {}
     for domain, c in corpora.items():
@@ -36,8 +35,7 @@ DRAFT_VOCABS = {"draft-smollm2": "smollm2-135m"}  # a draft trained alone -> the
 
 def _model_dirs(wanted: set[str], retrain: bool) -> dict[str, str]:
     """The folders of the wanted built-in models (names without `demo:`), trained on first use."""
-    from orchestrator.run.demo_corpora import write_demo_corpora
-    from workers.demo_models import ensure_demo_draft, ensure_demo_models
+    from workers.demo_models import ensure_demo_draft, ensure_demo_models  # deferred: it imports torch
 
     corpora = write_demo_corpora(cache_dir() / "demo-data")
     out = {}

@@ -14,12 +14,16 @@ from dataclasses import replace
 from pathlib import Path
 
 from orchestrator.run.cells import TaskPrompts, expand
+from orchestrator.run.inputs import materialize
 from orchestrator.run.spec import BUILTIN, Spec
 from orchestrator.run.spec_paths import check_paths, model_options
 from storage.cell import CellSpec
 from workers.artifacts import BY_CELL_KIND as ARTIFACT_KINDS
+from workers.corpora import scan_source
 from workers.errors import CorpusError, ModelError, SpecError
+from workers.pretrained import gguf_context_length, is_gguf
 from workers.runner import RunnerConfig
+from workers.tasks import load_prompts as read_prompts
 
 logger = logging.getLogger(__name__)
 
@@ -35,12 +39,10 @@ CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length",
 
 def load_prompts(spec: Spec) -> list[TaskPrompts]:
     """Every task's prompts, read before anything is stored; a prompt repeated within a task is used once."""
-    from workers.tasks import load_prompts as load
-
     out = []
     for i, t in enumerate(spec.tasks):
         try:
-            ps = load(t.source(), t.prompts, t.prompt_words, articles=t.articles)
+            ps = read_prompts(t.source(), t.prompts, t.prompt_words, articles=t.articles)
         except CorpusError as err:  # the key first, as every refusal of the spec names it
             raise CorpusError(f"tasks[{i}].{'path' if t.path else 'dataset'}: {err}") from err
         texts = tuple(dict.fromkeys(p.text for p in ps.prompts))  # same first prompt_words words: one prompt
@@ -75,7 +77,7 @@ def _weights_present(folder: Path) -> bool:
 
 def _load_config(key: str, value: str):
     """The model config of a local folder (refused in one line when unloadable or without weights)."""
-    from transformers import AutoConfig
+    from transformers import AutoConfig  # deferred: transformers takes seconds to import
 
     try:
         config = AutoConfig.from_pretrained(value)
@@ -114,8 +116,6 @@ def check_context(spec: Spec, n_ctx: int, where: str) -> None:
 def preflight_models(spec: Spec) -> None:
     """Refuse a local model that has no loadable config or no weights, and a grid longer than the verifier's
     context (one line, before any write; hub ids are checked only from the local cache)."""
-    from workers.pretrained import gguf_context_length, is_gguf
-
     entries = [("verifier.model", spec.verifier.model), *(kv for s in spec.strategies for kv in model_options(s))]
     for key, value in entries:
         if is_gguf(value):  # a built-in name or a .gguf file: present, and its context from the GGUF's metadata
@@ -180,9 +180,6 @@ def check_grid(spec: Spec) -> None:
 def check_corpora(spec: Spec) -> None:
     """Refuse a local corpus that training could not read, naming the key and the file, line or byte at fault: read
     as training reads it (`workers.corpora.scan_source`: decoded, parsed, the column checked, bounded in time)."""
-    from workers.corpora import scan_source
-    from workers.errors import CorpusError
-
     for i, c in enumerate(spec.corpora):
         if c.path and not c.path.startswith(BUILTIN):
             try:
@@ -196,8 +193,6 @@ def check_corpora(spec: Spec) -> None:
 def validate_spec(spec: Spec) -> None:
     """`greenspec validate`: what `run` checks before any write (paths, corpora, models and their context, prompts,
     colliding cells), with built-in `demo:` data written (cheap) but no built-in model trained."""
-    from orchestrator.run.inputs import materialize
-
     check_paths(spec)
     check_grid(spec)
     spec = materialize(spec, models=False)
@@ -209,8 +204,6 @@ def validate_spec(spec: Spec) -> None:
 
 def prepare(spec: Spec) -> tuple[Spec, list[TaskPrompts], list[CellSpec]]:
     """Resolve built-in sources, check paths and models, load prompts, expand the grid (refusing collisions)."""
-    from orchestrator.run.inputs import materialize
-
     spec = materialize(spec)
     check_paths(spec)
     check_corpora(spec)

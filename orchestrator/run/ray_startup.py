@@ -15,7 +15,7 @@ from orchestrator.run.options import RunOptions
 
 
 def ray_initialized() -> bool:
-    import ray
+    import ray  # deferred: the CLI imports this module for its signal handling, and most commands need no Ray
 
     return ray.is_initialized()
 
@@ -90,7 +90,7 @@ def interrupts_deferred():
 
 def ray_up(opts: RunOptions) -> bool:
     """Connect to `opts.address` or start a local Ray with the one `accelerator` resource; True if started here."""
-    import ray
+    import ray  # deferred (see ray_initialized)
 
     if ray.is_initialized():
         return False

@@ -15,7 +15,10 @@ from typing import Any
 from orchestrator.run.cells import COST_ROLE
 from orchestrator.run.spec import Spec
 from storage.cell import CellSpec
-from workers.contracts import EnergyRecord, GenerationRecord
+from storage.costs import stored_cost_model
+from storage.store import store_cost_model
+from workers.contracts import CostModelJob, EnergyRecord, GenerationRecord
+from workers.costmodel import predict_generation
 
 PREREQUISITE_KINDS = ("reference", COST_ROLE)  # done cells that other cells wait for (replays; k = "auto")
 
@@ -31,8 +34,6 @@ class ReplayCosts:
 
     def job(self, c: CellSpec, spec: Spec):
         """The accelerator job that measures the model, over the tokens of a real prompt."""
-        from workers.contracts import CostModelJob
-
         longest_prompt = 2 * max(t.prompt_words for t in spec.tasks)  # tokens: about 1.3-2 per word of text or code
         return CostModelJob(
             key=c.key, prompt=c.params.prompt or "The", max_context=longest_prompt + spec.sweep.max_new_tokens
@@ -40,16 +41,12 @@ class ReplayCosts:
 
     def store(self, s, c: CellSpec, outcome) -> None:
         """Store the measured model (and forget the one read before, if any)."""
-        from storage.store import store_cost_model
-
         store_cost_model(s, c.id, outcome.cost_model)
         self._model = None
 
     def model(self):
         """The experiment's cost model (None if it was not measured)."""
         if self._model is None:
-            from storage.costs import stored_cost_model
-
             with self.Session() as s:
                 found = stored_cost_model(s, self.exp_id)
             if found is not None:
@@ -65,8 +62,6 @@ class ReplayCosts:
     def predict(self, s, g: GenerationRecord) -> GenerationRecord:
         """A replayed generation with its predicted wall time, tokens/s and energy; a timed one with its prediction
         beside its measurement."""
-        from workers.costmodel import predict_generation
-
         model = self.model()
         if model is None:
             return g

@@ -13,6 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, field_validat
 from workers.corpora import TextSource
 from workers.drafts.registry import DraftEntry, DraftOptions, lookup
 from workers.errors import DraftError
+from workers.pretrained import BUILTIN_MODELS as PRETRAINED
+from workers.pretrained import GGUF_SUFFIX, gguf_ref
 
 Regime = Literal["uncached", "cached", "cached-standard"]  # workers.decoding.REGIMES
 REGIMES: tuple[str, ...] = get_args(Regime)
@@ -57,9 +59,6 @@ class VerifierSection(_Model):
     @classmethod
     def _fold_gguf(cls, data: Any) -> Any:
         """`model = FOLDER` + `gguf_file = NAME` becomes `model = FOLDER/NAME`: one string names the model everywhere."""
-        from workers.pretrained import BUILTIN_MODELS as PRETRAINED
-        from workers.pretrained import GGUF_SUFFIX, gguf_ref
-
         if not isinstance(data, dict) or not data.get("gguf_file"):
             return data
         name, model = data["gguf_file"], data.get("model")
