@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from orchestrator.run.spec import CorpusSection, Spec
+from orchestrator.run.spec import CorpusSection, Spec, StrategySection
 from storage.cell import CellParams, CellSpec
 from workers.artifacts import VERIFIER_KINDS, chain
 from workers.drafts.registry import Requirement
@@ -142,27 +142,6 @@ def sweep_cells(
             for k, regime, temperature in itertools.product(
                 s.ks(spec.sweep.k), s.regimes_in(spec.sweep.regimes), spec.sweep.temperatures
             ):
-                sampling = sampling_identity(spec, temperature)
-                ident = {
-                    "kind": "sweep",
-                    "verifier": verifier_identity(spec),
-                    "prompt": text,
-                    "k": k,
-                    "regime": regime,
-                    "max_new_tokens": spec.sweep.max_new_tokens,
-                    **draft,
-                    **sampling,
-                }
-                key = content_key(ident)
-                cell_needs = {**needs, COST_ROLE: costs} if s.auto and costs else needs
-                params = CellParams(prompt=text, options=s.options.model_dump(), needs=cell_needs)
-                if sampling:  # one reproducible stream per cell
-                    params = replace(
-                        params,
-                        top_k=sampling["top_k"],
-                        top_p=sampling["top_p"],
-                        seed=int(key[:8], 16) ^ spec.experiment.seed,
-                    )
                 coords = dict(
                     strategy=s.name,
                     draft=s.draft,
@@ -173,30 +152,48 @@ def sweep_cells(
                     regime=regime,
                     temperature=temperature,
                 )
-                if spec.sweep.replay and temperature == 0 and s.replayable:
-                    replay_params = replace(params, needs={**cell_needs, COST_ROLE: costs})
-                    out.append(
-                        CellSpec(
-                            key=content_key({**ident, "kind": "replay"}), kind="replay", **coords, params=replay_params
-                        )
-                    )
-                if not spec.sweep.timed(i, temperature) and s.replayable:
-                    continue
-                out.append(
-                    CellSpec(
-                        key=key,
-                        kind="sweep",
-                        strategy=s.name,
-                        draft=s.draft,
-                        task=prompts.task,
-                        corpus=corpus,
-                        prompt_index=i,
-                        k=k,
-                        regime=regime,
-                        temperature=temperature,
-                        params=params,
-                    )
-                )
+                out += _coordinate_cells(spec, s, text, coords, draft, needs, costs)
+    return out
+
+
+def _coordinate_cells(
+    spec: Spec,
+    s: StrategySection,
+    text: str,
+    coords: dict[str, Any],
+    draft: dict[str, Any],
+    needs: dict[str, str],
+    costs: str | None,
+) -> list[CellSpec]:
+    """One coordinate's cells for one prompt: its replay cell (greedy, replayable, `[sweep] replay`), then its timed
+    sweep cell unless replay alone covers this prompt."""
+    temperature = coords["temperature"]
+    sampling = sampling_identity(spec, temperature)
+    ident = {
+        "kind": "sweep",
+        "verifier": verifier_identity(spec),
+        "prompt": text,
+        "k": coords["k"],
+        "regime": coords["regime"],
+        "max_new_tokens": spec.sweep.max_new_tokens,
+        **draft,
+        **sampling,
+    }
+    key = content_key(ident)
+    cell_needs = {**needs, COST_ROLE: costs} if s.auto and costs else needs
+    params = CellParams(prompt=text, options=s.options.model_dump(), needs=cell_needs)
+    if sampling:  # one reproducible stream per cell
+        params = replace(
+            params, top_k=sampling["top_k"], top_p=sampling["top_p"], seed=int(key[:8], 16) ^ spec.experiment.seed
+        )
+    out = []
+    if spec.sweep.replay and temperature == 0 and s.replayable:
+        replay_params = replace(params, needs={**cell_needs, COST_ROLE: costs})
+        out.append(
+            CellSpec(key=content_key({**ident, "kind": "replay"}), kind="replay", **coords, params=replay_params)
+        )
+    if spec.sweep.timed(coords["prompt_index"], temperature) or not s.replayable:
+        out.append(CellSpec(key=key, kind="sweep", **coords, params=params))
     return out
 
 
