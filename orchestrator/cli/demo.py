@@ -1,18 +1,39 @@
 """The demo kit and `greenspec demo`: the offline demo end to end, then a summary and the dashboard command.
 
-The kit, in one place: `data` writes the offline corpora (Shakespeare, pydoc), `models` trains the small
-demo verifier and draft, `builtin` swaps a spec's `demo:` names for them, and `examples/demo.toml` is the grid.
+The kit: `orchestrator.run.demo_corpora` writes the offline corpora (Shakespeare, pydoc), `workers.demo_models`
+trains the small demo verifier and draft, `orchestrator.run.inputs` swaps a spec's `demo:` names for them (every
+run's `prepare` does), and `examples/demo.toml` is the grid.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from pathlib import Path
 from typing import Callable
 
 import pandas as pd
 
+from orchestrator.checks.check import checks_table
+from orchestrator.checks.claims import check_claims, claims_table, own_domains, session_4gram
+from orchestrator.checks.targets import check_all, roles
+from orchestrator.checks.trees import tree_checks, tree_roles
+from orchestrator.cli.progress import BarProgress
+from orchestrator.run.inputs import materialize
+from orchestrator.run.spec_paths import load_spec
+from storage.costs import prediction_error
+from storage.db import open_db
+from storage.queries import (
+    build_costs_frame,
+    experiment_id,
+    identical_pass_noise,
+    plain_texts,
+    summary_frame,
+    timing_spread,
+)
+from storage.summary import prompt_frame
 from workers.errors import GreenspecError
+from workers.metrics import paper_redundancy
 
 logger = logging.getLogger(__name__)
 
@@ -50,11 +71,6 @@ def summary_text(df: pd.DataFrame, texts: pd.DataFrame | None = None) -> str:
 
 def redundancy_table(session, experiment: str) -> pd.DataFrame:
     """Table 5 over the plain generations of each task, on the paper's definitions (verifier token 4-grams, gzip)."""
-    import dataclasses
-
-    from storage.queries import experiment_id, plain_texts
-    from workers.metrics import paper_redundancy
-
     rows = plain_texts(session, experiment_id(session, experiment))
     out = []
     for task in sorted({t for t, _, _ in rows}):
@@ -67,8 +83,6 @@ def redundancy_table(session, experiment: str) -> pd.DataFrame:
 def prediction_text(Session, exp_id: int, noise: dict | None) -> str:
     """Replay's predictions against the timed generations, per regime, beside the run's timing noise on identical
     passes (the goal: a median error no larger than that noise)."""
-    from storage.costs import prediction_error
-
     with Session() as s:
         err = prediction_error(s, exp_id)
     if err.empty:
@@ -87,8 +101,6 @@ def prediction_text(Session, exp_id: int, noise: dict | None) -> str:
 
 def build_costs(session, experiment: str) -> pd.DataFrame:
     """Per corpus: the time and energy of its instance base, a distilled one counting its labels too."""
-    from storage.queries import build_costs_frame, experiment_id
-
     df = build_costs_frame(session, experiment_id(session, experiment))
     if df.empty:
         return df
@@ -105,8 +117,6 @@ def future_work_text(
     """What the instance bases cost, and the targets of the distilled, hybrid and adaptive strategies, each read off a
     95% interval over prompts (`prompts`: `storage.summary.prompt_frame`, pairing the comparisons), beside the run's
     measured timing noise (`noise`: `storage.queries.identical_pass_noise`)."""
-    from orchestrator.checks.targets import check_all, checks_table, roles
-
     parts = []
     if not costs.empty:
         parts.append(
@@ -131,9 +141,6 @@ def future_work_text(
 
 def tree_targets_text(df: pd.DataFrame, spec, prompts: pd.DataFrame | None = None) -> list[str]:
     """The token-tree and k = "auto" targets (`orchestrator.checks.trees`) as a titled table, if the spec has any."""
-    from orchestrator.checks.targets import checks_table
-    from orchestrator.checks.trees import tree_checks, tree_roles
-
     roles = tree_roles(spec)
     if df.empty or not (roles[0] or roles[1]):
         return []
@@ -145,8 +152,6 @@ def tree_targets_text(df: pd.DataFrame, spec, prompts: pd.DataFrame | None = Non
 
 def claims_text(df: pd.DataFrame, spec, prompts: pd.DataFrame | None = None) -> str:
     """The seed paper's findings checked on this run (`orchestrator.checks.claims`), as a titled table."""
-    from orchestrator.checks.claims import check_claims, claims_table, own_domains, session_4gram
-
     if df.empty:
         return ""
     return (
@@ -158,13 +163,7 @@ def claims_text(df: pd.DataFrame, spec, prompts: pd.DataFrame | None = None) -> 
 
 def run_demo(opts, spec_path: str | None = None, retrain: bool = False, echo: Callable[[str], None] = print) -> None:
     """Build the offline inputs (cached), run the demo spec through the orchestrator, print the summary."""
-    from orchestrator.cli.progress import BarProgress
-    from orchestrator.run.driver import run
-    from orchestrator.run.inputs import materialize
-    from orchestrator.run.spec_paths import load_spec
-    from storage.db import open_db
-    from storage.queries import experiment_id, identical_pass_noise, summary_frame, timing_spread
-    from storage.summary import prompt_frame
+    from orchestrator.run.driver import run  # deferred: it imports ray
 
     path = Path(spec_path) if spec_path else DEMO_SPEC
     if not path.is_file():

@@ -129,7 +129,7 @@ def _failure_line(r) -> str:
 )
 @FORCE
 @click.pass_obj
-def export(
+def export(  # click passes each of the command's options as one parameter
     obj: Context,
     fmt: str | None,
     out: str,

@@ -26,6 +26,7 @@ OWN = {"olifant-a": "a", "olifant-b": "b"}
 W = 0.02
 
 
+# one keyword per summary column a claim reads, so each test names only the figures it sets
 def row(strategy, task, regime="uncached", acceptance=0.1, speedup=1.0, fta=None, energy_ratio=None, k=5, width=W):
     draft = "plain" if strategy == "plain" else "ngram" if strategy == "ngram" else "olifant"
     return {

@@ -56,6 +56,7 @@ def unfinished(url: str) -> int | None:
     return n if total else None
 
 
+# one scenario end to end (kill -9 at random points, then resume and compare), kept in one piece to read as one
 def test_kill_nine_at_random_points_then_resume(tmp_path, write_spec, ray_local):
     url = f"sqlite:///{tmp_path / 'g.db'}"
     arts = tmp_path / "arts"
