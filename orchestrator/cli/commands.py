@@ -1,6 +1,8 @@
 """`greenspec`: a thin shell over the library. Each command is a few lines; errors become one line here.
 
-Global options come before the command: `greenspec --db sqlite:///runs.db status --json`.
+Global options come before the command: `greenspec --db sqlite:///runs.db status --json`. A command imports its
+library when it runs (the driver imports Ray, the demo torch), so `greenspec --help` or a refused spec answers
+without them.
 """
 
 from __future__ import annotations

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
+
+from orchestrator.cli.outputs import check_out_path
+from storage.db import sqlite_path
+from workers.errors import GreenspecError
 
 
 class Context:
@@ -18,9 +24,6 @@ FORCE = click.option("--force", is_flag=True, help="Replace --out if the file ex
 
 def check_out(obj: Context, out: str | None, force: bool) -> None:
     """Refuse an --out that is a database or an existing file (without --force), before any work."""
-    from orchestrator.cli.outputs import check_out_path
-    from storage.db import sqlite_path
-
     if out is not None and out != "-":
         check_out_path(out, "--out", force, sqlite_path(obj.db))
 
@@ -28,10 +31,6 @@ def check_out(obj: Context, out: str | None, force: bool) -> None:
 def output_format(fmt: str | None, out: str) -> str:
     """The export format: `fmt`, else the one --out's extension names, else csv. A `fmt` that contradicts a known
     extension (CSV into r.parquet) is refused in one line."""
-    from pathlib import Path
-
-    from workers.errors import GreenspecError
-
     named = SUFFIX_FORMATS.get(Path(out).suffix.lower()) if out != "-" else None
     if fmt is not None and named is not None and fmt != named:
         raise GreenspecError(

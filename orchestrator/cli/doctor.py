@@ -5,6 +5,10 @@ from __future__ import annotations
 import platform
 from importlib.metadata import PackageNotFoundError, version
 
+from workers.power import probe
+from workers.power.idle import describe_idle_floor, measure_idle_floor_w
+from workers.pretrained import BUILTIN_MODELS, describe
+
 
 def _version(dist: str) -> str:
     try:
@@ -15,7 +19,7 @@ def _version(dist: str) -> str:
 
 def accelerator() -> str:
     """The device the accelerator worker would pick (cuda > mps > cpu), with its name."""
-    import torch
+    import torch  # deferred: seconds to import, only for this line of the report
 
     if torch.cuda.is_available():
         return f"cuda ({torch.cuda.get_device_name(0)}, {torch.cuda.device_count()} device(s))"
@@ -26,8 +30,6 @@ def accelerator() -> str:
 
 def report() -> str:
     """A plain-text report: versions, accelerator, power sources, the idle power floor (1 s where a meter exists)."""
-    from workers.power import probe
-
     lines = [f"python        {platform.python_version()}"]
     for dist in (
         "greenspec",
@@ -49,8 +51,6 @@ def report() -> str:
     except ImportError as err:
         lines.append(f"TiMBL         NOT importable ({err})")
     lines.append(f"accelerator   {accelerator()}")
-    from workers.pretrained import BUILTIN_MODELS, describe
-
     lines.append("built-in models:")
     for name, model in BUILTIN_MODELS.items():
         lines.append(f"  {name:<13} {model.about}")
@@ -59,7 +59,5 @@ def report() -> str:
     for name, available, measured, detail in probe():
         state = ("measured" if measured else "estimated") if available else "absent"
         lines.append(f"  {name:<13} {state:<10} {detail}")
-    from workers.power.idle import describe_idle_floor, measure_idle_floor_w
-
     lines.append(f"idle floor    {describe_idle_floor(measure_idle_floor_w(('auto',)))}")
     return "\n".join(lines)

@@ -1,10 +1,16 @@
-"""`greenspec power`, `latency`, `doctor` and `train`: tools beside the sweep (registered on `cli.main`)."""
+"""`greenspec power`, `latency`, `doctor` and `train`: tools beside the sweep (registered on `cli.main`).
+
+Each command imports its library when it runs: every `greenspec` call imports this module, and the drafts, the
+trainer and the power meters would triple its start-up (about 2 s here)."""
 
 from __future__ import annotations
+
+import math
 
 import click
 
 from orchestrator.cli.common import FORCE, Context, check_out
+from orchestrator.cli.outputs import write_failed
 from workers.errors import GreenspecError
 
 MAX_POWER_S = 86_400  # `greenspec power --seconds`: at most a day
@@ -27,8 +33,6 @@ def power(seconds: float, sources: tuple[str, ...]) -> None:
     Example:
       greenspec power --seconds 10
     """
-    import math
-
     from workers.power import format_survey, survey
 
     if not (math.isfinite(seconds) and 0 < seconds <= MAX_POWER_S):
@@ -51,7 +55,6 @@ def latency(obj: Context, spec: str, prompts: int, repeats: int, timbl: bool, ou
     Example:
       greenspec latency examples/demo.toml --prompts 10 --repeats 5
     """
-    from orchestrator.cli.outputs import write_failed
     from orchestrator.run.latency import load_latency_spec, measure, store_rows, timbl_notes
     from workers.latency import LatencyOptions, format_table, rows_frame
 
@@ -105,8 +108,6 @@ def train(obj: Context, spec: str, corpus: str, out: str | None, memory_gb: floa
     Example:
       greenspec train examples/paper.toml --corpus fineweb --memory-gb 8
     """
-    import math
-
     from orchestrator.cli.train_corpus import TrainBar, TrainRequest, closing_line, train_corpus
 
     if memory_gb is not None and not math.isfinite(memory_gb):
