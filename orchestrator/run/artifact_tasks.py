@@ -13,18 +13,17 @@ Example:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from workers.contracts import ArtifactJob
-
-if TYPE_CHECKING:
-    from orchestrator.run.spec import Spec
-    from storage.cell import CellSpec
+from orchestrator.run.spec import Spec
+from storage.cell import CellSpec
+from workers.contracts import ArtifactInfo, ArtifactJob
+from workers.training import IBaseInfo
 
 COORDINATOR_BYTES = 512 << 20  # the training task's own process: the tokenizer, a batch of documents, the counts
 
 
-def submit_artifact(spec: Spec, cell: CellSpec, paths: dict[str, str]) -> Any:
+def submit_artifact(spec: Spec, cell: CellSpec, paths: dict[str, str]) -> Any:  # a ray.ObjectRef: no ray import here
     """Submit the CPU task that builds this artifact cell (an instance base, or another artifact by kind); its
     ObjectRef. `paths` maps built artifact cells' keys to their files (the inputs a build reads)."""
     from workers.trainer import IBaseRequest, build_task, train_task  # deferred: it imports ray
@@ -58,6 +57,6 @@ def submit_artifact(spec: Spec, cell: CellSpec, paths: dict[str, str]) -> Any:
     return train_task.options(memory=COORDINATOR_BYTES).remote(request, **power)
 
 
-def ran_on(info: Any) -> str:
+def ran_on(info: IBaseInfo | ArtifactInfo) -> str:
     """What `cells.worker` records for a built artifact: the Ray node id that built it."""
     return getattr(info, "node_id", None) or "ray-cpu"

@@ -15,13 +15,12 @@ import signal
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import ray
 
 from orchestrator.run.lease import ExperimentLease, LeaseHeld, LeaseLost  # noqa: F401 (LeaseHeld/Lost re-exported)
 from orchestrator.run.loop import SweepLoop
-from orchestrator.run.options import Interrupted, NoProgress, Progress, RunOptions  # noqa: F401 (re-exported)
+from orchestrator.run.options import Interrupted, NoProgress, Progress, RunOptions, Sessions  # noqa: F401 (re-exported)
 from orchestrator.run.prepare import prepare
 from orchestrator.run.ray_startup import (
     interrupt_handled,
@@ -33,7 +32,7 @@ from orchestrator.run.ray_startup import (
 from orchestrator.run.spec import Spec, parse_spec, spec_hash
 from orchestrator.run.spec_paths import load_spec, resolve_paths
 from storage import store
-from storage.db import guard, open_db, sqlite_path
+from storage.db import Session, guard, open_db, sqlite_path
 from storage.names import rename_cells
 from storage.queries import experiments_frame, state_counts, status_counts
 from workers.errors import GreenspecError
@@ -117,7 +116,7 @@ def _run_leased(
     cells: list,
     source: tuple[str, str | None],
     opts: RunOptions,
-    Session: Any,
+    Session: Sessions,
     progress: Progress | None,
     retry_failed: bool,
 ) -> RunReport:
@@ -139,7 +138,7 @@ def _run_leased(
 
 
 def _register(
-    spec: Spec, cells: list, source: tuple[str, str | None], Session: Any, retry_failed: bool, opts: RunOptions
+    spec: Spec, cells: list, source: tuple[str, str | None], Session: Sessions, retry_failed: bool, opts: RunOptions
 ) -> tuple[int, int]:
     """Store the experiment and its new cells, put cells left running (and, retrying, failed ones) back to pending;
     (experiment id, cells added). An experiment name bound to another spec file is refused (unless `new_version`),
@@ -162,7 +161,7 @@ def _register(
     return exp.id, added
 
 
-def _refuse_other_spec(s: Any, name: str, source: tuple[str, str | None], new_version: bool) -> None:
+def _refuse_other_spec(s: Session, name: str, source: tuple[str, str | None], new_version: bool) -> None:
     """An experiment name stays bound to its spec file: another file's spec under the same name would merge two
     experiments' cells silently; refused in one line, before anything is written, unless `new_version`."""
     exp = store.find_experiment(s, name)
@@ -175,7 +174,7 @@ def _refuse_other_spec(s: Any, name: str, source: tuple[str, str | None], new_ve
     )
 
 
-def _drop_or_refuse_stale(s: Any, name: str, keys: set[str], drop: bool) -> None:
+def _drop_or_refuse_stale(s: Session, name: str, keys: set[str], drop: bool) -> None:
     """A cell runs as it was keyed or not at all: unfinished cells the spec no longer makes (another max_new_tokens,
     a removed strategy or prompt) are refused in one line, before anything is written, or dropped with `drop`."""
     exp = store.find_experiment(s, name)
@@ -194,14 +193,14 @@ def _drop_or_refuse_stale(s: Any, name: str, keys: set[str], drop: bool) -> None
         )
 
 
-def _has_work(Session: Any, exp_id: int) -> bool:
+def _has_work(Session: Sessions, exp_id: int) -> bool:
     """Whether a pending cell, or a built artifact whose file is gone (rebuilt by the loop), awaits."""
     with Session() as s:
         return state_counts(s, exp_id)["pending"] > 0 or bool(store.missing_artifacts(s, exp_id))
 
 
 def _run_on_ray(
-    spec: Spec, exp_id: int, Session: Any, opts: RunOptions, progress: Progress, lease: ExperimentLease
+    spec: Spec, exp_id: int, Session: Sessions, opts: RunOptions, progress: Progress, lease: ExperimentLease
 ) -> None:
     """Start (or join) Ray and run the loop. Ctrl-C at any moment, Ray's start-up included, or SIGTERM once Ray is up,
     ends in `Interrupted` with no cell left running and the Ray this run started shut down."""

@@ -20,10 +20,10 @@ import re
 import socket
 import threading
 import time
-from typing import Any
 
 import psutil
 
+from orchestrator.run.options import Sessions
 from storage import store
 from workers.errors import GreenspecError
 
@@ -68,7 +68,7 @@ def holder_is_dead(holder: str, host: str | None = None) -> bool:
 class ExperimentLease:
     """The experiment's lease, held while the `with` block runs and renewed by a heartbeat thread."""
 
-    def __init__(self, Session: Any, experiment: str, wait: bool = False, ttl_s: float | None = None):
+    def __init__(self, Session: Sessions, experiment: str, wait: bool = False, ttl_s: float | None = None):
         self.Session, self.experiment, self.wait = Session, experiment, wait
         self.ttl_s = ttl_s or float(os.environ.get("GREENSPEC_LEASE_S", LEASE_S))
         self.holder = holder_name(socket.gethostname(), os.getpid(), time.time())

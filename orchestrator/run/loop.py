@@ -15,20 +15,18 @@ crank.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 
 from orchestrator.run.accelerator_actor import IN_FLIGHT
 from orchestrator.run.cells import COST_ROLE
 from orchestrator.run.dispatcher import Dispatcher
 from orchestrator.run.lease import ExperimentLease
-from orchestrator.run.options import Interrupted, Progress, RunOptions
+from orchestrator.run.options import Interrupted, Progress, RunOptions, Sessions
 from orchestrator.run.ray_startup import check_interrupt, interrupt_handled
 from orchestrator.run.replay_costs import ReplayCosts
 from orchestrator.run.scheduler import Scheduler
 from orchestrator.run.spec import Spec
 from orchestrator.run.writer import ResultWriter, pending_work
 from storage.cell import CellSpec
-from storage.db import Session
 from storage.models import Reference
 from workers.contracts import LabelJob, ReplayJob, SweepJob
 
@@ -44,7 +42,7 @@ class SweepLoop:
         self,
         spec: Spec,
         exp_id: int,
-        Session: Callable[[], Session],
+        Session: Sessions,
         opts: RunOptions,
         progress: Progress,
         lease: ExperimentLease | None = None,

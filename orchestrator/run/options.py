@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from storage.db import Session
 from workers.errors import GreenspecError
+
+Sessions = Callable[[], Session]  # a run's session factory (`storage.db.open_db`'s sessionmaker)
 
 
 class Progress(Protocol):

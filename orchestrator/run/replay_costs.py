@@ -10,9 +10,9 @@ beside it (`predicted_wall_s`), which is what validation compares.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 from orchestrator.run.cells import COST_ROLE
+from orchestrator.run.options import Sessions
 from orchestrator.run.spec import Spec
 from storage.cell import CellSpec
 from storage.costs import stored_cost_model
@@ -26,7 +26,7 @@ PREREQUISITE_KINDS = ("reference", COST_ROLE)  # done cells that other cells wai
 class ReplayCosts:
     """The experiment's pass-cost model, read once from the database when first needed."""
 
-    def __init__(self, Session: Any, exp_id: int):
+    def __init__(self, Session: Sessions, exp_id: int):
         self.Session, self.exp_id = Session, exp_id
         self._model = None
         self._power: float | None = None

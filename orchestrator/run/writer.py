@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from orchestrator.run.artifact_tasks import ran_on
 from orchestrator.run.cells import COST_ROLE
 from orchestrator.run.events import BatchDone, BatchLost, Built, Event, Replayed
+from orchestrator.run.options import Sessions
 from orchestrator.run.replay_costs import PREREQUISITE_KINDS, ReplayCosts
 from orchestrator.run.scheduler import Scheduler
 from storage import store
@@ -28,8 +29,6 @@ from workers.contracts import JobOutcome, ReplayJob
 from workers.replay import rounds_differ
 
 logger = logging.getLogger(__name__)
-
-Sessions = Callable[[], Session]  # the run's session factory (`storage.db.open_db`'s sessionmaker)
 
 
 @dataclass(frozen=True)
