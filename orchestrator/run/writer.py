@@ -133,7 +133,7 @@ class ResultWriter:
 
     def _built(self, s: Session, ev: Built) -> None:
         cell = ev.cell
-        if ev.info is None:
+        if ev.error or ev.info is None:
             self._failed(s, cell, ev.error)
             return
         store.store_artifact(s, cell.id, ev.info)
