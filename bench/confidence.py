@@ -82,7 +82,7 @@ def measure(domain: str, train_path, test_path, tokenizer, max_test: int) -> lis
 
 def run(quick: bool = False) -> str:
     """The Markdown section."""
-    from orchestrator.demo.data import write_demo_corpora
+    from orchestrator.run.demo_corpora import write_demo_corpora
     from workers.tokenizer import load_tokenizer
 
     tokenizer = load_tokenizer("mistral")

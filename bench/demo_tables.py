@@ -14,7 +14,7 @@ import sys
 
 import pandas as pd
 
-from orchestrator.spec import REGIMES
+from orchestrator.run.spec import REGIMES
 
 
 def strategy_order(df: pd.DataFrame) -> list[str]:

@@ -1,6 +1,6 @@
 """Benchmark: `lookup` against transformers' prompt lookup, and every draft side by side on the demo models.
 
-The verifier and the neural draft are the demo's small models (`orchestrator.demo.models`, trained here on first use
+The verifier and the neural draft are the demo's small models (`workers.demo_models`, trained here on first use
 and cached); prompts are the first words of the demo tasks' test documents (both domains). Per domain, the
 corpus drafts (`olifant-<d>`, `rest-<d>`) are built from that domain's train file, as the demo builds them.
 Per draft x regime x k: acceptance, MAL, speedup over plain (plain measured in the same run, same prompts),
@@ -38,9 +38,9 @@ def demo_setup(work: Path, n_prompts: int):
     """The demo verifier and draft models, tokenizer, prompts per domain and the demo train files."""
     from transformers import AutoModelForCausalLM
 
-    from orchestrator.demo.data import write_demo_corpora
-    from orchestrator.demo.models import ensure_demo_models
+    from orchestrator.run.demo_corpora import write_demo_corpora
     from workers.corpora import TextSource
+    from workers.demo_models import ensure_demo_models
     from workers.tasks import load_prompts
     from workers.tokenizer import load_tokenizer
     from workers.verifier import Verifier
@@ -280,7 +280,7 @@ def render_drafts(rows, built, n_prompts, n_new, repeats, mismatches) -> str:
 
 def run_latency(quick: bool = False) -> str:
     """Draft cost alone (no verifier): ms per propose(k=8) over real prompts+text, and each index's size and build."""
-    from orchestrator.demo.data import write_demo_corpora
+    from orchestrator.run.demo_corpora import write_demo_corpora
     from workers.corpora import TextSource, iter_documents
     from workers.tokenizer import load_tokenizer
     from workers.training.datastore import build_datastore

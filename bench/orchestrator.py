@@ -8,10 +8,10 @@ from pathlib import Path
 
 import ray
 
-from orchestrator import driver
-from orchestrator.driver import RunOptions
-from orchestrator.prepare import prepare
-from orchestrator.spec import load_spec
+from orchestrator.run import driver
+from orchestrator.run.driver import RunOptions
+from orchestrator.run.prepare import prepare
+from orchestrator.run.spec_paths import load_spec
 from storage import store
 from storage.db import open_db
 from workers.contracts import BatchOutcome, GenerationRecord, JobOutcome, ReferenceRecord, SweepJob

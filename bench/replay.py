@@ -26,7 +26,7 @@ def references(n: int):
     """(tokenizer, [(prompt ids, reference ids)], pydoc training ids) from SmolLM2 on the demo's pydoc split."""
     import torch
 
-    from orchestrator.demo.data import chunk_text, pydoc_texts, split_keys
+    from orchestrator.run.demo_corpora import chunk_text, pydoc_texts, split_keys
     from workers.decoding import greedy_reference
     from workers.tokenizer import load_tokenizer
     from workers.verifier import load_verifier

@@ -59,7 +59,7 @@ def fit_chain(texts: list[str]):
 
 def demo_chain():
     """The chain fitted to both demo domains' full text."""
-    from orchestrator.demo.data import pydoc_texts, shakespeare_texts
+    from orchestrator.run.demo_corpora import pydoc_texts, shakespeare_texts
 
     return fit_chain(list(shakespeare_texts().values()) + list(pydoc_texts().values()))
 
@@ -296,7 +296,7 @@ def _token_file(n: int, folder: Path, chain):
 
 def _tokenise_rows(root: Path) -> list[tuple[str, dict]]:
     """Tokenisation tokens/s on the demo corpora's real text, 1 process and 2 Ray workers."""
-    from orchestrator.demo.data import write_demo_corpora
+    from orchestrator.run.demo_corpora import write_demo_corpora
 
     corpora = write_demo_corpora(root / "demo")
     text = root / "demo-all.txt"

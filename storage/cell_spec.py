@@ -1,7 +1,7 @@
 """The one cell type, from grid expansion to the worker: `CellSpec` (its columns) and `CellParams` (what a worker
 needs beyond them, stored as JSON in `cells.params`).
 
-`orchestrator.cells` makes them (no id yet), `storage.store.add_cells` stores them, `pending_cells` reads them
+`orchestrator.run.cells` makes them (no id yet), `storage.store.add_cells` stores them, `pending_cells` reads them
 back (id and attempts set), the scheduler orders them and the loop turns them into jobs. `CellParams.to_json` and
 `CellParams.from_json` are the only places that know the JSON's keys.
 """

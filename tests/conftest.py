@@ -17,7 +17,7 @@ os.environ.setdefault("RAY_worker_niceness", "0")
 RAY_START_TRIES = 3
 # The tests' own greenspec cache, never the user's (~/.cache/greenspec, which the dashboard's cost page reads):
 # kept between runs (the dequantized GGUF and the demo models take minutes to rebuild), set before the session's Ray
-# starts so that its workers inherit it (drivers joining it pass theirs: orchestrator.ray_startup.worker_runtime_env).
+# starts so that its workers inherit it (drivers joining it pass theirs: orchestrator.run.ray_startup.worker_runtime_env).
 # GREENSPEC_TEST_CACHE moves it.
 TEST_CACHE = os.environ.get("GREENSPEC_TEST_CACHE") or os.path.join(
     os.path.expanduser("~"), ".cache", "greenspec-tests"

@@ -11,10 +11,10 @@ PACKAGES = ("orchestrator", "workers", "storage", "dashboard")
 # the driver's side (its entry points, Ray's start-up, the loop, the accelerator worker's handle) and the worker
 # adapters (the CPU trainer, the accelerator, artifact copies between nodes)
 RAY_MODULES = {
-    "orchestrator.driver",
-    "orchestrator.ray_startup",
-    "orchestrator.loop",
-    "orchestrator.accelerator_actor",
+    "orchestrator.run.driver",
+    "orchestrator.run.ray_startup",
+    "orchestrator.run.dispatcher",
+    "orchestrator.run.accelerator_actor",
     "workers.training.ray_tasks",
     "workers.accelerator",
 }

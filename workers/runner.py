@@ -204,8 +204,8 @@ class SweepRunner:
         return draft
 
     def _sweep(self, job: SweepJob) -> GenerationRecord:
-        from workers.autok import decoding_plan
         from workers.decoding import regime_flags, speculative_generate, warmup
+        from workers.decoding.autok import decoding_plan
 
         draft = self._draft_for(job)
         prompt_ids = self._prompt_ids(job.prompt)

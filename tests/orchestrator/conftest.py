@@ -87,7 +87,7 @@ def tiny_verifier(tmp_path_factory, text_files) -> Path:
     import torch
     from filelock import FileLock
 
-    from orchestrator.demo.models import TinyLMSpec, token_streams, train_lm
+    from workers.demo_models import TinyLMSpec, token_streams, train_lm
     from workers.tokenizer import load_tokenizer
 
     shared = run_shared_tmp(tmp_path_factory)

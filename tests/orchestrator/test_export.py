@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from orchestrator.export import EXPORT_COLUMNS
+from orchestrator.cli.export import EXPORT_COLUMNS
 from tests.dashboard.populate import populate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -136,8 +136,8 @@ def versions_db(tmp_path_factory) -> str:
     expansion keys them."""
     from sqlalchemy import insert
 
-    from orchestrator.cells import TaskPrompts, reference_cells
-    from orchestrator.spec import parse_spec
+    from orchestrator.run.cells import TaskPrompts, reference_cells
+    from orchestrator.run.spec import parse_spec
     from storage.db import open_db
     from storage.models import Cell, Experiment
     from tests.storage.test_summary_versions import V1, V2, _add
@@ -165,7 +165,7 @@ def versions_db(tmp_path_factory) -> str:
 
 
 def test_an_earlier_spec_version_is_hidden_unless_asked_for_and_never_divided_by_the_new_plain(versions_db):
-    from orchestrator.export import export_frame
+    from orchestrator.cli.export import export_frame
     from storage.db import open_db
 
     with open_db(versions_db, migrate=False)[1]() as s:
@@ -212,7 +212,7 @@ def test_versions_fall_back_to_the_newest_reference_of_each_prompt(versions_db, 
     are): the newest reference cell of each task and prompt is the current version."""
     import shutil
 
-    from orchestrator.export import versions
+    from orchestrator.cli.export import versions
     from storage.db import open_db
     from storage.models import Experiment
 

@@ -124,7 +124,7 @@ def test_own_task_names_are_left_out_and_counted_or_paired_by_a_map_file(tmp_pat
 
 
 def test_compared_k_is_one_type(db):
-    from orchestrator.paper_compare import comparison_frame
+    from orchestrator.cli.paper_compare import comparison_frame
 
     _, Session = open_db(db)
     with Session() as s:

@@ -205,7 +205,7 @@ def test_retry_failed_rebuilds_the_artifact_a_cell_found_corrupt(db_url, tmp_pat
 
 def test_requeue_artifact_drops_its_result_and_resets_the_cell(db_url, tmp_path):
     """What the driver does when a run meets a missing or corrupt instance base (the end-to-end test of the rebuild,
-    tests/orchestrator/test_reliability_runs.py, runs on SQLite only)."""
+    tests/orchestrator/run/test_reliability_runs.py, runs on SQLite only)."""
     _, Session = open_db(db_url)
     train = CellSpec(key="tr", kind="train", corpus="c", params=CellParams(tokenizer="x"))
     ids = _setup(Session, [train, _sweep("g", "r", "p")])

@@ -14,7 +14,7 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from orchestrator.spec import parse_spec
+from orchestrator.run.spec import parse_spec
 from tests.workers.decoding.replay_checks import assert_same_rounds
 from workers.decoding import DecodeOptions, greedy_reference, speculative_generate
 from workers.decoding.replay import replay_generate

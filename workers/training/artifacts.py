@@ -4,7 +4,7 @@ An artifact is built by a cell of its own kind from one corpus: an instance base
 ("label", on the accelerator worker), a distilled instance base from those labels ("distill"), a REST datastore
 ("datastore"). Drafts ask for artifacts by what they provide (`Requirement("ibase", corpus)`); the registry says
 which cell kind builds it for that corpus, what it reads, where it runs and whether the verifier enters its key.
-Grid expansion (`orchestrator.cells`), the cell kinds the store and scheduler know, the CPU builders
+Grid expansion (`orchestrator.run.cells`), the cell kinds the store and scheduler know, the CPU builders
 (`workers.training.builders`) and the latency command all read it.
 
 Adding an artifact kind is one builder module (a `build(job: ArtifactJob) -> ArtifactInfo` function) and one

@@ -47,7 +47,7 @@ def corpus(tmp_path_factory) -> TextSource:
 @pytest.fixture(scope="module")
 def held_out(mistral_tok) -> np.ndarray:
     """Windows of text the trees never saw: two Shakespeare plays, (n, 4)."""
-    from orchestrator.demo.data import shakespeare_texts
+    from orchestrator.run.demo_corpora import shakespeare_texts
 
     texts = [t[:30_000] for t in list(shakespeare_texts().values())[:2]]
     ids = mistral_tok(texts).input_ids
@@ -263,7 +263,7 @@ def test_a_changed_corpus_is_not_resumed_from_stale_files(corpus, tmp_path):
 
 
 def test_the_paper_spec_trains_fineweb_at_the_papers_size_within_its_budget():
-    from orchestrator.spec import load_spec
+    from orchestrator.run.spec_paths import load_spec
 
     fineweb = next(c for c in load_spec(REPO / "examples" / "paper.toml").corpora if c.name == "fineweb")
     assert fineweb.max_tokens == 1_089_000_000  # the paper's FineWeb-edu instance base, not a shard of it

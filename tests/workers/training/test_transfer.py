@@ -1,6 +1,6 @@
 """Artifacts between Ray nodes (`workers.training.ray_tasks`) on the session's real local Ray: a file already here is used as
 it is, a copy is checked by sha256 before it is put in place, chunk by chunk. (Two real nodes with separate disks:
-tests/orchestrator/test_cluster.py.)"""
+tests/orchestrator/run/test_cluster.py.)"""
 
 from __future__ import annotations
 

@@ -1,0 +1,200 @@
+"""The demo kit and `greenspec demo`: the offline demo end to end, then a summary and the dashboard command.
+
+The kit: `orchestrator.run.demo_corpora` writes the offline corpora (Shakespeare, pydoc), `workers.demo_models`
+trains the small demo verifier and draft, `orchestrator.run.inputs` swaps a spec's `demo:` names for them (every
+run's `prepare` does), and `examples/demo.toml` is the grid.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+from orchestrator.checks.check import checks_table
+from orchestrator.checks.claims import check_claims, claims_table, own_domains, session_4gram
+from orchestrator.checks.targets import check_all, roles
+from orchestrator.checks.trees import tree_checks, tree_roles
+from orchestrator.cli.progress import BarProgress
+from orchestrator.run.inputs import materialize
+from orchestrator.run.spec_paths import load_spec
+from storage.costs import prediction_error
+from storage.db import open_db
+from storage.queries import (
+    build_costs_frame,
+    experiment_id,
+    identical_pass_noise,
+    plain_texts,
+    summary_frame,
+    timing_spread,
+)
+from storage.summary import prompt_frame
+from workers.errors import GreenspecError
+from workers.metrics import paper_redundancy
+
+logger = logging.getLogger(__name__)
+
+DEMO_SPEC = Path(__file__).resolve().parents[2] / "examples" / "demo.toml"
+
+
+def _pivot(df: pd.DataFrame, value: str, fmt: str) -> str:
+    """strategy x (task, k) table of `value` for each regime, as Markdown."""
+    out = []
+    for regime, part in df.groupby("regime"):
+        table = part.pivot_table(index="strategy", columns=["task", "k"], values=value, aggfunc="first")
+        table.columns = [f"{t} k={k}" if k else f"{t} (plain)" for t, k in table.columns]
+        table = table.astype(object).where(table.notna(), None)  # blank, not "nan", where a strategy has no k
+        out.append(f"{value} ({regime})\n" + table.to_markdown(floatfmt=fmt, missingval=""))
+    return "\n\n".join(out)
+
+
+def summary_text(df: pd.DataFrame, texts: pd.DataFrame | None = None) -> str:
+    """The demo's printed summary: throughput, acceptance, energy, and redundancy of the texts."""
+    measured = df["power_measured"].dropna()
+    label = "measured" if len(measured) and measured.all() else "ESTIMATED (no energy counter here)"
+    drafted = df[df["draft"] != "plain"]
+    parts = [
+        _pivot(df, "tokens_per_s", ".1f"),
+        "speedup over plain\n" + _pivot(drafted, "speedup", ".2f"),
+        _pivot(drafted, "acceptance", ".2f"),
+        _pivot(drafted, "mal", ".2f"),
+        f"energy: {label}\n" + _pivot(df, "j_per_100_tokens", ".2f"),
+        "agreement with plain greedy (exact match share)\n" + _pivot(df, "exact_match", ".2f"),
+    ]
+    if texts is not None and not texts.empty:
+        parts.append("redundancy of the generated texts (Table 5)\n" + texts.to_markdown(index=False, floatfmt=".3f"))
+    return "\n\n".join(parts)
+
+
+def redundancy_table(session, experiment: str) -> pd.DataFrame:
+    """Table 5 over the plain generations of each task, on the paper's definitions (verifier token 4-grams, gzip)."""
+    rows = plain_texts(session, experiment_id(session, experiment))
+    out = []
+    for task in sorted({t for t, _, _ in rows}):
+        mine = [(tokens, text) for t, tokens, text in rows if t == task]
+        red = paper_redundancy([tk for tk, _ in mine], [tx for _, tx in mine])
+        out.append({"task": task, **dataclasses.asdict(red)})
+    return pd.DataFrame(out)
+
+
+def prediction_text(Session, exp_id: int, noise: dict | None) -> str:
+    """Replay's predictions against the timed generations, per regime, beside the run's timing noise on identical
+    passes (the goal: a median error no larger than that noise)."""
+    with Session() as s:
+        err = prediction_error(s, exp_id)
+    if err.empty:
+        return "\npredicted vs timed: no generation was both timed and replayed"
+    line = (
+        f"timing noise on identical passes: {noise['sd']:.1%} per generation ({noise['generations']} generations)"
+        if noise
+        else "timing noise: no two timed generations made identical passes"
+    )
+    return (
+        "\npredicted vs timed tokens/s (replay's pass-cost model; error = |predicted / measured - 1|)\n"
+        + err.to_markdown(index=False, floatfmt=".3f")
+        + f"\n{line}"
+    )
+
+
+def build_costs(session, experiment: str) -> pd.DataFrame:
+    """Per corpus: the time and energy of its instance base, a distilled one counting its labels too."""
+    df = build_costs_frame(session, experiment_id(session, experiment))
+    if df.empty:
+        return df
+    return (
+        df.groupby("corpus")
+        .agg(parts=("kind", lambda k: " + ".join(sorted(k))), build_s=("build_s", "sum"), energy_j=("energy_j", "sum"))
+        .reset_index()
+    )
+
+
+def future_work_text(
+    df: pd.DataFrame, costs: pd.DataFrame, spec, noise: dict | None = None, prompts: pd.DataFrame | None = None
+) -> str:
+    """What the instance bases cost, and the targets of the distilled, hybrid and adaptive strategies, each read off a
+    95% interval over prompts (`prompts`: `storage.summary.prompt_frame`, pairing the comparisons), beside the run's
+    measured timing noise (`noise`: `storage.queries.identical_pass_noise`)."""
+    parts = []
+    if not costs.empty:
+        parts.append(
+            "instance bases: build time and energy (distilled = verifier labels + IGTree)\n"
+            + costs.to_markdown(index=False, floatfmt=".1f")
+        )
+    r = roles(spec)
+    if r.distilled or r.hybrid or r.adaptive:
+        how = (
+            f"; timing noise measured in this run: {noise['sd']:.1%} per generation ({noise['groups']} groups of "
+            "cells that made identical verifier passes)"
+            if noise
+            else ""
+        )
+        parts.append(
+            f"targets of the future-work strategies (95% intervals over prompts, paired{how})\n"
+            + checks_table(check_all(df, r, prompts))
+        )
+    parts += tree_targets_text(df, spec, prompts)
+    return "\n\n".join(parts)
+
+
+def tree_targets_text(df: pd.DataFrame, spec, prompts: pd.DataFrame | None = None) -> list[str]:
+    """The token-tree and k = "auto" targets (`orchestrator.checks.trees`) as a titled table, if the spec has any."""
+    roles = tree_roles(spec)
+    if df.empty or not (roles[0] or roles[1]):
+        return []
+    return [
+        'targets of token trees and k = "auto" (95% intervals over prompts, paired; a tree\'s k is its budget, '
+        "its mal the accepted tokens per pass)\n" + checks_table(tree_checks(df, roles, prompts))
+    ]
+
+
+def claims_text(df: pd.DataFrame, spec, prompts: pd.DataFrame | None = None) -> str:
+    """The seed paper's findings checked on this run (`orchestrator.checks.claims`), as a titled table."""
+    if df.empty:
+        return ""
+    return (
+        "the seed paper's findings on this run (acceptance over k; speedups at each strategy's best k; each verdict "
+        "read off a 95% interval over prompts)\n"
+        + claims_table(check_claims(df, own_domains(spec), session_4gram(spec), prompts))
+    )
+
+
+def run_demo(opts, spec_path: str | None = None, retrain: bool = False, echo: Callable[[str], None] = print) -> None:
+    """Build the offline inputs (cached), run the demo spec through the orchestrator, print the summary."""
+    from orchestrator.run.driver import run  # deferred: it imports ray
+
+    path = Path(spec_path) if spec_path else DEMO_SPEC
+    if not path.is_file():
+        raise GreenspecError(f"demo spec not found at {path}; pass --spec examples/demo.toml")
+    spec = load_spec(path)
+    echo(
+        "greenspec demo: preparing corpora and small demo models (trained on first use, a few minutes; then cached)..."
+    )
+    logging.getLogger("workers.demo_models").setLevel(logging.INFO)  # training steps are the demo's first progress
+    spec = materialize(spec, retrain=retrain)
+    echo(spec.summary())
+    with BarProgress() as bar:
+        report = run(spec, path.read_text(), str(path.resolve()), opts, bar)
+    _, Session = open_db(opts.db_url, migrate=False)
+    with Session() as s:
+        df = summary_frame(s, report.experiment)
+        texts = redundancy_table(s, report.experiment)
+        costs = build_costs(s, report.experiment)
+        exp_id = experiment_id(s, report.experiment)
+        spread, noise = timing_spread(s, exp_id), identical_pass_noise(s, exp_id)
+        prompts = prompt_frame(s, exp_id)
+    echo(summary_text(df, texts))
+    if spread:
+        echo(
+            f"\ntiming: each generation run {spread['runs']} times, the fastest kept; the slowest run of a generation "
+            f"took {spread['median']:.0%} longer than its fastest (median of {spread['generations']}), "
+            f"{spread['p90']:.0%} (90th percentile)"
+        )
+    echo(prediction_text(Session, exp_id, noise))
+    echo(future_work_text(df, costs, spec, noise, prompts))
+    echo("\n" + claims_text(df, spec, prompts))
+    c = report.counts
+    echo(f"\n{c['done']} cells done, {c['failed']} failed in {report.elapsed_s:.0f} s; results in {opts.db_url}.")
+    echo(f"Open the dashboard:  greenspec --db {opts.db_url} dashboard")

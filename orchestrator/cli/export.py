@@ -1,0 +1,204 @@
+"""`greenspec export`: the summary table as CSV, Parquet, Markdown or LaTeX, or one row per generation.
+
+Numbers are the paper's per-prompt means by default (`--pooled`: ratios of sums); `storage.summary` defines them.
+Every figure carries its 95% bootstrap interval over prompts (`<figure>_lo`, `<figure>_hi`), every row its `measure`
+(timed or replay), `n_prompts` and `version`. A row is *current* when the experiment's stored spec still makes it:
+its strategy is in the spec and its prompts' reference keys are the ones the spec's verifier, prompts and
+max_new_tokens give (`versions`); rows of an earlier version are left out unless asked for (`all_versions`).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+
+import pandas as pd
+
+from orchestrator.cli.outputs import write_failed
+from storage.columns import EXPORT_COLUMNS
+from storage.db import Session
+from storage.queries import experiment_id, generations_export_frame, reference_cells_frame, summary_frame
+from storage.summary import Versions
+from workers.errors import GreenspecError
+
+
+def _reference_key(spec, prompt: str) -> str:
+    """The key the spec gives the reference cell of `prompt` (as `orchestrator.cells.reference_cells`)."""
+    from orchestrator.run.cells import content_key, verifier_identity
+
+    ident = {
+        "kind": "reference",
+        "verifier": verifier_identity(spec),
+        "prompt": prompt,
+        "max_new_tokens": spec.sweep.max_new_tokens,
+    }
+    return content_key(ident)
+
+
+def _stored_spec(session: Session, exp_id: int):
+    """The experiment's stored spec, its paths resolved as the run resolved them; None where it does not parse."""
+    from pathlib import Path
+
+    from orchestrator.run.spec import parse_spec
+    from orchestrator.run.spec_paths import resolve_paths
+    from storage.models import Experiment
+
+    exp = session.get(Experiment, exp_id)
+    try:
+        spec = parse_spec(exp.spec_toml or "")
+        return resolve_paths(spec, Path(exp.spec_path).parent) if exp.spec_path else spec
+    except GreenspecError:  # an empty or foreign spec text: no version information, every row counts as current
+        return None
+
+
+def versions(session: Session, exp_id: int) -> Versions | None:
+    """Which of the experiment's generations its stored spec still makes: its strategies, and the prompt keys of the
+    reference cells it no longer makes. A reference cell is current when the spec gives its prompt the same key
+    (same verifier, max_new_tokens and greenspec) and it is the newest such cell of its task and prompt index; where
+    the spec reproduces no stored key at all (a spec rewritten before it ran, as the demo's built models are), the
+    newest reference cell of each task and prompt index is. None when the stored spec does not parse."""
+    spec = _stored_spec(session, exp_id)
+    if spec is None:
+        return None
+    refs = reference_cells_frame(session, exp_id)
+    tasks = {t.name for t in spec.tasks}
+    refs = refs[refs["task"].isin(tasks)]
+    same = refs[[p is not None and _reference_key(spec, p) == k for p, k in zip(refs["prompt"], refs["key"])]]
+    pool = same if len(same) else refs
+    current = set(pool.sort_values("id").groupby(["task", "prompt_index"]).tail(1)["key"])
+    older = frozenset(set(reference_cells_frame(session, exp_id)["key"]) - current)
+    return Versions(strategies=frozenset(s.name for s in spec.strategies), older=older)
+
+
+def _experiment(session: Session, experiment: str | None) -> int:
+    exp_id = experiment_id(session, experiment)
+    if exp_id is None:
+        raise GreenspecError(f"no generations stored for experiment {experiment or '(newest)'}; run a sweep first")
+    return exp_id
+
+
+def _current_only(df: pd.DataFrame, all_versions: bool, experiment: str | None) -> pd.DataFrame:
+    """The rows of the current version, or every row with `all_versions`; refuses an export left with none."""
+    if df.empty:
+        raise GreenspecError(f"no generations stored for experiment {experiment or '(newest)'}; run a sweep first")
+    shown = df if all_versions else df[df["version"] == "current"].reset_index(drop=True)
+    if shown.empty:
+        raise GreenspecError(
+            f"experiment {experiment or '(newest)'}: every stored generation is of an earlier version of its spec; "
+            "pass --all-versions to export them"
+        )
+    return shown
+
+
+def export_frame(
+    session: Session, experiment: str | None, pooled: bool = False, all_versions: bool = False
+) -> pd.DataFrame:
+    """The summary (per-prompt means as the paper, or pooled sums) with the export's leading columns first: the
+    current version's rows (`versions`), or every version's with `all_versions`."""
+    exp_id = _experiment(session, experiment)
+    df = summary_frame(session, experiment, pooled=pooled, versions=versions(session, exp_id))
+    df = _current_only(df, all_versions, experiment)
+    rest = [c for c in df.columns if c not in EXPORT_COLUMNS]
+    return df[EXPORT_COLUMNS + rest]
+
+
+def generations_export(session: Session, experiment: str | None, all_versions: bool = False) -> pd.DataFrame:
+    """`greenspec export --generations`: one row per generation the summary counts, timed and replayed, from which
+    every interval of the summary can be recomputed (`storage.queries.generations_export_frame`)."""
+    exp_id = _experiment(session, experiment)
+    df = generations_export_frame(session, exp_id, versions(session, exp_id))
+    return _current_only(df, all_versions, experiment)
+
+
+def hidden_rows(session: Session, experiment: str | None) -> int:
+    """How many summary rows of an earlier version of the spec a default export leaves out."""
+    exp_id = experiment_id(session, experiment)
+    v = versions(session, exp_id) if exp_id is not None else None
+    if v is None:
+        return 0
+    from storage.summary import group_sums
+
+    return int((group_sums(session, exp_id, v)["version"] == "older").sum())
+
+
+def render(df: pd.DataFrame, fmt: str, shown: list[str] | None = None) -> str | bytes:
+    """The table in `fmt`: csv and parquet (bytes) keep every column, markdown and latex the `shown` ones."""
+    shown = EXPORT_COLUMNS if shown is None else shown
+    if fmt == "csv":
+        return df.to_csv(index=False)
+    if fmt == "markdown":
+        return df[shown].to_markdown(index=False, floatfmt=".3g")
+    if fmt == "latex":
+        return latex_table(df[shown])
+    if fmt == "parquet":
+        import io
+
+        buf = io.BytesIO()
+        df.to_parquet(buf, index=False)
+        return buf.getvalue()
+    raise GreenspecError(f"--format {fmt!r}: use csv, parquet, markdown or latex")
+
+
+# LaTeX's special characters in text (booktabs tables, T1 or OT1 fonts): each becomes a command that prints it.
+LATEX_SPECIALS = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "|": r"\textbar{}",
+    "<": r"\textless{}",
+    ">": r"\textgreater{}",
+}
+_LATEX_SPECIAL = re.compile("|".join(map(re.escape, LATEX_SPECIALS)))
+
+
+def latex_escape(text: str) -> str:
+    r"""`text` as LaTeX that prints it verbatim, e.g. latex_escape("tokens_per_s") == r"tokens\_per\_s"."""
+    return _LATEX_SPECIAL.sub(lambda m: LATEX_SPECIALS[m.group()], text)
+
+
+def latex_table(df: pd.DataFrame) -> str:
+    """A booktabs tabular of `df`: every header and text cell escaped (numbers as %.3g, blanks as --), so that it
+    compiles whatever the strategy and task names hold."""
+    out = df.rename(columns=lambda c: latex_escape(str(c)))
+    for col in out.columns:
+        if not pd.api.types.is_numeric_dtype(out[col]) or pd.api.types.is_bool_dtype(out[col]):
+            out[col] = out[col].map(lambda v: v if v is None or v is pd.NA or v != v else latex_escape(str(v)))
+    return out.to_latex(index=False, float_format="%.3g", na_rep="--", escape=False)
+
+
+def write_output(data: str | bytes, out: str) -> None:
+    """Write a rendered table to `out` ("-" is stdout; parquet needs a file)."""
+    if out == "-":
+        if isinstance(data, bytes):
+            raise GreenspecError("--format parquet needs --out FILE")
+        sys.stdout.write(data if data.endswith("\n") else data + "\n")
+        return
+    try:
+        with open(out, "wb" if isinstance(data, bytes) else "w") as fh:
+            fh.write(data)
+    except OSError as err:  # a full disk or device (/dev/full): one line
+        raise write_failed(out, "--out", err) from err
+
+
+def write_summary(
+    session: Session,
+    experiment: str | None,
+    fmt: str,
+    out: str,
+    pooled: bool = False,
+    all_versions: bool = False,
+    generations: bool = False,
+) -> None:
+    """Write the summary table, or with `generations` one row per generation, to `out` ("-" is stdout)."""
+    if generations:
+        df = generations_export(session, experiment, all_versions)
+        write_output(render(df, fmt, shown=list(df.columns)), out)
+        return
+    write_output(render(export_frame(session, experiment, pooled, all_versions), fmt), out)

@@ -1,0 +1,221 @@
+"""`greenspec status`, `export` and `dashboard`: the commands that read results (registered on `cli.main`).
+
+Each command imports its library when it runs (pandas, the queries, the dashboard): every `greenspec` call imports
+this module and should start in about 2 s."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from orchestrator.cli.common import FORCE, FORMATS, Context, check_out, output_format
+from workers.errors import GreenspecError
+
+
+def _reader(db: str):
+    """A read-only session factory; None when the database has no greenspec schema yet."""
+    from storage.db import open_reader
+
+    return open_reader(db)
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable counts.")
+@click.option("--experiment", "-e", default=None, help="Only this experiment.")
+@click.pass_obj
+def status(obj: Context, as_json: bool, experiment: str | None) -> None:
+    """Cell counts by state, and failures with their errors.
+
+    \b
+    Example:
+      greenspec status --json
+    """
+    from storage import queries
+
+    Session = _reader(obj.db)
+    if Session is None and experiment:
+        raise GreenspecError(f"no experiment {experiment!r} in {obj.db}")
+    if Session is None:
+        empty = {s: 0 for s in ("pending", "running", "done", "failed")}
+        counts = {"experiment": None, "cells": empty, "sweep": dict(empty), "generations": 0, "experiments": {}}
+        click.echo(json.dumps(counts) if as_json else "no experiments yet")
+        return
+    with Session() as s:
+        names = _experiment_names(s, experiment, obj.db)
+        counts = queries.status_counts(s, experiment)
+        per = {n: queries.status_counts(s, n) for n in ([experiment] if experiment else names)}
+        fails = {n: queries.failures_frame(s, queries.experiment_id(s, n)) for n in per}
+    if as_json:
+        click.echo(json.dumps({**counts, "experiments": per}))
+        return
+    if not per:
+        click.echo("no experiments yet")
+    for name, c in per.items():
+        _print_status(name, c, fails[name])
+
+
+def _experiment_names(s, experiment: str | None, db: str) -> list[str]:
+    """The stored experiments' names; refuses an `--experiment` that is not among them."""
+    from storage import queries
+
+    names = list(queries.experiments_frame(s)["name"])
+    if experiment and experiment not in names:
+        raise GreenspecError(f"no experiment {experiment!r} in {db} (known: {', '.join(names) or 'none'})")
+    return names
+
+
+def _print_status(name: str, counts: dict, fails) -> None:
+    """One experiment's counts and its first failures."""
+    c, w = counts["cells"], counts["sweep"]
+    click.echo(f"{name}: cells {c['done']} done, {c['running']} running, {c['pending']} pending, {c['failed']} failed")
+    click.echo(
+        f"  sweep: {w['done']} done, {w['running']} running, {w['pending']} pending, {w['failed']} failed; "
+        f"{counts['generations']} generations stored"
+    )
+    if fails is not None and not fails.empty:
+        click.echo("  failed cells:")
+        for r in fails.head(20).itertuples():
+            click.echo(f"    {_failure_line(r)}")
+
+
+def _failure_line(r) -> str:
+    """A failed cell in one line: its kind and the coordinates it has (no `nan` for the ones it has not)."""
+
+    def given(v) -> bool:
+        return v is not None and v == v and v != ""  # v != v: NaN, as pandas fills a missing number
+
+    parts = [r.kind, *(str(v) for v in (r.strategy, r.corpus, r.task) if given(v))]
+    if given(r.prompt):
+        parts.append(f"prompt {int(r.prompt)}")
+    if given(r.k) and (r.kind == "sweep" or int(r.k)):
+        parts.append(f"k={int(r.k)}")
+    if given(r.regime):
+        parts.append(str(r.regime))
+    error = str(r.error).splitlines()[0] if given(r.error) and str(r.error).strip() else ""
+    return f"{' '.join(parts)}: {error}"
+
+
+@click.command()
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default=None,
+    help="Default: the one --out's extension names (.csv .parquet .md .tex), else csv.",
+)
+@click.option("--out", "out", type=click.Path(dir_okay=False), default="-", help="Output file (default: stdout).")
+@click.option("--experiment", "-e", default=None, help="Experiment name (default: the newest).")
+@click.option(
+    "--compare",
+    "compare_with",
+    type=click.Choice(["paper"]),
+    default=None,
+    help="Instead: the run's numbers beside the seed paper's, cell by cell, with differences.",
+)
+@click.option("--pooled", is_flag=True, help="Ratios of sums over each cell instead of the paper's per-prompt means.")
+@click.option(
+    "--map",
+    "map_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help='With --compare paper: a TOML file pairing names, [tasks] mine = "wikitext", [strategies] mine = "...".',
+)
+@click.option(
+    "--generations",
+    is_flag=True,
+    help="Instead: one row per generation (timed and replayed), from which every interval can be recomputed.",
+)
+@click.option(
+    "--all-versions", is_flag=True, help="Also the rows of an earlier version of the spec, marked version = older."
+)
+@FORCE
+@click.pass_obj
+def export(  # click passes each of the command's options as one parameter
+    obj: Context,
+    fmt: str | None,
+    out: str,
+    experiment: str | None,
+    compare_with: str | None,
+    pooled: bool,
+    map_file: str | None,
+    generations: bool,
+    all_versions: bool,
+    force: bool,
+) -> None:
+    """One row per strategy x task x k x regime x measure with speed, acceptance, quality and energy, each figure with
+    its 95% interval over prompts.
+
+    \b
+    Example:
+      greenspec export --format latex --out table.tex
+      greenspec export --compare paper --format markdown --map names.toml
+      greenspec export --generations --out generations.csv
+    """
+    from orchestrator.cli.export import write_summary
+
+    fmt = output_format(fmt, out)
+    if map_file and compare_with != "paper":
+        raise GreenspecError("--map pairs names for --compare paper; add --compare paper")
+    if generations and (pooled or compare_with):
+        raise GreenspecError(
+            f"--generations writes one row per generation: --{'pooled' if pooled else 'compare'} does not apply"
+        )
+    check_out(obj, out, force)
+    Session = _reader(obj.db)
+    if Session is None:
+        raise GreenspecError(f"{obj.db}: no results yet; start with `greenspec demo` or `greenspec run SPEC`")
+    with Session() as s:
+        _experiment_names(s, experiment, obj.db)
+        if compare_with == "paper":
+            from orchestrator.cli.paper_compare import write_comparison
+
+            click.echo(write_comparison(s, experiment, fmt, out, map_file).describe(), err=True)
+            return
+        write_summary(s, experiment, fmt, out, pooled, all_versions, generations)
+        _say_superseded(s, experiment, all_versions)
+
+
+def _say_superseded(session, experiment: str | None, all_versions: bool) -> None:
+    """One line on stderr for each thing the export left out: generations superseded by a newer one of the same
+    coordinate, version and prompt, and (without --all-versions) rows of an earlier version of the spec."""
+    from orchestrator.cli.export import hidden_rows, versions
+    from storage.queries import experiment_id
+    from storage.summary import superseded
+
+    exp_id = experiment_id(session, experiment)
+    if exp_id is None:
+        return
+    if n := superseded(session, exp_id, versions(session, exp_id)):
+        click.echo(
+            f"export: {n} generations left out: each cell coordinate, version and prompt shows its newest generation",
+            err=True,
+        )
+    if not all_versions and (n := hidden_rows(session, experiment)):
+        click.echo(f"export: {n} rows of an earlier version of the spec left out (--all-versions shows them)", err=True)
+
+
+@click.command()
+@click.option("--port", default=8501, show_default=True, type=int, help="TCP port, 1-65535.")
+@click.pass_obj
+def dashboard(obj: Context, port: int) -> None:
+    """Open the Streamlit dashboard on 127.0.0.1.
+
+    \b
+    Example:
+      greenspec --db sqlite:///greenspec.db dashboard --port 8501
+    """
+    from dashboard.launch import launch, port_free
+
+    if not 1 <= port <= 65535:
+        raise GreenspecError(f"--port {port}: give a TCP port from 1 to 65535")
+    if not port_free(port):
+        raise GreenspecError(
+            f"--port {port}: 127.0.0.1:{port} is already in use (another dashboard?); pick another port"
+        )
+    click.echo(f"dashboard: http://127.0.0.1:{port}  (database {obj.db}; Ctrl-C stops)")
+    sys.exit(launch(obj.db, port))
+
+
+COMMANDS = (status, export, dashboard)

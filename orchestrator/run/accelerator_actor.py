@@ -1,0 +1,67 @@
+"""The one accelerator worker, seen from the driver: how many torch threads it gets, how many batches wait for
+it, starting it (and failing fast on a verifier that cannot load) and closing it."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import ray
+from ray.actor import ActorHandle
+
+from orchestrator.run.options import RunOptions
+from orchestrator.run.prepare import runner_config
+from orchestrator.run.spec import Spec
+from workers.errors import ModelError
+
+logger = logging.getLogger(__name__)
+
+IN_FLIGHT = 2  # accelerator batches queued at once: the next is ready the moment one finishes
+FAULT_ENV = "GREENSPEC_FAULT_"  # fault-injection variables (workers/faults.py) reach the worker on any cluster
+
+
+def worker_threads(asked: int | None, overlap: bool, cpus: int) -> int:
+    """The accelerator worker's torch threads: `[verifier] threads` if given, else every core (one fewer with
+    `overlap`, for the training beside it). Where other processes share the cores, fewer threads can be far
+    faster: torch's threads wait for each other, and a busy core stalls them all (figures in BENCHMARKS.md)."""
+    return asked or (max(1, cpus - 1) if overlap else cpus)
+
+
+def batches_in_flight(device: str, threads: int, cpus: int) -> int:
+    """Accelerator batches queued at once. Two keep the worker busy while the driver stores the last batch's
+    results; but where the worker computes on the CPU with a torch thread on every core, that bookkeeping runs
+    beside the next timed generation and slows it (the strategy timed right after another strategy's batch came
+    out slower on identical verifier passes). There one batch goes at a time."""
+    return 1 if device.startswith("cpu") and threads >= cpus else IN_FLIGHT
+
+
+def start_actor(spec: Spec, opts: RunOptions) -> tuple[ActorHandle, dict, int]:
+    """Start the worker and wait for its verifier to load: (actor, its `info()`, batches to keep in flight).
+    A verifier that cannot load is a `ModelError` in one line."""
+    from workers.accelerator import AcceleratorWorker  # deferred: it imports torch
+
+    cls = opts.worker_cls or AcceleratorWorker
+    cpus = os.cpu_count() or 1
+    threads = worker_threads(spec.verifier.threads, spec.experiment.overlap, cpus)
+    env = {**{k: v for k, v in os.environ.items() if k.startswith(FAULT_ENV)}, **opts.worker_env}
+    options = {"runtime_env": {"env_vars": env}} if env else {}
+    actor = cls.options(**options).remote(runner_config(spec, threads))
+    try:
+        info = ray.get(actor.info.remote())
+    except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError) as err:
+        cause = getattr(err, "cause", None) or err
+        first = next((ln for ln in str(cause).splitlines() if ln.strip()), type(cause).__name__)
+        raise ModelError(
+            f"verifier.model: {spec.verifier.model} could not be loaded by the accelerator "
+            f"worker ({first.strip()[:200]})"
+        ) from err
+    return actor, info, batches_in_flight(str(info["device"]), threads, cpus)
+
+
+def close_actor(actor: ActorHandle) -> None:
+    """Let the worker flush (its power sampler) and stop it; a worker already gone is no error."""
+    try:
+        ray.get(actor.close.remote(), timeout=30)
+    except Exception:  # the actor may already be gone; the run's results are stored either way
+        logger.debug("accelerator worker close failed", exc_info=True)
+    ray.kill(actor)

@@ -1,0 +1,187 @@
+"""One pass over an experiment's pending cells: the `Scheduler` between a Ray dispatcher and a result writer.
+
+Artifact cells (instance bases, datastores, distilled bases) run as Ray CPU tasks in parallel; label, reference
+and sweep cells go in batches of one strategy to the single accelerator worker, `in_flight` batches queued so it
+never idles; results are stored in completion order (`ray.wait`). A failed cell is retried up to `max_attempts`,
+then stored as failed with its error while the sweep goes on, and so are the cells that needed it; a worker that
+dies mid-batch is replaced and its cells retried. A cell that finds its artifact missing or corrupt has the
+artifact rebuilt (once per run) without losing an attempt.
+
+The Ray side (submitting, collecting, cancelling) is `orchestrator.run.dispatcher.Dispatcher`; the storage side
+(results, failures, retries) is `orchestrator.run.writer.ResultWriter`; this loop builds the jobs and turns the
+crank.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from orchestrator.run.accelerator_actor import IN_FLIGHT
+from orchestrator.run.cells import COST_ROLE
+from orchestrator.run.dispatcher import Dispatcher
+from orchestrator.run.lease import ExperimentLease
+from orchestrator.run.options import Interrupted, Progress, RunOptions, Sessions
+from orchestrator.run.ray_startup import check_interrupt, interrupt_handled
+from orchestrator.run.replay_costs import ReplayCosts
+from orchestrator.run.scheduler import Scheduler
+from orchestrator.run.spec import Spec
+from orchestrator.run.writer import ResultWriter, pending_work
+from storage.cell_spec import CellSpec
+from storage.models import Reference
+from workers.contracts import LabelJob, ReplayJob, SweepJob
+
+logger = logging.getLogger(__name__)
+
+WAIT_S = 1.0  # ray.wait timeout; bounds how late a Ctrl-C or a state change is noticed
+
+
+class SweepLoop:
+    """Runs an experiment's pending cells to done or failed, writing each result as it arrives."""
+
+    def __init__(
+        self,
+        spec: Spec,
+        exp_id: int,
+        Session: Sessions,
+        opts: RunOptions,
+        progress: Progress,
+        lease: ExperimentLease | None = None,
+    ):
+        self.spec, self.exp_id, self.progress, self.lease = spec, exp_id, progress, lease
+        work = pending_work(Session, exp_id)
+        e = spec.experiment
+        self.sched = Scheduler(
+            work.cells,
+            e.batch_size,
+            e.max_attempts,
+            overlap=e.overlap,
+            in_flight=IN_FLIGHT,
+            built=set(work.paths) | work.prerequisites,
+            order=spec.sweep.order,
+        )
+        self.costs = ReplayCosts(Session, exp_id)
+        self.writer = ResultWriter(Session, exp_id, self.sched, self.costs, work)
+        self.paths = self.writer.paths  # artifact cell key -> file, as the writer records builds
+        self.dispatcher = Dispatcher(spec, opts)
+        self.label = ""
+
+    def _report(self) -> None:
+        _, done, failed = self.writer.counts()
+        self.progress.update(done, failed, self.label)
+
+    def run(self) -> None:
+        total, done, failed = self.writer.start(self.sched.orphans)
+        self.progress.start(total, done, failed)
+        try:
+            while self.sched.busy() or self.dispatcher.busy():
+                check_interrupt()  # one swallowed on the way (in a gc callback) stops the run here
+                if self.lease is not None:
+                    self.lease.check()
+                self._submit_artifacts()
+                self._dispatch()
+                self._dispatch_replays()
+                self._collect()
+        except KeyboardInterrupt:
+            interrupt_handled()
+            self._stop()
+            raise Interrupted("interrupted: running cells were put back; `greenspec resume` continues") from None
+        finally:
+            self.dispatcher.close()
+
+    def _stop(self) -> None:
+        """Ctrl-C: stop training tasks and the worker at once; their cells go back to pending."""
+        self.dispatcher.cancel()
+        self.writer.reset_running()
+
+    def _collect(self) -> None:
+        events = self.dispatcher.collect(WAIT_S)
+        if not events:
+            return
+        self.writer.store(events)
+        self._report()
+
+    # -- artifacts on CPU workers
+    def _submit_artifacts(self) -> None:
+        cells = self.sched.start_artifacts()
+        if not cells:
+            return
+        self.writer.mark_running(cells, "ray-cpu")
+        for c in cells:
+            self.dispatcher.submit_artifact(c, self.paths)
+
+    # -- the accelerator
+    def _ensure_actor(self) -> None:
+        started = self.dispatcher.ensure_actor()
+        if started is not None:
+            info, self.sched.in_flight = started
+            self.writer.set_device(info)
+
+    def _job(self, c: CellSpec) -> SweepJob | LabelJob:
+        """What the worker gets for a cell: its prompt, draft options and the paths of the artifacts it needs."""
+        p = c.params
+        if c.kind == "label":
+            corpus = self.spec.corpus(c.corpus)
+            return LabelJob(
+                key=c.key,
+                corpus=corpus.source(),
+                out_dir=self.spec.experiment.artifacts,
+                max_tokens=corpus.label_budget(),
+                chunk_tokens=corpus.label_chunk_tokens,
+                overlap_tokens=corpus.label_overlap_tokens,
+            )
+        if c.kind == COST_ROLE:
+            return self.costs.job(c, self.spec)
+        return SweepJob(
+            key=c.key,
+            kind=c.kind,
+            prompt=p.prompt,
+            strategy=c.strategy,
+            draft=c.draft,
+            options=p.options,
+            artifacts=self._artifacts(c),
+            costs=self.costs.model_json() if COST_ROLE in dict(c.needs) else None,
+            k=c.k or 0,
+            regime=c.regime,
+            temperature=c.temperature or 0.0,
+            top_k=p.top_k,
+            top_p=p.top_p,
+            seed=p.seed,
+        )
+
+    def _dispatch(self) -> None:
+        while batch := self.sched.next_batch():
+            self._ensure_actor()
+            self.writer.mark_running(batch, "accelerator")
+            self.dispatcher.submit_batch(batch, [self._job(c) for c in batch])
+            self.label = batch[0].strategy or batch[0].kind
+
+    # -- replays on CPU workers
+    def _artifacts(self, c: CellSpec) -> dict[str, str]:
+        """role -> file of the artifacts a cell's draft reads (its reference and the cost model are not files)."""
+        return {role: self.paths[key] for role, key in c.needs if role not in ("reference", COST_ROLE)}
+
+    def _dispatch_replays(self) -> None:
+        cpus = self.dispatcher.cpus()
+        while batch := self.sched.next_replay_batch(cpus):
+            jobs = self.writer.replay_jobs(batch, self._replay_job)
+            tokenizer = self.spec.verifier.tokenizer or self.spec.verifier.model
+            self.dispatcher.submit_replays(batch, jobs, tokenizer)
+            self.label = f"{batch[0].strategy} (replay)"
+
+    def _replay_job(self, c: CellSpec, ref: Reference) -> ReplayJob:
+        return ReplayJob(
+            key=c.key,
+            strategy=c.strategy,
+            draft=c.draft,
+            options=c.params.options,
+            artifacts=self._artifacts(c),
+            k=c.k or 0,
+            regime=c.regime,
+            prompt_tokens=tuple(ref.prompt_tokens),
+            reference=tuple(ref.tokens),
+            text=ref.text,
+            vocab_size=ref.vocab_size,
+            eos_id=ref.eos_id,
+            max_new_tokens=self.spec.sweep.max_new_tokens,
+            costs=self.costs.model_json() if c.params.options.get("auto") else None,
+        )

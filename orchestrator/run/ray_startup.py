@@ -1,0 +1,122 @@
+"""Starting (or joining) Ray, and the signals around it: SIGTERM stops a run as Ctrl-C does, and a signal that
+comes during Ray's start-up lands once it is up (Ray's start-up, interrupted half-way, leaves processes that no
+shutdown finds). SIGTERM late in ray.init still kills the driver outright: Ray's core worker holds SIGTERM until
+init returns."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from contextlib import contextmanager
+
+from orchestrator.run.options import RunOptions
+
+
+def ray_initialized() -> bool:
+    import ray  # deferred: the CLI imports this module for its signal handling, and most commands need no Ray
+
+    return ray.is_initialized()
+
+
+_PENDING: list[int] = []  # signals whose KeyboardInterrupt no handler has taken yet
+
+
+def _interrupt(signum, frame):
+    _PENDING.append(signum)
+    raise KeyboardInterrupt
+
+
+@contextmanager
+def sticky_interrupts(*signals: int):
+    """The given signals raise KeyboardInterrupt, and it stays pending until `interrupt_handled()`: one raised inside
+    a gc callback or `__del__` (where Python only prints "Exception ignored") is raised again by the next
+    `check_interrupt()`. Main thread only; the previous handlers come back after the block."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, _interrupt) for sig in signals}
+    hook = sys.unraisablehook
+
+    def quiet(unraisable):  # the swallowed interrupt is not lost, so no "Exception ignored" traceback for it
+        if not isinstance(unraisable.exc_value, KeyboardInterrupt):
+            hook(unraisable)
+
+    sys.unraisablehook = quiet
+    try:
+        yield
+    finally:
+        sys.unraisablehook = hook
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def check_interrupt() -> None:
+    """Raise KeyboardInterrupt if a signal came whose interrupt was swallowed on the way."""
+    if _PENDING:
+        raise KeyboardInterrupt
+
+
+def interrupt_pending() -> bool:
+    return bool(_PENDING)
+
+
+def interrupt_handled() -> None:
+    """The interrupt was taken (the run stopped, cells put back): nothing is pending any more."""
+    _PENDING.clear()
+
+
+@contextmanager
+def interrupts_deferred():
+    """Hold SIGINT and SIGTERM while the block runs and raise KeyboardInterrupt after it if one came (main thread
+    only): Ray's start-up, interrupted half-way, leaves processes that no shutdown finds."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    came: list[int] = []
+    previous = {
+        sig: signal.signal(sig, lambda signum, frame: came.append(signum)) for sig in (signal.SIGINT, signal.SIGTERM)
+    }
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if came:
+        _PENDING.extend(came)
+    check_interrupt()
+
+
+def ray_up(opts: RunOptions) -> bool:
+    """Connect to `opts.address` or start a local Ray with the one `accelerator` resource; True if started here."""
+    import ray  # deferred (see ray_initialized)
+
+    if ray.is_initialized():
+        return False
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    # Ray's workers at the driver's own priority (Ray's default: 15 nicer); `nice` greenspec to yield
+    os.environ.setdefault("RAY_worker_niceness", "0")
+    if opts.address:
+        ray.init(address=opts.address, log_to_driver=False, configure_logging=False, runtime_env=worker_runtime_env())
+    else:
+        # "local": a new Ray here, never a `ray start` cluster that a bare ray.init() would join
+        ray.init(
+            address="local",
+            num_cpus=opts.num_cpus or os.cpu_count(),
+            resources={"accelerator": 1},
+            include_dashboard=False,
+            log_to_driver=False,
+            configure_logging=False,
+        )  # its workers inherit this process's environment, GREENSPEC_CACHE included
+    return True
+
+
+SHARED_ENV = ("GREENSPEC_CACHE",)  # where artifacts, tokenizer copies and cost curves go (workers.files.cache_dir)
+
+
+def worker_runtime_env() -> dict | None:
+    """The driver's SHARED_ENV for every Ray worker of its job when it joins a cluster started elsewhere (whose workers
+    inherit another environment): they use the driver's cache (None when none is set: the workers' own default)."""
+    env = {k: os.environ[k] for k in SHARED_ENV if os.environ.get(k)}
+    return {"env_vars": env} if env else None

@@ -1,0 +1,91 @@
+"""The driver's side of the pass-cost model: the accelerator job that measures it, storing it, and what replayed and
+timed generations get from it (predicted wall time and energy; the k = "auto" curve).
+
+A replayed generation's wall time is the model's seconds for its recorded passes plus its draft's own measured
+seconds; its energy is that time at the mean power measured while the model was (a per-pass energy model needs a
+meter per pass, which no source here gives). A timed generation keeps its measured time and gets the prediction
+beside it (`predicted_wall_s`), which is what validation compares.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from orchestrator.run.cells import COST_ROLE
+from orchestrator.run.options import Sessions
+from orchestrator.run.spec import Spec
+from storage.cell_spec import CellSpec
+from storage.costs import stored_cost_model
+from storage.store import store_cost_model
+from workers.contracts import CostModelJob, EnergyRecord, GenerationRecord
+from workers.costmodel import predict_generation
+
+PREREQUISITE_KINDS = ("reference", COST_ROLE)  # done cells that other cells wait for (replays; k = "auto")
+
+
+class ReplayCosts:
+    """The experiment's pass-cost model, read once from the database when first needed."""
+
+    def __init__(self, Session: Sessions, exp_id: int):
+        self.Session, self.exp_id = Session, exp_id
+        self._model = None
+        self._power: float | None = None
+        self._source: str | None = None
+
+    def job(self, c: CellSpec, spec: Spec):
+        """The accelerator job that measures the model, over the tokens of a real prompt."""
+        longest_prompt = 2 * max(t.prompt_words for t in spec.tasks)  # tokens: about 1.3-2 per word of text or code
+        return CostModelJob(
+            key=c.key, prompt=c.params.prompt or "The", max_context=longest_prompt + spec.sweep.max_new_tokens
+        )
+
+    def store(self, s, c: CellSpec, outcome) -> None:
+        """Store the measured model (and forget the one read before, if any)."""
+        store_cost_model(s, c.id, outcome.cost_model)
+        self._model = None
+
+    def model(self):
+        """The experiment's cost model (None if it was not measured)."""
+        if self._model is None:
+            with self.Session() as s:
+                found = stored_cost_model(s, self.exp_id)
+            if found is not None:
+                self._model, self._power, self._source = found.model, found.mean_power_w, found.power_source
+        return self._model
+
+    def model_json(self) -> str | None:
+        """What a k = "auto" job carries: the cost model itself (the worker derives the curve at its prompt's
+        length, as a replay does, so both choose the same lengths)."""
+        model = self.model()
+        return None if model is None else model.to_json()
+
+    def predict(self, s, g: GenerationRecord) -> GenerationRecord:
+        """A replayed generation with its predicted wall time, tokens/s and energy; a timed one with its prediction
+        beside its measurement."""
+        model = self.model()
+        if model is None:
+            return g
+        predicted = predict_generation(model, g.passes, g.draft_s)
+        if g.measure != "replay":
+            return replace(g, predicted_wall_s=predicted)
+        energy = None
+        if self._power is not None:
+            joules = predicted * self._power
+            n = len(g.tokens)
+            energy = EnergyRecord(
+                energy_j=joules,
+                mean_power_w=self._power,
+                power_source=self._source,
+                power_measured=False,
+                j_per_100_tokens=joules / n * 100 if n else None,
+                tokens_per_j=n / joules if joules else None,
+            )
+        return replace(
+            g,
+            wall_s=predicted,
+            verify_s=predicted - g.draft_s,
+            predicted_wall_s=predicted,
+            wall_s_runs=(predicted,),
+            energy=energy,
+            device=model.device,
+        )

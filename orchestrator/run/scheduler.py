@@ -1,0 +1,224 @@
+"""The scheduling policy as plain data: what runs next, what is retried, what fails with its artifact.
+
+No Ray, no SQL: the loop (`orchestrator.run.loop`) feeds it the pending cells and the outcomes, and does
+what it says. Artifact cells (instance bases) build on CPU workers, all at once as soon as the artifacts
+they read are built; label cells (verifier labels for a distilled instance base) are artifacts built on the
+accelerator worker, queued before references; reference and sweep cells go to the one accelerator worker
+in batches of one strategy and kind, each batch only when the artifacts its cells need are built; at most
+`in_flight` batches are queued at the worker. Dependencies chain: sweep -> distill (CPU) -> label (accelerator).
+
+The sweep's order (`[sweep] order`):
+- `"paired"` (the default): prompt by prompt, every strategy and k of one (task, regime, temperature, prompt)
+  back to back, plain first. Strategies that are compared (a draft and plain, a hybrid and its parts, an adaptive
+  draft and its base) are then timed seconds apart: a paired measurement, robust to a machine whose speed drifts
+  over minutes (BENCHMARKS.md, "How the sweep is timed"). A batch still holds one strategy (its k values for that
+  prompt), so a draft that kills the worker costs attempts to its own cells only; the worker keeps the drafts
+  loaded.
+- `"strategy"`: each strategy's cells together (fewer draft loads, one draft in memory at a time).
+
+Example:
+    >>> s = Scheduler(cells, batch_size=8, max_attempts=3)
+    >>> s.start_artifacts()          # every pending artifact cell, to submit now
+    >>> s.next_batch()               # up to 8 ready cells of one strategy, or [] while inputs are missing
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import replace
+
+from storage.cell_spec import CellSpec
+from storage.store import ARTIFACT_KINDS
+
+KIND_ORDER = {"costmodel": -2, "label": -1, "reference": 0, "sweep": 1}
+REPLAY = "replay"  # replay cells run on CPU workers (workers.replay), in batches of one strategy
+REPLAY_BATCH = 64  # replay cells per CPU task: the draft loads once per task, the results come back together
+
+
+ORDERS = ("paired", "strategy")
+
+
+def run_order(c: CellSpec, order: str = "paired") -> tuple:
+    """Labels, then references, then sweep cells: `paired`, by task, regime, temperature and prompt, plain first,
+    then strategy and k; `strategy`, grouped by strategy, task, regime, temperature and k, prompts in order."""
+    if order == "strategy":
+        return (
+            KIND_ORDER.get(c.kind, 2),
+            c.strategy or "",
+            c.task or "",
+            c.regime or "",
+            c.temperature or 0.0,
+            c.k or 0,
+            c.prompt_index or 0,
+        )
+    return (
+        KIND_ORDER.get(c.kind, 2),
+        c.task or "",
+        c.regime or "",
+        c.temperature or 0.0,
+        c.prompt_index or 0,
+        bool(c.k),
+        c.strategy or "",
+        c.k or 0,
+    )
+
+
+class Scheduler:
+    """Queue, batching, retries and artifact dependencies of one experiment's run."""
+
+    def __init__(
+        self,
+        cells: Iterable[CellSpec],
+        batch_size: int,
+        max_attempts: int,
+        *,
+        overlap: bool = False,
+        in_flight: int = 2,
+        built: Iterable[str] = (),
+        order: str = "paired",
+    ):
+        if order not in ORDERS:
+            raise ValueError(f"unknown sweep order {order!r}; one of {', '.join(ORDERS)}")
+        cells = list(cells)
+        self.batch_size, self.max_attempts, self.overlap, self.in_flight = batch_size, max_attempts, overlap, in_flight
+        self.artifacts = [c for c in cells if c.kind in ARTIFACT_KINDS]
+        self.queue: deque[CellSpec] = deque(
+            sorted(
+                (c for c in cells if c.kind not in ARTIFACT_KINDS and c.kind != REPLAY),
+                key=lambda c: run_order(c, order),
+            )
+        )
+        self.replays: deque[CellSpec] = deque(
+            sorted((c for c in cells if c.kind == REPLAY), key=lambda c: run_order(c, "strategy"))
+        )
+        self.building: set[str] = set()  # artifact keys being built now
+        self.built: set[str] = set(built)  # keys of built artifacts and of done cells others need (references, ...)
+        self.running_batches = 0
+        self.running_replays = 0
+        known = self.built | {c.key for c in [*self.artifacts, *self.queue]}
+        self.orphans = [c for c in [*self.queue, *self.replays] if any(key not in known for _, key in c.needs)]
+        if self.orphans:  # what they need is neither built nor to be built (it failed): they cannot run
+            ids = {c.id for c in self.orphans}
+            self.queue = deque(c for c in self.queue if c.id not in ids)
+            self.replays = deque(c for c in self.replays if c.id not in ids)
+
+    # -- artifacts
+    def start_artifacts(self) -> list[CellSpec]:
+        """Every pending CPU artifact cell whose inputs are built, marked as building (submitted all at once)."""
+        ready = [c for c in self.artifacts if self._inputs_ready(c)]
+        self.artifacts = [c for c in self.artifacts if not self._inputs_ready(c)]
+        out = [replace(c, attempts=c.attempts + 1) for c in ready]
+        self.building.update(c.key for c in out)
+        return out
+
+    def artifact_built(self, cell: CellSpec) -> None:
+        """A CPU artifact or a label cell finished: cells that need it may go."""
+        self.building.discard(cell.key)
+        self.built.add(cell.key)
+
+    def rebuild(self, cell: CellSpec) -> None:
+        """A built artifact turned out missing or corrupt: build it again before its dependents run."""
+        self.built.discard(cell.key)
+        if cell.key not in self.building and all(c.key != cell.key for c in self.artifacts):
+            self.artifacts.append(cell)
+
+    def artifact_failed(self, cell: CellSpec) -> list[CellSpec]:
+        """The artifact could not be built: its dependents, and theirs, leave the queues (returned, to be failed)."""
+        self.building.discard(cell.key)
+        failed, dependents = {cell.key}, []
+        while True:
+            more = [c for c in [*self.artifacts, *self.queue, *self.replays] if failed & set(dict(c.needs).values())]
+            if not more:
+                return dependents
+            ids = {c.id for c in more}
+            self.artifacts = [c for c in self.artifacts if c.id not in ids]
+            self.queue = deque(c for c in self.queue if c.id not in ids)
+            self.replays = deque(c for c in self.replays if c.id not in ids)
+            failed |= {c.key for c in more}
+            dependents += more
+
+    # -- the accelerator queue
+    def sweep_ready(self) -> bool:
+        """Whether timed cells may run now (not beside training unless `overlap`)."""
+        return bool(self.queue) and (self.overlap or not self.building)
+
+    def busy(self) -> bool:
+        """Whether anything is still to do or in flight."""
+        return bool(
+            self.building
+            or self.running_batches
+            or self.artifacts
+            or self.sweep_ready()
+            or self.replays
+            or self.running_replays
+        )
+
+    def _inputs_ready(self, c: CellSpec) -> bool:
+        return all(key in self.built for _, key in c.needs)
+
+    def next_batch(self) -> list[CellSpec]:
+        """Up to batch_size queued cells of one strategy and kind whose artifacts are built; [] if none or full."""
+        if self.running_batches >= self.in_flight or not self.sweep_ready():
+            return []
+        batch: list[CellSpec] = []
+        waiting: list[CellSpec] = []
+        replaying = bool(self.replays or self.running_replays)
+        while self.queue and len(batch) < self.batch_size:
+            c = self.queue.popleft()
+            if not self._inputs_ready(c) or (replaying and c.kind == "sweep"):
+                waiting.append(c)  # timed cells wait for the replays: nothing else on the cores they are timed on
+                continue
+            if batch and (c.strategy, c.kind) != (batch[0].strategy, batch[0].kind):
+                self.queue.appendleft(c)
+                break
+            batch.append(c)
+        self.queue.extendleft(reversed(waiting))
+        if batch:
+            self.running_batches += 1
+        return [replace(c, attempts=c.attempts + 1) for c in batch]
+
+    def batch_finished(self) -> None:
+        self.running_batches -= 1
+
+    # -- replays on CPU workers
+    def next_replay_batch(self, max_running: int, size: int = REPLAY_BATCH) -> list[CellSpec]:
+        """Up to `size` ready replay cells of one strategy and artifacts (one draft load), while fewer than
+        `max_running` replay tasks run; [] if none is ready. Replays run beside training and the accelerator."""
+        if self.running_replays >= max_running or not self.replays:
+            return []
+        batch: list[CellSpec] = []
+        group = None
+        for c in list(self.replays):
+            if len(batch) >= size:
+                break
+            if not self._inputs_ready(c):
+                continue
+            this = (c.strategy, tuple((r, key) for r, key in c.needs if r != "reference"))
+            group = group or this
+            if this == group:
+                batch.append(c)
+        ids = {c.id for c in batch}
+        self.replays = deque(c for c in self.replays if c.id not in ids)
+        if batch:
+            self.running_replays += 1
+        return [replace(c, attempts=c.attempts + 1) for c in batch]
+
+    def replay_finished(self) -> None:
+        self.running_replays -= 1
+
+    # -- failures
+    def is_final(self, c: CellSpec) -> bool:
+        """Whether this failed attempt was the last one allowed."""
+        return c.attempts >= self.max_attempts
+
+    def retry(self, c: CellSpec, front: bool = False) -> None:
+        """Queue a failed cell again (at the front after a worker crash, so it runs on the fresh worker first)."""
+        if c.kind in ARTIFACT_KINDS:
+            self.artifacts.append(c)
+        elif c.kind == REPLAY:
+            self.replays.append(c)
+        elif front:
+            self.queue.appendleft(c)
+        else:
+            self.queue.append(c)

@@ -1,0 +1,274 @@
+"""The future-work targets as three-valued checks over a summary frame and, paired, a per-prompt frame (the demo
+prints them; the README reports them). Every verdict is worked out by hand from intervals given or from two prompts
+(whose bootstrap interval runs from one prompt's figure to the other's: tests/storage/test_stats.py)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from orchestrator.checks.check import Side, checks_table, combine, compare
+from orchestrator.checks.targets import (
+    Roles,
+    adaptive_speedup,
+    check_all,
+    distilled_acceptance,
+    exact_match,
+    hybrid_speedup,
+    roles,
+)
+from orchestrator.cli.demo import DEMO_SPEC
+from orchestrator.run.spec import parse_spec
+from orchestrator.run.spec_paths import load_spec
+from storage.stats import FAILS, HOLDS, INCONCLUSIVE
+
+# Strategy names that say nothing about their drafts: the roles must come from drafts, corpora and options.
+RENAMED = """
+[experiment]
+name = "r"
+[verifier]
+model = "org/model"
+[[corpora]]
+name = "docs"
+path = "demo:pydoc-train"
+[[corpora]]
+name = "docs-by-verifier"
+path = "demo:pydoc-train"
+labels = "verifier"
+[[corpora]]
+name = "plays"
+path = "demo:shakespeare-train"
+[[tasks]]
+name = "t"
+path = "demo:pydoc-test"
+[[tasks]]
+name = "u"
+path = "demo:shakespeare-test"
+[[strategies]]
+name = "a"
+draft = "plain"
+[[strategies]]
+name = "b"
+draft = "ngram"
+[[strategies]]
+name = "c"
+draft = "olifant"
+corpus = "docs"
+[[strategies]]
+name = "c2"
+draft = "olifant"
+corpus = "plays"
+[[strategies]]
+name = "d"
+draft = "olifant"
+corpus = "docs-by-verifier"
+tasks = ["t"]
+[[strategies]]
+name = "e"
+draft = "hybrid"
+corpus = "docs"
+[[strategies]]
+name = "f"
+draft = "hybrid"
+corpus = "docs"
+adaptive = true
+k = [8]
+[[strategies]]
+name = "g"
+draft = "lookup"
+"""
+
+
+W = 0.05  # the half-width of every interval in the hand-made summaries below, unless a test says otherwise
+
+
+def frame(rows, width: float = W):
+    """A summary frame from (strategy, task, k, regime, speedup, acceptance, exact_match) rows, each figure with the
+    interval [value - width, value + width] over 3 prompts."""
+    cols = ["strategy", "task", "k", "regime", "speedup", "acceptance", "exact_match"]
+    df = pd.DataFrame(rows, columns=cols)
+    for m in ("speedup", "acceptance"):
+        df[f"{m}_lo"], df[f"{m}_hi"] = df[m] - width, df[m] + width
+    return df.assign(n_prompts=3)
+
+
+def grid(strategy, task, speedups, acceptances, regime="uncached", ks=(3, 5, 8)):
+    return [(strategy, task, k, regime, s, a, 1.0) for k, s, a in zip(ks, speedups, acceptances)]
+
+
+def prompts_frame(cells):
+    """A per-prompt frame (as `storage.summary.prompt_frame`) from {(strategy, task, k, regime): [(tok/s, plain
+    tok/s, accepted, drafted), ...one per prompt]}."""
+    rows = [
+        dict(strategy=s, task=t, k=k, regime=r, pair=f"p{i}", tokens_per_s=tps, plain_tokens_per_s=plain)
+        | dict(accepted=acc, drafted=dr, n_tokens=acc + 10, rounds=10, version="current", measure="timed")
+        for (s, t, k, r), per_prompt in cells.items()
+        for i, (tps, plain, acc, dr) in enumerate(per_prompt)
+    ]
+    return pd.DataFrame(rows)
+
+
+def test_roles_come_from_drafts_corpora_and_options_not_names():
+    r = roles(parse_spec(RENAMED))
+    assert r.distilled == (("d", "c"),)  # same draft and options, the corpus-trained twin of its text
+    assert r.hybrid == (("e", ("b", "c")),)  # its declared parts; not c2 (another instance base), not g
+    assert r.adaptive == (("f", "e"),)
+    assert r.runs_on("d") == ("t",) and r.runs_on("e") == ("t", "u")
+
+
+@pytest.mark.parametrize(
+    "name, domains", [("demo.toml", ("pydoc", "shakespeare", "legal")), ("demo-toy.toml", ("pydoc", "shakespeare"))]
+)
+def test_roles_of_the_demo_specs(name, domains):
+    r = roles(load_spec(DEMO_SPEC.with_name(name)))
+    for d in domains:
+        assert (f"distilled-{d}", f"olifant-{d}") in r.distilled
+        assert (f"hybrid-{d}", ("ngram", f"distilled-{d}")) in r.hybrid  # the hybrid over the distilled base
+        assert d in r.runs_on(f"distilled-{d}")  # its own domain (the real demo runs every strategy on every task)
+    assert all((f"hybrid-{d}-adaptive", f"hybrid-{d}") in r.adaptive for d in domains)  # both run it
+
+
+def test_combine_all_of_several_verdicts():
+    assert combine([HOLDS, HOLDS]) == HOLDS
+    assert combine([HOLDS, FAILS, INCONCLUSIVE]) == FAILS  # any one that does not hold
+    assert combine([HOLDS, INCONCLUSIVE]) == INCONCLUSIVE
+    assert combine([]) == INCONCLUSIVE
+
+
+@pytest.mark.parametrize(
+    "a,b,want",
+    [
+        ([50, 40], [20, 30], HOLDS),  # per prompt A - B: +0.3, +0.1: the interval [0.1, 0.3] is above 0
+        ([20, 10], [50, 30], FAILS),  # -0.3, -0.2: wholly below
+        ([50, 10], [20, 30], INCONCLUSIVE),  # +0.3, -0.2: straddles 0
+    ],
+)
+def test_a_paired_comparison_of_acceptance_by_hand(a, b, want):
+    """Two prompts, 100 tokens drafted each: A's and B's acceptance differ by the per-prompt differences' mean, and
+    the resamples span the two prompts' differences."""
+    df = frame(grid("a", "x", [1.0], [sum(a) / 200], ks=(3,)) + grid("b", "x", [1.0], [sum(b) / 200], ks=(3,)))
+    prompts = prompts_frame(
+        {
+            ("a", "x", 3, "uncached"): [(1.0, 1.0, acc, 100) for acc in a],
+            ("b", "x", 3, "uncached"): [(1.0, 1.0, acc, 100) for acc in b],
+        }
+    )
+    verdict, detail = compare(
+        df, prompts, Side("a", "x", "uncached", (3,)), Side("b", "x", "uncached", (3,)), "acceptance"
+    )
+    diffs = sorted((x - y) / 100 for x, y in zip(a, b))
+    assert verdict == want
+    assert detail.endswith(f"[{diffs[0]:+.2f}, {diffs[1]:+.2f}] (paired, 2 prompts)")
+
+
+@pytest.mark.parametrize(
+    "a,b,want",
+    [
+        ((0.40, 0.05), (0.20, 0.05), HOLDS),
+        ((0.20, 0.05), (0.40, 0.05), FAILS),
+        ((0.30, 0.05), (0.25, 0.05), INCONCLUSIVE),
+    ],
+)
+def test_without_prompts_a_comparison_holds_only_where_the_intervals_do_not_overlap(a, b, want):
+    rows = [("a", "x", 3, "uncached", 1.0, a[0], 1.0), ("b", "x", 3, "uncached", 1.0, b[0], 1.0)]
+    verdict, detail = compare(
+        frame(rows), None, Side("a", "x", "uncached", (3,)), Side("b", "x", "uncached", (3,)), "acceptance"
+    )
+    assert verdict == want and "from the cells' intervals" in detail
+    lo, hi = a[0] - W - (b[0] + W), a[0] + W - (b[0] - W)  # A's lo - B's hi to A's hi - B's lo
+    assert f"[{lo:+.2f}, {hi:+.2f}]" in detail
+
+
+def test_distilled_must_win_at_every_k_and_regime():
+    rows = grid("olifant-x", "x", [1.1] * 3, [0.1, 0.1, 0.1]) + grid("distilled-x", "x", [1.2] * 3, [0.3, 0.25, 0.3])
+    (check,) = distilled_acceptance(frame(rows), "distilled-x", "olifant-x", ("x",))
+    assert check.verdict == HOLDS and "k=8: 0.30 [0.25, 0.35], 3 prompts vs 0.10 [0.05, 0.15]" in check.detail
+    rows[-1] = ("distilled-x", "x", 8, "uncached", 1.2, 0.12, 1.0)  # overlaps olifant's at k=8
+    assert distilled_acceptance(frame(rows), "distilled-x", "olifant-x", ("x",))[0].verdict == INCONCLUSIVE
+    rows[-1] = ("distilled-x", "x", 8, "uncached", 1.2, 0.0, 1.0)  # wholly below at k=8
+    assert distilled_acceptance(frame(rows), "distilled-x", "olifant-x", ("x",))[0].verdict == FAILS
+    (missing,) = distilled_acceptance(frame(rows), "distilled-x", "olifant-x", ("y",))
+    assert missing.verdict == INCONCLUSIVE and missing.detail == "missing"
+    cached = grid("distilled-x", "x", [1.2] * 3, [0.3] * 3, regime="cached")  # the trained base ran uncached only
+    checks = distilled_acceptance(frame(rows + cached), "distilled-x", "olifant-x", ("x",))
+    assert [c.regime for c in checks] == ["uncached"]  # a regime one of them skipped is not checked
+
+
+def test_hybrid_against_its_parts_and_plain():
+    rows = (
+        grid("olifant-x", "x", [1.1, 1.2, 1.0], [0.1] * 3)
+        + grid("ngram", "x", [1.5, 1.8, 1.7], [0.3] * 3)
+        + grid("hybrid-x", "x", [1.6, 1.75, 1.7], [0.35] * 3)
+        + grid("hybrid-x", "x", [1.2, 1.1, 0.9], [0.35] * 3, regime="cached")
+        + grid("hybrid-x", "x", [1.2, 1.1, 1.1], [0.35] * 3, regime="cached-standard")
+        + grid("hybrid-x", "x", [1.2, 1.1, 1.02], [0.35] * 3, regime="other")
+    )
+    parts = ("ngram", "olifant-x")
+    checks = {c.regime: c for c in hybrid_speedup(frame(rows), "hybrid-x", parts)}
+    # best 1.75 [1.70, 1.80] against ngram's best 1.80 [1.75, 1.85]: -0.05 [-0.15, +0.05], inconclusive
+    assert checks["uncached"].verdict == INCONCLUSIVE
+    assert checks["uncached"].detail.startswith("ngram: k=5 vs k=5: 1.75x [1.70, 1.80], 3 prompts vs 1.80x")
+    assert checks["cached"].verdict == FAILS and "k=8: 0.90x [0.85, 0.95]" in checks["cached"].detail  # below 1
+    assert checks["cached-standard"].verdict == HOLDS  # every k's interval at or above 1
+    assert checks["other"].verdict == INCONCLUSIVE  # k=8: [0.97, 1.07]
+    wider = {c.regime: c for c in hybrid_speedup(frame(rows, width=0.01), "hybrid-x", parts)}
+    assert wider["uncached"].verdict == FAILS  # -0.05 [-0.07, -0.03]: the hybrid is slower
+
+
+def test_hybrid_paired_over_prompts():
+    """Two prompts, plain at 10 tok/s on both: the hybrid's best (k=3) and ngram's best (k=3) speedups differ by
+    (hybrid - ngram) / 10 per prompt."""
+    rows = grid("ngram", "x", [1.5], [0.3], ks=(3,)) + grid("hybrid-x", "x", [1.6], [0.3], ks=(3,))
+    cells = {("ngram", "x", 3, "uncached"): [(15.0, 10.0, 3, 9), (15.0, 10.0, 3, 9)]}
+    for hybrid, want in (((17.0, 15.0), HOLDS), ((17.0, 13.0), INCONCLUSIVE), ((14.0, 13.0), FAILS)):
+        cells[("hybrid-x", "x", 3, "uncached")] = [(h, 10.0, 3, 9) for h in hybrid]
+        (check,) = hybrid_speedup(frame(rows), "hybrid-x", ("ngram",), prompts_frame(cells))
+        assert check.verdict == want, (hybrid, check.detail)
+    assert "(paired, 2 prompts)" in check.detail
+
+
+def test_adaptive_against_the_best_fixed_k():
+    rows = grid("hybrid-x", "x", [1.2, 1.5, 1.4], [0.3] * 3) + [
+        ("hybrid-x-adaptive", "x", 8, "uncached", 1.7, 0.5, 1.0)
+    ]
+    (check,) = adaptive_speedup(frame(rows), "hybrid-x-adaptive", "hybrid-x")
+    assert check.verdict == HOLDS and check.detail.startswith("k=8 vs k=5: 1.70x [1.65, 1.75], 3 prompts vs 1.50x")
+    rows[-1] = ("hybrid-x-adaptive", "x", 8, "uncached", 1.46, 0.5, 1.0)
+    assert adaptive_speedup(frame(rows), "hybrid-x-adaptive", "hybrid-x")[0].verdict == INCONCLUSIVE
+    rows[-1] = ("hybrid-x-adaptive", "x", 8, "uncached", 1.3, 0.5, 1.0)
+    assert adaptive_speedup(frame(rows), "hybrid-x-adaptive", "hybrid-x")[0].verdict == FAILS
+
+
+def test_exact_match_and_the_table():
+    rows = grid("ngram", "x", [1.5] * 3, [0.3] * 3)
+    assert exact_match(frame(rows))[0].verdict == HOLDS
+    rows[0] = ("ngram", "x", 3, "uncached", 1.5, 0.3, 0.75)
+    assert exact_match(frame(rows))[0].detail == "ngram"
+    table = checks_table(check_all(frame(rows), Roles()))
+    assert "exact match 1.0" in table and "does not hold" in table
+
+
+def test_an_adaptive_hybrid_scoring_by_share_has_the_fixed_hybrid_as_its_base():
+    """At fixed length and ibase_min 0 the confidence changes no proposal (it is not in the fixed hybrid's cell
+    key), so the adaptive hybrid that names one compares with the fixed hybrid; with ibase_min > 0 it does
+    change proposals, and only the fixed hybrid with the same confidence is the base."""
+    spec = RENAMED.replace(
+        'name = "f"\ndraft = "hybrid"\ncorpus = "docs"\n',
+        'name = "f"\ndraft = "hybrid"\ncorpus = "docs"\nconfidence = "share"\nthreshold = 0.1\n',
+    )
+    assert roles(parse_spec(spec)).adaptive == (("f", "e"),)
+    gated = spec.replace(
+        'name = "e"\ndraft = "hybrid"\ncorpus = "docs"\n',
+        'name = "e"\ndraft = "hybrid"\ncorpus = "docs"\nibase_min = 0.5\nconfidence = "depth_share"\n',
+    )
+    gated = gated.replace('confidence = "share"\nthreshold = 0.1\n', 'confidence = "share"\nibase_min = 0.5\n')
+    assert roles(parse_spec(gated)).adaptive == ()
+    assert roles(parse_spec(gated.replace('"depth_share"', '"share"'))).adaptive == (("f", "e"),)
+
+
+def test_a_target_reads_the_replayed_rows_of_a_coordinate_and_the_current_version():
+    rows = grid("hybrid-x", "x", [0.8], [0.3], regime="cached", ks=(3,)) * 3
+    df = frame(rows).assign(measure=["timed", "replay", "replay"], version=["current", "current", "older"])
+    df.loc[1, ["speedup", "speedup_lo", "speedup_hi"]] = (1.5, 1.45, 1.55)  # the replayed row: every prompt
+    (check,) = hybrid_speedup(df, "hybrid-x", ())
+    assert check.verdict == HOLDS and check.detail == "k=3: 1.50x [1.45, 1.55], 3 prompts"

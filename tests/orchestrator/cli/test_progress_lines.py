@@ -1,0 +1,41 @@
+"""Progress on a non-terminal: plain lines with counts, failures and ETA every so often and at the end."""
+
+from __future__ import annotations
+
+import io
+
+from orchestrator.cli.progress import BarProgress, LineProgress, eta_text
+
+
+class Clock:
+    def __init__(self):
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_lines_every_interval_and_at_the_end():
+    out, clock = io.StringIO(), Clock()
+    with LineProgress(out, every_s=30, clock=clock) as p:
+        p.start(total=100, done=10, failed=0)  # a resumed run: 10 done before it
+        clock.t += 10
+        p.update(20, 0, "ngram")  # 10 s later: no line yet
+        clock.t += 25
+        p.update(40, 1, "olifant (replay)")  # 35 s in: a line; 31 cells in 35 s, 59 left -> ~67 s
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "cells 10/100 (10%), failed 0, 0s, ETA ?"
+    assert lines[1] == "cells 41/100 (41%), failed 1, 35s, ETA 67s; olifant (replay)"
+    assert len(lines) == 3 and lines[2] == lines[1]  # the closing line repeats the final counts
+
+
+def test_eta_in_minutes_and_when_done():
+    assert eta_text(50, 100, 120.0) == "2m"
+    assert eta_text(100, 100, 5.0) == "0s"
+
+
+def test_a_non_terminal_gets_lines(monkeypatch):
+    import sys
+
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    assert isinstance(BarProgress(), LineProgress)

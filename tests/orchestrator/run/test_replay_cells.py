@@ -1,0 +1,115 @@
+"""Grid expansion with replay: every greedy cell replayed (needing its reference and the cost model), the timed
+cells cut to `timed_prompts` and a seeded sample of `timed_coordinates`, sampled and stateful drafts always timed;
+the replay queue of the scheduler (CPU batches of one strategy, waiting for their references)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+
+from orchestrator.run.cells import COST_ROLE, TaskPrompts, coordinate, expand
+from orchestrator.run.prepare import link_references
+from orchestrator.run.scheduler import Scheduler
+from orchestrator.run.spec import parse_spec
+
+SPEC = """
+[experiment]
+name = "r"
+[verifier]
+model = "org/model"
+[[corpora]]
+name = "c"
+path = "/data/c.txt"
+[[tasks]]
+name = "t"
+path = "/data/t.txt"
+prompts = 3
+[[strategies]]
+name = "plain"
+draft = "plain"
+[[strategies]]
+name = "oli"
+draft = "olifant"
+corpus = "c"
+[[strategies]]
+name = "suffix-remember"
+draft = "suffix"
+remember_outputs = true
+[sweep]
+k = [3, 5]
+regimes = ["uncached", "cached"]
+{sweep}
+"""
+PROMPTS = [TaskPrompts("t", ("first prompt text", "second prompt text", "third prompt text"))]
+
+
+def grid(sweep: str = "replay = true") -> list:
+    return link_references(expand(parse_spec(SPEC.format(sweep=sweep)), PROMPTS))
+
+
+def test_replay_replays_every_greedy_cell_and_times_none_by_default():
+    cs = grid()
+    kinds = Counter(c.kind for c in cs)
+    # plain (1 k) and oli (2 k) in 2 regimes over 3 prompts are replayed; suffix with remember_outputs is timed only
+    assert kinds == {"train": 1, "costmodel": 1, "reference": 3, "replay": (1 + 2) * 2 * 3, "sweep": 2 * 2 * 3}
+    assert {c.strategy for c in cs if c.kind == "sweep"} == {"suffix-remember"}
+    cost = next(c.key for c in cs if c.kind == "costmodel")
+    refs = {c.params.prompt: c.key for c in cs if c.kind == "reference"}
+    for c in (c for c in cs if c.kind == "replay"):
+        needs = dict(c.needs)
+        assert needs[COST_ROLE] == cost and needs["reference"] == refs[c.params.prompt] == c.params.reference
+    assert len({c.key for c in cs}) == len(cs)  # a replay cell's key differs from its timed twin's
+
+
+def test_timed_prompts_and_a_seeded_sample_of_coordinates():
+    cs = grid("replay = true\ntimed_prompts = 2")
+    timed = [c for c in cs if c.kind == "sweep" and c.strategy != "suffix-remember"]
+    assert {c.prompt_index for c in timed} == {0, 1} and len(timed) == (1 + 2) * 2 * 2
+    sample = grid("replay = true\ntimed_prompts = 1\ntimed_coordinates = 3")
+    chosen = {coordinate(c) for c in sample if c.kind == "sweep" and c.strategy != "suffix-remember"}
+    assert len(chosen) == 3 and {c for c in chosen if c[0] == "plain"} == {
+        ("plain", "t", 0, r, 0.0) for r in ("uncached", "cached")
+    }
+    assert chosen == {
+        coordinate(c)
+        for c in grid("replay = true\ntimed_prompts = 1\ntimed_coordinates = 3")
+        if c.kind == "sweep" and c.strategy != "suffix-remember"
+    }  # the same sample every time
+
+
+def test_without_replay_nothing_changes():
+    cs = grid("")
+    assert Counter(c.kind for c in cs) == {"train": 1, "reference": 3, "sweep": (1 + 2 + 2) * 2 * 3}
+
+
+def test_sampled_cells_are_timed_not_replayed():
+    cs = grid("replay = true\ntemperatures = [0.0, 0.7]")
+    sampled = [c for c in cs if c.temperature]
+    assert sampled and {c.kind for c in sampled} == {"sweep"}
+
+
+def test_replays_wait_for_their_reference_and_go_in_batches_of_one_strategy():
+    cs = [replace(c, id=i) for i, c in enumerate(grid())]
+    cost = next(c for c in cs if c.kind == "costmodel")
+    refs = [c for c in cs if c.kind == "reference"]
+    s = Scheduler(cs, batch_size=8, max_attempts=2, built={c.key for c in cs if c.kind == "train"})
+    assert s.next_replay_batch(2) == []  # neither the references nor the cost model are done
+    s.artifact_built(cost)
+    s.artifact_built(refs[0])
+    batch = s.next_replay_batch(2)
+    assert batch and {c.params.reference for c in batch} == {refs[0].key} and len({c.strategy for c in batch}) == 1
+    assert all(c.attempts == 1 for c in batch)
+    for r in refs[1:]:
+        s.artifact_built(r)
+    second = s.next_replay_batch(2)
+    assert second and s.next_replay_batch(2) == []  # two replay tasks at most
+    s.replay_finished()
+    assert s.next_replay_batch(2)
+
+
+def test_a_failed_reference_fails_its_replays():
+    cs = [replace(c, id=i) for i, c in enumerate(grid())]
+    ref = next(c for c in cs if c.kind == "reference")
+    s = Scheduler(cs, batch_size=8, max_attempts=2)
+    dependents = s.artifact_failed(ref)
+    assert dependents and all(c.kind == "replay" and c.params.reference == ref.key for c in dependents)
