@@ -246,6 +246,7 @@ def measure_regime(verifier, drafts, prompts, n_new, ks, regime, repeats, temper
     return [min(a, b, key=lambda t: t.res.wall_s) for a, b in zip(before, after)], runs
 
 
+# wide: one benchmark section's inputs, passed as the caller already holds them
 def sampled_section(verifier, drafts, prompts, n_new, k, regime, repeats, greedy: dict, costs: dict) -> list[list]:
     """Rows of every draft at T = TEMPERATURE next to its greedy figures; plain at the same T is the baseline."""
     plain, runs = measure_regime(verifier, drafts, prompts, n_new, [k], regime, repeats, TEMPERATURE)

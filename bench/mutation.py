@@ -149,6 +149,7 @@ def config(module: str, tests: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+# long: one mutation target's whole protocol (baseline, mutants, timeouts, survivors), read top to bottom
 def run_target(
     t: Target, jobs: int, minutes: float | None = None, keep: bool = False, survivors: bool = False, sample: int = 0
 ) -> dict:

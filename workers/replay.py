@@ -47,6 +47,12 @@ _DRAFTS: dict[tuple, Draft] = {}
 MAX_DRAFTS = 4  # drafts kept loaded per worker process (a batch is one strategy; batches of a few alternate)
 
 
+def clear_caches() -> None:
+    """Forget the tokenizers and drafts this process loaded (a Ray worker keeps them between batches of a run)."""
+    _TOKENIZERS.clear()
+    _DRAFTS.clear()
+
+
 def _tokenizer(name: str):
     """The verifier's tokenizer, loaded once per worker process (some drafts build on it)."""
     if name not in _TOKENIZERS:

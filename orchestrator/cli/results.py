@@ -132,7 +132,7 @@ def _failure_line(r) -> str:
 )
 @FORCE
 @click.pass_obj
-def export(  # click passes each of the command's options as one parameter
+def export(  # wide: click passes each of the command's options as one parameter
     obj: Context,
     fmt: str | None,
     out: str,
