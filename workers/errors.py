@@ -35,3 +35,8 @@ class ModelError(GreenspecError):
 
 class PowerError(GreenspecError):
     """A power source was requested but is not available here."""
+
+
+def first_line(err: BaseException) -> str:
+    """The first line of an exception's message (its type name when the message is empty)."""
+    return (str(err).strip().splitlines() or [type(err).__name__])[0]

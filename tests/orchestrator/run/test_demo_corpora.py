@@ -97,7 +97,31 @@ def test_rewriting_is_idempotent(written):
     again = write_demo_corpora(root)
     assert again == corpora
     assert {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in before} == before
-    assert sorted(x.name for x in root.iterdir()) == sorted(p.name for p in before)  # no temp files left
+    names = sorted(x.name for x in root.iterdir())
+    assert not [n for n in names if n.endswith(".tmp")]  # no temp files left
+    assert [n for n in names if not n.startswith(".")] == sorted(p.name for p in before)
+    assert [n for n in names if n.startswith(".")] == sorted(f".{d}.stamp" for d in corpora)
+
+
+def test_a_stamped_domain_is_not_read_again_until_a_file_or_its_stamp_goes(written, monkeypatch):
+    """The sources are split and chunked once (seconds: every `validate` and `run` of a demo spec calls this); a
+    missing file or a torn stamp makes the domain again, with the same bytes."""
+    import orchestrator.run.demo_corpora as dc
+
+    root, corpora = written
+    real = dc.shakespeare_texts
+    for name in ("shakespeare_texts", "pydoc_texts", "license_texts"):
+        monkeypatch.setattr(dc, name, lambda *a: (_ for _ in ()).throw(AssertionError("read again")))
+    assert write_demo_corpora(root) == corpora
+    test_file = corpora["shakespeare"].test_path
+    data = test_file.read_bytes()
+    test_file.unlink()
+    with pytest.raises(AssertionError, match="read again"):
+        write_demo_corpora(root)
+    monkeypatch.setattr(dc, "shakespeare_texts", real)
+    (root / ".shakespeare.stamp").write_text("{torn")
+    assert write_demo_corpora(root) == corpora  # shakespeare made again, from its sources; the others still stamped
+    assert test_file.read_bytes() == data
 
 
 def test_every_test_document_gives_a_50_word_prompt(written):
