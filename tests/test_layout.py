@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("orchestrator", "workers", "storage", "dashboard")
+PACKAGES = ("greenspec", "orchestrator", "workers", "storage", "dashboard")
 # the driver's side (its entry points, Ray's start-up, the loop, the accelerator worker's handle) and the worker
 # adapters (the CPU trainer, the accelerator, artifact copies between nodes)
 RAY_MODULES = {
@@ -33,10 +33,23 @@ def modules(packages: tuple[str, ...] = PACKAGES) -> dict[str, Path]:
     return out
 
 
+def _type_checking(node: ast.AST) -> bool:
+    return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+
+
+def _walk(nodes: list[ast.AST]):
+    """Every node under `nodes` but those in `if TYPE_CHECKING:` blocks (imports for annotations, never run)."""
+    for node in nodes:
+        if _type_checking(node):
+            continue
+        yield node
+        yield from _walk(list(ast.iter_child_nodes(node)))
+
+
 def imports(path: Path, top_level_only: bool = False) -> set[str]:
-    """Modules imported by `path` (every import, or only those run at import time)."""
+    """Modules imported by `path` (every import, or only those run at import time); never `if TYPE_CHECKING:` ones."""
     tree = ast.parse(path.read_text())
-    nodes = tree.body if top_level_only else list(ast.walk(tree))
+    nodes = tree.body if top_level_only else list(_walk(tree.body))
     out = set()
     for node in nodes:
         if isinstance(node, ast.If) and top_level_only:  # `if TYPE_CHECKING:` imports do not run

@@ -218,4 +218,24 @@ def dashboard(obj: Context, port: int) -> None:
     sys.exit(launch(obj.db, port))
 
 
-COMMANDS = (status, export, dashboard)
+@click.command()
+@click.option("--out", "out", type=click.Path(dir_okay=False), default="report.html", show_default=True)
+@click.option("--experiment", "-e", default=None, help="Experiment name (default: the newest).")
+@FORCE
+@click.pass_obj
+def report(obj: Context, out: str, experiment: str | None, force: bool) -> None:
+    """Write one experiment's results as a self-contained HTML file, to share.
+
+    Example: greenspec report --experiment demo --out demo.html
+    """
+    import greenspec  # deferred: matplotlib and the export's frames
+
+    check_out(obj, out, force)
+    results = greenspec.open_results(obj.db)
+    with results.Session() as s:
+        _experiment_names(s, experiment, obj.db)
+    path = results.report(experiment, out, force=True)  # --out was checked above, with the database's own path
+    click.echo(f"report: {path}", err=True)
+
+
+COMMANDS = (status, export, report, dashboard)

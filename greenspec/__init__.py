@@ -1,0 +1,88 @@
+"""greenspec from Python: results as pandas frames, a run, a shareable HTML report.
+
+The frames are the ones `greenspec export` writes (the same function makes them), so a notebook and the CLI never
+disagree. The database is opened read-only: nothing here writes to it but `run`.
+
+Example:
+    >>> import greenspec
+    >>> db = greenspec.open_results("sqlite:///greenspec.db")  # doctest: +SKIP
+    >>> db.experiments()                                   # doctest: +SKIP
+    >>> df = db.results("demo")        # one row per strategy, task, k, regime; each figure with its _lo/_hi interval
+    >>> gens = db.generations("demo")  # one row per generation (timed and replayed: `measure`)
+    >>> db.report("demo", "demo-report.html")
+    >>> greenspec.run("examples/demo-toy.toml", db="sqlite:///greenspec.db")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from orchestrator.cli.export import export_frame, generations_export
+from storage.db import DEFAULT_URL, open_reader
+from storage.queries import experiments_frame, status_counts
+from workers.errors import GreenspecError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from orchestrator.run.driver import RunReport
+
+__all__ = ["Results", "open_results", "run"]
+
+
+class NoResults(GreenspecError):
+    """The database does not exist or holds no greenspec schema yet."""
+
+
+@dataclass
+class Results:
+    """A read-only view of one results database (`open_results`)."""
+
+    url: str
+    Session: object  # storage.db.open_reader's session factory
+
+    def experiments(self) -> pd.DataFrame:
+        """One row per experiment: name, spec hash, cells by state."""
+        with self.Session() as s:
+            return experiments_frame(s)
+
+    def status(self, experiment: str | None = None) -> dict:
+        """Cells by state and kind (what `greenspec status --json` prints)."""
+        with self.Session() as s:
+            return status_counts(s, experiment)
+
+    def results(self, experiment: str | None = None, pooled: bool = False, all_versions: bool = False) -> pd.DataFrame:
+        """The export table (newest experiment when None): per-prompt means with 95% intervals over prompts
+        (`<figure>_lo`, `<figure>_hi`), rows of an earlier spec version only with `all_versions`."""
+        with self.Session() as s:
+            return export_frame(s, experiment, pooled, all_versions)
+
+    def generations(self, experiment: str | None = None, all_versions: bool = False) -> pd.DataFrame:
+        """One row per generation the summary counts, with what its intervals are computed from."""
+        with self.Session() as s:
+            return generations_export(s, experiment, all_versions)
+
+    def report(self, experiment: str | None = None, out: str | Path = "report.html", force: bool = False) -> Path:
+        """Write a self-contained HTML report of one experiment (tables with intervals, a figure); its path. An
+        existing file is replaced only with `force`."""
+        from greenspec.report import write_report  # deferred: matplotlib
+
+        return write_report(self, experiment, Path(out), force)
+
+
+def open_results(url: str = DEFAULT_URL) -> Results:
+    """The results database at `url` (any SQLAlchemy URL), read-only; NoResults in one line if there is none."""
+    Session = open_reader(url)
+    if Session is None:
+        raise NoResults(f"no greenspec results at {url} (run a spec first: `greenspec run SPEC`)")
+    return Results(url, Session)
+
+
+def run(spec: str | Path, db: str = DEFAULT_URL, address: str | None = None) -> RunReport:
+    """Run a spec file as `greenspec run SPEC` does (resumable: finished cells are never run again)."""
+    from orchestrator.run.driver import run_spec_file  # deferred: ray
+    from orchestrator.run.options import RunOptions
+
+    return run_spec_file(spec, RunOptions(db_url=db, address=address))
