@@ -28,14 +28,15 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # arctic-inference is a source distribution whose build wants protobuf 5 (ours is newer) and, isolated, a CUDA
-# torch: build its wheel in a throwaway venv that sees ours (for torch) through a .pth, install it without deps.
+# torch: build its wheel in a throwaway venv that sees ours (for torch) through a .pth, install it without deps
+# (--no-warn-conflicts: the build venv sees our newer protobuf beside its own; the resolver's ERROR line is harmless).
 ARCTIC := arctic-inference==0.3.0
 ABUILD := $(VENV)/arctic-build
 arctic:
 	rm -rf $(ABUILD) && $(PY) -m venv $(ABUILD)
 	$(BIN)/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])" > \
 		"$$($(ABUILD)/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/greenspec-venv.pth"
-	$(ABUILD)/bin/pip install --quiet wheel ninja cmake nanobind==2.9.2 protobuf==5.29.6 grpcio-tools setuptools \
+	$(ABUILD)/bin/pip install --quiet --no-warn-conflicts wheel ninja cmake nanobind==2.9.2 protobuf==5.29.6 grpcio-tools setuptools \
 		"numpy==$$($(BIN)/python -c 'import numpy; print(numpy.__version__)')"
 	PATH="$(CURDIR)/$(ABUILD)/bin:$$PATH" $(ABUILD)/bin/pip wheel --quiet --no-build-isolation --no-deps $(ARCTIC) -w $(ABUILD)/dist
 	$(BIN)/pip install --quiet --no-deps $(ABUILD)/dist/arctic_inference-*.whl

@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.cli.export import export_frame, generations_export
+from storage.costs import prediction_error
 from storage.db import DEFAULT_URL, open_reader
-from storage.queries import experiments_frame, status_counts
+from storage.queries import experiment_id, experiment_info, experiments_frame, failures_frame, status_counts
 from workers.errors import GreenspecError
 
 if TYPE_CHECKING:
@@ -63,6 +64,25 @@ class Results:
         """One row per generation the summary counts, with what its intervals are computed from."""
         with self.Session() as s:
             return generations_export(s, experiment, all_versions)
+
+    def report_data(self, experiment: str | None = None):
+        """What the HTML report shows (`greenspec.report.ReportData`), read in one session."""
+        from greenspec.report import ReportData
+
+        with self.Session() as s:
+            exp_id = experiment_id(s, experiment)
+            if exp_id is None:
+                raise NoResults(
+                    f"no experiment {experiment!r} in {self.url}" if experiment else f"no experiment in {self.url}"
+                )
+            name = experiment_info(s, exp_id)["name"]
+            return ReportData(
+                info=experiment_info(s, exp_id),
+                status=status_counts(s, name),
+                results=export_frame(s, name, False, False),
+                prediction_error=prediction_error(s, exp_id),
+                failures=failures_frame(s, exp_id),
+            )
 
     def report(self, experiment: str | None = None, out: str | Path = "report.html", force: bool = False) -> Path:
         """Write a self-contained HTML report of one experiment (tables with intervals, a figure); its path. An

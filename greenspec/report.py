@@ -1,11 +1,13 @@
-"""A self-contained HTML report of one experiment: what ran, each regime's table with 95% intervals over prompts,
-a three-valued verdict per cell (faster, slower, inconclusive: where the speedup's interval lies against 1), and
-speedup against acceptance as an inline SVG figure. One file, no external assets: attach it to a review, a pull request or an
-e-mail (`greenspec report`, or `Results.report` from Python)."""
+"""A self-contained HTML report of one experiment: what ran and where, each regime's table with 95% intervals over
+prompts and a three-valued verdict per cell (faster, slower, inconclusive: where the speedup's interval lies against
+1), speedup against acceptance as interactive plotly figures, the pass-cost model's prediction error, the failures.
+One file, no network, no server: attach it to a review, a pull request or an e-mail (`greenspec report`, or
+`Results.report` from Python)."""
 
 from __future__ import annotations
 
 import html
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,9 +29,23 @@ SHOWN = (  # (column, header, digits); a column with _lo/_hi is shown as "x [lo,
     ("energy_ratio", "energy ratio", 2),
 )
 KEYS = ("strategy", "task", "k", "measure", "n_prompts")
-STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:80em}table{border-collapse:collapse;font-size:.85em}
-th,td{border:1px solid #ccc;padding:.2em .5em;text-align:right;white-space:nowrap}th{background:#f3f3f3}td:first-child{text-align:left}
+VERDICTS = ("faster", "slower", "inconclusive")
+PREDICTED = " (predicted)"
+STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:90em}table{border-collapse:collapse;font-size:.85em}
+th,td{border:1px solid #ccc;padding:.2em .5em;text-align:right;white-space:nowrap}th{background:#f3f3f3}
+td:first-child{text-align:left}pre{background:#f6f6f6;padding:1em;overflow:auto;max-height:30em}
 .faster{color:#176917}.slower{color:#a11}.inconclusive{color:#777}"""
+
+
+@dataclass(frozen=True)
+class ReportData:
+    """Everything the report shows, read once from the database (`Results.report_data`)."""
+
+    info: dict  # storage.queries.experiment_info
+    status: dict  # storage.queries.status_counts
+    results: pd.DataFrame  # the export table
+    prediction_error: pd.DataFrame  # storage.costs.prediction_error (empty without replay)
+    failures: pd.DataFrame  # storage.queries.failures_frame
 
 
 def verdict(row: pd.Series) -> str:
@@ -37,7 +53,7 @@ def verdict(row: pd.Series) -> str:
     lo, hi = row.get("speedup_lo"), row.get("speedup_hi")
     if row.get("strategy") == "plain":
         return "baseline"
-    if pd.isna(lo) or pd.isna(hi):
+    if lo is None or hi is None or pd.isna(lo) or pd.isna(hi):
         return "inconclusive"
     return "faster" if lo > 1 else "slower" if hi < 1 else "inconclusive"
 
@@ -54,87 +70,101 @@ def _cell(row: pd.Series, col: str, digits: int) -> str:
 
 
 def regime_table(df: pd.DataFrame) -> pd.DataFrame:
-    """One regime's rows as shown: keys, figures with intervals, the verdict."""
+    """One regime's rows as shown: keys, figures with intervals, the verdict (a replayed cell's time is the pass-cost
+    model's prediction, so its verdict is one too: the model's own error is not inside the interval over prompts)."""
     rows = []
     for _, r in df.sort_values(["task", "strategy", "k"], key=lambda s: s.astype(str)).iterrows():
         shown = {key: r.get(key, "") for key in KEYS}
         shown.update({header: _cell(r, col, digits) for col, header, digits in SHOWN})
-        # a replayed cell's time is the pass-cost model's prediction: its verdict is one, whose error is not inside
-        # the interval over prompts
-        shown["verdict"] = verdict(r) + (
-            " (predicted)" if r.get("measure") == "replay" and r.get("strategy") != "plain" else ""
-        )
+        predicted = r.get("measure") == "replay" and r.get("strategy") != "plain"
+        shown["verdict"] = verdict(r) + (PREDICTED if predicted else "")
         rows.append(shown)
     return pd.DataFrame(rows)
 
 
-def figure(df: pd.DataFrame) -> str:
-    """Speedup against acceptance, one inline SVG panel per regime, each cell with its speedup interval."""
+def tally(table: pd.DataFrame) -> dict[str, int]:
+    """Cells per verdict, predicted or measured alike."""
+    counts = table["verdict"].str.removesuffix(PREDICTED).value_counts()
+    return {v: int(counts.get(v, 0)) for v in VERDICTS}
+
+
+def figures(df: pd.DataFrame) -> str:
+    """Speedup against acceptance, one interactive plotly figure per regime with each cell's speedup interval;
+    plotly.js inlined once (no network)."""
+    import plotly.graph_objects as go  # deferred: plotly's import is a second
+
     data = df[(df["strategy"] != "plain") & df["speedup"].notna() & df["acceptance"].notna()]
-    return "".join(_panel(str(regime), part) for regime, part in data.groupby("regime", sort=True))
-
-
-def _panel(title: str, part: pd.DataFrame, w: int = 360, h: int = 260, pad: int = 40) -> str:
-    lo = part["speedup_lo"].fillna(part["speedup"])
-    hi = part["speedup_hi"].fillna(part["speedup"])
-    x0, x1 = 0.0, max(float(part["acceptance"].max()), 0.05) * 1.05
-    y0, y1 = min(float(lo.min()), 1.0) * 0.95, max(float(hi.max()), 1.0) * 1.05
-
-    def px(x: float) -> float:
-        return pad + (x - x0) / (x1 - x0) * (w - 1.5 * pad)
-
-    def py(y: float) -> float:
-        return h - pad - (y - y0) / (y1 - y0) * (h - 1.5 * pad)
-
-    marks = [
-        f'<line x1="{px(a):.1f}" x2="{px(a):.1f}" y1="{py(bot):.1f}" y2="{py(top):.1f}" stroke="#79a"/>'
-        f'<circle cx="{px(a):.1f}" cy="{py(m):.1f}" r="2.5" fill="#247"><title>{html.escape(str(n))} '
-        f"{html.escape(str(t))} k={k}: {m:.2f}x</title></circle>"
-        for a, m, bot, top, n, t, k in zip(
-            part["acceptance"], part["speedup"], lo, hi, part["strategy"], part["task"], part["k"]
+    out, first = [], True
+    for regime, part in data.groupby("regime", sort=True):
+        hi = part["speedup_hi"].fillna(part["speedup"]) - part["speedup"]
+        lo = part["speedup"] - part["speedup_lo"].fillna(part["speedup"])
+        text = part["strategy"] + " / " + part["task"] + " / k=" + part["k"].astype(str) + " / " + part["measure"]
+        fig = go.Figure(
+            go.Scatter(
+                x=part["acceptance"],
+                y=part["speedup"],
+                mode="markers",
+                text=text,
+                error_y={"type": "data", "array": hi, "arrayminus": lo, "thickness": 1},
+                hovertemplate="%{text}<br>acceptance %{x:.3f}<br>speedup %{y:.2f}x<extra></extra>",
+            )
         )
+        fig.add_hline(y=1.0, line_dash="dash", line_color="#888")
+        fig.update_layout(
+            title=f"{regime}: speedup against acceptance",
+            xaxis_title="acceptance",
+            yaxis_title="speedup vs plain greedy",
+            width=700,
+            height=420,
+            margin={"t": 50},
+        )
+        out.append(fig.to_html(full_html=False, include_plotlyjs="inline" if first else False))
+        first = False
+    return "".join(out)
+
+
+def _table(df: pd.DataFrame) -> str:
+    return df.to_html(index=False, escape=True, na_rep="", float_format=lambda x: f"{x:.3g}")
+
+
+def _header(data: ReportData) -> list[str]:
+    info, cells = data.info, data.status.get("cells", {})
+    idle = f"{info['idle_power_w']:.1f} W" if info.get("idle_power_w") is not None else "not measured"
+    sources = ", ".join(sorted(map(str, data.results.get("power_source", pd.Series()).dropna().unique()))) or "none"
+    return [
+        f"<h1>greenspec: {html.escape(info['name'])}</h1>",
+        f"<p>Device: {html.escape(str(info.get('device')))}; power source: {html.escape(sources)}; idle floor: "
+        f"{idle}; registered {html.escape(str(info.get('created_at')))}. Cells: "
+        + ", ".join(f"{html.escape(str(k))} {v}" for k, v in cells.items())
+        + ".</p><p>Figures are per-prompt means with 95% bootstrap intervals over prompts; a cell is <i>faster</i> or "
+        "<i>slower</i> only where the speedup's whole interval lies above or below 1. Replayed cells (measure = replay) "
+        "carry exact pass counts and times predicted by the pass-cost model: their verdicts are predictions (the "
+        "model's error is below); timed cells (measure = timed) were measured.</p>",
+        f"<details><summary>The spec</summary><pre>{html.escape(info.get('spec_toml') or '')}</pre></details>",
     ]
-    axes = (
-        f'<line x1="{pad}" x2="{w - pad / 2}" y1="{py(1.0):.1f}" y2="{py(1.0):.1f}" stroke="#aaa" stroke-dasharray="4"/>'
-        f'<line x1="{pad}" x2="{pad}" y1="{pad / 2}" y2="{h - pad}" stroke="#333"/>'
-        f'<line x1="{pad}" x2="{w - pad / 2}" y1="{h - pad}" y2="{h - pad}" stroke="#333"/>'
-        f'<text x="{w / 2}" y="{h - 8}" text-anchor="middle" font-size="11">acceptance (0 to {x1:.2f})</text>'
-        f'<text x="12" y="{h / 2}" font-size="11" transform="rotate(-90 12 {h / 2})" text-anchor="middle">'
-        f"speedup ({y0:.2f} to {y1:.2f})</text>"
-        f'<text x="{w / 2}" y="14" text-anchor="middle" font-size="12">{html.escape(title)}</text>'
-    )
-    return f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" role="img">{axes}{"".join(marks)}</svg>'
 
 
-def render(name: str, status: dict, df: pd.DataFrame) -> str:
-    """The report's HTML for one experiment's export table `df`."""
-    parts = [f"<h1>greenspec: {html.escape(name)}</h1>"]
-    cells = ", ".join(f"{html.escape(str(k))} {v}" for k, v in status.get("cells", {}).items())
-    parts.append(
-        f"<p>Cells: {cells or 'none'}. Figures are per-prompt means with 95% bootstrap intervals over prompts; "
-        "a cell is <i>faster</i> or <i>slower</i> only where the speedup's whole interval lies above or below 1. "
-        "Replayed cells (measure = replay) carry exact pass counts and times predicted by the pass-cost model: "
-        "their verdicts are predictions, and the model's own error (the Cost model page) is not inside the "
-        "interval; timed cells (measure = timed) were measured.</p>"
-    )
+def render(data: ReportData) -> str:
+    """The report's HTML."""
+    parts = _header(data)
+    df = data.results
     if df.empty:
         parts.append("<p>No results yet.</p>")
     for (regime, temperature), part in df.groupby(["regime", "temperature"], sort=True):
         table = regime_table(part)
-        counts = table["verdict"].str.removesuffix(" (predicted)").value_counts().to_dict()
-        tally = ", ".join(
-            f'<span class="{v}">{counts.get(v, 0)} {v}</span>' for v in ("faster", "slower", "inconclusive")
-        )
-        parts.append(f"<h2>{html.escape(str(regime))}, temperature {temperature:g}</h2><p>{tally}</p>")
-        parts.append(table.to_html(index=False, escape=True, na_rep=""))
+        counts = ", ".join(f'<span class="{v}">{n} {v}</span>' for v, n in tally(table).items())
+        parts += [f"<h2>{html.escape(str(regime))}, temperature {temperature:g}</h2><p>{counts}</p>", _table(table)]
     if not df.empty:
-        parts.append("<h2>Speedup against acceptance</h2>" + figure(df))
+        parts.append("<h2>Speedup against acceptance</h2>" + figures(df))
+    if not data.prediction_error.empty:
+        parts += ["<h2>The pass-cost model's prediction error</h2>", _table(data.prediction_error)]
+    parts.append(f"<h2>Failures</h2>{_table(data.failures) if len(data.failures) else '<p>None.</p>'}")
+    name = html.escape(data.info["name"])
     parts.append(
-        f"<p><small>Reproduce the tables: <code>greenspec export --experiment {html.escape(name)} "
-        "--format csv</code>.</small></p>"
+        f"<p><small>The tables as CSV: <code>greenspec export --experiment {name} --format csv</code>.</small></p>"
     )
     return (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>greenspec: {html.escape(name)}</title>"
+        f"<!doctype html><html><head><meta charset='utf-8'><title>greenspec: {name}</title>"
         f"<style>{STYLE}</style></head><body>{''.join(parts)}</body></html>"
     )
 
@@ -142,7 +172,5 @@ def render(name: str, status: dict, df: pd.DataFrame) -> str:
 def write_report(results: Results, experiment: str | None, out: Path, force: bool = False) -> Path:
     """Write `out` (refusing to replace a file unless `force`, and never a database); its path."""
     check_out_path(str(out), "--out", force)
-    df = results.results(experiment)
-    name = experiment or (str(df["experiment"].iloc[0]) if len(df) else "no experiment")
-    out.write_text(render(name, results.status(experiment), df), encoding="utf-8")
+    out.write_text(render(results.report_data(experiment)), encoding="utf-8")
     return out

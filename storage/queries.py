@@ -36,6 +36,18 @@ def experiment_id(session: Session, name: str | None) -> int | None:
     return session.scalars(stmt.limit(1)).first()
 
 
+def experiment_info(session: Session, exp_id: int) -> dict:
+    """What an experiment ran and where: name, stored spec (TOML), device, the idle power floor measured, when."""
+    e = session.get(Experiment, exp_id)
+    return {
+        "name": e.name,
+        "spec_toml": e.spec_toml,
+        "device": e.device,
+        "idle_power_w": e.idle_power_w,
+        "created_at": e.created_at,
+    }
+
+
 def experiments_frame(session: Session) -> pd.DataFrame:
     """Every experiment with its cell counts by state."""
     rows = session.execute(select(Experiment.id, Experiment.name, Experiment.device, Experiment.created_at)).all()

@@ -3,16 +3,19 @@ report holds every cell with its interval and a verdict that follows from it."""
 
 from __future__ import annotations
 
+import html
 import io
 import re
+import shutil
 import sqlite3
+import subprocess
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 import greenspec
-from greenspec.report import regime_table, verdict
+from greenspec.report import regime_table, tally, verdict
 from tests.dashboard.populate import EXPERIMENT, populate
 from tests.orchestrator.conftest import cli
 from workers.errors import GreenspecError
@@ -76,17 +79,22 @@ def test_the_report_shows_every_cell_with_its_interval_and_verdict(url, tmp_path
     results = db.results(EXPERIMENT)
     path = db.report(EXPERIMENT, tmp_path / "r.html")
     page = path.read_text()
-    assert page.startswith("<!doctype html>") and "<script" not in page and not re.search(r"(src|href)=.http", page)
+    markup = re.sub(r"<script[^>]*>.*?</script>", "", page, flags=re.S)  # plotly.js inlined, its strings aside
+    assert (
+        page.startswith("<!doctype html>") and "<script src" not in page and not re.search(r"(src|href)=.http", markup)
+    )
     for regime in results["regime"].unique():
         part = results[results["regime"] == regime]
         table = regime_table(part)
         assert len(table) == len(part)
-        counts = table["verdict"].str.removesuffix(" (predicted)").value_counts()
-        for v in ("faster", "slower", "inconclusive"):
-            assert f'<span class="{v}">{counts.get(v, 0)} {v}</span>' in page
+        for v, n in tally(table).items():
+            assert f'<span class="{v}">{n} {v}</span>' in page
         row = part[part["strategy"] != "plain"].iloc[0]
         assert f"{row['speedup']:.2f} [{row['speedup_lo']:.2f}, {row['speedup_hi']:.2f}]" in page
-    assert page.count("<svg") == results["regime"].nunique()
+    assert page.count("Plotly.newPlot") == results["regime"].nunique()  # one interactive figure per regime
+    assert page.count("<details><summary>The spec</summary>") == 1 and "<h2>Failures</h2>" in page
+    failed = db.report_data(EXPERIMENT).failures
+    assert len(failed) and all(html.escape(str(e)) in page for e in failed["error"])
     with pytest.raises(GreenspecError, match="exists"):
         db.report(EXPERIMENT, path)  # an existing file only with force
     with pytest.raises(GreenspecError, match="SQLite database"):
@@ -99,3 +107,27 @@ def test_the_report_command(url, tmp_path):
     assert code == 0 and out.is_file() and "report:" in err, err
     code, _, err = cli("--db", url, "report", "-e", "nope", "--out", str(tmp_path / "x.html"))
     assert code == 2 and "no experiment 'nope'" in err and not (tmp_path / "x.html").exists()
+
+
+def test_the_report_renders_in_headless_chromium_with_its_figures_and_the_databases_numbers(url, tmp_path):
+    chromium = shutil.which("chromium")
+    if chromium is None:  # under CI=true, tests/conftest.py fails the run instead
+        pytest.skip("chromium is not installed (make browser installs Debian's chromium)")
+    db = greenspec.open_results(url)
+    path = db.report(EXPERIMENT, tmp_path / "r.html")
+    cmd = [
+        chromium,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        f"--user-data-dir={tmp_path / 'chrome'}",
+        "--virtual-time-budget=10000",
+        "--dump-dom",
+        path.as_uri(),
+    ]
+    dom = subprocess.run(cmd, capture_output=True, text=True, timeout=120).stdout
+    results = db.results(EXPERIMENT)
+    assert dom.count('class="main-svg"') >= results["regime"].nunique()  # plotly drew every figure, offline
+    assert len(re.findall(r'class="point"', dom)) >= len(results[results["strategy"] != "plain"])  # a mark per cell
+    row = results[results["strategy"] != "plain"].iloc[-1]
+    assert f"{row['acceptance']:.3f} [{row['acceptance_lo']:.3f}, {row['acceptance_hi']:.3f}]" in dom

@@ -22,7 +22,7 @@ from orchestrator.cli.progress import BarProgress
 from orchestrator.run.inputs import materialize
 from orchestrator.run.spec_paths import load_spec
 from storage.costs import prediction_error
-from storage.db import open_db
+from storage.db import open_db, sqlite_path
 from storage.queries import (
     build_costs_frame,
     experiment_id,
@@ -197,4 +197,14 @@ def run_demo(opts, spec_path: str | None = None, retrain: bool = False, echo: Ca
     echo("\n" + claims_text(df, spec, prompts))
     c = report.counts
     echo(f"\n{c['done']} cells done, {c['failed']} failed in {report.elapsed_s:.0f} s; results in {opts.db_url}.")
+    echo(f"Report (one HTML file to share): {write_demo_report(opts.db_url, report.experiment)}")
     echo(f"Open the dashboard:  greenspec --db {opts.db_url} dashboard")
+
+
+def write_demo_report(db_url: str, experiment: str) -> Path:
+    """The run's HTML report beside its SQLite file (else in the working folder), replaced on every demo run."""
+    import greenspec  # deferred: the report's plotly
+
+    db_file = sqlite_path(db_url)
+    folder = db_file.resolve().parent if db_file is not None else Path.cwd()
+    return greenspec.open_results(db_url).report(experiment, folder / f"{experiment}-report.html", force=True)

@@ -27,7 +27,7 @@ class LineProgress:
     def __init__(self, stream=None, every_s: float = LINE_EVERY_S, clock=time.monotonic):
         self.stream, self.every_s, self.clock = stream or sys.stderr, every_s, clock
         self.total = self.done = self.failed = self.at_start = 0
-        self.label = ""
+        self.label = self.stage = ""
         self.t0 = self.last = 0.0
 
     def __enter__(self) -> LineProgress:
@@ -42,9 +42,12 @@ class LineProgress:
         self.t0 = self.last = self.clock()
         self._line()
 
-    def update(self, done: int, failed: int, label: str) -> None:
+    def update(self, done: int, failed: int, label: str, stage: str = "") -> None:
+        """A line every `every_s` seconds, and at once when the run moves to another stage (training, references,
+        the cost model, replays, timed cells)."""
         self.done, self.failed, self.label = done, failed, label or ""
-        if self.clock() - self.last >= self.every_s:
+        moved, self.stage = bool(stage) and stage != self.stage, stage or self.stage
+        if moved or self.clock() - self.last >= self.every_s:
             self._line()
 
     def _line(self) -> None:
@@ -53,7 +56,8 @@ class LineProgress:
         finished = self.done + self.failed
         share = finished / self.total if self.total else 1.0
         eta = eta_text(finished, self.total, elapsed, self.at_start)
-        label = f"; {self.label}" if self.label else ""
+        label = f"; {self.stage}" if self.stage else ""
+        label += f": {self.label}" if self.label and self.stage else f"; {self.label}" if self.label else ""
         print(
             f"cells {finished}/{self.total} ({share:.0%}), failed {self.failed}, {elapsed:.0f}s, ETA {eta}{label}",
             file=self.stream,
@@ -96,6 +100,6 @@ class BarProgress:
     def start(self, total: int, done: int, failed: int) -> None:
         self._task = self._bar.add_task("cells", total=total, completed=done, failed=failed, label="starting")
 
-    def update(self, done: int, failed: int, label: str) -> None:
+    def update(self, done: int, failed: int, label: str, stage: str = "") -> None:
         if self._task is not None:
             self._bar.update(self._task, completed=done + failed, failed=failed, label=label or "")

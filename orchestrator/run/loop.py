@@ -31,6 +31,8 @@ from storage.models import Reference
 from workers.contracts import LabelJob, ReplayJob, SweepJob
 
 logger = logging.getLogger(__name__)
+# what a progress line names as the run's stage, by the kind of cell the accelerator worker runs
+STAGES = {"reference": "references", "label": "verifier labels", "costmodel": "cost model"}
 
 WAIT_S = 1.0  # ray.wait timeout; bounds how late a Ctrl-C or a state change is noticed
 
@@ -63,11 +65,11 @@ class SweepLoop:
         self.writer = ResultWriter(Session, exp_id, self.sched, self.costs, work)
         self.paths = self.writer.paths  # artifact cell key -> file, as the writer records builds
         self.dispatcher = Dispatcher(spec, opts)
-        self.label = ""
+        self.label = self.stage = ""
 
     def _report(self) -> None:
         _, done, failed = self.writer.counts()
-        self.progress.update(done, failed, self.label)
+        self.progress.update(done, failed, self.label, self.stage)
 
     def run(self) -> None:
         total, done, failed = self.writer.start(self.sched.orphans)
@@ -108,6 +110,7 @@ class SweepLoop:
         self.writer.mark_running(cells, "ray-cpu")
         for c in cells:
             self.dispatcher.submit_artifact(c, self.paths)
+        self.stage = "training"
 
     # -- the accelerator
     def _ensure_actor(self) -> None:
@@ -154,6 +157,7 @@ class SweepLoop:
             self.writer.mark_running(batch, "accelerator")
             self.dispatcher.submit_batch(batch, [self._job(c) for c in batch])
             self.label = batch[0].strategy or batch[0].kind
+            self.stage = STAGES.get(batch[0].kind, "timed cells")
 
     # -- replays on CPU workers
     def _artifacts(self, c: CellSpec) -> dict[str, str]:
@@ -167,6 +171,7 @@ class SweepLoop:
             tokenizer = self.spec.verifier.tokenizer or self.spec.verifier.model
             self.dispatcher.submit_replays(batch, jobs, tokenizer)
             self.label = f"{batch[0].strategy} (replay)"
+            self.stage = "replays"
 
     def _replay_job(self, c: CellSpec, ref: Reference) -> ReplayJob:
         return ReplayJob(

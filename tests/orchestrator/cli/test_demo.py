@@ -227,3 +227,6 @@ def test_targets_over_a_demo_database(tmp_path, tiny_verifier):
         | {("hybrid-pydoc-auto >= hybrid-pydoc at its best fixed k", r) for r in REGIMES}
     )
     assert checks_table(trees) in "\n".join(printed)
+    report = tmp_path / "tiny-demo-report.html"  # beside the database, its path printed
+    assert f"Report (one HTML file to share): {report}" in printed and report.is_file()
+    assert f"{top.loc['hybrid-pydoc', 'speedup']:.2f} [" in report.read_text()

@@ -29,6 +29,24 @@ def test_lines_every_interval_and_at_the_end():
     assert len(lines) == 3 and lines[2] == lines[1]  # the closing line repeats the final counts
 
 
+def test_a_line_at_once_when_the_run_moves_to_another_stage():
+    out, clock = io.StringIO(), Clock()
+    with LineProgress(out, every_s=30, clock=clock) as p:
+        p.start(total=50, done=0, failed=0)
+        clock.t += 2
+        p.update(0, 0, "pydoc", "training")  # a new stage: a line now, not in 30 s
+        clock.t += 3
+        p.update(1, 0, "pydoc", "training")  # the same stage: none
+        clock.t += 3
+        p.update(3, 0, "plain", "references")
+    lines = out.getvalue().splitlines()
+    assert lines[1:3] == [
+        "cells 0/50 (0%), failed 0, 2s, ETA ?; training: pydoc",
+        "cells 3/50 (6%), failed 0, 8s, ETA 2m; references: plain",
+    ]
+    assert len(lines) == 4
+
+
 def test_eta_in_minutes_and_when_done():
     assert eta_text(50, 100, 120.0) == "2m"
     assert eta_text(100, 100, 5.0) == "0s"
