@@ -65,7 +65,10 @@ def test_mkdocs_builds_strictly(tmp_path):
         timeout=300,
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    assert (tmp_path / "site" / "index.html").exists() and (tmp_path / "site" / "spec.html").exists()
+    pages = [tmp_path / "site" / page.replace(".md", ".html") for page in PAGES]
+    assert all(page.is_file() for page in pages), pages
+    for page in pages:  # the site opens from disk: no script or style from the network
+        assert not re.search(r"""(src|href)="https?://[^"]+\.(js|css)""", page.read_text()), page
 
 
 def test_every_page_is_in_the_nav_and_every_nav_entry_is_a_page():
