@@ -119,6 +119,7 @@ def test_the_spec_reference_names_every_key_and_draft():
         assert keys <= documented, f"{where}: {sorted(keys - documented)} not in docs/spec.md"
         if where.startswith("draft "):
             assert re.search(rf"^\| `{where.removeprefix('draft ')}` \|", page, flags=re.M), where
+            assert f"`{where.removeprefix('draft ')}`" in (DOCS / "drafts.md").read_text(), where
 
 
 PLACEHOLDERS = {"SPEC": "examples/demo.toml", "spec.toml": "examples/demo.toml", "HEAD_IP:6379": "127.0.0.1:6379"}
