@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 TORCH   := torch==2.13.0
 
-.PHONY: install demo study test lint bench clean browser gpu arctic mutation postgres latex
+.PHONY: install demo study test lint docs bench clean browser gpu arctic mutation postgres latex
 
 install: $(STAMP)
 
@@ -82,6 +82,11 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# The docs site (mkdocs.yml; docs/*.md) into site/, strictly: a broken link or anchor, or a page left out of the nav,
+# fails the build. CI runs it after the lint.
+docs: install
+	$(BIN)/mkdocs build --strict --site-dir site
+
 test: install browser postgres latex
 	RAY_AUTH_MODE=disabled $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
@@ -98,4 +103,4 @@ mutation: install
 	RAY_AUTH_MODE=disabled nice $(BIN)/python -m bench.mutation $(MODULES)
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache site

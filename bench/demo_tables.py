@@ -1,8 +1,8 @@
-"""The README's and BENCHMARKS.md's demo tables, from the database a `greenspec demo` run left.
+"""The demo tables of docs/demo.md and BENCHMARKS.md, from the database a `greenspec demo` run left.
 
 Usage: python -m bench.demo_tables [DB_URL] [EXPERIMENT]   (default: sqlite:///greenspec.db, demo)
 
-Prints, as Markdown: per regime, acceptance / speedup of every strategy on every task (the README's "Demo results");
+Prints, as Markdown: per regime, acceptance / speedup of every strategy on every task (docs/demo.md's "Demo results");
 plain greedy's tokens/s and J per 100 tokens; and one row per strategy x task x k x regime with first-token
 acceptance, tokens per pass, tokens/s, draft share and energy (BENCHMARKS.md). Nothing is measured here: every
 figure is `greenspec export`'s, read back from the run.

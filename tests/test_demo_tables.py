@@ -1,4 +1,4 @@
-"""`python -m bench.demo_tables DB`: the README's demo tables, read back from a finished run's database."""
+"""`python -m bench.demo_tables DB`: the demo tables of docs/demo.md, read back from a finished run's database."""
 
 from __future__ import annotations
 

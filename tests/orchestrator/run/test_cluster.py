@@ -1,4 +1,4 @@
-"""A two-node Ray cluster started the way users start one, by the README's "Clusters" commands as written (their
+"""A two-node Ray cluster started the way users start one, by the commands of the docs' Clusters page as written (their
 placeholders filled in, and `--block` plus small-footprint flags appended so that the test owns the processes):
 the second node's artifacts folder is invisible to the head, trainings run on both nodes, instance bases reach the
 accelerator's node through Ray, and killing the second node mid-training still ends with every cell done.
@@ -38,15 +38,15 @@ NAMESPACES = pytest.mark.skipif(
 )
 
 
-def readme_cluster_commands() -> list[str]:
-    """The commands of the README's "Clusters" block: the head's `ray start`, a node's, the `greenspec` run."""
-    section = (ROOT / "README.md").read_text().split("## Clusters\n", 1)[1].split("\n## ", 1)[0]
+def cluster_commands() -> list[str]:
+    """The commands of docs/clusters.md's first block: the head's `ray start`, a node's, the `greenspec` run."""
+    section = (ROOT / "docs" / "clusters.md").read_text()
     block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
     return [line for line in block.splitlines() if line and not line.startswith("#")]
 
 
 def _filled(command: str, port: int, db_url: str, spec: Path) -> list[str]:
-    """A README command with its placeholders filled in for this machine."""
+    """A docs command with its placeholders filled in for this machine."""
     command = command.replace("HEAD_IP", "127.0.0.1").replace("6379", str(port)).replace("spec.toml", str(spec))
     command = command.replace("postgresql+psycopg://greenspec@DB_HOST/greenspec", db_url)
     words = shlex.split(command)
@@ -117,7 +117,7 @@ def _wait_for(path: Path, driver: subprocess.Popen, timeout_s: float) -> None:
 
 
 def _database(request, tmp_path: Path) -> str:
-    """A fresh PostgreSQL database as the README shows, or SQLite where no PostgreSQL server can start here."""
+    """A fresh PostgreSQL database as the docs show, or SQLite where no PostgreSQL server can start here."""
     try:
         return request.getfixturevalue("pg_cluster").new_database()
     except pytest.skip.Exception:
@@ -147,7 +147,7 @@ def test_two_nodes_without_a_shared_disk_train_and_survive_a_lost_node(request, 
     arts = tmp_path / "artifacts"
     arts.mkdir()
     port, url, spec = _free_port(), _database(request, tmp_path), _spec(write_spec, text_files[0], arts)
-    head_cmd, node_cmd, run_cmd = (_filled(c, port, url, spec) for c in readme_cluster_commands())
+    head_cmd, node_cmd, run_cmd = (_filled(c, port, url, spec) for c in cluster_commands())
     small = ["--disable-usage-stats", "--object-store-memory=100000000", "--block"]
     head = _start([*head_cmd, "--include-dashboard=false", *small], _env())
     node = None
@@ -197,7 +197,7 @@ def test_two_nodes_without_a_shared_disk_train_and_survive_a_lost_node(request, 
 
 
 def test_the_readme_cluster_block_holds_only_the_commands_run_above():
-    commands = readme_cluster_commands()
+    commands = cluster_commands()
     assert [c.split()[:2] for c in commands] == [["ray", "start"], ["ray", "start"], ["greenspec", "--db"]]
     assert "--head" in commands[0] and "--address=HEAD_IP:6379" in commands[1]
     assert commands[2].endswith(" run spec.toml")
