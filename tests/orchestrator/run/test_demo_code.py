@@ -188,3 +188,17 @@ def test_the_real_corpus_from_this_venv(tmp_path):
         f"{code.n_files_test} files, {code.n_docs_test} documents, {code.n_words_test} words; skipped {code.skipped}"
     )
     assert ratio * code.n_bytes_train > 10_000_000
+
+
+def test_study_code_spec_gives_one_train_cell_per_max_tokens():
+    """examples/study-code.toml parses without building anything, and each max_tokens cap is its own cell."""
+    from orchestrator.run.cells import corpus_cell
+    from orchestrator.run.spec_paths import check_paths, load_spec
+
+    spec = load_spec(Path(__file__).parents[3] / "examples" / "study-code.toml")
+    check_paths(spec)
+    caps = {c.name: c.max_tokens for c in spec.corpora}
+    assert caps == {"code-1e5": 100_000, "code-1e6": 1_000_000, "code-1e7": 10_000_000}
+    assert {c.path for c in spec.corpora} == {"demo:code-train"} and spec.tasks[0].prompts >= 100
+    assert len({corpus_cell(spec, c).key for c in spec.corpora}) == 3
+    assert spec.sweep.replay and spec.verifier.model == "smollm2-135m"
