@@ -202,9 +202,12 @@ def is_test_group(group: str, n_bytes: int, fraction: float | None = None) -> bo
 
 def code_chunks(text: str) -> list[str]:
     """A held-out file's test documents: its top-level `def`/`class`/decorated blocks (the head before the first
-    one left out), gathered to >= TARGET_DOC_WORDS words; a longer block is cut at line boundaries."""
+    one left out), gathered to >= TARGET_DOC_WORDS words; a longer block is cut at line boundaries. A file with no
+    top-level def or class (a script, a table of constants) gives none."""
     lines = text.splitlines()
     starts = [i for i, ln in enumerate(lines) if _STARTS.match(ln) and not (i and lines[i - 1].startswith("@"))]
+    if not starts:
+        return []
     blocks = [lines[a:b] for a, b in zip(starts, [*starts[1:], len(lines)], strict=True)]
     docs: list[list[str]] = []
     current: list[str] = []
@@ -250,7 +253,11 @@ def build_code_corpus(root: Path, roots: list[tuple[str, Path]]) -> CodeCorpus:
     work = root / f".code.{os.getpid()}.tmp"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir()
-    counts = _write_splits(work, kept, test_groups)
+    try:
+        counts = _write_splits(work, kept, test_groups)
+    except BaseException:  # nothing half-written is left behind, whatever stopped the build
+        shutil.rmtree(work, ignore_errors=True)
+        raise
     digest = hashlib.sha256((work / "code-manifest.jsonl").read_bytes() + Path(__file__).read_bytes()).hexdigest()
     final = root / f"code-{digest[:12]}"
     if final.is_dir():  # the same sources written before (the stamp was lost): keep the files already there

@@ -202,3 +202,8 @@ def test_study_code_spec_gives_one_train_cell_per_max_tokens():
     assert {c.path for c in spec.corpora} == {"demo:code-train"} and spec.tasks[0].prompts >= 100
     assert len({corpus_cell(spec, c).key for c in spec.corpora}) == 3
     assert spec.sweep.replay and spec.verifier.model == "smollm2-135m"
+
+
+def test_a_file_without_def_or_class_gives_no_test_document():
+    assert code_chunks("X = 1\n" * 200) == []
+    assert code_chunks("") == []
