@@ -207,3 +207,16 @@ def test_study_code_spec_gives_one_train_cell_per_max_tokens():
 def test_a_file_without_def_or_class_gives_no_test_document():
     assert code_chunks("X = 1\n" * 200) == []
     assert code_chunks("") == []
+
+
+def test_max_tokens_takes_a_reproducible_prefix_of_the_code_train_set(roots, tmp_path):
+    from workers.tokenizer import load_tokenizer
+    from workers.training.instances import tokenize_source
+
+    code = write_code_corpus(tmp_path / "out", roots)
+    source, tok = TextSource(name="code", path=str(code.train_path)), load_tokenizer("mistral")
+    small = tokenize_source(source, tok, tmp_path / "small", max_tokens=300)
+    again = tokenize_source(source, tok, tmp_path / "again", max_tokens=300)
+    large = tokenize_source(source, tok, tmp_path / "large", max_tokens=1200)
+    assert (small.n_tokens, large.n_tokens) == (300, 1200)
+    assert small.tokens().tolist() == again.tokens().tolist() == large.tokens()[:300].tolist()
