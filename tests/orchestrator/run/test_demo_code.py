@@ -175,7 +175,7 @@ def test_the_real_corpus_from_this_venv(tmp_path):
     from workers.tokenizer import load_tokenizer
 
     code = write_code_corpus(tmp_path)
-    assert code.n_bytes_train > 100_000_000 and code.n_files_test > 100 and code.n_docs_test > 1000
+    assert code.n_bytes_train > 100_000_000 and code.n_files_test > 100 and code.n_docs_test > 500  # 100+ prompts
     assert code.n_bytes_test < 0.2 * code.n_bytes_train
     groups = {r["group"]: r["split"] for r in _rows(code.manifest_path)}
     assert groups["dist:torch"] == "train" and any(s == "test" for s in groups.values())
