@@ -12,7 +12,8 @@
   so a group is on the same side on every machine. No test file, nor any copy of one, is in train.
 - `code-train.jsonl`: one JSON row (`{"text": ...}`) per train file, whole, in the order of the files' sha256 (a
   fixed shuffle, so that a `max_tokens` prefix is a sample of every group, not the alphabetically first ones).
-- `code-test.jsonl`: the held-out files cut into documents at top-level `def`/`class`/decorator lines (a file's head,
+- `code-test.jsonl`: the held-out files, in the order of their sha256 too (the first 100 prompts come from many
+  groups), cut into documents at top-level `def`/`class`/decorator lines (a file's head,
   its docstring and imports, is left out), each MIN_DOC_WORDS..~MAX_DOC_WORDS words, so a 50-word prompt is code
   to complete. JSON rows delimit documents because code has blank lines of its own.
 - `code-manifest.jsonl`: per kept file its split, group, version, path and sha256. The folder is named by a digest of
@@ -271,33 +272,27 @@ def build_code_corpus(root: Path, roots: list[tuple[str, Path]]) -> CodeCorpus:
 
 
 def _write_splits(work: Path, kept: dict[str, CodeFile], test_groups: set[str]) -> dict[str, int]:
-    """Write train, test and manifest file by file; the counts of CodeCorpus."""
-    n = Counter()
+    """Write train, test and manifest file by file; the counts of CodeCorpus. Train and test files go in the order
+    of their sha256 (a fixed shuffle: a prefix of either samples all of its groups), the manifest by group and path."""
+    n: Counter = Counter()
     train_texts: set[str] = set()  # sha256 of each train document: a test chunk equal to one is dropped
-    with (
-        open(work / "code-train.jsonl", "w", encoding="utf-8") as train,
-        open(work / "code-test.jsonl", "w", encoding="utf-8") as test,
-        open(work / "code-manifest.jsonl", "w", encoding="utf-8") as manifest,
-    ):
+    with open(work / "code-train.jsonl", "w", encoding="utf-8") as train:
         for digest in sorted(d for d, f in kept.items() if f.group not in test_groups):
             text = kept[digest].path.read_text(encoding="utf-8")
             train.write(json.dumps({"text": text}) + "\n")
             train_texts.add(hashlib.sha256(text.strip().encode()).hexdigest())
-            n["n_files_train"], n["n_bytes_train"] = n["n_files_train"] + 1, n["n_bytes_train"] + len(text.encode())
-            n["n_words_train"] += len(text.split())
+            n.update(n_files_train=1, n_bytes_train=len(text.encode()), n_words_train=len(text.split()))
+    with open(work / "code-test.jsonl", "w", encoding="utf-8") as test:
+        for digest in sorted(d for d, f in kept.items() if f.group in test_groups):
+            n["n_files_test"] += 1
+            for doc in code_chunks(kept[digest].path.read_text(encoding="utf-8")):
+                if hashlib.sha256(doc.encode()).hexdigest() not in train_texts:
+                    test.write(json.dumps({"text": doc}) + "\n")
+                    n.update(n_docs_test=1, n_bytes_test=len(doc.encode()), n_words_test=len(doc.split()))
+    with open(work / "code-manifest.jsonl", "w", encoding="utf-8") as manifest:
         for digest, f in sorted(kept.items(), key=lambda kv: (kv[1].group, kv[1].rel)):
             split = "test" if f.group in test_groups else "train"
             row = {"split": split, "group": f.group, "version": f.version, "path": f.rel, "sha256": digest}
             manifest.write(json.dumps(row) + "\n")
-            if split == "test":
-                n["n_files_test"] += 1
-                for doc in code_chunks(f.path.read_text(encoding="utf-8")):
-                    if hashlib.sha256(doc.encode()).hexdigest() not in train_texts:
-                        test.write(json.dumps({"text": doc}) + "\n")
-                        n["n_docs_test"], n["n_bytes_test"] = (
-                            n["n_docs_test"] + 1,
-                            n["n_bytes_test"] + len(doc.encode()),
-                        )
-                        n["n_words_test"] += len(doc.split())
     keys = ("n_files_train", "n_files_test", "n_docs_test", "n_bytes_train", "n_words_train")
     return {k: n[k] for k in (*keys, "n_bytes_test", "n_words_test")}

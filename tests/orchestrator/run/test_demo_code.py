@@ -4,6 +4,7 @@ before the split, bad files skipped and counted, deterministic, stamped, streame
 from __future__ import annotations
 
 import json
+import re
 import tracemalloc
 from pathlib import Path
 
@@ -121,12 +122,15 @@ def test_stamped_corpus_is_reused_until_a_source_changes(roots, tmp_path, monkey
     assert built and second.train_path.parent != first.train_path.parent  # other sources, another cell key path
 
 
-def test_train_files_are_shuffled_by_content_hash(roots, tmp_path):
+def test_train_and_test_files_are_shuffled_by_content_hash(roots, tmp_path):
     """A max_tokens prefix samples every group rather than the alphabetically first distributions."""
     code = write_code_corpus(tmp_path / "out", roots)
     by_text = {r["sha256"]: r["path"] for r in _rows(code.manifest_path) if r["split"] == "train"}
     assert list(by_text) != sorted(by_text, key=by_text.get)
     assert len(_rows(code.train_path)) == len(by_text)
+    # the test files too: a task's first prompts come from many held-out groups, not the first one in name order
+    names = [re.match(r"(?:@property\n)?def (\w+?)_", d["text"]).group(1) for d in _rows(code.test_path)]
+    assert len(set(names[:4])) > 1 and names != sorted(names)
 
 
 def test_files_are_streamed_one_at_a_time(tmp_path, monkeypatch):
