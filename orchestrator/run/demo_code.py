@@ -265,6 +265,9 @@ def build_code_corpus(root: Path, roots: list[tuple[str, Path]]) -> CodeCorpus:
         shutil.rmtree(work)
     else:
         os.replace(work, final)
+    for stale in root.glob("code-*"):  # a corpus of sources no longer installed: 300 MB nothing names any more
+        if stale.is_dir() and stale != final:
+            shutil.rmtree(stale, ignore_errors=True)
     return CodeCorpus(
         final / "code-train.jsonl", final / "code-test.jsonl", final / "code-manifest.jsonl", **counts,
         skipped=dict(sorted(skipped.items())),

@@ -120,6 +120,7 @@ def test_stamped_corpus_is_reused_until_a_source_changes(roots, tmp_path, monkey
     (roots[0][1] / "pkg1" / "core.py").write_text(_module("pkg1", n_funcs=8))
     second = write_code_corpus(tmp_path / "out", roots)
     assert built and second.train_path.parent != first.train_path.parent  # other sources, another cell key path
+    assert not first.train_path.parent.exists()  # the stale corpus is removed
 
 
 def test_train_and_test_files_are_shuffled_by_content_hash(roots, tmp_path):
