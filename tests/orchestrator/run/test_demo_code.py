@@ -1,0 +1,227 @@
+"""The built-in code domain over a fake site-packages and stdlib: split by whole distribution, duplicates dropped
+before the split, bad files skipped and counted, deterministic, stamped, streamed file by file."""
+
+from __future__ import annotations
+
+import json
+import re
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+from orchestrator.run import demo_code
+from orchestrator.run.demo_code import (
+    MIN_DOC_WORDS,
+    code_chunks,
+    write_code_corpus,
+)
+from workers.corpora import TextSource, iter_documents
+from workers.tasks import load_prompts
+
+N_DISTS = 12
+
+
+def _module(name: str, n_funcs: int = 6) -> str:
+    """A module with a head (docstring, imports) and `n_funcs` functions of ~45 words each."""
+    head = f'"""The {name} module."""\n\nimport os\nimport sys\n\n'
+    body = "".join(
+        f"def {name}_f{i}(x, y):\n    # add {name} {i}\n"
+        + "".join(f"    v{j} = x + y * {i} - {j}  # {name}\n" for j in range(6))
+        + "    return v0\n\n\n"
+        for i in range(n_funcs)
+    )
+    return head + body + f"@property\ndef {name}_decorated(self):\n    return os.sep + sys.prefix + {name!r}\n"
+
+
+def _dist(site: Path, name: str, files: dict[str, str]) -> None:
+    """A distribution installed in `site`: its files and a dist-info folder whose RECORD lists them."""
+    for rel, text in files.items():
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / rel).write_text(text)
+    info = site / f"{name}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    rows = [*files, f"{info.name}/METADATA", f"{info.name}/RECORD"]
+    (info / "RECORD").write_text("".join(f"{r},,\n" for r in rows))
+
+
+@pytest.fixture
+def roots(tmp_path, monkeypatch):
+    """site-packages with N_DISTS distributions (one vendoring another's file), a folder no distribution owns, a
+    latin-1 file, an oversized file and an empty one; a stdlib of two modules."""
+    monkeypatch.setattr(demo_code, "MAX_FILE_BYTES", 20_000)
+    monkeypatch.setattr(demo_code, "TEST_FRACTION", 0.5)  # a dozen groups: both sides get several
+    site, stdlib = tmp_path / "site", tmp_path / "stdlib"
+    for i in range(N_DISTS):
+        name = f"pkg{i}"
+        _dist(site, name, {f"{name}/__init__.py": "", f"{name}/core.py": _module(name)})
+    _dist(site, "vendorer", {"vendorer/main.py": _module("vendorer"), "vendorer/_vendor/pkg0/core.py": _module("pkg0")})
+    (site / "loose").mkdir()
+    (site / "loose" / "mod.py").write_text(_module("loose"))
+    (site / "loose" / "latin.py").write_bytes("# caf\u00e9\nx = 1\n".encode("latin-1"))
+    (site / "loose" / "table.py").write_text("T = [\n" + "    1,\n" * 5000 + "]\n")
+    (site / "__pycache__").mkdir()
+    (site / "__pycache__" / "cached.py").write_text(_module("cached"))
+    (stdlib / "json").mkdir(parents=True)
+    (stdlib / "json" / "__init__.py").write_text(_module("json"))
+    (stdlib / "os.py").write_text(_module("os"))
+    return [("site-packages", site), ("stdlib", stdlib)]
+
+
+def _rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_split_is_by_whole_group_and_no_test_file_or_copy_trains(roots, tmp_path):
+    code = write_code_corpus(tmp_path / "out", roots)
+    manifest = _rows(code.manifest_path)
+    sides: dict[str, set[str]] = {}
+    for row in manifest:
+        sides.setdefault(row["group"], set()).add(row["split"])
+    assert all(len(s) == 1 for s in sides.values())
+    assert {"train"} in sides.values() and {"test"} in sides.values()
+    assert {"dist:pkg3", "site-packages:loose", "stdlib:json", "stdlib:os", "dist:vendorer"} <= set(sides)
+    assert all(r["version"] == "1.0" for r in manifest if r["group"].startswith("dist:"))
+    train = [d["text"] for d in _rows(code.train_path)]
+    test = [d["text"] for d in _rows(code.test_path)]
+    site = roots[0][1]
+    for row in manifest:
+        if row["split"] == "test":
+            text = (site.parent / row["path"].replace("site-packages/", "site/", 1)).read_text()
+            assert text not in train and not any(text.strip() in t for t in train)
+    assert test and not any(doc in t for doc in test for t in train)
+    assert (len(train), len(test)) == (code.n_files_train, code.n_docs_test)
+    assert code.n_words_train == sum(len(t.split()) for t in train)
+
+
+def test_duplicates_are_dropped_once_before_the_split_and_bad_files_counted(roots, tmp_path):
+    code = write_code_corpus(tmp_path / "out", roots)
+    paths = [r["path"] for r in _rows(code.manifest_path)]
+    assert "site-packages/pkg0/core.py" in paths  # the copy with the shortest path is the one kept
+    assert "site-packages/vendorer/_vendor/pkg0/core.py" not in paths
+    assert not any("__pycache__" in p or "latin" in p or "table" in p for p in paths)
+    assert code.skipped == {"duplicate": 1, "empty": N_DISTS, "not_utf8": 1, "too_large": 1}
+
+
+def test_building_twice_gives_the_same_bytes_and_folder(roots, tmp_path):
+    a, b = write_code_corpus(tmp_path / "a", roots), write_code_corpus(tmp_path / "b", roots)
+    assert a.train_path.parent.name == b.train_path.parent.name
+    for x, y in ((a.train_path, b.train_path), (a.test_path, b.test_path), (a.manifest_path, b.manifest_path)):
+        assert x.read_bytes() == y.read_bytes()
+
+
+def test_stamped_corpus_is_reused_until_a_source_changes(roots, tmp_path, monkeypatch):
+    first = write_code_corpus(tmp_path / "out", roots)
+    built = []
+    real = demo_code.build_code_corpus
+    monkeypatch.setattr(demo_code, "build_code_corpus", lambda *a: built.append(1) or real(*a))
+    assert write_code_corpus(tmp_path / "out", roots) == first and not built
+    (roots[0][1] / "pkg1" / "core.py").write_text(_module("pkg1", n_funcs=8))
+    second = write_code_corpus(tmp_path / "out", roots)
+    assert built and second.train_path.parent != first.train_path.parent  # other sources, another cell key path
+    assert not first.train_path.parent.exists()  # the stale corpus is removed
+
+
+def test_train_and_test_files_are_shuffled_by_content_hash(roots, tmp_path):
+    """A max_tokens prefix samples every group rather than the alphabetically first distributions."""
+    code = write_code_corpus(tmp_path / "out", roots)
+    by_text = {r["sha256"]: r["path"] for r in _rows(code.manifest_path) if r["split"] == "train"}
+    assert list(by_text) != sorted(by_text, key=by_text.get)
+    assert len(_rows(code.train_path)) == len(by_text)
+    # the test files too: a task's first prompts come from many held-out groups, not the first one in name order
+    names = [re.match(r"(?:@property\n)?def (\w+?)_", d["text"]).group(1) for d in _rows(code.test_path)]
+    assert len(set(names[:4])) > 1 and names != sorted(names)
+
+
+def test_files_are_streamed_one_at_a_time(tmp_path, monkeypatch):
+    """Peak Python memory stays well under the corpus's size: the writer holds one file, never the corpus."""
+    site = tmp_path / "site"
+    for i in range(40):
+        big = "\n\n".join(_module(f"m{i}_{k}", n_funcs=10) for k in range(25))  # ~100 kB a file
+        _dist(site, f"d{i}", {f"d{i}/big.py": big})
+    total = sum(p.stat().st_size for p in site.rglob("*.py"))
+    tracemalloc.start()
+    write_code_corpus(tmp_path / "out", [("site-packages", site)])
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert total > 2_000_000 and peak < total / 4
+
+
+def test_test_documents_start_at_top_level_code_and_give_50_word_prompts(roots, tmp_path):
+    code = write_code_corpus(tmp_path / "out", roots)
+    docs = list(iter_documents(TextSource(name="code", path=str(code.test_path))))
+    assert docs and all(d.startswith(("def ", "class ", "@", "async ")) for d in docs)
+    assert all(len(d.split()) >= MIN_DOC_WORDS for d in docs)
+    prompts = load_prompts(TextSource(name="code", path=str(code.test_path)), count=len(docs))
+    assert len(prompts) == len(docs)
+
+
+def test_code_chunks_leave_the_head_out_and_keep_decorators_with_their_def():
+    chunks = code_chunks(_module("m", n_funcs=6))
+    assert chunks and not any("import os" in c for c in chunks)
+    assert all(c.startswith(("def ", "@")) for c in chunks)
+    assert "@property\ndef m_decorated" in chunks[-1]
+    assert "".join(chunks).count("def m_f") == 6  # every function lands in one document
+
+
+def test_a_spec_without_code_never_builds_it(monkeypatch, tmp_path):
+    from orchestrator.run import inputs
+
+    monkeypatch.setenv("GREENSPEC_CACHE", str(tmp_path))
+    monkeypatch.setattr(inputs, "write_demo_corpora", lambda root: {})
+    monkeypatch.setattr(inputs, "write_code_corpus", lambda root: pytest.fail("built the code corpus"))
+    assert inputs._data_paths({"pydoc-train", "pydoc-test"}) == {}
+
+
+@pytest.mark.slow
+def test_the_real_corpus_from_this_venv(tmp_path):
+    """Builds the real code domain once and reports its size; tokens are estimated from a sample of the train rows."""
+    from workers.tokenizer import load_tokenizer
+
+    code = write_code_corpus(tmp_path)
+    assert code.n_bytes_train > 100_000_000 and code.n_files_test > 100 and code.n_docs_test > 500  # 100+ prompts
+    assert code.n_bytes_test < 0.2 * code.n_bytes_train
+    groups = {r["group"]: r["split"] for r in _rows(code.manifest_path)}
+    assert groups["dist:torch"] == "train" and any(s == "test" for s in groups.values())
+    tok = load_tokenizer("smollm2-135m")
+    sample = [json.loads(line)["text"] for _, line in zip(range(300), code.train_path.open(), strict=False)]
+    ratio = sum(len(tok.encode(t)) for t in sample) / sum(len(t.encode()) for t in sample)
+    print(
+        f"code train: {code.n_files_train} files, {code.n_bytes_train} bytes, {code.n_words_train} words, "
+        f"~{ratio * code.n_bytes_train / 1e6:.1f}M smollm2 tokens ({ratio:.3f} tokens/byte); test: "
+        f"{code.n_files_test} files, {code.n_docs_test} documents, {code.n_words_test} words; skipped {code.skipped}"
+    )
+    assert ratio * code.n_bytes_train > 10_000_000
+
+
+def test_study_code_spec_gives_one_train_cell_per_max_tokens():
+    """examples/study-code.toml parses without building anything, and each max_tokens cap is its own cell."""
+    from orchestrator.run.cells import corpus_cell
+    from orchestrator.run.spec_paths import check_paths, load_spec
+
+    spec = load_spec(Path(__file__).parents[3] / "examples" / "study-code.toml")
+    check_paths(spec)
+    caps = {c.name: c.max_tokens for c in spec.corpora}
+    assert caps == {"code-1e5": 100_000, "code-1e6": 1_000_000, "code-1e7": 10_000_000}
+    assert {c.path for c in spec.corpora} == {"demo:code-train"} and spec.tasks[0].prompts >= 100
+    assert len({corpus_cell(spec, c).key for c in spec.corpora}) == 3
+    assert spec.sweep.replay and spec.verifier.model == "smollm2-135m"
+
+
+def test_a_file_without_def_or_class_gives_no_test_document():
+    assert code_chunks("X = 1\n" * 200) == []
+    assert code_chunks("") == []
+
+
+def test_max_tokens_takes_a_reproducible_prefix_of_the_code_train_set(roots, tmp_path):
+    from workers.tokenizer import load_tokenizer
+    from workers.training.instances import tokenize_source
+
+    code = write_code_corpus(tmp_path / "out", roots)
+    source, tok = TextSource(name="code", path=str(code.train_path)), load_tokenizer("mistral")
+    small = tokenize_source(source, tok, tmp_path / "small", max_tokens=300)
+    again = tokenize_source(source, tok, tmp_path / "again", max_tokens=300)
+    large = tokenize_source(source, tok, tmp_path / "large", max_tokens=1200)
+    assert (small.n_tokens, large.n_tokens) == (300, 1200)
+    assert small.tokens().tolist() == again.tokens().tolist() == large.tokens()[:300].tolist()
