@@ -588,7 +588,7 @@ REFERENCES = pd.DataFrame(
     [("wiki", 0, "r0", 7), ("wiki", 0, "r0 twice", 7), ("pubmed", 1, "rp1", 7)],
     columns=["task", "prompt_index", "text", "extra"],
 )
-FRAME_COLUMNS = ["strategy", "task", "texts", "repetition", "overlap", "gzip_ratio"]
+FRAME_COLUMNS = ["strategy", "task", "texts", "repetition", "overlap", "gzip_ratio", "median_bytes"]
 
 
 def test_redundancy_by_source_groups_each_source_and_task_once(monkeypatch):
@@ -599,11 +599,11 @@ def test_redundancy_by_source_groups_each_source_and_task_once(monkeypatch):
     assert calls == [(["p0"], 3), (["np0"], 3), (["w0", "w1"], 3), (["rp1"], 3), (["r0"], 3)]
     expected = pd.DataFrame(
         [
-            ("bolt", "pubmed", 1, 0.1, 0.3, 0.5),
-            ("ngram", "pubmed", 1, 0.1, 0.3, 0.5),
-            ("ngram", "wiki", 2, 0.2, 0.3, 0.5),
-            ("reference", "pubmed", 1, 0.1, 0.3, 0.5),
-            ("reference", "wiki", 1, 0.1, 0.3, 0.5),
+            ("bolt", "pubmed", 1, 0.1, 0.3, 0.5, 2.0),
+            ("ngram", "pubmed", 1, 0.1, 0.3, 0.5, 3.0),
+            ("ngram", "wiki", 2, 0.2, 0.3, 0.5, 2.0),
+            ("reference", "pubmed", 1, 0.1, 0.3, 0.5, 3.0),
+            ("reference", "wiki", 1, 0.1, 0.3, 0.5, 2.0),
         ],
         columns=FRAME_COLUMNS,
     )
@@ -615,7 +615,7 @@ def test_redundancy_by_source_without_references_and_default_n(monkeypatch):
     monkeypatch.setattr("workers.metrics.redundancy", fake_redundancy(calls))
     out = redundancy_by_source(TEXTS[TEXTS["task"] == "wiki"], pd.DataFrame())
     assert calls == [(["w0", "w1"], 4)]
-    pdt.assert_frame_equal(out, pd.DataFrame([("ngram", "wiki", 2, 0.2, 0.4, 0.5)], columns=FRAME_COLUMNS))
+    pdt.assert_frame_equal(out, pd.DataFrame([("ngram", "wiki", 2, 0.2, 0.4, 0.5, 2.0)], columns=FRAME_COLUMNS))
 
 
 def test_redundancy_by_source_of_nothing_has_the_columns():
