@@ -650,7 +650,7 @@ def test_redundancy_table_exact():
             ("alpha", "a", 3, 0.75, 0.5, 0.25),  # a second alpha/a row: means (0.25 + 0.75) / 2 = 0.5 each
             ("plain", "a", 2, 0.2, 0.3, 0.4),
         ],
-        columns=FRAME_COLUMNS,
+        columns=FRAME_COLUMNS[:-1],  # redundancy_table needs no sizes
     )
     table = redundancy_table(frame_, (REPETITION, OVERLAP, GZIP))
     # reference first, then plain, then the rest by name (alpha, zeta); labels replace the column names
@@ -674,7 +674,7 @@ def test_redundancy_table_keeps_a_source_without_measures_and_ignores_other_colu
             ("ngram", "gzip_ratio", 2, 0.1, 0.2, 0.3, "two texts"),
             ("empty", "gzip_ratio", 0, NAN, NAN, NAN, "all texts empty"),
         ],
-        columns=FRAME_COLUMNS + ["note"],
+        columns=FRAME_COLUMNS[:-1] + ["note"],
     )
     table = redundancy_table(frame_, (REPETITION, GZIP))
     # the all-NaN row stays (no dropna); "note" is not a measure; a task named like a measure column
