@@ -72,3 +72,38 @@ def test_no_page_falls_back_to_automatic_fixes(request, monkeypatch, streamlit_r
         at.run()
         assert not at.exception, (page, [e.value for e in at.exception])
         assert streamlit_records.fallbacks() == [], page
+
+
+def _mixed_frames_page() -> None:
+    """A page of the issue's frames: k mixing integers and "" (any k), a column mixing numbers and text."""
+    import pandas as pd
+
+    from dashboard import tables, ui
+
+    frame = pd.DataFrame({"strategy": ["a", "b", "c"], "k": [3, "", 5], "note": [1.5, "n/a", 2.0]})
+    ui.frame_block(frame, "mixed", "mixed")
+    pivot = tables.paper_table(
+        pd.DataFrame(
+            {
+                "strategy": ["a", "b"],
+                "draft": ["x", "y"],
+                "task": ["t", "t"],
+                "k": [3, 5],
+                "regime": ["uncached", "uncached"],
+                "tokens_per_s": [10.0, 12.0],
+                "speedup": [1.1, 1.2],
+            }
+        ),
+        (tables.TOKENS_PER_S, tables.SPEEDUP),
+        "uncached",
+    )
+    ui.metric_table_block(pivot, "pivot", (tables.TOKENS_PER_S, tables.SPEEDUP), "pivot")
+
+
+def test_frames_mixing_types_are_shown_as_they_are(streamlit_records):
+    """The helpers every page shows its frames through type each column once (without them this logs fallbacks)."""
+    at = AppTest.from_function(_mixed_frames_page, default_timeout=TIMEOUT_S)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert len(at.dataframe) == 1 and len(at.table) == 1
+    assert streamlit_records.fallbacks() == []
