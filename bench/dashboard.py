@@ -60,7 +60,7 @@ def _render(page: str, url: str) -> tuple[float, float, float, float]:
     st.cache_data.clear()
     st.cache_resource.clear()
     at = AppTest.from_file(str(APP), default_timeout=TIMEOUT_S)
-    at.switch_page(f"pages/{page}.py")
+    at.switch_page(f"views/{page}.py")
     t0, c0 = time.perf_counter(), time.process_time()
     at.run()
     cold, cold_cpu = time.perf_counter() - t0, time.process_time() - c0

@@ -1,11 +1,14 @@
 """Streamlit entry: `streamlit run dashboard/app.py` (or `greenspec dashboard`), reading `$GREENSPEC_DB`.
 
-Pages import `page_filters` from here; this module imports `ui`, never the other way round.
+Pages import `page_filters` from here; this module imports `ui`, never the other way round. The pages live in
+`views/`, not `pages/`: a `pages/` folder beside the entry makes Streamlit draw its own navigation from the file names
+("app, acceptance, costs, ...") on a fresh server's first run, before `st.navigation` draws the titled one (#40).
 """
 
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -16,9 +19,9 @@ import streamlit as st  # noqa: E402
 
 from dashboard import reads, ui  # noqa: E402
 
-PAGES_DIR = Path(__file__).parent / "pages"
+PAGES_DIR = Path(__file__).parent / "views"
 
-# (file in pages/, title, icon): one line adds a page; the first is the default.
+# (file in views/, title, icon): one line adds a page; the first is the default.
 PAGES = [
     ("overview.py", "Overview", ":material/dashboard:"),
     ("throughput.py", "Throughput", ":material/speed:"),
@@ -34,8 +37,11 @@ def main() -> None:
     """Pick the pages: the start page while the database holds nothing, the result pages otherwise."""
     st.set_page_config(page_title="greenspec", page_icon=":seedling:", layout="wide")
     url = reads.db_url()
-    if reads.db_state(url) != "ready":
-        st.navigation([st.Page(ui.start_page, title="Start", icon=":material/play_arrow:")]).run()
+    state = reads.db_state(url)
+    if state != "ready":
+        unusable = state == "no_schema" and reads.db_problem(url) is not None  # not SQLite, or another program's
+        start = ui.problem_page if unusable else ui.start_page
+        st.navigation([st.Page(start, title="Start", icon=":material/play_arrow:")]).run()
         return
     page = st.navigation(
         [
@@ -43,19 +49,25 @@ def main() -> None:
             for i, (name, title, icon) in enumerate(PAGES)
         ]
     )
-    ui.sidebar_filters(url)
+    st.title(page.title)  # the title and a note paint at once, before any read (#40: an empty frame for 20 s)
+    note = st.empty()
+    note.caption("Reading the database…")
+    f = ui.sidebar_filters(url)
+    note.caption(ui.reading_note(f))
+    started = time.perf_counter()
     try:
         page.run()
     finally:
         ui.forget_filters()  # a page that finds none knows the entrypoint did not run this time
+    note.caption(ui.read_note(f, time.perf_counter() - started))
 
 
 def page_filters() -> ui.Filters:
     """The filters the entrypoint drew in this run.
 
-    Where a `pages/` folder sits beside the entry, Streamlit runs a requested page on its own until the first
-    `st.navigation` call of the process (a page opened by URL on a fresh server; every AppTest run). Then no
-    filters exist yet in this run: run the entrypoint, which renders this page properly, and stop this run.
+    A page always runs through the entrypoint (`st.navigation`), which draws them first. Should a page script be run
+    on its own (`streamlit run dashboard/views/overview.py`), none exist: run the entrypoint, which renders the
+    requested page properly, and stop this run.
     """
     found = ui.remembered_filters()
     if found is not None:

@@ -54,6 +54,11 @@ def db_state(url: str) -> str:
     return browse.database_state(url, lambda: _sessions(url))
 
 
+def db_problem(url: str) -> str | None:
+    """One line naming the database and what is wrong when it is not SQLite or not greenspec's; None otherwise."""
+    return browse.database_problem(url, lambda: _sessions(url))
+
+
 def version(url: str, exp_id: int) -> Version:
     """The experiment's data version (uncached: one indexed query)."""
     with _session(url) as s:
@@ -154,7 +159,7 @@ def accepted_lengths(url: str, exp_id: int, data: Version, max_k: int, selection
 
 
 def redundancy(url: str, exp_id: int) -> pd.DataFrame:
-    """Table 5's measures per text source x task (one text per prompt and source); uncached: see `pages/texts.py`."""
+    """Table 5's measures per text source x task (one text per prompt and source); uncached: see `views/texts.py`."""
     with _session(url) as s:
         texts = browse.redundancy_texts(s, exp_id)
         refs = browse.references_frame(s, exp_id)

@@ -93,6 +93,16 @@ AGGREGATION_HELP = (
 )
 
 
+def reading_note(f: Filters) -> str:
+    """The note under a page's title while its reads run (a first view over 10^5 generations takes seconds)."""
+    return f"Reading {f.version[1]:,} generations of **{f.experiment}**…"
+
+
+def read_note(f: Filters, seconds: float) -> str:
+    """The note once the page has rendered: what it read, and how long that took."""
+    return f"{f.version[1]:,} generations of **{f.experiment}** · read in {seconds:.1f} s"
+
+
 def remembered_filters() -> Filters | None:
     """The filters the entrypoint drew in this run, if it ran."""
     return st.session_state.get(FILTERS_KEY)
@@ -216,6 +226,14 @@ def start_page() -> None:
         "point it elsewhere with `greenspec --db URL dashboard`."
     )
     st.fragment(run_every=START_POLL_S)(_wait_for_results)(url)
+
+
+def problem_page() -> None:
+    """The page shown for a database greenspec cannot read: one line naming the file and what is wrong, no traceback."""
+    url = reads.db_url()
+    st.title("greenspec")
+    st.error(reads.db_problem(url) or f"`{url}` cannot be read.")
+    st.caption("Point the dashboard at a greenspec database: `greenspec --db URL dashboard`.")
 
 
 def _wait_for_results(url: str) -> None:

@@ -19,7 +19,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from storage.db import DatabaseError, has_schema, sqlite_path
+from storage.db import DatabaseError, foreign_tables, has_schema, sqlite_path
 from storage.models import Experiment, Reference
 from storage.models import Generation as G
 from storage.summary import PLAIN
@@ -170,3 +170,19 @@ def database_state(url: str, sessions) -> str:
     except (SQLAlchemyError, DatabaseError) as err:  # unreadable, or another program's database
         logger.warning("database %s unreadable: %s", url, err)
         return "no_schema"
+
+
+def database_problem(url: str, sessions) -> str | None:
+    """One line naming the database and what is wrong with it: not a SQLite file (or a damaged one), or another
+    program's tables; None for a readable greenspec database, an empty one or a missing file (the start page's)."""
+    path = sqlite_path(url)
+    if path is not None and not path.is_file():
+        return None
+    name = str(path) if path is not None else url
+    try:
+        problem = foreign_tables(sessions().kw["bind"])
+    except (SQLAlchemyError, DatabaseError) as err:
+        first = str(getattr(err, "orig", None) or err).splitlines()[0][:200]
+        kind = "not a SQLite database" if path is not None else "cannot be read"
+        return f"{name}: {kind} ({first})"
+    return f"{name}: {problem}; give another --db" if problem else None

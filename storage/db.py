@@ -169,21 +169,26 @@ def open_db(url: str = DEFAULT_URL, *, migrate: bool = True) -> tuple[Engine, se
 GREENSPEC_TABLES = frozenset({"alembic_version", "experiments", "cells", "generations"})
 
 
+def foreign_tables(engine: Engine) -> str | None:
+    """What is wrong when the database holds tables but not greenspec's ("not a greenspec database (its tables:
+    ...)"); None when it holds greenspec's tables or none at all."""
+    from sqlalchemy import inspect
+
+    tables = set(inspect(engine).get_table_names())
+    if not tables or GREENSPEC_TABLES <= tables:
+        return None
+    shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
+    return f"not a greenspec database (its tables: {shown})"
+
+
 def has_schema(engine: Engine) -> bool:
     """Whether the database already holds greenspec's tables (readers check before querying); a database with
     other tables (another program's, even one with a `cells` table) is refused in one line."""
     from sqlalchemy import inspect
 
-    tables = set(inspect(engine).get_table_names())
-    if not tables:
-        return False
-    if not GREENSPEC_TABLES <= tables:
-        shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
-        raise DatabaseError(
-            f"{engine.url.render_as_string(hide_password=True)}: not a greenspec database "
-            f"(its tables: {shown}); give another --db"
-        )
-    return True
+    if problem := foreign_tables(engine):
+        raise DatabaseError(f"{engine.url.render_as_string(hide_password=True)}: {problem}; give another --db")
+    return bool(inspect(engine).get_table_names())
 
 
 def reader_engine(url: str = DEFAULT_URL) -> Engine | None:

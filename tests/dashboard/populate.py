@@ -307,20 +307,29 @@ def _extra_cells(s, exp: Experiment, live: bool) -> None:
             )
 
 
-def populate(url: str, *, live: bool = False, energy: bool = True, seed: int = 0) -> None:
+def spec_toml(verifier: str = "mistral") -> str:
+    """The fixture's spec; with another `verifier` (e.g. the built-in `smollm2-135m`) it names that model and no
+    tokenizer key, so the Texts page decodes with the verifier's own tokenizer."""
+    if verifier == "mistral":
+        return SPEC_TOML
+    return SPEC_TOML.replace('model = "demo-verifier"\ntokenizer = "mistral"\n', f'model = "{verifier}"\n')
+
+
+def populate(url: str, *, live: bool = False, energy: bool = True, seed: int = 0, verifier: str = "mistral") -> None:
     """Create the schema at `url` and fill it with the fixture experiment.
 
-    `live` adds running and pending cells; `energy=False` stores no power at all (a machine without a source).
+    `live` adds running and pending cells; `energy=False` stores no power at all (a machine without a source);
+    `verifier` names the tokenizer whose ids the texts are stored as (and the spec's verifier, see `spec_toml`).
     """
     _, Session = open_db(url)
-    tok = load_tokenizer("mistral")
+    tok = load_tokenizer(verifier)
     rng = random.Random(seed)
     with Session.begin() as s:
         exp = Experiment(
             name=EXPERIMENT,
             spec_path="examples/fixture.toml",
-            spec_toml=SPEC_TOML,
-            spec_hash=_key(SPEC_TOML),
+            spec_toml=spec_toml(verifier),
+            spec_hash=_key(spec_toml(verifier)),
             device="NVIDIA H200",
             idle_power_w=70.0,
         )

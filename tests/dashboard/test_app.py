@@ -25,7 +25,7 @@ def _app(monkeypatch, url: str) -> AppTest:
 
 
 def _open(at: AppTest, page: str) -> AppTest:
-    at.switch_page(f"pages/{page}.py")
+    at.switch_page(f"views/{page}.py")
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     return at
@@ -90,7 +90,7 @@ def test_acceptance_tables_break_even_and_histograms(app):
 def test_energy_tables_figures_and_trace_are_labelled(app):
     at = _open(app, "energy")
     assert len(at.table) == 2
-    assert "measured (nvml)" in at.caption[0].value
+    assert "measured (nvml)" in at.caption[1].value
     assert len(_charts(at)) == 3  # ladder, power vs k, power trace
     assert {m.label for m in at.metric} >= {"energy (J)", "mean power (W)"}
 
@@ -141,7 +141,7 @@ def test_energy_page_without_any_power_source(monkeypatch, tmp_path):
     populate(url, energy=False)
     at = _app(monkeypatch, url)
     at = _open(at, "energy")
-    assert "no energy data" in at.caption[0].value
+    assert "no energy data" in at.caption[1].value
     assert any("no power source" in i.value for i in at.info)
     assert {m.label: m.value for m in at.metric}["energy (J)"] == "–"
 

@@ -26,7 +26,7 @@ def open_page(url: str, cache: Path, monkeypatch) -> AppTest:
     monkeypatch.setenv("GREENSPEC_CACHE", str(cache))
     at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
     at.run()
-    at.switch_page("pages/costs.py")
+    at.switch_page("views/costs.py")
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     return at
@@ -55,7 +55,7 @@ def measured_db(fixture_db, tmp_path) -> str:
 def test_cost_page_shows_the_experiments_model_from_the_database(measured_db, tmp_path, monkeypatch):
     at = open_page(measured_db, tmp_path / "empty-cache", monkeypatch)
     assert at.title[0].value == "Cost model"
-    assert "smollm2-135m:torch.float32" in at.caption[0].value and "250.0 J" in at.caption[0].value
+    assert "smollm2-135m:torch.float32" in at.caption[1].value and "250.0 J" in at.caption[1].value
     fit, costs, errors = (at.dataframe[i].value for i in range(3))
     assert len(fit) == 3  # the record's three measured shapes
     row = fit.set_index(["fed", "cached"]).loc[(76, 0)]

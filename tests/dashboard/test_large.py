@@ -42,7 +42,7 @@ def app(big):
 
 
 def _open(at: AppTest, page: str) -> AppTest:
-    at.switch_page(f"pages/{page}.py")
+    at.switch_page(f"views/{page}.py")
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     return at

@@ -46,7 +46,7 @@ def page(tmp_path_factory):
         mp.setenv("GREENSPEC_DB", url)
         at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
         at.run()
-        at.switch_page("pages/paper.py")
+        at.switch_page("views/paper.py")
         at.run()
         assert not at.exception, [e.value for e in at.exception]
         yield at
@@ -54,7 +54,7 @@ def page(tmp_path_factory):
 
 def test_paper_page_puts_numbers_side_by_side(page):
     assert page.title[0].value == "Paper"
-    assert "not the values" in page.caption[0].value
+    assert "not the values" in page.caption[1].value
     frames = {h.value: d.value for h, d in zip(page.subheader, page.dataframe)}
     speed = frames["Throughput and speedup (Tables 1 and 2, Figure 1)"]
     matched = speed[speed["ours"].notna()]
@@ -92,7 +92,7 @@ def test_run_names_the_paper_lacks_are_paired_by_the_user(tmp_path):
         mp.setenv("GREENSPEC_DB", url)
         at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
         at.run()
-        at.switch_page("pages/paper.py")
+        at.switch_page("views/paper.py")
         at.run()
         assert not at.exception, [e.value for e in at.exception]
 

@@ -588,7 +588,7 @@ REFERENCES = pd.DataFrame(
     [("wiki", 0, "r0", 7), ("wiki", 0, "r0 twice", 7), ("pubmed", 1, "rp1", 7)],
     columns=["task", "prompt_index", "text", "extra"],
 )
-FRAME_COLUMNS = ["strategy", "task", "texts", "repetition", "overlap", "gzip_ratio"]
+FRAME_COLUMNS = ["strategy", "task", "texts", "repetition", "overlap", "gzip_ratio", "median_bytes"]
 
 
 def test_redundancy_by_source_groups_each_source_and_task_once(monkeypatch):
@@ -599,11 +599,11 @@ def test_redundancy_by_source_groups_each_source_and_task_once(monkeypatch):
     assert calls == [(["p0"], 3), (["np0"], 3), (["w0", "w1"], 3), (["rp1"], 3), (["r0"], 3)]
     expected = pd.DataFrame(
         [
-            ("bolt", "pubmed", 1, 0.1, 0.3, 0.5),
-            ("ngram", "pubmed", 1, 0.1, 0.3, 0.5),
-            ("ngram", "wiki", 2, 0.2, 0.3, 0.5),
-            ("reference", "pubmed", 1, 0.1, 0.3, 0.5),
-            ("reference", "wiki", 1, 0.1, 0.3, 0.5),
+            ("bolt", "pubmed", 1, 0.1, 0.3, 0.5, 2.0),
+            ("ngram", "pubmed", 1, 0.1, 0.3, 0.5, 3.0),
+            ("ngram", "wiki", 2, 0.2, 0.3, 0.5, 2.0),
+            ("reference", "pubmed", 1, 0.1, 0.3, 0.5, 3.0),
+            ("reference", "wiki", 1, 0.1, 0.3, 0.5, 2.0),
         ],
         columns=FRAME_COLUMNS,
     )
@@ -615,7 +615,7 @@ def test_redundancy_by_source_without_references_and_default_n(monkeypatch):
     monkeypatch.setattr("workers.metrics.redundancy", fake_redundancy(calls))
     out = redundancy_by_source(TEXTS[TEXTS["task"] == "wiki"], pd.DataFrame())
     assert calls == [(["w0", "w1"], 4)]
-    pdt.assert_frame_equal(out, pd.DataFrame([("ngram", "wiki", 2, 0.2, 0.4, 0.5)], columns=FRAME_COLUMNS))
+    pdt.assert_frame_equal(out, pd.DataFrame([("ngram", "wiki", 2, 0.2, 0.4, 0.5, 2.0)], columns=FRAME_COLUMNS))
 
 
 def test_redundancy_by_source_of_nothing_has_the_columns():
@@ -650,7 +650,7 @@ def test_redundancy_table_exact():
             ("alpha", "a", 3, 0.75, 0.5, 0.25),  # a second alpha/a row: means (0.25 + 0.75) / 2 = 0.5 each
             ("plain", "a", 2, 0.2, 0.3, 0.4),
         ],
-        columns=FRAME_COLUMNS,
+        columns=FRAME_COLUMNS[:-1],  # redundancy_table needs no sizes
     )
     table = redundancy_table(frame_, (REPETITION, OVERLAP, GZIP))
     # reference first, then plain, then the rest by name (alpha, zeta); labels replace the column names
@@ -674,7 +674,7 @@ def test_redundancy_table_keeps_a_source_without_measures_and_ignores_other_colu
             ("ngram", "gzip_ratio", 2, 0.1, 0.2, 0.3, "two texts"),
             ("empty", "gzip_ratio", 0, NAN, NAN, NAN, "all texts empty"),
         ],
-        columns=FRAME_COLUMNS + ["note"],
+        columns=FRAME_COLUMNS[:-1] + ["note"],
     )
     table = redundancy_table(frame_, (REPETITION, GZIP))
     # the all-NaN row stays (no dropna); "note" is not a measure; a task named like a measure column

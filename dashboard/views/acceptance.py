@@ -8,7 +8,6 @@ from dashboard import tables, ui
 from dashboard.app import page_filters
 
 f = page_filters()
-st.title("Acceptance")
 summary = f.summary()
 st.caption(
     "Acceptance = accepted / drafted tokens; first-token acceptance = rounds whose first draft token was "

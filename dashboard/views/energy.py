@@ -43,7 +43,6 @@ def trace(f: ui.Filters) -> None:
 
 
 f = page_filters()
-st.title("Energy")
 summary = f.summary()
 label = ui.power_label(summary)
 st.caption(

@@ -94,7 +94,6 @@ def section(table: pd.DataFrame, title: str, metrics: tuple[str, ...], key: str)
 
 
 f = page_filters()
-st.title("Paper")
 st.caption(
     "The seed paper's published numbers beside this run's, cell by cell: `diff` = ours - paper (for a range, to its "
     "nearest bound; `in_range` says whether ours falls inside), `rel_diff` relative to it. The paper's numbers are "

@@ -8,7 +8,6 @@ from dashboard import ui
 from dashboard.app import page_filters
 
 f = page_filters()
-st.title("Throughput")
 summary = f.summary()
 st.caption(
     "Speedup is tokens/s over plain's tokens/s at the same task and regime "

@@ -90,7 +90,6 @@ def model_section(stored) -> None:
 
 
 f = page_filters()
-st.title("Cost model")
 stored = reads.cost_model(f.url, f.exp_id)
 if stored is None:
     st.info(

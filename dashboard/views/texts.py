@@ -40,6 +40,8 @@ def redundancy(f: ui.Filters, was_busy: bool = False) -> None:
         if sel.strategies:
             frame = frame[frame["strategy"].isin((*sel.strategies, "reference"))]
         ui.metric_table_block(tables.redundancy_table(frame, spec.metrics), spec.title, spec.metrics, "table5")
+        if note := tables.gzip_note(frame):
+            st.warning(note, icon=":material/info:")
     st.caption(
         "Within-text 4-gram repetition, cross-document 4-gram overlap and gzip ratio, one text per prompt."
         + (" Updating with new results…" if busy and frame is not None else "")
@@ -93,7 +95,6 @@ def generated(gen: dict, future: Future | None, name: str | None, was_loading: b
 
 
 f = page_filters()
-st.title("Texts")
 _, table5_busy = background.latest(("table5", f.url, f.exp_id), f.version, lambda: reads.redundancy(f.url, f.exp_id))
 st.fragment(run_every=POLL_S if table5_busy else None)(redundancy)(f, table5_busy)
 drill_down(f)

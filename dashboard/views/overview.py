@@ -68,7 +68,6 @@ def queue(f: ui.Filters, was_live: bool) -> None:
 
 
 f = page_filters()
-st.title("Overview")
 st.caption(f"Experiment **{f.experiment}** · {'pooled (sum / sum)' if f.pooled else 'per-prompt means (the paper)'}")
 ui.frame_block(reads.experiments(f.url), "Experiments", "experiments")
 
