@@ -134,6 +134,8 @@ def shown_commands() -> list[list[str]]:
     lines += [m.replace("\n", " ") for m in re.findall(r"`((?:\.venv/bin/)?greenspec [^`]+)`", text)]
     out = []
     for line in lines:
+        if "greenspec " not in line:  # another command (a multi-line `python -c` block's lines do not split alone)
+            continue
         words = shlex.split(line)
         if not words or Path(words[0]).name != "greenspec" or "[" in line or "COMMAND" in line or "\\|" in line:
             continue
