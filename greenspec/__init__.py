@@ -75,9 +75,10 @@ class Results:
                 raise NoResults(
                     f"no experiment {experiment!r} in {self.url}" if experiment else f"no experiment in {self.url}"
                 )
-            name = experiment_info(s, exp_id)["name"]
+            info = experiment_info(s, exp_id)
+            name = info["name"]
             return ReportData(
-                info=experiment_info(s, exp_id),
+                info=info,
                 status=status_counts(s, name),
                 results=export_frame(s, name, False, False),
                 prediction_error=prediction_error(s, exp_id),
@@ -85,9 +86,9 @@ class Results:
             )
 
     def report(self, experiment: str | None = None, out: str | Path = "report.html", force: bool = False) -> Path:
-        """Write a self-contained HTML report of one experiment (tables with intervals, a figure); its path. An
+        """Write a self-contained HTML report of one experiment (tables with intervals, figures); its path. An
         existing file is replaced only with `force`."""
-        from greenspec.report import write_report  # deferred: matplotlib
+        from greenspec.report import write_report  # deferred: plotly
 
         return write_report(self, experiment, Path(out), force)
 

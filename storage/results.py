@@ -8,9 +8,10 @@ the verifier and max_new_tokens), never by position, and a stored ROUGE-L/exact 
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
@@ -20,49 +21,25 @@ from storage.generation_row import record_columns
 from storage.models import Artifact, Cell, CostModel, Experiment, Generation, InstanceBase, PowerSample, Reference
 from workers.contracts import ArtifactInfo, CostModelRecord, GenerationRecord, LabelRecord, ReferenceRecord
 from workers.metrics import acceptance_rate, mal, rouge_l, tokens_per_s
+from workers.training.ibase import IBaseInfo
 
 if TYPE_CHECKING:
     from workers.power.base import PowerSample as Sample
 
 
-class TrainedIBase(Protocol):
-    """What a train cell reports of the instance base it built (`workers.training.ibase.IBaseInfo` is one): the fields
-    `store_ibase` stores, each an `instance_bases` column of the same name."""
-
-    path: str
-    sha256: str
-    backend: str
-    window: int
-    order: str
-    tokenizer_id: str
-    tokens: int
-    instances: int
-    nodes_before_prune: int | None
-    nodes_after_prune: int | None
-    bytes: int
-    train_s: float
-    energy_j: float | None
-    power_source: str | None
-    power_measured: bool | None
-    partitions: int
-    memory_budget_bytes: int | None
-    peak_rss_bytes: int | None
-    cpu_s: float | None
-    energy_attribution: str | None
+# the instance base's fields its `instance_bases` row stores, by name (the rest: `name`, `reused`, `node_id`)
+IBASE_COLUMNS = tuple(f.name for f in dataclasses.fields(IBaseInfo) if f.name in InstanceBase.__table__.columns)
 
 
-IBASE_COLUMNS = tuple(TrainedIBase.__annotations__)  # the protocol's fields, in order
-
-
-def store_ibase(session: Session, cell_id: int, info: TrainedIBase) -> None:
-    """The instance base a train cell built, its fields by name (`TrainedIBase`)."""
+def store_ibase(session: Session, cell_id: int, info: IBaseInfo) -> None:
+    """The instance base a train cell built, its fields by name."""
     cell = session.get(Cell, cell_id)
     values = {name: getattr(info, name) for name in IBASE_COLUMNS} | {"path": str(info.path)}
     session.add(InstanceBase(cell_id=cell.id, experiment_id=cell.experiment_id, corpus=cell.corpus, **values))
 
 
-def store_artifact(session: Session, cell_id: int, info: ArtifactInfo | TrainedIBase) -> None:
-    """What an artifact cell built: an instance base (`TrainedIBase`) or any other artifact (`ArtifactInfo`)."""
+def store_artifact(session: Session, cell_id: int, info: ArtifactInfo | IBaseInfo) -> None:
+    """What an artifact cell built: an instance base (`IBaseInfo`) or any other artifact (`ArtifactInfo`)."""
     if not isinstance(info, ArtifactInfo):
         store_ibase(session, cell_id, info)
         return

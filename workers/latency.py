@@ -13,7 +13,7 @@ depths or node shares, which TiMBL's lookups do not give: it is timed on the nat
 says so under it (`timbl_notes`).
 
 Example:
-    >>> row = summarize_times("ngram", "ngram", "ngram", time_proposals(draft, contexts, repeats=5))
+    >>> row = summarize_times(strategy, draft_name, "native", time_proposals(draft, contexts, repeats=5))
     >>> format_table([row]).splitlines()[0]
     '| strategy | draft | engine | queries | mean_us | median_us | p95_us |'
 """

@@ -56,8 +56,8 @@ class LineProgress:
         finished = self.done + self.failed
         share = finished / self.total if self.total else 1.0
         eta = eta_text(finished, self.total, elapsed, self.at_start)
-        label = f"; {self.stage}" if self.stage else ""
-        label += f": {self.label}" if self.label and self.stage else f"; {self.label}" if self.label else ""
+        said = ": ".join(x for x in (self.stage, self.label) if x)
+        label = f"; {said}" if said else ""
         print(
             f"cells {finished}/{self.total} ({share:.0%}), failed {self.failed}, {elapsed:.0f}s, ETA {eta}{label}",
             file=self.stream,
@@ -102,4 +102,4 @@ class BarProgress:
 
     def update(self, done: int, failed: int, label: str, stage: str = "") -> None:
         if self._task is not None:
-            self._bar.update(self._task, completed=done + failed, failed=failed, label=label or "")
+            self._bar.update(self._task, completed=done + failed, failed=failed, label=label or stage)

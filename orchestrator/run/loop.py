@@ -156,7 +156,7 @@ class SweepLoop:
             self._ensure_actor()
             self.writer.mark_running(batch, "accelerator")
             self.dispatcher.submit_batch(batch, [self._job(c) for c in batch])
-            self.label = batch[0].strategy or batch[0].kind
+            self.label = batch[0].strategy or ""  # a reference, label or cost-model batch: its stage says it
             self.stage = STAGES.get(batch[0].kind, "timed cells")
 
     # -- replays on CPU workers
