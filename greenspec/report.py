@@ -1,6 +1,7 @@
 """A self-contained HTML report of one experiment: what ran and where, each regime's table with 95% intervals over
 prompts and a three-valued verdict per cell (faster, slower, inconclusive: where the speedup's interval lies against
-1), speedup against acceptance as interactive plotly figures, the pass-cost model's prediction error, the failures.
+1), the paper's Tables 1-4, 6 and 7 (the dashboard's definitions, best per column in bold), speedup against acceptance
+as interactive plotly figures, the pass-cost model's prediction error, the failures.
 One file, no network, no server: attach it to a review, a pull request or an e-mail (`greenspec report`, or
 `Results.report` from Python)."""
 
@@ -123,6 +124,21 @@ def figures(df: pd.DataFrame) -> str:
     return "".join(out)
 
 
+def paper_tables(df: pd.DataFrame) -> str:
+    """The paper's Tables 1-4, 6 and 7 over the run (one measure per cell: the replayed figure where there is one),
+    from the same definitions as the dashboard's pages; Table 5 (redundancy of the texts) needs every text and is on
+    the dashboard's Texts page."""
+    from dashboard.tables import PAPER_TABLES, paper_table, styled  # deferred: pandas Styler and jinja2
+
+    out = []
+    for key, spec in PAPER_TABLES.items():
+        rows = df if spec.plain else df[df["strategy"] != "plain"]
+        table = paper_table(rows, spec.metrics, spec.regime) if key != "table5" and not rows.empty else pd.DataFrame()
+        if not table.empty:
+            out.append(f"<h3>{html.escape(spec.title)}</h3>" + styled(table, spec.metrics).to_html())
+    return "".join(out)
+
+
 def _table(df: pd.DataFrame) -> str:
     return df.to_html(index=False, escape=True, na_rep="", float_format=lambda x: f"{x:.3g}")
 
@@ -155,6 +171,10 @@ def render(data: ReportData) -> str:
         counts = ", ".join(f'<span class="{v}">{n} {v}</span>' for v, n in tally(table).items())
         parts += [f"<h2>{html.escape(str(regime))}, temperature {temperature:g}</h2><p>{counts}</p>", _table(table)]
     if not df.empty:
+        parts.append(
+            "<h2>The paper's tables</h2><p>Means over prompts (the intervals are in the tables above); Table 5, the "
+            "redundancy of the texts, is on the dashboard's Texts page.</p>" + paper_tables(df)
+        )
         parts.append("<h2>Speedup against acceptance</h2>" + figures(df))
     if not data.prediction_error.empty:
         parts += ["<h2>The pass-cost model's prediction error</h2>", _table(data.prediction_error)]

@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 import greenspec
+from dashboard.tables import PAPER_TABLES, paper_table
 from greenspec.report import regime_table, tally, verdict
 from tests.dashboard.populate import EXPERIMENT, populate
 from tests.orchestrator.conftest import cli
@@ -92,6 +93,14 @@ def test_the_report_shows_every_cell_with_its_interval_and_verdict(url, tmp_path
         row = part[part["strategy"] != "plain"].iloc[0]
         assert f"{row['speedup']:.2f} [{row['speedup_lo']:.2f}, {row['speedup_hi']:.2f}]" in page
     assert page.count("Plotly.newPlot") == results["regime"].nunique()  # one interactive figure per regime
+    for key in ("table1", "table2"):  # the paper's tables, as the dashboard defines them
+        spec = PAPER_TABLES[key]
+        table = paper_table(results, spec.metrics, spec.regime)
+        assert (html.escape(spec.title) in page) == (not table.empty)
+        if not table.empty:
+            speedups = table.xs("speedup", axis=1, level=1).stack().dropna()
+            assert all(f">{v:.2f}x<" in page for v in speedups)
+    assert "font-weight: bold" in page  # the best per column
     assert page.count("<details><summary>The spec</summary>") == 1 and "<h2>Failures</h2>" in page
     failed = db.report_data(EXPERIMENT).failures
     assert len(failed) and all(html.escape(str(e)) in page for e in failed["error"])

@@ -25,6 +25,11 @@ from workers.errors import GreenspecError
 logger = logging.getLogger("greenspec")
 
 
+def show_model_training() -> None:
+    """The built-in models' training steps (minutes, on first use, before any cell runs) as the first progress."""
+    logging.getLogger("workers.demo_models").setLevel(logging.INFO)
+
+
 def setup_logging(debug: bool) -> None:
     """Logging configured once, here: warnings by default, everything with --debug."""
     logging.basicConfig(
@@ -51,7 +56,9 @@ class GreenspecGroup(click.Group):
 
     def invoke(self, ctx: click.Context):
         try:
-            with sticky_interrupts(signal.SIGINT):  # Ctrl-C swallowed in a gc callback still stops the command
+            # Ctrl-C, or SIGTERM (kill, a scheduler's stop), at any moment: one line, exit 130; one swallowed in a gc
+            # callback still stops the command
+            with sticky_interrupts(signal.SIGINT, signal.SIGTERM):
                 result = super().invoke(ctx)
             check_interrupt()
             return result
@@ -172,6 +179,7 @@ def run(obj: Context, spec: str, wait: bool, drop_stale: bool, new_version: bool
     from orchestrator.cli.progress import BarProgress
     from orchestrator.run.driver import run_spec_file
 
+    show_model_training()
     with BarProgress() as bar:
         report = run_spec_file(spec, _run_options(obj, wait, drop_stale, new_version), bar)
     _print_report(report, obj.db)
@@ -192,6 +200,7 @@ def resume(obj: Context, experiment: str | None, wait: bool, drop_stale: bool) -
     from orchestrator.cli.progress import BarProgress
     from orchestrator.run.driver import resume as do_resume
 
+    show_model_training()
     with BarProgress() as bar:
         report = do_resume(_run_options(obj, wait, drop_stale), experiment, bar)
     _print_report(report, obj.db)

@@ -202,7 +202,7 @@ def _has_work(Session: Sessions, exp_id: int) -> bool:
 def _run_on_ray(
     spec: Spec, exp_id: int, Session: Sessions, opts: RunOptions, progress: Progress, lease: ExperimentLease
 ) -> None:
-    """Start (or join) Ray and run the loop. Ctrl-C at any moment, Ray's start-up included, or SIGTERM once Ray is up,
+    """Start (or join) Ray and run the loop. Ctrl-C or SIGTERM at any moment, Ray's start-up included,
     ends in `Interrupted` with no cell left running and the Ray this run started shut down."""
     started_ray = not ray_initialized()  # then this run starts (or joins) Ray, and shuts it down (or leaves)
     try:

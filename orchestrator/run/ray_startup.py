@@ -1,7 +1,7 @@
 """Starting (or joining) Ray, and the signals around it: SIGTERM stops a run as Ctrl-C does, and a signal that
 comes during Ray's start-up lands once it is up (Ray's start-up, interrupted half-way, leaves processes that no
-shutdown finds). SIGTERM late in ray.init still kills the driver outright: Ray's core worker holds SIGTERM until
-init returns."""
+shutdown finds; Ray's core worker, connecting, takes SIGTERM over below Python's handlers, so the signals are
+blocked for the whole of `ray.init`, in every thread it starts, and taken from the pending set after it)."""
 
 from __future__ import annotations
 
@@ -70,19 +70,25 @@ def interrupt_handled() -> None:
 @contextmanager
 def interrupts_deferred():
     """Hold SIGINT and SIGTERM while the block runs and raise KeyboardInterrupt after it if one came (main thread
-    only): Ray's start-up, interrupted half-way, leaves processes that no shutdown finds."""
+    only): Ray's start-up, interrupted half-way, leaves processes that no shutdown finds. The signals are blocked
+    (not just handled), so the threads the block starts inherit the block and no handler installed inside it (Ray's
+    core worker's, Ray's own `sys.exit`) sees them; one that came waits in the pending set and is taken after."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    held = {signal.SIGINT, signal.SIGTERM}
     came: list[int] = []
-    previous = {
-        sig: signal.signal(sig, lambda signum, frame: came.append(signum)) for sig in (signal.SIGINT, signal.SIGTERM)
-    }
+    previous = {sig: signal.signal(sig, lambda signum, frame: came.append(signum)) for sig in held}
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, held)
     try:
         yield
     finally:
+        for sig in sorted(signal.sigpending() & held):
+            signal.sigtimedwait([sig], 0)  # taken here, never delivered to whatever handler the block left
+            came.append(sig)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     if came:
         _PENDING.extend(came)
     check_interrupt()

@@ -1,8 +1,7 @@
-"""Ctrl-C while the driver starts its own Ray gives the one-line message and exit 130, and leaves no Ray
-process behind (before, SIGINT there gave `Aborted!`, exit 1, and orphaned Ray agents).
-
-Not yet: SIGTERM in the last part of ray.init kills the driver by the default action (exit -15): Ray's core
-worker, connecting, takes over SIGTERM below Python's handlers until `ray.init` returns."""
+"""Ctrl-C or SIGTERM while the driver starts its own Ray gives the one-line message and exit 130, and leaves no
+Ray process behind (before, SIGINT there gave `Aborted!`, exit 1, and orphaned Ray agents, and SIGTERM late in
+`ray.init` killed the driver by the default action, exit -15, because Ray's core worker takes SIGTERM over
+while it connects). The delays put the signal as `ray.init` begins and late inside it."""
 
 from __future__ import annotations
 
@@ -54,8 +53,8 @@ def ray_processes(tmp: str) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT])
-def test_a_signal_during_ray_start_up_exits_130_and_leaves_no_ray(sig, write_spec, tmp_path):
+@pytest.mark.parametrize(("sig", "delay_s"), [(signal.SIGINT, 0.5), (signal.SIGTERM, 0.0), (signal.SIGTERM, 2.5)])
+def test_a_signal_during_ray_start_up_exits_130_and_leaves_no_ray(sig, delay_s, write_spec, tmp_path):
     url = f"sqlite:///{tmp_path / 'g.db'}"
     ray_tmp = tempfile.mkdtemp(prefix="gsr", dir="/tmp")  # short: Ray's socket paths live under it
     env = {**os.environ, "RAY_TMPDIR": ray_tmp, "RAY_AUTH_MODE": "disabled"}
@@ -72,7 +71,7 @@ def test_a_signal_during_ray_start_up_exits_130_and_leaves_no_ray(sig, write_spe
     )
     try:
         registered(url, proc)
-        time.sleep(0.5)  # into ray.init (it takes seconds here)
+        time.sleep(delay_s)  # 0: as ray.init begins; later: inside it (it takes seconds here)
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=120)
         assert proc.returncode == 130, err[-2000:]
