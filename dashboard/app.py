@@ -2,7 +2,7 @@
 
 Pages import `page_filters` from here; this module imports `ui`, never the other way round. The pages live in
 `views/`, not `pages/`: a `pages/` folder beside the entry makes Streamlit draw its own navigation from the file names
-("app, acceptance, costs, ...") on a fresh server's first run, before `st.navigation` draws the titled one (#40).
+("app, acceptance, costs, ...") on a fresh server's first run, before `st.navigation` draws the titled one.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def main() -> None:
             for i, (name, title, icon) in enumerate(PAGES)
         ]
     )
-    st.title(page.title)  # the title and a note paint at once, before any read (#40: an empty frame for 20 s)
+    st.title(page.title)  # the title and a note paint at once, before any read (before, an empty frame for 20 s)
     note = st.empty()
     note.caption("Reading the database…")
     f = ui.sidebar_filters(url)

@@ -1,4 +1,5 @@
-"""Start the dashboard: `streamlit run dashboard/app.py` bound to 127.0.0.1 (what `greenspec dashboard` calls).
+"""Start the dashboard: `streamlit run dashboard/app.py` bound to 127.0.0.1 (what `greenspec dashboard` calls),
+through `dashboard.serve`, which imports the pages' modules before the first view.
 
 The Streamlit server is this process's child and never outlives it: SIGTERM or Ctrl-C stops it, and on Linux
 the kernel sends it SIGTERM if this process dies any other way (PR_SET_PDEATHSIG).
@@ -25,11 +26,11 @@ PR_SET_PDEATHSIG = 1
 
 
 def command(port: int = 8501, headless: bool = True) -> list[str]:
-    """The `streamlit run` command line, localhost only (results may be unpublished)."""
+    """The `streamlit run` command line (through `dashboard.serve`), localhost only (results may be unpublished)."""
     return [
         sys.executable,
         "-m",
-        "streamlit",
+        "dashboard.serve",
         "run",
         str(APP),
         "--server.address",

@@ -1,5 +1,5 @@
 """Every page, on the fixture and the live database, serialises each of its frames to Arrow as it is: Streamlit never
-logs "Serialization of dataframe to Arrow table was unsuccessful. Applying automatic fixes" (the users' issue #40)."""
+logs "Serialization of dataframe to Arrow table was unsuccessful. Applying automatic fixes"."""
 
 from __future__ import annotations
 

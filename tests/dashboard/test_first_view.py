@@ -1,5 +1,5 @@
 """A page's first view: the titled navigation from the first run, the title and a reading note before any read, and
-one line (no traceback) for a database greenspec cannot read (the users' issue #40)."""
+one line (no traceback) for a database greenspec cannot read."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ PAGE_WAIT_S = 60  # a fresh server answers health before its first page is ready
 
 def test_command_binds_localhost_headless_on_the_port():
     cmd = launch.command(port=8600)
-    assert cmd[1:4] == ["-m", "streamlit", "run"] and Path(cmd[4]) == launch.APP
+    assert cmd[1:4] == ["-m", "dashboard.serve", "run"] and Path(cmd[4]) == launch.APP
     opts = dict(zip(cmd[5::2], cmd[6::2]))
     assert opts["--server.address"] == "127.0.0.1"
     assert opts["--server.port"] == "8600"

@@ -1,4 +1,4 @@
-"""The note under Table 5 when its texts are too short for a gzip ratio to mean anything (the users' issue #40: ratios
+"""The note under Table 5 when its texts are too short for a gzip ratio to mean anything (before, ratios
 of 1.17-1.22 on 16-token texts, unexplained)."""
 
 from __future__ import annotations

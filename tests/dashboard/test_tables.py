@@ -194,7 +194,7 @@ def test_a_table_cell_is_one_measure_and_the_current_version():
 
 
 def test_shown_frames_have_one_type_per_column_so_arrow_takes_them():
-    """The users' issue #40: a k column mixing 8, "" and "12|16|24" failed Arrow ("Could not convert '' with type
+    """Before, a k column mixing 8, "" and "12|16|24" failed Arrow ("Could not convert '' with type
     str: tried to convert to int64") and Streamlit fell back to its own fixes."""
     import pyarrow as pa
 

