@@ -108,8 +108,7 @@ def k_column(values: pd.Series) -> pd.Series:
 def one_type_per_column(df: pd.DataFrame) -> pd.DataFrame:
     """`df` as the dashboard shows it, one type per column so that Arrow serialises it as it is (where it did not,
     Streamlit logged "Could not convert '' with type str: tried to convert to int64"): k by `k_column`, and any other
-    column that
-    mixes kinds of values (numbers and text, say) as text, its blanks kept blank."""
+    column that mixes kinds of values (numbers and text, say) as text, its blanks kept blank."""
     out = df.copy()
     for column in df.columns:
         values = df[column]
