@@ -10,6 +10,9 @@ import pytest
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# One OpenBLAS thread per process, as greenspec's command line sets it (orchestrator/cli/__init__.py), before numpy
+# loads here and in the session's Ray workers: two xdist workers' BLAS threads otherwise spin against each other.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 # Ray starts its workers 15 nicer than the process that started it (RAY_worker_niceness, default 15): on a shared
 # machine the accelerator workers and training tasks of every test then starve behind other users' processes,
 # and the suite mostly waits. Here they run at the test process's own niceness (set it with `nice`, as CI may).
