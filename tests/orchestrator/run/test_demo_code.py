@@ -183,12 +183,12 @@ def test_a_spec_without_code_never_builds_it(monkeypatch, tmp_path):
 # The real venv by stat alone (`code_files` resolves every path: minutes over the whole venv): the distributions'
 # RECORDs and the stdlib's top-level modules, each a group as the builder names it, with its .py bytes.
 def _real_groups() -> dict[str, tuple[int, list[Path]]]:
-    """group -> (bytes of its .py files, what to copy for it) over the running venv's distributions and stdlib."""
+    """group -> (bytes of its .py files, its files) over the running venv's distributions and stdlib."""
     (_, site), (_, stdlib) = code_roots()
     out: dict[str, tuple[int, list[Path]]] = {}
     for dist in importlib.metadata.distributions(path=[str(site)]):
-        files = [site / f for f in dist.files or [] if ".." not in f.parts and (site / f).is_file()]
-        n = sum(f.stat().st_size for f in files if f.suffix == ".py")
+        files = [site / f for f in dist.files or [] if ".." not in f.parts]
+        n = sum(f.stat().st_size for f in files if f.suffix == ".py" and f.is_file())
         out[f"dist:{re.sub(r'[-_.]+', '-', dist.metadata['Name'] or '').lower()}"] = (n, files)
     for entry in stdlib.iterdir():
         if entry.name.endswith(".py") or (entry.is_dir() and entry.name not in demo_code.SKIP_DIRS):
@@ -204,23 +204,25 @@ def _copy_groups(real: dict[str, tuple[int, list[Path]]], groups: set[str], into
     for (_, top), (_, dest) in zip(code_roots(), roots, strict=True):
         for group in groups:
             for src in real[group][1]:
-                if src.is_relative_to(top) and not src.is_relative_to(top / "site-packages"):
+                if src.is_relative_to(top) and not src.is_relative_to(top / "site-packages") and src.is_file():
                     (dest / src.relative_to(top)).parent.mkdir(parents=True, exist_ok=True)
                     shutil.copy2(src, dest / src.relative_to(top))
     return roots
 
 
-# Vendored inside pip, byte for byte: idna's and msgpack's files (real duplicates across distributions).
-REAL_TRAIN = {"dist:pip", "dist:idna", "dist:msgpack", "stdlib:textwrap", "stdlib:argparse", "stdlib:shlex"}
+# multiprocess ships copies of the stdlib's multiprocessing files, byte for byte: real duplicates across groups.
+REAL_TRAIN = {"dist:multiprocess", "stdlib:multiprocessing", "stdlib:textwrap", "stdlib:argparse", "stdlib:shlex"}
 
 
 @pytest.mark.slow
 def test_the_real_corpus_from_this_venv(tmp_path, monkeypatch):
     """The real code domain on real files. The full build reads 300+ MB (minutes), so: the split rule over the whole
     venv by file sizes alone (train volume, torch trains, 100+ held-out files), then a real build over every held-out
-    group whole and a few train distributions that vendor each other's files, checked for dedup, the split by whole
+    group whole and a few train groups that copy each other's files, checked for dedup, the split by whole
     group, no test file or copy of one in train, the JSONL rows and the stamp. Tokens are estimated from a sample."""
-    from workers.tokenizer import load_tokenizer
+    from tokenizers import Tokenizer
+
+    from workers.pretrained import resolve_model
 
     real = _real_groups()
     planned = {
@@ -240,7 +242,7 @@ def test_the_real_corpus_from_this_venv(tmp_path, monkeypatch):
     assert {g for g, s in sides.items() if s == "test"} == set(planned["test"]) and REAL_TRAIN <= set(sides)
     assert len({r["sha256"] for r in manifest}) == len(manifest) and code.skipped["duplicate"] > 0
     paths = {r["path"] for r in manifest}
-    assert "site-packages/idna/core.py" in paths and "site-packages/pip/_vendor/idna/core.py" not in paths
+    assert "site-packages/multiprocess/heap.py" in paths and "stdlib/multiprocessing/heap.py" not in paths
 
     train, test = _rows(code.train_path), _rows(code.test_path)
     assert all(set(r) == {"text"} and isinstance(r["text"], str) for r in train + test)
@@ -254,9 +256,10 @@ def test_the_real_corpus_from_this_venv(tmp_path, monkeypatch):
     monkeypatch.setattr(demo_code, "build_code_corpus", lambda *a: pytest.fail("rebuilt a stamped corpus"))
     assert write_code_corpus(tmp_path / "out", roots) == code  # the stamp: a second call reads, never builds
 
-    tok = load_tokenizer("smollm2-135m")
+    # SmolLM2's own tokenizer.json, read by `tokenizers` (transformers' AutoTokenizer takes half a minute to load)
+    tok = Tokenizer.from_file(str(Path(resolve_model("smollm2-135m")) / "tokenizer.json"))
     sample = [r["text"] for r in train[:300]]
-    ratio = sum(len(tok.encode(t)) for t in sample) / sum(len(t.encode()) for t in sample)
+    ratio = sum(len(tok.encode(t).ids) for t in sample) / sum(len(t.encode()) for t in sample)
     n_train = sum(planned["train"].values())
     print(
         f"code train (planned): {len(planned['train'])} groups, {n_train} bytes, ~{ratio * n_train / 1e6:.1f}M "
