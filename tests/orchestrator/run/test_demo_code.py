@@ -3,8 +3,11 @@ before the split, bad files skipped and counted, deterministic, stamped, streame
 
 from __future__ import annotations
 
+import hashlib
+import importlib.metadata
 import json
 import re
+import shutil
 import tracemalloc
 from pathlib import Path
 
@@ -12,8 +15,11 @@ import pytest
 
 from orchestrator.run import demo_code
 from orchestrator.run.demo_code import (
+    MAX_TEST_GROUP_BYTES,
     MIN_DOC_WORDS,
     code_chunks,
+    code_roots,
+    is_test_group,
     write_code_corpus,
 )
 from workers.corpora import TextSource, iter_documents
@@ -174,25 +180,93 @@ def test_a_spec_without_code_never_builds_it(monkeypatch, tmp_path):
     assert inputs._data_paths({"pydoc-train", "pydoc-test"}) == {}
 
 
-@pytest.mark.slow
-def test_the_real_corpus_from_this_venv(tmp_path):
-    """Builds the real code domain once and reports its size; tokens are estimated from a sample of the train rows."""
-    from workers.tokenizer import load_tokenizer
+# The real venv by stat alone (`code_files` resolves every path: minutes over the whole venv): the distributions'
+# RECORDs and the stdlib's top-level modules, each a group as the builder names it, with its .py bytes.
+def _real_groups() -> dict[str, tuple[int, list[Path]]]:
+    """group -> (bytes of its .py files, its files) over the running venv's distributions and stdlib."""
+    (_, site), (_, stdlib) = code_roots()
+    out: dict[str, tuple[int, list[Path]]] = {}
+    for dist in importlib.metadata.distributions(path=[str(site)]):
+        files = [site / f for f in dist.files or [] if ".." not in f.parts]
+        n = sum(f.stat().st_size for f in files if f.suffix == ".py" and f.is_file())
+        out[f"dist:{re.sub(r'[-_.]+', '-', dist.metadata['Name'] or '').lower()}"] = (n, files)
+    for entry in stdlib.iterdir():
+        if entry.name.endswith(".py") or (entry.is_dir() and entry.name not in demo_code.SKIP_DIRS):
+            files = [entry] if entry.is_file() else [p for p in entry.rglob("*.py") if "__pycache__" not in p.parts]
+            out[f"stdlib:{entry.name.removesuffix('.py')}"] = (sum(f.stat().st_size for f in files), files)
+    return out
 
-    code = write_code_corpus(tmp_path)
-    assert code.n_bytes_train > 100_000_000 and code.n_files_test > 100 and code.n_docs_test > 500  # 100+ prompts
-    assert code.n_bytes_test < 0.2 * code.n_bytes_train
-    groups = {r["group"]: r["split"] for r in _rows(code.manifest_path)}
-    assert groups["dist:torch"] == "train" and any(s == "test" for s in groups.values())
-    tok = load_tokenizer("smollm2-135m")
-    sample = [json.loads(line)["text"] for _, line in zip(range(300), code.train_path.open(), strict=False)]
-    ratio = sum(len(tok.encode(t)) for t in sample) / sum(len(t.encode()) for t in sample)
+
+def _copy_groups(real: dict[str, tuple[int, list[Path]]], groups: set[str], into: Path) -> list[tuple[str, Path]]:
+    """Roots under `into` holding the real files of `groups`, each distribution whole (every file of its RECORD, its
+    dist-info included), laid out as installed."""
+    roots = [(label, into / label) for label, _ in code_roots()]
+    for (_, top), (_, dest) in zip(code_roots(), roots, strict=True):
+        for group in groups:
+            for src in real[group][1]:
+                if src.is_relative_to(top) and not src.is_relative_to(top / "site-packages") and src.is_file():
+                    (dest / src.relative_to(top)).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy2(src, dest / src.relative_to(top))
+    return roots
+
+
+# multiprocess ships copies of the stdlib's multiprocessing files, byte for byte: real duplicates across groups.
+REAL_TRAIN = {"dist:multiprocess", "stdlib:multiprocessing", "stdlib:textwrap", "stdlib:argparse", "stdlib:shlex"}
+
+
+@pytest.mark.slow
+def test_the_real_corpus_from_this_venv(tmp_path, monkeypatch):
+    """The real code domain on real files. The full build reads 300+ MB (minutes), so: the split rule over the whole
+    venv by file sizes alone (train volume, torch trains, 100+ held-out files), then a real build over every held-out
+    group whole and a few train groups that copy each other's files, checked for dedup, the split by whole
+    group, no test file or copy of one in train, the JSONL rows and the stamp. Tokens are estimated from a sample."""
+    from tokenizers import Tokenizer
+
+    from workers.pretrained import resolve_model
+
+    real = _real_groups()
+    planned = {
+        side: {g: n for g, (n, _) in real.items() if is_test_group(g, n) == (side == "test")}
+        for side in ("train", "test")
+    }
+    assert sum(planned["train"].values()) > 100_000_000 and planned["train"]["dist:torch"] > MAX_TEST_GROUP_BYTES
+    assert len(planned["test"]) > 10 and not REAL_TRAIN & set(planned["test"])
+    roots = _copy_groups(real, set(planned["test"]) | REAL_TRAIN, tmp_path / "src")
+    code = write_code_corpus(tmp_path / "out", roots)
+    assert code.n_files_test > 100 and code.n_docs_test > 500  # 100+ prompts: every held-out group is here
+    assert code.n_bytes_test < 0.2 * sum(planned["train"].values())
+
+    manifest = _rows(code.manifest_path)
+    sides = {r["group"]: r["split"] for r in manifest}
+    assert len(sides) == len({(r["group"], r["split"]) for r in manifest})  # a group is on one side only
+    assert {g for g, s in sides.items() if s == "test"} == set(planned["test"]) and REAL_TRAIN <= set(sides)
+    assert len({r["sha256"] for r in manifest}) == len(manifest) and code.skipped["duplicate"] > 0
+    paths = {r["path"] for r in manifest}
+    assert "site-packages/multiprocess/heap.py" in paths and "stdlib/multiprocessing/heap.py" not in paths
+
+    train, test = _rows(code.train_path), _rows(code.test_path)
+    assert all(set(r) == {"text"} and isinstance(r["text"], str) for r in train + test)
+    train_shas = [hashlib.sha256(r["text"].encode()).hexdigest() for r in train]
+    assert train_shas == sorted(r["sha256"] for r in manifest if r["split"] == "train")  # whole files, by sha256
+    test_shas = {r["sha256"] for r in manifest if r["split"] == "test"}
+    assert not test_shas & set(train_shas)  # no held-out file, nor a copy of one, trains
+    stripped = {hashlib.sha256(r["text"].strip().encode()).hexdigest() for r in train}
+    assert not any(hashlib.sha256(r["text"].encode()).hexdigest() in stripped for r in test)
+
+    monkeypatch.setattr(demo_code, "build_code_corpus", lambda *a: pytest.fail("rebuilt a stamped corpus"))
+    assert write_code_corpus(tmp_path / "out", roots) == code  # the stamp: a second call reads, never builds
+
+    # SmolLM2's own tokenizer.json, read by `tokenizers` (transformers' AutoTokenizer takes half a minute to load)
+    tok = Tokenizer.from_file(str(Path(resolve_model("smollm2-135m")) / "tokenizer.json"))
+    sample = [r["text"] for r in train[:300]]
+    ratio = sum(len(tok.encode(t).ids) for t in sample) / sum(len(t.encode()) for t in sample)
+    n_train = sum(planned["train"].values())
     print(
-        f"code train: {code.n_files_train} files, {code.n_bytes_train} bytes, {code.n_words_train} words, "
-        f"~{ratio * code.n_bytes_train / 1e6:.1f}M smollm2 tokens ({ratio:.3f} tokens/byte); test: "
-        f"{code.n_files_test} files, {code.n_docs_test} documents, {code.n_words_test} words; skipped {code.skipped}"
+        f"code train (planned): {len(planned['train'])} groups, {n_train} bytes, ~{ratio * n_train / 1e6:.1f}M "
+        f"smollm2 tokens ({ratio:.3f} tokens/byte); test: {code.n_files_test} files, {code.n_docs_test} documents, "
+        f"{code.n_words_test} words; skipped in the subset {code.skipped}"
     )
-    assert ratio * code.n_bytes_train > 10_000_000
+    assert ratio * n_train > 10_000_000
 
 
 def test_study_code_spec_gives_one_train_cell_per_max_tokens():
