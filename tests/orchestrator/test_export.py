@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from orchestrator.cli.export import EXPORT_COLUMNS
 from tests.dashboard.populate import populate
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.orchestrator.conftest import cli
 
 
 @pytest.fixture(scope="module")
@@ -24,9 +21,10 @@ def db(tmp_path_factory) -> str:
 
 
 def greenspec(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=120
-    )
+    """`greenspec ARGS` in this process (click's runner: the same exit code and output as a process of its own,
+    without its seconds of imports; tests/orchestrator/run/test_driver.py runs export as a real process)."""
+    code, out, err = cli(*args)
+    return subprocess.CompletedProcess(list(args), code, out, err)
 
 
 def test_csv_has_one_row_per_strategy_task_k_regime(db, tmp_path):

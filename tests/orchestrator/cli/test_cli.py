@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -10,17 +11,33 @@ from pathlib import Path
 
 import pytest
 
+from tests.orchestrator.conftest import cli
+
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def greenspec(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+def greenspec_process(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    """`python -m orchestrator.cli ARGS` in a process of its own, exactly as a user runs it."""
     return subprocess.run(
         [sys.executable, "-m", "orchestrator.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=120
     )
 
 
+def greenspec(*args: str) -> subprocess.CompletedProcess:
+    """`greenspec ARGS` run in this process (click's runner), relative paths from the repository root: the same
+    exit code, stdout and stderr as a process of its own, without its seconds of imports (the tests that need the
+    real process, `--help` and `--debug`'s traceback, use `greenspec_process`)."""
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        code, out, err = cli(*args)
+    finally:
+        os.chdir(cwd)
+    return subprocess.CompletedProcess(list(args), code, out, err)
+
+
 def test_help_lists_every_command():
-    out = greenspec("--help")
+    out = greenspec_process("--help")
     assert out.returncode == 0
     for cmd in ("validate", "run", "resume", "status", "export", "dashboard", "demo", "power", "doctor", "retry"):
         assert cmd in out.stdout
@@ -41,7 +58,7 @@ def test_validate_refuses_in_one_line_without_traceback(tmp_path):
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "strategies[1].draft" in lines[0] and "medusa" in lines[0]
     assert "Traceback" not in out.stderr
-    debug = greenspec("--debug", "validate", str(bad))
+    debug = greenspec_process("--debug", "validate", str(bad))
     assert debug.returncode != 0 and "Traceback" in debug.stderr
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.cli.train_corpus import TrainRequest, closing_line, train_corpus
+from tests.orchestrator.conftest import cli, ray_address
 from workers.corpora import TextSource
 from workers.training.ibase import IBaseInfo, IBaseRequest, train_instance_base
 from workers.training.ray_tasks import ENERGY_ATTRIBUTION
@@ -59,7 +60,8 @@ def spec(tmp_path_factory) -> tuple[Path, Path, Path]:
 @pytest.mark.slow
 def test_train_command_builds_the_run_file_out_of_core_then_reuses_it(spec, tmp_path, ray_local):
     path, corpus, artifacts = spec
-    out = greenspec("train", str(path), "--corpus", "topics", "--memory-gb", "0.002")
+    # a real `greenspec` process, joining the session's Ray (a Ray of its own costs tens of seconds to start)
+    out = greenspec("--address", ray_address(), "train", str(path), "--corpus", "topics", "--memory-gb", "0.002")
     assert out.returncode == 0, out.stderr[-3000:]
     line = out.stdout.strip()
     assert "\n" not in line and "topics: " in line and " partitions -> " in line and ENERGY_ATTRIBUTION in line
@@ -74,11 +76,9 @@ def test_train_command_builds_the_run_file_out_of_core_then_reuses_it(spec, tmp_
 
 
 def test_unknown_corpus_is_refused_in_one_line(spec):
-    out = greenspec("train", str(spec[0]), "--corpus", "nope")
-    assert out.returncode == 2
-    assert out.stderr.strip().splitlines() == [
-        f"greenspec: error: {spec[0]}: no [[corpora]] named 'nope' (have topics)"
-    ]
+    code, _, err = cli("train", str(spec[0]), "--corpus", "nope")  # in this process (click's runner)
+    assert code == 2
+    assert err.strip().splitlines() == [f"greenspec: error: {spec[0]}: no [[corpora]] named 'nope' (have topics)"]
 
 
 def test_closing_line_names_what_the_issue_asks():

@@ -227,20 +227,47 @@ def test_wrong_generation_is_stored_as_no_match_and_a_worker_crash_mid_cell_is_r
             assert float(rows[strategy, regime]["rouge_l"]) == 1.0
 
 
-def test_rerun_adds_nothing_and_new_k_adds_only_new_cells(tmp_path, write_spec, finished):
+def test_rerun_adds_nothing_and_new_k_adds_only_new_cells_while_a_reader_polls(tmp_path, write_spec, finished):
+    """The finished run's copy continued twice: unchanged (nothing added) and with k = 4 added (only the new cells
+    run), the second while a reader thread polls the live database; one run serves both checks, since each
+    run starts a fresh accelerator worker (seconds of imports)."""
     # the default spec, run to the end; its file is written again here, elsewhere: continued under it (--new-version)
     o = dataclasses.replace(copy_of(finished, tmp_path), new_version=True)
     with sessions(o)() as s:
         before = dict(s.execute(select(Generation.cell_id, Generation.id)).all())
+        done_before = status_counts(s, "t")["cells"]["done"]
+    assert done_before == 3 + SWEEP_CELLS
     again = run_spec_file(write_spec(), o)
     assert again.added == 0
     with sessions(o)() as s:
         assert dict(s.execute(select(Generation.cell_id, Generation.id)).all()) == before
-    more = run_spec_file(write_spec(k=[2, 3, 4]), o)
+    seen, errors, stop = [], [], threading.Event()
+
+    def poll():
+        Session = sessions(o)
+        while not stop.is_set():
+            try:
+                with Session() as s:
+                    seen.append(status_counts(s, "t")["cells"]["done"])
+            except Exception as err:  # any reader failure is the test's finding
+                errors.append(err)
+            time.sleep(0.05)
+
+    reader = threading.Thread(target=poll)
+    reader.start()
+    try:
+        more = run_spec_file(write_spec(k=[2, 3, 4]), o)
+    finally:
+        stop.set()
+        reader.join()
     assert more.added == 2 * 2 * 2  # ngram and olifant at k=4, 2 prompts, 2 regimes
     with sessions(o)() as s:
         after = dict(s.execute(select(Generation.cell_id, Generation.id)).all())
+        assert status_counts(s, "t")["cells"]["done"] == done_before + 8
     assert len(after) == SWEEP_CELLS + 8 and all(after[c] == g for c, g in before.items())
+    assert not errors
+    assert len(seen) > 5 and seen == sorted(seen)
+    assert any(done_before < n < done_before + 8 for n in seen)  # the reader saw the run in progress
 
 
 def test_failing_cells_retried_then_recorded_while_sweep_goes_on(tmp_path, write_spec):
@@ -257,47 +284,42 @@ def test_failing_cells_retried_then_recorded_while_sweep_goes_on(tmp_path, write
     assert report.counts["failed"] == 0 and report.counts["done"] == 3 + SWEEP_CELLS_K2
 
 
-def test_worker_crashing_on_every_attempt_fails_its_cells_at_max_attempts(tmp_path, write_spec):
-    o = opts(tmp_path, worker_env={"GREENSPEC_FAULT_CRASH_ALWAYS": "ngram"})
-    # the strategy order puts ngram's 4 cells in one batch (batch_size 4): each attempt costs one worker restart,
-    # not one per cell as in the paired order's one-prompt batches (8 restarts took this test 107 s, 2 take 21-35 s)
-    report = run_spec_file(write_spec(k=[2], attempts=2, **{"warmup = false": 'warmup = false\norder = "strategy"'}), o)
-    assert report.counts["pending"] == report.counts["running"] == 0
-    with sessions(o)() as s:
-        cells = s.scalars(select(Cell).where(Cell.kind != "train")).all()
-        ngram = [c for c in cells if c.strategy == "ngram"]
-        # ngram at k=2: 2 prompts x 2 regimes = 4 cells; each attempt killed the worker, until max_attempts
-        assert len(ngram) == 4 and all(c.state == "failed" and c.attempts == 2 for c in ngram)
-        assert all(c.error.startswith("worker died") for c in ngram)
-        # a batch in flight beside a crashing one (IN_FLIGHT = 2) is lost with the worker and charged an attempt
-        # too, so other cells (seen: both references) can fail the same way; none fails for any other reason
-        others = [c for c in cells if c.strategy != "ngram"]
-        assert all(c.state == "done" or (c.error.startswith("worker died") and c.attempts == 2) for c in others)
-        done = [c for c in others if c.state == "done" and c.kind == "sweep"]
-        assert len(done) >= 4
-        gens = s.scalars(select(Generation)).all()
-        assert "ngram" not in {g.strategy for g in gens} and len(gens) == len(done)
-        assert all(g.exact_match is True for g in gens if g.rouge_l is not None)  # where a reference was stored
-        assert all(g.exact_match is None for g in gens if g.rouge_l is None)
-
-
-def test_failing_train_cell_fails_its_dependents(tmp_path, write_spec, text_files):
-    # a readable corpus (validation passes) cut to one token: it gives no instance, so training fails
-    spec = write_spec(k=[2], attempts=2)
+def test_crashing_worker_and_failing_train_cell_fail_their_cells_while_the_rest_runs(tmp_path, write_spec, text_files):
+    """One sweep, two failures that end differently (each sweep starts a fresh worker: seconds of imports): plain's
+    cells kill the worker on every attempt, and the corpus is cut to one token, so its train cell fails and so do
+    olifant's cells that need it, without an attempt; ngram's cells still run."""
+    spec = write_spec(k=[2], attempts=2, **{"warmup = false": 'warmup = false\norder = "strategy"'})
     spec.write_text(spec.read_text().replace(f'path = "{text_files[0]}"', f'path = "{text_files[0]}"\nmax_tokens = 1'))
-    o = opts(tmp_path)
-    report = run_spec_file(spec, o)
-    # the train cell, and olifant's 2 prompts x 2 regimes at k=2; plain and ngram run
-    assert report.counts == {"pending": 0, "running": 0, "done": 2 + 4 + 4, "failed": 1 + 4}
-    with sessions(o)() as s:
+    # the strategy order puts plain's 4 cells in one batch (batch_size 4): each attempt costs one worker restart,
+    # not one per cell as in the paired order's one-prompt batches (8 restarts took this test 107 s, 2 take 21-35 s);
+    # and plain sorts last (ngram, olifant-pydoc, plain), so once its last attempt kills the worker no other cell is
+    # left to start a third one for
+    report = run_spec_file(spec, opts(tmp_path, worker_env={"GREENSPEC_FAULT_CRASH_ALWAYS": "plain"}))
+    # 2 references and ngram's 2 prompts x 2 regimes done; the train cell, olifant's and plain's 4 cells failed
+    assert report.counts == {"pending": 0, "running": 0, "done": 2 + 4, "failed": 1 + 4 + 4}
+    with sessions(opts(tmp_path))() as s:
+        cells = s.scalars(select(Cell).where(Cell.kind != "train")).all()
+        plain = [c for c in cells if c.strategy == "plain"]
+        # plain (k = 0): 2 prompts x 2 regimes = 4 cells; each attempt killed the worker, until max_attempts
+        assert len(plain) == 4 and all(c.state == "failed" and c.attempts == 2 for c in plain)
+        assert all(c.error.startswith("worker died") for c in plain)
         train = s.scalars(select(Cell).where(Cell.kind == "train")).one()
         assert train.state == "failed" and train.attempts == 2 and "gave no instances" in train.error
-        olifant = s.scalars(select(Cell).where(Cell.strategy == "olifant-pydoc")).all()
-        assert all(c.state == "failed" and c.attempts == 0 for c in olifant)
+        olifant = [c for c in cells if c.strategy == "olifant-pydoc"]
+        assert len(olifant) == 4 and all(c.state == "failed" and c.attempts == 0 for c in olifant)
         assert all(
             "train cell for corpus 'pydoc' failed" in c.error and "gave no instances" in c.error for c in olifant
         )
-        assert {g.strategy for g in s.scalars(select(Generation))} == {"plain", "ngram"}
+        # a batch in flight beside a crashing one (IN_FLIGHT = 2) is lost with the worker and charged an attempt
+        # too, so other cells could fail the same way; none fails for any other reason
+        others = [c for c in cells if c.strategy not in ("plain", "olifant-pydoc")]
+        assert all(c.state == "done" or (c.error.startswith("worker died") and c.attempts == 2) for c in others)
+        done = [c for c in others if c.state == "done" and c.kind == "sweep"]
+        assert len(done) == 4 and {c.strategy for c in done} == {"ngram"}
+        gens = s.scalars(select(Generation)).all()
+        assert {g.strategy for g in gens} == {"ngram"} and len(gens) == len(done)
+        assert all(g.exact_match is True for g in gens if g.rouge_l is not None)  # where a reference was stored
+        assert all(g.exact_match is None for g in gens if g.rouge_l is None)
 
 
 def test_overlap_runs_timed_cells_beside_training_and_repeats_keep_the_fastest(tmp_path, write_spec):
@@ -322,34 +344,6 @@ def test_overlap_runs_timed_cells_beside_training_and_repeats_keep_the_fastest(t
         for g in gens:
             assert len(g.wall_s_runs) == 3 and g.wall_s == min(g.wall_s_runs)
             assert g.tokens_per_s == pytest.approx(g.n_tokens / g.wall_s)
-
-
-def test_reader_polls_while_driver_writes(tmp_path, write_spec, finished):
-    o = copy_of(finished, tmp_path)  # a live database (schema, one finished experiment) before the reader starts
-    seen, errors, stop = [], [], threading.Event()
-
-    def poll():
-        Session = sessions(o)
-        while not stop.is_set():
-            try:
-                with Session() as s:
-                    seen.append(status_counts(s, "live")["cells"]["done"])
-            except Exception as err:  # any reader failure is the test's finding
-                errors.append(err)
-            time.sleep(0.05)
-
-    reader = threading.Thread(target=poll)
-    reader.start()
-    try:
-        run_spec_file(write_spec(name="live"), o)
-    finally:
-        stop.set()
-        reader.join()
-    assert not errors
-    assert len(seen) > 5 and seen == sorted(seen)
-    assert any(0 < n < 3 + SWEEP_CELLS for n in seen)  # the reader saw the run in progress
-    with sessions(o)() as s:
-        assert status_counts(s, "live")["cells"]["done"] == 3 + SWEEP_CELLS
 
 
 def _digest(path: Path) -> str:
