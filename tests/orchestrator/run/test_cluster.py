@@ -1,7 +1,8 @@
 """A two-node Ray cluster started the way users start one, by the commands of the docs' Clusters page as written (their
 placeholders filled in, and `--block` plus small-footprint flags appended so that the test owns the processes):
 the second node's artifacts folder is invisible to the head, trainings run on both nodes, instance bases reach the
-accelerator's node through Ray, and killing the second node mid-training still ends with every cell done.
+accelerator's node through Ray, and killing the second node mid-training still ends with every cell done and every
+generation equal to its greedy reference.
 
 The head offers the accelerator and one CPU, the second node two CPUs in its own mount namespace with a tmpfs
 over the artifacts folder (`unshare --mount`). The test stops only the processes it started, by pid.
@@ -26,7 +27,7 @@ import pytest
 from sqlalchemy import select
 
 from storage.db import open_db
-from storage.models import Cell, InstanceBase
+from storage.models import Cell, Generation, InstanceBase
 from workers.files import file_sha256
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -194,6 +195,8 @@ def test_two_nodes_without_a_shared_disk_train_and_survive_a_lost_node(request, 
         assert head_id in {t.worker for t in trains}
         remote = {t.corpus for t in trains if t.worker != head_id}  # built on the second node, used on the head
         assert len(remote) == 1 and {c.strategy.removeprefix("olifant-") for c in sweeps} >= remote
+        gens = s.scalars(select(Generation)).all()  # the sweep over two nodes is as exact as on one
+        assert len(gens) == len([c for c in cells if c.kind == "sweep"]) and all(g.exact_match for g in gens)
 
 
 def test_the_readme_cluster_block_holds_only_the_commands_run_above():
