@@ -215,6 +215,14 @@ def _bulk_pragmas(conn) -> None:
         conn.exec_driver_sql("PRAGMA cache_size=-262144")  # KiB
 
 
+def _flush_all(conn, cells: list, gens: list, power: list) -> int:
+    """Write (and empty) the pending cells, generations and power samples; how many samples were written."""
+    written = len(power)
+    for table, rows in ((Cell.__table__, cells), (Generation.__table__, gens), (PowerSample.__table__, power)):
+        _flush(conn, table, rows)
+    return written
+
+
 def generate(url: str, n: int, seed: int = 0) -> Generated:
     """Create the schema at `url` and write one experiment of `n` generations (see the module doc)."""
     engine, _ = open_db(url)
@@ -264,16 +272,8 @@ def generate(url: str, n: int, seed: int = 0) -> Generated:
                 cell_id += 1
                 written += 1
                 if len(gens) >= CHUNK:
-                    samples += len(power)
-                    for table, rows in (
-                        (Cell.__table__, cells),
-                        (Generation.__table__, gens),
-                        (PowerSample.__table__, power),
-                    ):
-                        _flush(conn, table, rows)
-        samples += len(power)
-        for table, rows in ((Cell.__table__, cells), (Generation.__table__, gens), (PowerSample.__table__, power)):
-            _flush(conn, table, rows)
+                    samples += _flush_all(conn, cells, gens, power)
+        samples += _flush_all(conn, cells, gens, power)
     engine.dispose()
     return Generated(written, prompts, samples)
 
