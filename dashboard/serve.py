@@ -14,16 +14,20 @@ if str(ROOT) not in sys.path:
 
 
 def preload() -> None:
-    """Import the modules the pages use (what app.py and its views import), once, before the server takes a view."""
+    """Import what the pages compute with, once, before the server takes a view: everything below `dashboard.reads`
+    and `dashboard.ui` (those two declare Streamlit caches, which belong to the server's runtime, so the first view
+    imports them: a few milliseconds once their imports are here)."""
     import plotly.express  # noqa: F401
     import plotly.graph_objects  # noqa: F401
 
-    import dashboard.background  # noqa: F401
     import dashboard.charts  # noqa: F401
-    import dashboard.reads  # noqa: F401
     import dashboard.tables  # noqa: F401
     import dashboard.tokens  # noqa: F401
-    import dashboard.ui  # noqa: F401
+    import storage.browse  # noqa: F401
+    import storage.costs  # noqa: F401
+    import storage.paper  # noqa: F401
+    import storage.summary  # noqa: F401
+    import workers.paper  # noqa: F401
 
 
 def main() -> int:

@@ -6,6 +6,7 @@ import re
 import shutil
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -96,3 +97,15 @@ def test_browser_shows_overview_tables_from_the_database(fixture_db, tmp_path):
         except subprocess.TimeoutExpired:
             proc.kill()
         log.close()
+
+
+def test_the_server_preloads_the_pages_modules_but_not_their_caches_nor_torch():
+    """`dashboard.serve` imports what the pages compute with before the first view; not the modules that declare
+    Streamlit caches (they belong to the server's runtime, which does not exist yet) and never torch (~300 MB)."""
+    probe = (
+        "import sys; from dashboard.serve import preload; preload(); "
+        "print(sorted(m for m in ('storage.summary', 'workers.paper', 'plotly.express', 'dashboard.reads', "
+        "'dashboard.ui', 'torch') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.split() == ["['plotly.express',", "'storage.summary',", "'workers.paper']"], out.stderr

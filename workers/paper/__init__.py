@@ -73,18 +73,23 @@ def load_results(names: Mapping[str, str] | None = None) -> pd.DataFrame:
     return df
 
 
-def _matches(paper_cell: str, value) -> bool:
-    """Whether a run's key value falls in a paper cell ("" = any, else one of its `|`-separated values)."""
-    if not paper_cell:
-        return True
+def _key_text(value) -> str | None:
+    """A run's key value as a paper cell spells it (k 8.0 -> "8"); None for a missing value, which only the paper's
+    "" (any) covers."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
-        return False
-    return str(int(value) if isinstance(value, float) and value.is_integer() else value) in paper_cell.split("|")
+        return None
+    return str(int(value) if isinstance(value, float) and value.is_integer() else value)
 
 
-def _covered(rows: pd.DataFrame, key: str, paper_cell: str) -> pd.DataFrame:
-    """The rows whose `key` value falls in a paper cell."""
-    return rows[rows[key].map(lambda v: _matches(paper_cell, v)).astype(bool)]
+def _covering(texts: Mapping[str, pd.Series], paper_row, index: pd.Index) -> pd.Series:
+    """Which run rows a paper row covers on every key: its cell is "" (any) or holds the row's value among its
+    `|`-separated values. All rows at once, from their key texts."""
+    mask = pd.Series(True, index=index)
+    for key, text in texts.items():
+        cell = getattr(paper_row, key)
+        if cell:
+            mask &= text.isin(cell.split("|"))
+    return mask
 
 
 def _key_value(value):
@@ -127,14 +132,14 @@ def compare(
         if mapping and column in run:
             run[column] = run[column].map(lambda s, m=mapping: m.get(s, s))
     keys = [k for k in KEYS if k in run]
+    texts = {key: run[key].map(_key_text) for key in keys}  # once: the paper has a hundred rows to match
     out = []
     for p in paper.itertuples(index=False):
-        rows = run[run[p.metric].notna()] if p.metric in run else run.iloc[0:0]
-        for key in keys:
-            rows = _covered(rows, key, getattr(p, key))
+        rows = run[run[p.metric].notna() & _covering(texts, p, run.index)] if p.metric in run else run.iloc[0:0]
         base = {c: getattr(p, c) for c in ("source", "section", "metric", "unit", "quote", "note")}
         base.update(paper=p.value, paper_max=p.value_max)
-        for r in rows.itertuples(index=False):
+        read = [c for c in (*keys, p.metric) if c in rows]  # only the columns read: the summary has about 100
+        for r in rows[read].itertuples(index=False):
             ours = float(getattr(r, p.metric))
             d, rel, inside = _difference(ours, p.value, p.value_max)
             cell = {k: _key_value(getattr(r, k)) if k in keys else getattr(p, k) for k in KEYS}
