@@ -64,7 +64,28 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.slow)
         if item.get_closest_marker("slow"):
             slow_files.add(item.path)
-    items.sort(key=lambda item: item.path not in slow_files)  # stable: each file keeps its own order
+    # stable: each file keeps its own order; the longest files first, so that none of them ends the run alone
+    items.sort(
+        key=lambda item: (item.path.name not in LONGEST, LONGEST.get(item.path.name, 0), item.path not in slow_files)
+    )
+
+
+# The longest files, longest first (their share of a full run, BENCHMARKS.md's "Test suite time"): a worker that
+# draws one of them late ends the run alone while the other waits.
+LONGEST = {
+    name: rank
+    for rank, name in enumerate(
+        (
+            "test_reliability_processes.py",
+            "test_pretrained.py",
+            "test_driver.py",
+            "test_reliability_runs.py",
+            "test_cluster.py",
+            "test_chaos.py",
+            "test_signals_startup.py",
+        )
+    )
+}
 
 
 @pytest.fixture(scope="session")
