@@ -74,8 +74,8 @@ demo: install
 study: install
 	$(BIN)/greenspec --db sqlite:///study.db demo --spec examples/study.toml
 
-# Two pytest-xdist workers, whole files each (module fixtures stay shared): the end-to-end tests mostly wait on
-# driver processes, leases and Ray, so two at once use the 2 cores the suite alone leaves half idle.
+# Two pytest-xdist workers, whole files each (module fixtures stay shared), the longest files first: two keep the 2
+# cores busy; four were slower (the suite is CPU-bound: BENCHMARKS.md, "Test suite time").
 TEST_WORKERS ?= 2
 # ruff (pyproject's [tool.ruff]): the lint (errors, bugbear, import order) and the formatting; CI runs it before the tests
 lint: install
