@@ -22,6 +22,16 @@ from dataclasses import replace
 
 from workers.contracts import JobOutcome, SweepJob
 
+CRASH_DELAY_S = 0.5  # before a crash: Ray sends the previous batch's reply after it returns, from its own thread
+
+
+def _crash(code: int) -> None:
+    """Die as a segfault or OOM kill would, once the previous batch's result has left: Ray replies to a finished
+    actor call asynchronously, so an `os._exit` in the very next call could lose that reply, and the driver would
+    charge the finished batch the crash (the oldest unfinished batch is the one charged)."""
+    time.sleep(CRASH_DELAY_S)
+    os._exit(code)
+
 
 def inject(job: SweepJob) -> None:
     """Apply the faults the environment asks for to this job."""
@@ -30,9 +40,9 @@ def inject(job: SweepJob) -> None:
     marker = os.environ.get("GREENSPEC_FAULT_CRASH_ONCE")
     if marker and job.kind == "sweep" and not os.path.exists(marker):
         open(marker, "w").close()
-        os._exit(17)  # the worker process dies mid-job, as a segfault or OOM kill would
+        _crash(17)  # the worker process dies mid-job
     if os.environ.get("GREENSPEC_FAULT_CRASH_ALWAYS") == job.strategy and job.strategy:
-        os._exit(18)
+        _crash(18)
     if (bad := os.environ.get("GREENSPEC_FAULT_RAISE")) and job.strategy == bad:
         raise RuntimeError(f"injected failure for strategy {bad}")
 

@@ -20,11 +20,13 @@ IN_FLIGHT = 2  # accelerator batches queued at once: the next is ready the momen
 FAULT_ENV = "GREENSPEC_FAULT_"  # fault-injection variables (workers/faults.py) reach the worker on any cluster
 
 
-def worker_threads(asked: int | None, overlap: bool, cpus: int) -> int:
-    """The accelerator worker's torch threads: `[verifier] threads` if given, else every core (one fewer with
-    `overlap`, for the training beside it). Where other processes share the cores, fewer threads can be far
-    faster: torch's threads wait for each other, and a busy core stalls them all (figures in BENCHMARKS.md)."""
-    return asked or (max(1, cpus - 1) if overlap else cpus)
+def worker_threads(asked: int | None, beside: bool, cpus: int) -> int:
+    """The accelerator worker's torch threads: `[verifier] threads` if given, else every core, one fewer where CPU
+    work runs `beside` it (the training with `overlap`, the replays beside the references of a replayed run). Where
+    other processes share the cores, fewer threads can be far faster: torch's threads wait for each other, and a busy
+    core stalls them all (figures in BENCHMARKS.md: a replayed study's references took 11 s each with a thread on
+    both cores beside a replay task)."""
+    return asked or (max(1, cpus - 1) if beside else cpus)
 
 
 def batches_in_flight(device: str, threads: int, cpus: int) -> int:
@@ -42,7 +44,7 @@ def start_actor(spec: Spec, opts: RunOptions) -> tuple[ActorHandle, dict, int]:
 
     cls = opts.worker_cls or AcceleratorWorker
     cpus = os.cpu_count() or 1
-    threads = worker_threads(spec.verifier.threads, spec.experiment.overlap, cpus)
+    threads = worker_threads(spec.verifier.threads, spec.experiment.overlap or spec.sweep.replay, cpus)
     env = {**{k: v for k, v in os.environ.items() if k.startswith(FAULT_ENV)}, **opts.worker_env}
     options = {"runtime_env": {"env_vars": env}} if env else {}
     actor = cls.options(**options).remote(runner_config(spec, threads))

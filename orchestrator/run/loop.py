@@ -23,7 +23,7 @@ from orchestrator.run.lease import ExperimentLease
 from orchestrator.run.options import Interrupted, Progress, RunOptions, Sessions
 from orchestrator.run.ray_startup import check_interrupt, interrupt_handled
 from orchestrator.run.replay_costs import ReplayCosts
-from orchestrator.run.scheduler import Scheduler
+from orchestrator.run.scheduler import REPLAY_BATCH, Scheduler
 from orchestrator.run.spec import Spec
 from orchestrator.run.writer import ResultWriter, pending_work
 from storage.cell_spec import CellSpec
@@ -35,6 +35,10 @@ logger = logging.getLogger(__name__)
 STAGES = {"reference": "references", "label": "verifier labels", "costmodel": "cost model"}
 
 WAIT_S = 1.0  # ray.wait timeout; bounds how late a Ctrl-C or a state change is noticed
+# The accelerator worker holds a CPU while it lives. Once it only waits for the replays (the timed cells run after
+# them), it is stopped so that one more replay task runs, and started again for the timed cells: a restart costs
+# seconds (imports, the verifier's load), so only where at least this many replay cells are left for the freed CPU.
+RELEASE_MIN_REPLAYS = 4 * REPLAY_BATCH
 
 
 class SweepLoop:
@@ -82,6 +86,7 @@ class SweepLoop:
                 self._submit_artifacts()
                 self._dispatch()
                 self._dispatch_replays()
+                self._release_idle_actor()
                 self._collect()
         except KeyboardInterrupt:
             interrupt_handled()
@@ -118,6 +123,13 @@ class SweepLoop:
         if started is not None:
             info, self.sched.in_flight = started
             self.writer.set_device(info)
+
+    def _release_idle_actor(self) -> None:
+        """Stop the accelerator worker while it only waits for the replays, so its CPU replays too (see
+        RELEASE_MIN_REPLAYS); `_ensure_actor` starts a fresh one for the timed cells."""
+        if self.dispatcher.actor is not None and self.sched.accelerator_waits_for_replays(RELEASE_MIN_REPLAYS):
+            logger.info("accelerator worker stopped while %d replay cells run on its CPU too", len(self.sched.replays))
+            self.dispatcher.close()
 
     def _job(self, c: CellSpec) -> SweepJob | LabelJob:
         """What the worker gets for a cell: its prompt, draft options and the paths of the artifacts it needs."""

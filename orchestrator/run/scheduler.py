@@ -181,6 +181,13 @@ class Scheduler:
     def batch_finished(self) -> None:
         self.running_batches -= 1
 
+    def accelerator_waits_for_replays(self, min_replays: int) -> bool:
+        """Whether the accelerator worker has nothing to do until the replays end: no batch of it in flight, every
+        queued cell of it a timed one (those wait for the replays), and at least `min_replays` replay cells queued."""
+        return (
+            not self.running_batches and len(self.replays) >= min_replays and all(c.kind == "sweep" for c in self.queue)
+        )
+
     # -- replays on CPU workers
     def next_replay_batch(self, max_running: int, size: int = REPLAY_BATCH) -> list[CellSpec]:
         """Up to `size` ready replay cells of one strategy and artifacts (one draft load), while fewer than

@@ -56,7 +56,7 @@ class ReferenceVerifier:
 
     It takes the same calls (uncached `logits`, `prefill`/`extend`/`crop` over a cache, token-tree `masked` passes
     and `keep_rows`) and records each pass's shape in `last_shape` as the real one does; its "cache" is the list of
-    token ids fed. Logits are one-hot rows over vocab_size + 1 ids, the last one being the off-path answer.
+    token ids fed. Logits are one-hot rows (uint8) over vocab_size + 1 ids, the last one being the off-path answer.
     """
 
     def __init__(self, path: Sequence[int], vocab_size: int):
@@ -81,8 +81,10 @@ class ReferenceVerifier:
         return self.path[seq_len] if on_path and seq_len < len(self.path) else self.off_path
 
     def _one_hot(self, targets: Sequence[int]) -> torch.Tensor:
-        logits = torch.zeros(len(targets), self.vocab_size + 1)
-        logits[torch.arange(len(targets)), torch.tensor(list(targets), dtype=torch.long)] = 1.0
+        # uint8, not float: a greedy judge only takes the argmax (replay refuses sampling), and a row of bytes is a
+        # quarter of the memory to fill and scan over a 49k-id vocabulary: most of a replayed round's time
+        logits = torch.zeros(len(targets), self.vocab_size + 1, dtype=torch.uint8)
+        logits[torch.arange(len(targets)), torch.tensor(list(targets), dtype=torch.long)] = 1
         return logits
 
     def _linear(self, full: Sequence[int], n_new: int, keep: int) -> torch.Tensor:

@@ -113,3 +113,21 @@ def test_a_failed_reference_fails_its_replays():
     s = Scheduler(cs, batch_size=8, max_attempts=2)
     dependents = s.artifact_failed(ref)
     assert dependents and all(c.kind == "replay" and c.params.reference == ref.key for c in dependents)
+
+
+def test_the_accelerator_waits_for_the_replays_only_once_nothing_else_is_left_for_it():
+    cs = [replace(c, id=i) for i, c in enumerate(grid("replay = true\ntimed_prompts = 1"))]
+    s = Scheduler(cs, batch_size=8, max_attempts=2, built={c.key for c in cs if c.kind == "train"})
+    n_replays = sum(c.kind == "replay" for c in cs)
+    assert not s.accelerator_waits_for_replays(1)  # the cost model and the references are still queued for it
+    while batch := s.next_batch():  # cost model and references go to the accelerator; timed cells wait
+        assert {c.kind for c in batch} <= {"costmodel", "reference"}
+        assert not s.accelerator_waits_for_replays(1)  # a batch of it is in flight
+        s.batch_finished()
+        for c in batch:
+            s.artifact_built(c)
+    assert {c.kind for c in s.queue} == {"sweep"}
+    assert s.accelerator_waits_for_replays(n_replays) and not s.accelerator_waits_for_replays(n_replays + 1)
+    while s.next_replay_batch(10):
+        pass
+    assert not s.accelerator_waits_for_replays(1)  # every replay runs: none left for a freed CPU

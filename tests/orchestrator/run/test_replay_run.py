@@ -33,7 +33,9 @@ def replayed(tmp_path_factory, tiny_verifier, text_files):
     folder = tmp_path_factory.mktemp("replay")
     o = RunOptions(db_url=f"sqlite:///{folder / 'g.db'}")
     spec = spec_writer(folder, tiny_verifier, text_files)(name="replay", **REPLAY)
-    report = run_spec_file(spec, o)
+    with pytest.MonkeyPatch.context() as mp:  # the accelerator worker is stopped for a replay phase of any size
+        mp.setattr("orchestrator.run.loop.RELEASE_MIN_REPLAYS", 1)
+        report = run_spec_file(spec, o)
     return o, report, spec
 
 
@@ -96,6 +98,11 @@ def test_replay_cells_ran_on_the_cpu_workers_and_a_rerun_adds_nothing(replayed):
     workers = rows(o, Cell.kind, Cell.worker, Cell.state)
     assert {w for k, w, _ in workers if k == "replay"} and all(s == "done" for _, _, s in workers)
     assert all(not str(w).startswith("accelerator") for k, w, _ in workers if k == "replay")
+    # the worker that made the references only waited for the replays, so it was stopped (its CPU replayed too) and
+    # a fresh one timed the cells after them
+    accelerator = {k: {w for kind, w, _ in workers if kind == k} for k in ("reference", "sweep")}
+    assert len(accelerator["reference"]) == len(accelerator["sweep"]) == 1
+    assert accelerator["reference"] != accelerator["sweep"]
     before = rows(o, func.count(Generation.id))[0][0]
     again = run_spec_file(spec, o)
     assert again.added == 0 and again.counts.get("failed", 0) == 0

@@ -180,11 +180,11 @@ def test_one_batch_in_flight_where_a_cpu_worker_takes_every_core():
     assert batches_in_flight("mps", threads=8, cpus=8) == 2
 
 
-def test_worker_threads_are_the_specs_or_every_core_less_one_with_overlap():
+def test_worker_threads_are_the_specs_or_every_core_less_one_with_work_beside_it():
     from orchestrator.run.accelerator_actor import worker_threads
 
-    assert worker_threads(None, overlap=False, cpus=8) == 8
-    assert worker_threads(None, overlap=True, cpus=8) == 7
-    assert worker_threads(None, overlap=True, cpus=1) == 1
-    assert worker_threads(1, overlap=False, cpus=8) == 1
-    assert worker_threads(3, overlap=True, cpus=8) == 3
+    assert worker_threads(None, beside=False, cpus=8) == 8
+    assert worker_threads(None, beside=True, cpus=8) == 7
+    assert worker_threads(None, beside=True, cpus=1) == 1
+    assert worker_threads(1, beside=False, cpus=8) == 1
+    assert worker_threads(3, beside=True, cpus=8) == 3
