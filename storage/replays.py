@@ -26,6 +26,25 @@ def references_by_key(session: Session, exp_id: int, keys: Iterable[str]) -> dic
     return {r.prompt_key: r for r in session.scalars(stmt)}
 
 
+def coordinate_of(strategy, task, k, regime, temperature, prompt_key) -> tuple:
+    """A generation's coordinate and prompt as `measured_coordinates` gives it (k and temperature 0 when unset)."""
+    return (strategy, task, k or 0, regime, temperature or 0.0, prompt_key)
+
+
+def measured_coordinates(session: Session, exp_id: int, measure: str) -> set[tuple]:
+    """The coordinates and prompts (`coordinate_of`) of the experiment's generations measured this way: one query,
+    so that a replayed generation looks for a timed twin only where one was stored."""
+    stmt = select(
+        Generation.strategy,
+        Generation.task,
+        Generation.k,
+        Generation.regime,
+        Generation.temperature,
+        Generation.prompt_key,
+    ).where(Generation.experiment_id == exp_id, Generation.measure == measure)
+    return {coordinate_of(*row) for row in session.execute(stmt)}
+
+
 def twin_rounds(session: Session, cell_id: int, measure: str) -> dict[str, list[int] | None] | None:
     """The per-round lists of the newest generation of the same coordinate and prompt that was measured the other way
     (timed for a replay, replay for a timed one), or None when there is none yet."""

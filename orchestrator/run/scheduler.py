@@ -31,7 +31,9 @@ from dataclasses import replace
 from storage.cell_spec import CellSpec
 from storage.store import ARTIFACT_KINDS
 
-KIND_ORDER = {"costmodel": -2, "label": -1, "reference": 0, "sweep": 1}
+# the accelerator's order: the cost model, the references (a replayed run's replays wait for them, and run on the
+# other cores while the labels follow), the verifier labels, then the timed cells
+KIND_ORDER = {"costmodel": -2, "reference": -1, "label": 0, "sweep": 1}
 REPLAY = "replay"  # replay cells run on CPU workers (workers.replay), in batches of one strategy
 REPLAY_BATCH = 64  # replay cells per CPU task: the draft loads once per task, the results come back together
 
@@ -40,7 +42,7 @@ ORDERS = ("paired", "strategy")
 
 
 def run_order(c: CellSpec, order: str = "paired") -> tuple:
-    """Labels, then references, then sweep cells: `paired`, by task, regime, temperature and prompt, plain first,
+    """The cost model, references, labels, then sweep cells (KIND_ORDER): `paired`, by task, regime, temperature and prompt, plain first,
     then strategy and k; `strategy`, grouped by strategy, task, regime, temperature and k, prompts in order."""
     if order == "strategy":
         return (
@@ -96,6 +98,8 @@ class Scheduler:
         self.built: set[str] = set(built)  # keys of built artifacts and of done cells others need (references, ...)
         self.running_batches = 0
         self.running_replays = 0
+        self._changes = 0  # counts builds and requeued replays: what can make a waiting replay ready
+        self._fruitless: int | None = None  # `_changes` when a replay scan last found no ready cell
         known = self.built | {c.key for c in [*self.artifacts, *self.queue]}
         self.orphans = [c for c in [*self.queue, *self.replays] if any(key not in known for _, key in c.needs)]
         if self.orphans:  # what they need is neither built nor to be built (it failed): they cannot run
@@ -116,6 +120,7 @@ class Scheduler:
         """A CPU artifact or a label cell finished: cells that need it may go."""
         self.building.discard(cell.key)
         self.built.add(cell.key)
+        self._changes += 1
 
     def rebuild(self, cell: CellSpec) -> None:
         """A built artifact turned out missing or corrupt: build it again before its dependents run."""
@@ -194,9 +199,12 @@ class Scheduler:
         `max_running` replay tasks run; [] if none is ready. Replays run beside training and the accelerator."""
         if self.running_replays >= max_running or not self.replays:
             return []
+        state = self._changes
+        if state == self._fruitless:
+            return []  # nothing built or queued since the last scan found no ready cell (tens of thousands to scan)
         batch: list[CellSpec] = []
         group = None
-        for c in list(self.replays):
+        for c in self.replays:
             if len(batch) >= size:
                 break
             if not self._inputs_ready(c):
@@ -205,10 +213,12 @@ class Scheduler:
             group = group or this
             if this == group:
                 batch.append(c)
+        if not batch:
+            self._fruitless = state
+            return []
         ids = {c.id for c in batch}
         self.replays = deque(c for c in self.replays if c.id not in ids)
-        if batch:
-            self.running_replays += 1
+        self.running_replays += 1
         return [replace(c, attempts=c.attempts + 1) for c in batch]
 
     def replay_finished(self) -> None:
@@ -225,6 +235,7 @@ class Scheduler:
             self.artifacts.append(c)
         elif c.kind == REPLAY:
             self.replays.append(c)
+            self._changes += 1
         elif front:
             self.queue.appendleft(c)
         else:

@@ -23,7 +23,7 @@ from storage.cell_spec import CellSpec
 from storage.db import Session
 from storage.models import CELL_KINDS, Reference
 from storage.queries import state_counts
-from storage.replays import done_keys, references_by_key, twin_rounds
+from storage.replays import coordinate_of, done_keys, measured_coordinates, references_by_key, twin_rounds
 from workers.contracts import JobOutcome, ReplayJob
 from workers.replay import rounds_differ
 from workers.training.artifacts import BY_CELL_KIND
@@ -63,6 +63,7 @@ class ResultWriter:
         self.Session, self.exp_id, self.sched, self.costs = Session, exp_id, sched, costs
         self.paths = work.paths  # grows as artifacts are built
         self.rebuilt = set(work.rebuilt)  # artifact keys put back to pending in this run (each at most once)
+        self._timed: set[tuple] | None = None  # coordinates with a timed generation stored (read once, then grown)
 
     # -- bookkeeping
     def _counts(self, s: Session) -> tuple[int, int, int]:
@@ -194,13 +195,29 @@ class ResultWriter:
         """A timed or replayed generation with the cost model's prediction, unless its twin (the same cell and prompt
         measured the other way) made other rounds: then the cell fails, naming the first round that differs."""
         g = self.costs.predict(s, o.generation)
-        twin = None if c.temperature else twin_rounds(s, c.id, g.measure)
+        twin = None if c.temperature or not self._may_have_twin(s, c, g.measure) else twin_rounds(s, c.id, g.measure)
         mismatch = twin and (rounds_differ(g, twin) if g.measure == "timed" else rounds_differ(twin, g))
         if mismatch:
             store.mark_failure(s, c.id, mismatch, final=True)
             return
         store.store_generation(s, c.id, g)
         store.mark_finished(s, c.id, o.worker)
+        if g.measure == "timed" and self._timed is not None:
+            self._timed.add(self._coordinate(c))
+
+    @staticmethod
+    def _coordinate(c: CellSpec) -> tuple:
+        return coordinate_of(c.strategy, c.task, c.k, c.regime, c.temperature, c.params.reference)
+
+    def _may_have_twin(self, s: Session, c: CellSpec, measure: str) -> bool:
+        """Whether a twin may be stored: always for a timed generation (few); for a replayed one only where its
+        coordinate and prompt has a timed generation (a replayed run times its sample after the replays, so a query
+        per replayed cell would nearly always find none)."""
+        if measure != "replay":
+            return True
+        if self._timed is None:
+            self._timed = measured_coordinates(s, self.exp_id, "timed")
+        return self._coordinate(c) in self._timed
 
     # -- failures
     def _failed(self, s: Session, c: CellSpec, error: str, front: bool = False) -> None:

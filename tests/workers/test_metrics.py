@@ -37,6 +37,23 @@ def test_rouge_l_known_cases():
     assert rouge_l((5, 6, 7), [7, 6, 5]) == pytest.approx(1 / 3)
 
 
+def test_lcs_length_equals_the_full_table_on_random_sequences():
+    import random
+
+    from workers.metrics import _lcs_table
+
+    rng = random.Random(0)
+    for _ in range(500):  # small alphabets: long shared prefixes and suffixes, and repeats across them
+        a = [rng.randrange(3) for _ in range(rng.randrange(12))]
+        b = (
+            a[: rng.randrange(len(a) + 1)]
+            + [rng.randrange(3) for _ in range(rng.randrange(6))]
+            + a[rng.randrange(len(a) + 1) :]
+        )
+        assert lcs_length(a, b) == _lcs_table(a, b) == lcs_length(b, a), (a, b)
+    assert lcs_length(list(range(300)), list(range(300))) == 300
+
+
 def test_lcs_length():
     assert lcs_length("ABCBDAB", "BDCABA") == 4  # e.g. B C B A
     assert lcs_length([], [1, 2]) == 0

@@ -25,8 +25,10 @@ def test_chain_runs_label_then_distill_then_its_sweeps():
     assert [c.key for c in first] == ["T"]  # D waits for its labels
     assert s.next_batch() == []  # nothing timed beside training
     s.artifact_built(first[0])
+    assert [c.key for c in s.next_batch()] == ["R"]  # references first (a replayed run's replays wait for them)
+    s.batch_finished()
     label = s.next_batch()
-    assert [c.key for c in label] == ["L"]  # label cells first on the accelerator
+    assert [c.key for c in label] == ["L"]  # then the labels
     assert s.start_artifacts() == []
     s.batch_finished()
     s.artifact_built(label[0])
@@ -38,7 +40,7 @@ def test_chain_runs_label_then_distill_then_its_sweeps():
     while batch := s.next_batch():
         order.append([c.key for c in batch])
         s.batch_finished()
-    assert order == [["R"], ["S1", "S2"], ["S3"]]
+    assert order == [["S1", "S2"], ["S3"]]
     assert not s.busy()
 
 
@@ -49,23 +51,26 @@ def test_sweeps_wait_for_their_artifact_while_others_run():
     while batch := s.next_batch():
         got += [c.key for c in batch]
         s.batch_finished()
-    assert got == ["L", "R", "S3"]  # S1, S2 wait for D
+    assert got == ["R", "L", "S3"]  # S1, S2 wait for D
     assert [c.key for c in s.queue] == ["S1", "S2"] and s.busy()
 
 
 def test_failed_label_fails_its_distill_and_sweeps():
     s = Scheduler(cells(), batch_size=8, max_attempts=1, in_flight=2)
     s.artifact_built(s.start_artifacts()[0])
+    s.next_batch()  # the reference
     label = s.next_batch()[0]
-    assert s.is_final(label)
+    assert label.kind == "label" and s.is_final(label)
     gone = s.artifact_failed(label)
     assert sorted(c.key for c in gone) == ["D", "S1", "S2"]
-    assert s.artifacts == [] and [c.key for c in s.queue] == ["R", "S3"]
+    assert s.artifacts == [] and [c.key for c in s.queue] == ["S3"]
 
 
 def test_label_retry_goes_back_to_the_accelerator_queue():
     s = Scheduler(cells(), batch_size=8, max_attempts=3)
     s.artifact_built(s.start_artifacts()[0])
+    s.next_batch()  # the reference
+    s.batch_finished()
     label = s.next_batch()[0]
     s.batch_finished()
     s.retry(label, front=True)
