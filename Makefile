@@ -72,9 +72,9 @@ demo: install
 	$(BIN)/greenspec demo
 
 # The paper's protocol on SmolLM2, replayed (examples/study.toml: 50 prompts x 100 new tokens per task, k 1-8, token
-# trees, cost-model k; a timed validation sample): 70,800 cells, whose replays ran at about 6 cells/s on 2 idle cores,
-# so about 3.5 hours; not yet run to the end here. Results in study.db (`greenspec --db sqlite:///study.db resume`
-# continues an interrupted one).
+# trees, cost-model k; 30 timed coordinates validating the predictions): 70,521 cells in about 31 minutes on 2 cores
+# (BENCHMARKS.md, "The study"). Results in study.db (`greenspec --db sqlite:///study.db resume` continues an
+# interrupted one).
 study: install
 	$(BIN)/greenspec --db sqlite:///study.db demo --spec examples/study.toml
 
