@@ -103,9 +103,10 @@ def _intervals(stats: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.nd
     return bounds[0], bounds[1]
 
 
-def _interval(stats: np.ndarray, n: int) -> tuple[float, float]:
-    """The 95% percentile interval of one figure's resampled statistics (NaN resamples left out)."""
-    lo, hi = _intervals(np.asarray(stats, dtype=float).reshape(len(stats), 1), np.array([n]))
+def interval(resampled: np.ndarray, n: int) -> tuple[float, float]:
+    """The 95% percentile interval of one figure's resampled statistics over n prompts (NaN resamples left out;
+    NaN bounds under MIN_PROMPTS): for a figure computed from `weights(n)`'s draws, such as a fitted slope."""
+    lo, hi = _intervals(np.asarray(resampled, dtype=float).reshape(len(resampled), 1), np.array([n]))
     return float(lo[0]), float(hi[0])
 
 
@@ -121,7 +122,7 @@ def _columns(*arrays) -> tuple[np.ndarray, int]:
 
 def _estimate(value: float, stats: np.ndarray, n: int) -> Estimate:
     """The estimate on the prompts themselves and the interval of its resamples."""
-    lo, hi = _interval(stats, n)
+    lo, hi = interval(stats, n)
     return Estimate(float(value), lo, hi, n)
 
 

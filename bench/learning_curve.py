@@ -1,0 +1,95 @@
+"""The learning curve of a run (`storage.curve`), as Markdown: acceptance and predicted speedup of every corpus draft
+against its base's size in tokens, with 95% intervals over prompts; the slope per decade of tokens per draft family
+and regime; where olifant (and REST) clear the session 4-gram on the same prompts, if they do; and what each base
+cost to build (time, energy, peak memory of the training's process tree, file size).
+
+Usage: python -m bench.learning_curve [DB_URL] [EXPERIMENT] [K]   (default: sqlite:///study-code.db, study-code, 5)
+
+Nothing is measured here: every figure is read back from the run's database (`make study` fills it).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pandas as pd
+from sqlalchemy import select
+
+from storage.curve import corpus_sizes, crossing, curve_points, curve_slopes
+
+REFERENCE = "ngram"  # the session 4-gram: the paper's in-session baseline
+
+
+def _fmt(value: float, lo: float, hi: float, digits: int = 3) -> str:
+    return f"{value:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
+
+
+def report(url: str, experiment: str, k: int) -> str:
+    import greenspec
+    from storage.models import Experiment, InstanceBase
+
+    db = greenspec.open_results(url)
+    with db.Session() as s:
+        exp = s.scalars(select(Experiment).where(Experiment.name == experiment)).one()
+        bases = pd.DataFrame(
+            s.execute(
+                select(
+                    InstanceBase.corpus,
+                    InstanceBase.tokens,
+                    InstanceBase.bytes,
+                    InstanceBase.train_s,
+                    InstanceBase.energy_j,
+                    InstanceBase.peak_rss_bytes,
+                ).where(InstanceBase.experiment_id == exp.id)
+            ).all(),
+            columns=["corpus", "tokens", "bytes", "train_s", "energy_j", "peak_rss_bytes"],
+        )
+        spec_toml = exp.spec_toml
+    sizes = corpus_sizes(spec_toml, dict(zip(bases["corpus"], bases["tokens"])))
+    gens = db.generations(experiment)
+    results = db.results(experiment)
+    points = curve_points(gens, sizes, k)
+    speed = results[(results["k"] == k)].set_index(["strategy", "regime"])
+    out = [f"Acceptance and predicted speedup against the base's size (k = {k}; 95% intervals over prompts):", ""]
+    out.append("| draft | tokens | regime | acceptance | speedup | prompts |")
+    out.append("|---|---:|---|---|---|---:|")
+    for r in points.itertuples():
+        sp = speed.loc[(r.strategy, r.regime)] if (r.strategy, r.regime) in speed.index else None
+        sp = sp.iloc[0] if isinstance(sp, pd.DataFrame) else sp
+        speedup = "" if sp is None else _fmt(sp["speedup"], sp["speedup_lo"], sp["speedup_hi"], 2) + "x"
+        acc = _fmt(r.acceptance, r.acceptance_lo, r.acceptance_hi)
+        out.append(f"| {r.family} | {int(r.tokens):,} | {r.regime} | {acc} | {speedup} | {r.n_prompts} |")
+    out += ["", "Acceptance gained per decade of tokens (least squares over log10 tokens; paired bootstrap):", ""]
+    out.append("| draft | regime | sizes | slope per decade | grows? | prompts |")
+    out.append("|---|---|---:|---|---|---:|")
+    for r in curve_slopes(gens, sizes, k).itertuples():
+        slope = _fmt(r.slope_per_decade, r.slope_lo, r.slope_hi)
+        out.append(f"| {r.family} | {r.regime} | {r.sizes} | {slope} | {r.verdict} | {r.n_prompts} |")
+    out += ["", f"Against the session 4-gram (`{REFERENCE}`) on the same prompts:", ""]
+    for family in sorted({f for f, _ in sizes.values()}):
+        for regime in sorted(gens["regime"].unique()):
+            out.append(f"- {crossing(gens, sizes, family, REFERENCE, k, regime)}")
+    if len(bases):
+        out += [
+            "",
+            "What each base cost to build:",
+            "",
+            "| corpus | tokens | file MiB | build s | energy J | peak RSS MiB |",
+        ]
+        out.append("|---|---:|---:|---:|---:|---:|")
+        for b in bases.sort_values("tokens").itertuples():
+            rss = "" if pd.isna(b.peak_rss_bytes) else f"{b.peak_rss_bytes / 2**20:,.0f}"
+            energy = "" if pd.isna(b.energy_j) else f"{b.energy_j:,.0f}"
+            out.append(f"| {b.corpus} | {b.tokens:,} | {b.bytes / 2**20:,.1f} | {b.train_s:,.1f} | {energy} | {rss} |")
+    return "\n".join(out)
+
+
+def main(argv: list[str]) -> None:
+    url = argv[0] if argv else "sqlite:///study-code.db"
+    experiment = argv[1] if len(argv) > 1 else "study-code"
+    k = int(argv[2]) if len(argv) > 2 else 5
+    print(report(url, experiment, k))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

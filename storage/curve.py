@@ -1,0 +1,176 @@
+"""The learning curve: how a corpus draft's acceptance grows with the size of its instance base (or datastore).
+
+Each strategy that reads a corpus (olifant, REST, SuffixDecoding over a corpus) is one point: its family (the
+draft), the corpus's size in tokens (the trained base's own count, else the corpus's `max_tokens`), and its
+acceptance at one k, with a 95% bootstrap interval over prompts. Per family and regime the slope of acceptance
+against log10(tokens) is fitted by least squares, and its interval comes from the same bootstrap: every resample
+draws the same prompts for every size (the sizes share the prompts), so the slope's interval is paired. The
+crossing is the smallest size at which the family's acceptance beats a reference draft (the session 4-gram) on the
+same prompts: the paired difference's interval lies above 0 (`storage.stats.verdict`), or "none" up to the largest.
+
+Pure pandas and numpy over `greenspec export --generations`'s rows (`generations_export_frame`) and the stored
+spec: no database writes.
+
+Example:
+    >>> points = curve_points(gens, sizes={"olifant-1e5": ("olifant", 1e5), "olifant-1e6": ("olifant", 1e6)}, k=5)
+    >>> slopes = curve_slopes(gens, sizes, k=5)   # per family and regime: slope per decade [lo, hi]
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from storage import stats
+
+Sizes = Mapping[str, tuple[str, float]]  # strategy -> (family, tokens)
+
+
+def corpus_sizes(spec_toml: str, trained_tokens: Mapping[str, int]) -> dict[str, tuple[str, float]]:
+    """strategy -> (draft, tokens) for every strategy of a stored spec that reads a corpus: the tokens its base was
+    trained on (`trained_tokens`, by corpus name), else the corpus's `max_tokens`; strategies without either are left
+    out (their size is unknown)."""
+    spec = tomllib.loads(spec_toml)
+    caps = {c["name"]: c.get("max_tokens") for c in spec.get("corpora", [])}
+    out = {}
+    for s in spec.get("strategies", []):
+        corpus = s.get("corpus")
+        if not corpus:
+            continue
+        tokens = trained_tokens.get(corpus) or caps.get(corpus)
+        if tokens:
+            out[s["name"]] = (s["draft"], float(tokens))
+    return out
+
+
+def _prompt_table(gens: pd.DataFrame, strategies, k: int, regime: str, task: str | None) -> pd.DataFrame:
+    """accepted and drafted per prompt (rows) and strategy (columns, a MultiIndex (figure, strategy))."""
+    g = gens[gens["strategy"].isin(list(strategies)) & (gens["k"] == k) & (gens["regime"] == regime)]
+    if task is not None:
+        g = g[g["task"] == task]
+    if "measure" in g:  # a prompt both replayed and timed made the same rounds: counted once, as its replay
+        g = g.assign(_timed=g["measure"] != "replay").sort_values("_timed")
+        g = g.drop_duplicates(["strategy", "task", "k", "regime", "prompt_index"])
+    g = g.assign(prompt=g["task"].astype(str) + "#" + g["prompt_index"].astype(str))
+    return g.pivot_table(index="prompt", columns="strategy", values=["accepted", "drafted"], aggfunc="sum")
+
+
+def _acceptance(table: pd.DataFrame, names: list[str]):
+    """(the acceptance of each strategy over every prompt all of them have, the bootstrap's (R, len(names)) of it)."""
+    acc = table["accepted"][names].to_numpy(float)
+    dra = table["drafted"][names].to_numpy(float)
+    keep = np.isfinite(acc).all(axis=1) & np.isfinite(dra).all(axis=1)
+    acc, dra = acc[keep], dra[keep]
+    if not len(acc):
+        return None, None, 0
+    w = stats.weights(len(acc))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return acc.sum(0) / dra.sum(0), (w @ acc) / (w @ dra), len(acc)
+
+
+def _slope(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Least-squares slope of each row of y (..., n) against x (n,)."""
+    xc = x - x.mean()
+    return ((y - y.mean(axis=-1, keepdims=True)) * xc).sum(axis=-1) / (xc**2).sum()
+
+
+def curve_points(gens: pd.DataFrame, sizes: Sizes, k: int, task: str | None = None) -> pd.DataFrame:
+    """One row per strategy of `sizes` and regime at `k`: family, tokens, acceptance with its interval, prompts."""
+    rows = []
+    for regime in sorted(gens["regime"].dropna().unique()):
+        table = _prompt_table(gens, sizes, k, regime, task)
+        for name in sorted(set(sizes) & (set(table["accepted"].columns) if len(table) else set())):
+            value, boot, n = _acceptance(table, [name])
+            if n:
+                lo, hi = stats.interval(boot[:, 0], n)
+                family, tokens = sizes[name]
+                rows.append(
+                    dict(
+                        family=family,
+                        strategy=name,
+                        tokens=tokens,
+                        regime=regime,
+                        acceptance=value[0],
+                        acceptance_lo=lo,
+                        acceptance_hi=hi,
+                        n_prompts=n,
+                    )
+                )
+    return (
+        pd.DataFrame(rows).sort_values(["family", "regime", "tokens"]).reset_index(drop=True)
+        if rows
+        else pd.DataFrame()
+    )
+
+
+def curve_slopes(gens: pd.DataFrame, sizes: Sizes, k: int, task: str | None = None) -> pd.DataFrame:
+    """Per family and regime with two sizes or more: acceptance gained per decade of tokens, with its paired 95%
+    interval over prompts, and the verdict of "acceptance grows with the base" (slope > 0)."""
+    rows = []
+    for regime in sorted(gens["regime"].dropna().unique()):
+        table = _prompt_table(gens, sizes, k, regime, task)
+        present = set(table["accepted"].columns) if len(table) else set()
+        for family in sorted({f for f, _ in sizes.values()}):
+            names = sorted((n for n in sizes if sizes[n][0] == family and n in present), key=lambda n: sizes[n][1])
+            if len({sizes[n][1] for n in names}) < 2:
+                continue
+            value, boot, n = _acceptance(table, names)
+            if not n:
+                continue
+            x = np.log10([sizes[name][1] for name in names])
+            slope, boot_slopes = float(_slope(x, value)), _slope(x, boot)
+            lo, hi = stats.interval(boot_slopes, n)
+            rows.append(
+                dict(
+                    family=family,
+                    regime=regime,
+                    sizes=len(names),
+                    slope_per_decade=slope,
+                    slope_lo=lo,
+                    slope_hi=hi,
+                    verdict=stats.verdict(lo, hi, 0.0, ">"),
+                    n_prompts=n,
+                )
+            )
+    return pd.DataFrame(rows)
+
+
+def crossing(
+    gens: pd.DataFrame, sizes: Sizes, family: str, reference: str, k: int, regime: str, task: str | None = None
+) -> str:
+    """The smallest size at which `family` accepts more than the `reference` strategy on the same prompts (the paired
+    difference's 95% interval above 0), as a line; or that it does not up to the largest size, with the gap there."""
+    names = sorted((n for n in sizes if sizes[n][0] == family), key=lambda n: sizes[n][1])
+    table = _prompt_table(gens, [*names, reference], k, regime, task)
+    if not len(table) or reference not in table["accepted"].columns:
+        return f"{family} vs {reference} ({regime}, k={k}): no common prompts"
+    last = None
+    for name in (n for n in names if n in table["accepted"].columns):
+        value, boot, n = _acceptance(table, [name, reference])
+        if not n:
+            continue
+        diff = boot[:, 0] - boot[:, 1]
+        lo, hi = stats.interval(diff, n)
+        last = (name, value[0] - value[1], lo, hi, n)
+        if stats.verdict(lo, hi, 0.0, ">") == "holds":
+            return (
+                f"{family} clears {reference} from {_tokens(sizes[name][1])} tokens ({regime}, k={k}): "
+                f"difference {value[0] - value[1]:+.3f} [{lo:+.3f}, {hi:+.3f}], {n} prompts"
+            )
+    if last is None:
+        return f"{family} vs {reference} ({regime}, k={k}): no common prompts"
+    name, d, lo, hi, n = last
+    return (
+        f"{family} does not clear {reference} up to {_tokens(sizes[name][1])} tokens ({regime}, k={k}): "
+        f"difference there {d:+.3f} [{lo:+.3f}, {hi:+.3f}], {n} prompts"
+    )
+
+
+def _tokens(n: float) -> str:
+    """10^5 style for a power of ten, else the count with separators."""
+    e = math.log10(n) if n > 0 else 0
+    return f"10^{round(e)}" if abs(e - round(e)) < 1e-9 else f"{int(n):,}"
