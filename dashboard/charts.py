@@ -127,6 +127,30 @@ def acceptance_vs_k(summary: pd.DataFrame) -> go.Figure:
     )
 
 
+def learning_curve_chart(points: pd.DataFrame, k: int) -> dict:
+    """Acceptance against the base's tokens (log axis), one line per draft family, one panel per regime, with each
+    point's 95% interval over prompts as error bars (`storage.curve.curve_points`); as a dict (`show_chart`)."""
+    df = points.assign(
+        plus=points["acceptance_hi"] - points["acceptance"], minus=points["acceptance"] - points["acceptance_lo"]
+    )
+    fig = px.line(
+        df,
+        x="tokens",
+        y="acceptance",
+        color="family",
+        facet_col="regime",
+        error_y="plus",
+        error_y_minus="minus",
+        markers=True,
+        log_x=True,
+        hover_data=["strategy", "n_prompts"],
+    )
+    fig.update_yaxes(tickformat=".0%")
+    return _finish(
+        fig, f"Learning curve: acceptance against the base's size (k = {k}; bars: 95% intervals over prompts)"
+    ).to_dict()
+
+
 def accepted_length_hist(counts: pd.DataFrame) -> go.Figure:
     """Share of verifier rounds that accepted 0..k draft tokens, per strategy, one panel per k.
 

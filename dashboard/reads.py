@@ -197,3 +197,27 @@ def spec(url: str, exp_id: int) -> dict:
     except tomllib.TOMLDecodeError:
         logger.warning("experiment %s: spec_toml does not parse", exp_id)
         return {}
+
+
+@st.cache_data(max_entries=ENTRIES, show_spinner=False)
+def learning_curve(url: str, exp_id: int, data: Version, k: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The learning curve at `k` (`storage.curve`): one point per corpus strategy and regime (acceptance against its
+    base's tokens, with its interval) and the slope per decade of each draft family; both empty without two sizes."""
+    from storage import curve
+
+    with _session(url) as s:
+        text = browse.spec_toml(s, exp_id)
+        bases = sq.instance_bases_frame(s, exp_id)
+    try:
+        sizes = curve.corpus_sizes(text, dict(zip(bases["corpus"], bases["tokens"])))
+    except tomllib.TOMLDecodeError:
+        return pd.DataFrame(), pd.DataFrame()
+    families = {}
+    for family, tokens in sizes.values():
+        families.setdefault(family, set()).add(tokens)
+    sizes = {name: ft for name, ft in sizes.items() if len(families[ft[0]]) > 1}  # a curve needs two sizes
+    if not sizes:
+        return pd.DataFrame(), pd.DataFrame()
+    prompts = _prompts(url, exp_id, data)
+    prompts = prompts[prompts["version"] == "current"] if "version" in prompts else prompts
+    return curve.curve_points(prompts, sizes, k), curve.curve_slopes(prompts, sizes, k)

@@ -1,10 +1,11 @@
-"""Acceptance: Tables 6 and 7 (acceptance, first-token acceptance, MAL), the break-even k/(k+1), accepted lengths."""
+"""Acceptance: Tables 6 and 7 (acceptance, first-token acceptance, MAL), the break-even k/(k+1), accepted lengths, and
+the learning curve (acceptance against the base's size) where a draft ran on bases of several sizes."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import tables, ui
+from dashboard import charts, reads, tables, ui
 from dashboard.app import page_filters
 
 f = page_filters()
@@ -36,3 +37,13 @@ else:
         },
     )
     ui.show_chart(ui.accepted_length_chart(f, int(even["k"].max())))
+
+curve_k = 5
+points, slopes = reads.learning_curve(f.url, f.exp_id, f.version, curve_k)
+if not points.empty:
+    ui.show_chart(charts.learning_curve_chart(points, curve_k))
+    ui.frame_block(
+        slopes,
+        f"Learning curve: acceptance gained per decade of tokens (k = {curve_k}, paired 95% interval over prompts)",
+        "learning_curve",
+    )

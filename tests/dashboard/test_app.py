@@ -230,3 +230,39 @@ def test_the_dashboard_never_writes(monkeypatch, tmp_path, fixture_db):
     for page in ("throughput", "acceptance", "energy", "texts", "paper"):
         _open(at, page)
     assert files() == before
+
+
+def test_a_draft_on_bases_of_two_sizes_gets_its_learning_curve(monkeypatch, tmp_path, fixture_db):
+    """The fixture's olifant generations copied under two strategies on corpora of 10^4 and 10^5 tokens, the small one
+    accepting half as often: the Acceptance page draws the curve and tables the slope (+0.5 x acceptance a decade)."""
+    import sqlite3
+
+    from storage.models import Generation
+
+    db = tmp_path / "curve.db"
+    with sqlite3.connect(fixture_db.removeprefix("sqlite:///")) as src, sqlite3.connect(db) as dst:
+        src.backup(dst)  # with its write-ahead log, which a file copy would miss
+    columns = [c.name for c in Generation.__table__.columns if c.name not in ("id", "cell_id", "strategy", "accepted")]
+    with sqlite3.connect(db) as conn:
+        (spec,) = conn.execute("SELECT spec_toml FROM experiments").fetchone()
+        spec += (
+            '\n[[corpora]]\nname = "small"\npath = "small.txt"\nmax_tokens = 10_000\n'
+            '\n[[corpora]]\nname = "big"\npath = "big.txt"\nmax_tokens = 100_000\n'
+            '\n[[strategies]]\nname = "oli-small"\ndraft = "olifant"\ncorpus = "small"\n'
+            '\n[[strategies]]\nname = "oli-big"\ndraft = "olifant"\ncorpus = "big"\n'
+        )
+        conn.execute("UPDATE experiments SET spec_toml = ?", (spec,))
+        cols = ", ".join(columns)
+        for i, (name, accepted) in enumerate((("oli-small", "accepted / 2"), ("oli-big", "accepted")), start=1):
+            conn.execute(  # a cell id of its own (unique per generation; the copies have no cell row)
+                f"INSERT INTO generations (cell_id, strategy, accepted, {cols}) SELECT cell_id + ?, ?, {accepted}, "
+                f"{cols} FROM generations WHERE strategy = 'olifant-wikitext'",
+                (i * 10**6, name),
+            )
+        assert conn.execute("SELECT count(*) FROM generations WHERE strategy = 'oli-big' AND k = 5").fetchone()[0]
+    at = _open(_app(monkeypatch, f"sqlite:///{db}"), "acceptance")
+    titles = [c.proto.spec for c in _charts(at)]
+    assert any("Learning curve" in t for t in titles)
+    slopes = at.dataframe[-1].value
+    assert set(slopes["family"]) == {"olifant"} and (slopes["sizes"] == 2).all()
+    assert (slopes["slope_per_decade"] > 0).all()
