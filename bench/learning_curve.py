@@ -17,7 +17,7 @@ from sqlalchemy import select
 
 from storage.curve import corpus_sizes, crossing, curve_points, curve_slopes
 
-REFERENCE = "ngram"  # the session 4-gram: the paper's in-session baseline
+REFERENCE = "ngram"  # the 4-gram over the generation's own text: the paper's in-session baseline
 
 
 def _fmt(value: float, lo: float, hi: float, digits: int = 3) -> str:
@@ -65,7 +65,7 @@ def report(url: str, experiment: str, k: int) -> str:
     for r in curve_slopes(gens, sizes, k).itertuples():
         slope = _fmt(r.slope_per_decade, r.slope_lo, r.slope_hi)
         out.append(f"| {r.family} | {r.regime} | {r.sizes} | {slope} | {r.verdict} | {r.n_prompts} |")
-    out += ["", f"Against the session 4-gram (`{REFERENCE}`) on the same prompts:", ""]
+    out += ["", f"Against `{REFERENCE}` (the 4-gram over the generation's own text) on the same prompts:", ""]
     for family in sorted({f for f, _ in sizes.values()}):
         for regime in sorted(gens["regime"].unique()):
             out.append(f"- {crossing(gens, sizes, family, REFERENCE, k, regime)}")
