@@ -153,6 +153,12 @@ def one_measure(summary: pd.DataFrame) -> pd.DataFrame:
     return df[(df["measure"] == "replay") | ~df.set_index(keys).index.isin(replayed)]
 
 
+def paper_rows(frame: pd.DataFrame, key: str) -> pd.DataFrame:
+    """The rows one of the paper's tables reads from a summary or export frame: plain greedy's (by its draft, whatever
+    the strategy is named) only where the table shows it (`TableSpec.plain`)."""
+    return frame if PAPER_TABLES[key].plain else frame[frame["draft"] != PLAIN]
+
+
 def paper_table(summary: pd.DataFrame, metrics: Sequence[Metric], regime: str | None) -> pd.DataFrame:
     """Rows (strategy, k), columns (task, metric label); plain first, then strategies by name and k (`one_measure`)."""
     summary = one_measure(summary)

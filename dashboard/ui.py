@@ -137,9 +137,7 @@ def slug(text: str) -> str:
 def paper_table(f: Filters, key: str) -> pd.DataFrame:
     """One of the paper's tables over the filters' summary, pivoted once per data version and selection."""
     spec = tables.PAPER_TABLES[key]
-    summary = f.summary()
-    rows = summary if spec.plain else summary[summary["draft"] != tables.PLAIN]
-    return tables.paper_table(rows, spec.metrics, spec.regime)
+    return tables.paper_table(tables.paper_rows(f.summary(), key), spec.metrics, spec.regime)
 
 
 def paper_table_block(f: Filters, key: str) -> pd.DataFrame:

@@ -128,11 +128,11 @@ def paper_tables(df: pd.DataFrame) -> str:
     """The paper's Tables 1-4, 6 and 7 over the run (one measure per cell: the replayed figure where there is one),
     from the same definitions as the dashboard's pages; Table 5 (redundancy of the texts) needs every text and is on
     the dashboard's Texts page."""
-    from dashboard.tables import PAPER_TABLES, paper_table, styled  # deferred: pandas Styler and jinja2
+    from dashboard.tables import PAPER_TABLES, paper_rows, paper_table, styled  # deferred: pandas Styler and jinja2
 
     out = []
     for key, spec in PAPER_TABLES.items():
-        rows = df if spec.plain else df[df["strategy"] != "plain"]
+        rows = paper_rows(df, key)
         table = paper_table(rows, spec.metrics, spec.regime) if key != "table5" and not rows.empty else pd.DataFrame()
         if not table.empty:
             out.append(f"<h3>{html.escape(spec.title)}</h3>" + styled(table, spec.metrics).to_html())

@@ -233,3 +233,11 @@ def test_the_summary_and_its_page_tables_keep_k_one_type(summary):
     page = tables.styled(tables.paper_table(summary, spec.metrics, spec.regime), spec.metrics).data
     assert {type(k) for k in page["k"]} == {int}
     pa.Table.from_pandas(page)
+
+
+def test_paper_rows_know_plain_greedy_by_its_draft_whatever_its_name():
+    from dashboard.tables import paper_rows
+
+    frame = pd.DataFrame({"strategy": ["baseline", "ngram"], "draft": ["plain", "ngram"]})
+    assert list(paper_rows(frame, "table6")["strategy"]) == ["ngram"]  # acceptance: no plain row
+    assert list(paper_rows(frame, "table1")["strategy"]) == ["baseline", "ngram"]  # speedup: plain is the reference
