@@ -283,6 +283,23 @@ def test_study_code_spec_gives_one_train_cell_per_max_tokens():
     assert spec.sweep.replay and spec.verifier.model == "smollm2-135m"
 
 
+def test_study_shakespeare_spec_gives_one_train_cell_per_size_up_to_the_whole_text():
+    """examples/study-shakespeare.toml (the learning curve on Shakespeare) parses, and each size is its own cell."""
+    from orchestrator.run.cells import corpus_cell
+    from orchestrator.run.spec_paths import check_paths, load_spec
+
+    spec = load_spec(Path(__file__).parents[3] / "examples" / "study-shakespeare.toml")
+    check_paths(spec)
+    caps = {c.name: c.max_tokens for c in spec.corpora}
+    assert caps == {
+        "shakespeare-1e4": 10_000,
+        "shakespeare-1e5": 100_000,
+        "shakespeare-1e6": 1_000_000,
+        "shakespeare-all": None,
+    }
+    assert len({corpus_cell(spec, c).key for c in spec.corpora}) == 4 and spec.tasks[0].prompts >= 50
+
+
 def test_a_file_without_def_or_class_gives_no_test_document():
     assert code_chunks("X = 1\n" * 200) == []
     assert code_chunks("") == []
