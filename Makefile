@@ -74,12 +74,16 @@ demo: install
 # The paper's protocol on SmolLM2, replayed (examples/study.toml: 50 prompts x 100 new tokens per task, k 1-8, token
 # trees, cost-model k; 30 timed coordinates validating the predictions): 70,521 cells in about 31 minutes on 2 cores;
 # then the learning curve on the built-in code corpus (examples/study-code.toml: olifant, REST and suffix over 10^5,
-# 10^6 and 10^7 tokens, 100 code prompts): 29,227 cells in about 23 minutes (BENCHMARKS.md, "The study", "The
-# learning curve"). Results in study.db (`greenspec --db sqlite:///study.db resume -e NAME` continues an interrupted one).
+# 10^6 and 10^7 tokens, 100 code prompts): 29,227 cells in about 23 minutes; and the same curve on Shakespeare
+# (examples/study-shakespeare.toml, up to its 1.35M tokens): 11,019 cells in about 9 minutes (BENCHMARKS.md, "The
+# study", "The learning curve"). Results in study.db (`greenspec --db sqlite:///study.db resume -e NAME` continues an
+# interrupted one).
 study: install
 	$(BIN)/greenspec --db sqlite:///study.db demo --spec examples/study.toml
 	$(BIN)/greenspec --db sqlite:///study.db run examples/study-code.toml
 	$(BIN)/python -m bench.learning_curve sqlite:///study.db study-code
+	$(BIN)/greenspec --db sqlite:///study.db run examples/study-shakespeare.toml
+	$(BIN)/python -m bench.learning_curve sqlite:///study.db study-shakespeare
 
 # Two pytest-xdist workers, whole files each (module fixtures stay shared), the longest files first: two keep the 2
 # cores busy; four were slower (the suite is CPU-bound: BENCHMARKS.md, "Test suite time").
