@@ -1,18 +1,19 @@
 """The learning curve: how a corpus draft's acceptance grows with the size of its instance base (or datastore).
 
-Each strategy that reads a corpus (olifant, REST, SuffixDecoding over a corpus) is one point: its family (the
+Each strategy that reads a corpus is one point: its family (the
 draft), the corpus's size in tokens (the trained base's own count, else the corpus's `max_tokens`), and its
 acceptance at one k, with a 95% bootstrap interval over prompts. Per family and regime the slope of acceptance
 against log10(tokens) is fitted by least squares, and its interval comes from the same bootstrap: every resample
 draws the same prompts for every size (the sizes share the prompts), so the slope's interval is paired. The
-crossing is the smallest size at which the family's acceptance beats a reference draft (the session 4-gram) on the
+crossing is the smallest size at which the family's acceptance beats a reference draft (the spec's 4-gram) on the
 same prompts: the paired difference's interval lies above 0 (`storage.stats.verdict`), or "none" up to the largest.
 
 Pure pandas and numpy over `greenspec export --generations`'s rows (`generations_export_frame`) and the stored
 spec: no database writes.
 
 Example:
-    >>> points = curve_points(gens, sizes={"olifant-1e5": ("olifant", 1e5), "olifant-1e6": ("olifant", 1e6)}, k=5)
+    >>> sizes = corpus_sizes(spec_toml, trained_tokens)   # {"base-1e5": (its draft, 1e5), "base-1e6": (..., 1e6)}
+    >>> points = curve_points(gens, sizes, k=5)
     >>> slopes = curve_slopes(gens, sizes, k=5)   # per family and regime: slope per decade [lo, hi]
 """
 
