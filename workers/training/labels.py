@@ -88,24 +88,45 @@ def label_positions(
     chunk_tokens: int = 512,
     overlap_tokens: int = 128,
     batch_chunks: int = 8,
+    on_progress=None,
 ) -> np.ndarray:
-    """The verifier's greedy next token for every target position; (n_tokens,) int32, -1 at document starts."""
-    labels = np.full(len(tokens), NO_LABEL, dtype=np.int32)
-    batch: list[Window] = []
+    """The verifier's greedy next token for every target position; (n_tokens,) int32, -1 at document starts.
 
-    def flush() -> None:
+    Windows are read longest first, as many per forward pass as fit `batch_chunks * chunk_tokens` padded tokens:
+    a corpus of short documents (code files, paragraphs) then pads a pass to about its own rows' length, not to the
+    longest window of a batch taken in corpus order. `on_progress(done, total)` hears the labelled positions."""
+    labels = np.full(len(tokens), NO_LABEL, dtype=np.int32)
+    todo = sorted(windows(offsets, chunk_tokens, overlap_tokens), key=lambda w: w.end - w.start, reverse=True)
+    total, done = sum(w.end - w.first for w in todo), 0
+    budget = batch_chunks * chunk_tokens
+    i = 0
+    while i < len(todo):
+        width = todo[i].end - todo[i].start - 1  # the longest row of this pass (rows drop their last token)
+        batch = todo[i : i + max(1, budget // max(width, 1))]
+        i += len(batch)
         rows = [np.asarray(tokens[w.start : w.end - 1], dtype=np.int64) for w in batch]  # the token before each target
         for w, best in zip(batch, _argmax_rows(verifier.model, rows, verifier.device)):
             labels[w.first : w.end] = best[w.first - 1 - w.start :]
-        batch.clear()
-
-    for w in windows(offsets, chunk_tokens, overlap_tokens):
-        batch.append(w)
-        if len(batch) == batch_chunks:
-            flush()
-    if batch:
-        flush()
+            done += w.end - w.first
+        if on_progress is not None:
+            on_progress(done, total)
     return labels
+
+
+def _progress_logger(name: str, every_s: float = 30.0):
+    """`on_progress` for `label_positions`: a log line at most every `every_s` with counts, rate and ETA."""
+    t0 = last = time.perf_counter()
+
+    def report(done: int, total: int) -> None:
+        nonlocal last
+        now = time.perf_counter()
+        if now - last < every_s and done < total:
+            return
+        last, rate = now, done / max(now - t0, 1e-9)
+        eta = (total - done) / rate if rate else float("inf")
+        logger.info("labelling %s: %d/%d positions, %.0f/s, ETA %.0f s", name, done, total, rate, eta)
+
+    return report
 
 
 def agreement(tokens: np.ndarray, labels: np.ndarray) -> float:
@@ -129,6 +150,7 @@ def label_corpus(verifier, tokenizer, job: LabelJob) -> LabelRecord:
         chunk_tokens=job.chunk_tokens,
         overlap_tokens=job.overlap_tokens,
         batch_chunks=job.batch_chunks,
+        on_progress=_progress_logger(job.corpus.name),
     )
     labels_path = out / f"{job.corpus.name}.labels"
     labels.tofile(labels_path)

@@ -85,6 +85,21 @@ def test_long_documents_are_labelled_from_their_window(verifier):
     assert 0.0 <= agreement(tokens, labels) <= 1.0
 
 
+def test_passes_packed_by_length_give_the_labels_of_one_window_a_pass(verifier):
+    """Windows go longest first, as many a pass as fit the padded budget: the labels are those of one window per
+    pass, whatever the packing; progress reaches every labelled position."""
+    tokens, offsets = corpus([70, 3, 9, 30, 2, 17])
+    seen = []
+    packed = label_positions(
+        verifier, tokens, offsets, chunk_tokens=24, overlap_tokens=8, batch_chunks=3, on_progress=lambda *a: seen.append(a)
+    )
+    single = label_positions(verifier, tokens, offsets, chunk_tokens=24, overlap_tokens=8, batch_chunks=1)
+    assert packed.tolist() == single.tolist()
+    total = sum(b - a - 1 for a, b in pairwise(offsets))
+    assert seen[-1] == (total, total) and [d for d, _ in seen] == sorted(d for d, _ in seen)
+    assert len(seen) < len(list(windows(offsets, 24, 8)))  # short windows shared a pass
+
+
 def test_label_corpus_writes_a_manifest(verifier, tmp_path, mistral_tok):
     from workers.contracts import LabelJob
     from workers.corpora import TextSource
