@@ -36,15 +36,45 @@ def corpus_sizes(spec_toml: str, trained_tokens: Mapping[str, int]) -> dict[str,
     trained on (`trained_tokens`, by corpus name), else the corpus's `max_tokens`; strategies without either are left
     out (their size is unknown)."""
     spec = tomllib.loads(spec_toml)
-    caps = {c["name"]: c.get("max_tokens") for c in spec.get("corpora", [])}
+    corpora = {c["name"]: c for c in spec.get("corpora", [])}
     out = {}
     for s in spec.get("strategies", []):
-        corpus = s.get("corpus")
-        if not corpus:
+        corpus = corpora.get(s.get("corpus") or "")
+        if corpus is None:
             continue
-        tokens = trained_tokens.get(corpus) or caps.get(corpus)
+        distilled = corpus.get("labels") == "verifier"
+        cap = corpus.get("label_max_tokens", corpus.get("max_tokens")) if distilled else corpus.get("max_tokens")
+        tokens = trained_tokens.get(corpus["name"]) or cap
         if tokens:
-            out[s["name"]] = (s["draft"], float(tokens))
+            out[s["name"]] = (f"{s['draft']}{DISTILLED}" if distilled else s["draft"], float(tokens))
+    return out
+
+
+DISTILLED = " (distilled)"  # a distilled base's family: the draft's name and this, a curve of its own
+
+
+def distilled_vs_corpus(gens: pd.DataFrame, sizes: Sizes, k: int, regime: str, task: str | None = None) -> list[str]:
+    """Per distilled base, lines comparing it on the same prompts with its draft's corpus bases of the same size and
+    larger: the paired difference of acceptance with its 95% interval and verdict. Distillation buys more than more
+    corpus where the distilled base beats a larger corpus base."""
+    out = []
+    for name, (family, tokens) in sorted(sizes.items(), key=lambda kv: kv[1][1]):
+        if not family.endswith(DISTILLED):
+            continue
+        draft = family[: -len(DISTILLED)]
+        others = sorted((n for n in sizes if sizes[n][0] == draft and sizes[n][1] >= tokens), key=lambda n: sizes[n][1])
+        table = _prompt_table(gens, [name, *others], k, regime, task)
+        present = set(table["accepted"].columns) if len(table) else set()
+        for other in (o for o in others if o in present and name in present):
+            value, boot, n = _acceptance(table, [name, other])
+            if not n:
+                continue
+            lo, hi = stats.interval(boot[:, 0] - boot[:, 1], n)
+            out.append(
+                f"{name} ({_tokens(tokens)} labelled tokens) - {other} ({_tokens(sizes[other][1])} corpus tokens), "
+                f"{regime}, k={k}: {value[0]:.3f} vs {value[1]:.3f}, difference {value[0] - value[1]:+.3f} "
+                f"[{lo:+.3f}, {hi:+.3f}] ({stats.verdict(lo, hi, 0.0, '>')}), {n} prompts"
+            )
     return out
 
 

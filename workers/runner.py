@@ -49,6 +49,7 @@ class RunnerConfig:
     power_hz: float = 10.0
     idle_baseline_s: float = 0.0
     threads: int | None = None
+    label_threads: int | None = None  # torch threads while labelling (None: as `threads`)
     repeats: int = 1  # timed runs per generation; the fastest is kept (the same tokens each time)
     max_drafts: int = 32  # drafts kept loaded (least recently used released): a prompt's strategies take turns
 
@@ -160,8 +161,15 @@ class SweepRunner:
         """The verifier's greedy next token over a corpus (teacher forcing, batched), written beside its tokens."""
         from workers.training.labels import label_corpus
 
+        import torch
+
         self._drafts.clear()  # free the drafts' memory for the large batched passes
-        return label_corpus(self.verifier, self.tokenizer, job)
+        before = torch.get_num_threads()
+        torch.set_num_threads(self.cfg.label_threads or before)
+        try:
+            return label_corpus(self.verifier, self.tokenizer, job)
+        finally:
+            torch.set_num_threads(before)
 
     def _cost_model(self, job: CostModelJob) -> CostModelRecord:
         """The verifier's pass-cost model, timed on this device over the contexts the sweep's passes see."""

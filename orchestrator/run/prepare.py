@@ -229,6 +229,9 @@ def runner_config(spec: Spec, threads: int | None) -> RunnerConfig:
         power_hz=spec.power.hz,
         idle_baseline_s=spec.power.idle_baseline_s,
         threads=threads,
+        # labelling is long batched passes with little beside it (the replays of a distilled base wait for it):
+        # every core, unless `[verifier] threads` says otherwise
+        label_threads=v.threads or os.cpu_count(),
         repeats=spec.sweep.repeats,
         max_drafts=1 if spec.sweep.order == "strategy" else RunnerConfig.max_drafts,
     )
