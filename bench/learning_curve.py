@@ -3,7 +3,9 @@ against its base's size in tokens, with 95% intervals over prompts; the slope pe
 and regime; where each corpus draft clears the spec's 4-gram on the same prompts, if it does; and what each base
 cost to build (time, energy, peak memory of the training's process tree, file size).
 
-Usage: python -m bench.learning_curve [DB_URL] [EXPERIMENT] [K]   (default: sqlite:///study-code.db, study-code, 5)
+Usage: python -m bench.learning_curve [DB_URL] [EXPERIMENT] [K] [TASK]
+(default: sqlite:///study-code.db, study-code, 5, every task). A distilled base is a curve of its own, compared on the
+same prompts with its draft's corpus bases of its size and larger, beside what its labels cost.
 
 Nothing is measured here: every figure is read back from the run's database (`make study` fills it).
 """
@@ -15,11 +17,29 @@ import sys
 import pandas as pd
 from sqlalchemy import select
 
-from storage.curve import corpus_sizes, crossing, curve_points, curve_slopes
+from storage.curve import corpus_sizes, crossing, curve_points, curve_slopes, distilled_vs_corpus
 
 
 def _fmt(value: float, lo: float, hi: float, digits: int = 3) -> str:
     return f"{value:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
+
+
+def _labels(labels: pd.DataFrame) -> list[str]:
+    """What the verifier's labels cost, as Markdown lines ([] without any)."""
+    if not len(labels):
+        return []
+    out = ["", "What the verifier's labels cost (teacher-forced passes on the accelerator worker):", ""]
+    out.append("| corpus | labelled tokens | agreement with the corpus | label s | tokens/s | energy J | device |")
+    out.append("|---|---:|---:|---:|---:|---:|---|")
+    for r in labels.itertuples():
+        m = r.meta or {}
+        energy = "" if pd.isna(r.energy_j) else f"{r.energy_j:,.0f}"
+        n = m.get("n_labelled") or 0
+        out.append(
+            f"| {r.corpus} | {n:,} | {m.get('agreement', float('nan')):.3f} | {r.build_s:,.1f} | "
+            f"{n / r.build_s if r.build_s else float('nan'):,.0f} | {energy} | {m.get('device', '')} |"
+        )
+    return out
 
 
 def _costs(bases: pd.DataFrame) -> list[str]:
@@ -40,11 +60,11 @@ def _costs(bases: pd.DataFrame) -> list[str]:
     return out
 
 
-def report(url: str, experiment: str, k: int) -> str:
+def report(url: str, experiment: str, k: int, task: str | None = None) -> str:
     import greenspec
     from orchestrator.checks.claims import session_4gram
     from orchestrator.run.spec import parse_spec
-    from storage.models import Experiment, InstanceBase
+    from storage.models import Artifact, Experiment, InstanceBase
 
     db = greenspec.open_results(url)
     with db.Session() as s:
@@ -62,13 +82,39 @@ def report(url: str, experiment: str, k: int) -> str:
             ).all(),
             columns=["corpus", "tokens", "bytes", "train_s", "energy_j", "peak_rss_bytes"],
         )
+        built = pd.DataFrame(
+            s.execute(
+                select(
+                    Artifact.kind, Artifact.corpus, Artifact.bytes, Artifact.build_s, Artifact.energy_j, Artifact.meta
+                ).where(Artifact.experiment_id == exp.id)
+            ).all(),
+            columns=["kind", "corpus", "bytes", "build_s", "energy_j", "meta"],
+        )
         spec_toml = exp.spec_toml
+    distilled = built[built["kind"] == "distill"]
+    if len(distilled):  # a distilled base's build beside the corpus bases' (its peak memory is not measured)
+        bases = pd.concat(
+            [
+                bases,
+                pd.DataFrame(
+                    dict(
+                        corpus=distilled["corpus"],
+                        tokens=[int(m.get("tokens", 0)) for m in distilled["meta"]],
+                        bytes=distilled["bytes"],
+                        train_s=distilled["build_s"],
+                        energy_j=distilled["energy_j"],
+                        peak_rss_bytes=float("nan"),
+                    )
+                ),
+            ],
+            ignore_index=True,
+        )
     sizes = corpus_sizes(spec_toml, dict(zip(bases["corpus"], bases["tokens"])))
     reference = session_4gram(parse_spec(spec_toml))  # the paper's baseline: the 4-gram over the generation's text
     gens = db.generations(experiment)
     results = db.results(experiment)
-    points = curve_points(gens, sizes, k)
-    at_k = results[results["k"] == k]
+    points = curve_points(gens, sizes, k, task)
+    at_k = results[(results["k"] == k) & ((results["task"] == task) if task else True)]
     if "measure" in at_k:  # a coordinate both replayed (every prompt) and timed (its first): the replayed row
         at_k = at_k.assign(_timed=at_k["measure"] != "replay").sort_values("_timed")
     speed = at_k.drop_duplicates(["strategy", "regime"]).set_index(["strategy", "regime"])
@@ -83,14 +129,25 @@ def report(url: str, experiment: str, k: int) -> str:
     out += ["", "Acceptance gained per decade of tokens (least squares over log10 tokens; paired bootstrap):", ""]
     out.append("| draft | regime | sizes | slope per decade | grows? | prompts |")
     out.append("|---|---|---:|---|---|---:|")
-    for r in curve_slopes(gens, sizes, k).itertuples():
+    for r in curve_slopes(gens, sizes, k, task).itertuples():
         slope = _fmt(r.slope_per_decade, r.slope_lo, r.slope_hi)
         out.append(f"| {r.family} | {r.regime} | {r.sizes} | {slope} | {r.verdict} | {r.n_prompts} |")
     if reference is not None:
         out += ["", f"Against `{reference}` (the 4-gram over the generation's own text) on the same prompts:", ""]
         for family in sorted({f for f, _ in sizes.values()}):
             for regime in sorted(gens["regime"].unique()):
-                out.append(f"- {crossing(gens, sizes, family, reference, k, regime)}")
+                out.append(f"- {crossing(gens, sizes, family, reference, k, regime, task)}")
+    versus = [
+        line for regime in sorted(gens["regime"].unique()) for line in distilled_vs_corpus(gens, sizes, k, regime, task)
+    ]
+    if versus:
+        out += [
+            "",
+            "Labelling against more corpus (the distilled base against its draft's corpus bases, same prompts):",
+            "",
+        ]
+        out += [f"- {line}" for line in versus]
+    out += _labels(built[built["kind"] == "label"])
     out += _costs(bases)
     return "\n".join(out)
 
@@ -99,7 +156,7 @@ def main(argv: list[str]) -> None:
     url = argv[0] if argv else "sqlite:///study-code.db"
     experiment = argv[1] if len(argv) > 1 else "study-code"
     k = int(argv[2]) if len(argv) > 2 else 5
-    print(report(url, experiment, k))
+    print(report(url, experiment, k, argv[3] if len(argv) > 3 else None))
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import tomllib
+from collections import Counter
 from collections.abc import Mapping
 
 import numpy as np
@@ -32,22 +33,35 @@ Sizes = Mapping[str, tuple[str, float]]  # strategy -> (family, tokens)
 
 
 def corpus_sizes(spec_toml: str, trained_tokens: Mapping[str, int]) -> dict[str, tuple[str, float]]:
-    """strategy -> (draft, tokens) for every strategy of a stored spec that reads a corpus: the tokens its base was
-    trained on (`trained_tokens`, by corpus name), else the corpus's `max_tokens`; strategies without either are left
-    out (their size is unknown)."""
+    """strategy -> (family, tokens) for every strategy of a stored spec that reads a corpus: the tokens its base was
+    trained on (`trained_tokens`, by corpus name), else the corpus's `max_tokens` (`label_max_tokens` for a distilled
+    one); strategies without either are left out (their size is unknown). Where some text (a path) is cut into
+    several corpora, the curve is over those texts alone (a base of a text used once, such as another domain's, is
+    no point on it). The family is the draft's name, "<draft> on <path>" where two texts or more make curves; a
+    distilled base's adds " (distilled)"."""
     spec = tomllib.loads(spec_toml)
     corpora = {c["name"]: c for c in spec.get("corpora", [])}
+    texts = Counter(_text(c) for c in corpora.values())
+    curves = {t for t, n in texts.items() if n > 1}  # texts cut at several sizes; none: every base is a point
     out = {}
     for s in spec.get("strategies", []):
         corpus = corpora.get(s.get("corpus") or "")
-        if corpus is None:
+        if corpus is None or (curves and _text(corpus) not in curves):
             continue
         distilled = corpus.get("labels") == "verifier"
         cap = corpus.get("label_max_tokens", corpus.get("max_tokens")) if distilled else corpus.get("max_tokens")
         tokens = trained_tokens.get(corpus["name"]) or cap
+        family = s["draft"]
+        if len(curves) > 1:  # one curve per text: a base of another text is not a point on this one's
+            family += f" on {_text(corpus).removeprefix('demo:')}"
         if tokens:
-            out[s["name"]] = (f"{s['draft']}{DISTILLED}" if distilled else s["draft"], float(tokens))
+            out[s["name"]] = (f"{family}{DISTILLED}" if distilled else family, float(tokens))
     return out
+
+
+def _text(corpus: dict) -> str:
+    """The text a corpus entry cuts: its path, else its dataset."""
+    return str(corpus.get("path") or corpus.get("dataset"))
 
 
 DISTILLED = " (distilled)"  # a distilled base's family: the draft's name and this, a curve of its own

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from storage.curve import corpus_sizes, crossing, curve_points, curve_slopes
+from storage.curve import corpus_sizes, crossing, curve_points, curve_slopes, distilled_vs_corpus
 
 SIZES = {
     "oli-5": ("olifant", 1e5),
@@ -88,4 +88,81 @@ corpus = "whole"
     assert corpus_sizes(spec, {"small": 99_871, "whole": 5_000_000}) == {
         "oli-small": ("olifant", 99_871.0),
         "rest-whole": ("rest", 5e6),
+    }
+
+
+def test_a_distilled_base_is_its_own_family_compared_with_the_corpus_bases():
+    spec = """
+[[corpora]]
+name = "c6"
+path = "demo:code-train"
+max_tokens = 1_000_000
+[[corpora]]
+name = "c7"
+path = "demo:code-train"
+max_tokens = 10_000_000
+[[corpora]]
+name = "c6-distilled"
+path = "demo:code-train"
+max_tokens = 1_000_000
+labels = "verifier"
+label_max_tokens = 1_000_000
+[[strategies]]
+name = "oli-6"
+draft = "olifant"
+corpus = "c6"
+[[strategies]]
+name = "oli-7"
+draft = "olifant"
+corpus = "c7"
+[[strategies]]
+name = "dist-6"
+draft = "olifant"
+corpus = "c6-distilled"
+"""
+    sizes = corpus_sizes(spec, {})
+    assert sizes["dist-6"] == ("olifant (distilled)", 1e6) and sizes["oli-7"] == ("olifant", 1e7)
+    g = gens()
+    dist = g[g["strategy"] == "oli-7"].assign(strategy="dist-6", accepted=[4, 4, 3, 3])  # 0.35: about 10^7's 0.3
+    g = pd.concat([g, dist])
+    assert "olifant (distilled)" not in set(curve_slopes(g, sizes, k=5)["family"])  # one size: no slope
+    first, second = distilled_vs_corpus(g, sizes, 5, "uncached")
+    assert first.startswith("dist-6 (10^6 labelled tokens) - oli-6 (10^6 corpus tokens)") and "+0.150" in first
+    assert "(holds)" in first  # +0.1 or +0.2 on every prompt
+    assert second.startswith("dist-6 (10^6 labelled tokens) - oli-7") and "(inconclusive)" in second  # +0.1 or 0
+
+
+def test_a_text_cut_at_several_sizes_makes_the_curve():
+    spec = """
+[[corpora]]
+name = "code-5"
+path = "demo:code-train"
+max_tokens = 100_000
+[[corpora]]
+name = "code"
+path = "demo:code-train"
+[[corpora]]
+name = "shakespeare"
+path = "demo:shakespeare-train"
+[[strategies]]
+name = "oli-code-5"
+draft = "olifant"
+corpus = "code-5"
+[[strategies]]
+name = "oli-code"
+draft = "olifant"
+corpus = "code"
+[[strategies]]
+name = "oli-shakespeare"
+draft = "olifant"
+corpus = "shakespeare"
+"""
+    trained = {"code": 10**7, "shakespeare": 1_350_094}
+    # Shakespeare's one base is no point on code's curve
+    assert corpus_sizes(spec, trained) == {"oli-code-5": ("olifant", 1e5), "oli-code": ("olifant", 1e7)}
+    two = spec + '[[corpora]]\nname = "sh-4"\npath = "demo:shakespeare-train"\nmax_tokens = 10_000\n'
+    assert corpus_sizes(two, trained) == {  # two texts, two curves
+        "oli-code-5": ("olifant on code-train", 1e5),
+        "oli-code": ("olifant on code-train", 1e7),
+        "oli-shakespeare": ("olifant on shakespeare-train", 1_350_094.0),
     }
