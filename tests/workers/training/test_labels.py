@@ -91,7 +91,13 @@ def test_passes_packed_by_length_give_the_labels_of_one_window_a_pass(verifier):
     tokens, offsets = corpus([70, 3, 9, 30, 2, 17])
     seen = []
     packed = label_positions(
-        verifier, tokens, offsets, chunk_tokens=24, overlap_tokens=8, batch_chunks=3, on_progress=lambda *a: seen.append(a)
+        verifier,
+        tokens,
+        offsets,
+        chunk_tokens=24,
+        overlap_tokens=8,
+        batch_chunks=3,
+        on_progress=lambda *a: seen.append(a),
     )
     single = label_positions(verifier, tokens, offsets, chunk_tokens=24, overlap_tokens=8, batch_chunks=1)
     assert packed.tolist() == single.tolist()
