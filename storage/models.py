@@ -121,6 +121,8 @@ class InstanceBase(Base):
     peak_rss_bytes: Mapped[int | None] = mapped_column(BigInteger)  # the training's process tree
     cpu_s: Mapped[float | None] = mapped_column(Float)  # its processes' CPU seconds (Ray tasks included)
     energy_attribution: Mapped[str | None] = mapped_column(String(100))  # how energy_j was assigned
+    manifest_path: Mapped[str | None] = mapped_column(Text)  # `<path>.manifest.json`: the corpus's files it holds
+    manifest_sha256: Mapped[str | None] = mapped_column(String(64))
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 

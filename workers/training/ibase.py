@@ -134,6 +134,8 @@ class IBaseInfo:
     cpu_s: float | None = None
     energy_attribution: str | None = None
     reused: bool = False
+    manifest_path: str | None = None  # `<path>.manifest.json`: what it was trained on (workers.training.manifest)
+    manifest_sha256: str | None = None
     node_id: str | None = None
 
 

@@ -47,6 +47,7 @@ from workers.power.attribution import training_energy_j
 from workers.training.builders import build
 from workers.training.ibase import IBaseInfo, IBaseRequest, train_instance_base
 from workers.training.instances import CHUNK_TOKENS, count_shard, local_count_map
+from workers.training.manifest import artifact_manifest, ibase_manifest
 
 logger = logging.getLogger(__name__)
 
@@ -305,8 +306,11 @@ def train_with_energy(
             info = train_instance_base(_over_ray(req), count_map=count_map, run_map=RayMap(), progress=progress)
     w = span.window
     energy = training_energy_j(sampler, w, info.cpu_s or 0.0, machine_busy_cpu_s() - machine0)
+    where, digest = ibase_manifest(req, info)
     return dataclasses.replace(
         info,
+        manifest_path=where,
+        manifest_sha256=digest,
         energy_j=energy,
         power_source=w.source_label,
         power_measured=w.measured,
@@ -322,6 +326,7 @@ def train_task(req: IBaseRequest, power_sources: Sequence[str] = ("auto",), powe
     inject_training()  # test seam: no-op unless GREENSPEC_FAULT_TRAIN_HANG is set
     info = train_with_energy(req, power_sources=power_sources, power_hz=power_hz)
     replicate_to_accelerator(info.path, info.sha256)
+    replicate_to_accelerator(info.manifest_path, info.manifest_sha256)
     return info
 
 
@@ -369,9 +374,16 @@ def build_task(job: ArtifactJob) -> ArtifactInfo:
         own_cpu_s, machine_cpu_s = time.process_time() - own0, machine_busy_cpu_s() - machine0
         w = span.window
         energy = training_energy_j(sampler, w, own_cpu_s, machine_cpu_s)
+    where, digest = artifact_manifest(job, info)
     replicate_to_accelerator(info.path, info.sha256)
+    replicate_to_accelerator(where, digest)
     return dataclasses.replace(
-        info, energy_j=energy, power_source=w.source_label, power_measured=w.measured, node_id=this_node()
+        info,
+        energy_j=energy,
+        power_source=w.source_label,
+        power_measured=w.measured,
+        node_id=this_node(),
+        meta={**info.meta, "manifest_path": where, "manifest_sha256": digest},
     )
 
 

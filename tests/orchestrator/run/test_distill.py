@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -89,7 +90,7 @@ def test_distilled_and_hybrid_run_exactly_greedy(tmp_path, spec_path, tiny_verif
         strategies = {g.strategy for g in gens}
         assert all(g.exact_match for g in gens)
         df = summary_frame(s, "d")
-        corpus_ibase = s.scalars(select(InstanceBase.path)).one()
+        corpus_ibase, ibase_manifest = s.execute(select(InstanceBase.path, InstanceBase.manifest_path)).one()
     # exact match holds everywhere; the acceptance targets need a trained verifier (the README's run), since this
     # random one's greedy text leaves every 4-token context either instance base has seen
     (check,) = exact_match(df)
@@ -97,6 +98,10 @@ def test_distilled_and_hybrid_run_exactly_greedy(tmp_path, spec_path, tiny_verif
     assert len(df[df["strategy"] == "distilled-pydoc"]) == 2 * 2  # k {2, 3} x 2 regimes, in the summary
     assert {"distilled-pydoc", "hybrid-pydoc", "hybrid-pydoc-adaptive"} <= strategies
     label, distill = arts["label"], arts["distill"]
+    # beside the corpus base and the distilled one: the corpus they were built from, the caps that cut it
+    assert ibase_manifest == corpus_ibase + ".manifest.json"
+    assert json.loads(Path(distill.meta["manifest_path"]).read_text())["corpus"]["max_tokens"] == 1500
+    assert json.loads(Path(ibase_manifest).read_text())["kind"] == "instance base"
     assert label.energy_j and label.energy_j > 0 and label.power_source == "estimate" and label.build_s > 0
     assert label.meta["n_tokens"] == 1500 and distill.energy_j > 0
     # the distilled tree was fit on the verifier's labels: on its own training contexts it predicts them

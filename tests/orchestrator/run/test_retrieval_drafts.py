@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from orchestrator.run.driver import RunOptions, run_spec_file
 from storage.db import open_db
 from storage.models import Artifact, Cell, Generation
 from tests.orchestrator.conftest import MAX_NEW_TOKENS
+from workers.files import file_sha256
 from workers.training.datastore import Datastore
 
 pytestmark = [pytest.mark.usefixtures("ray_local"), pytest.mark.slow]
@@ -39,6 +41,14 @@ def test_rest_lookup_and_suffix_run_through_the_driver(tmp_path, write_spec):
         assert store.kind == "datastore" and store.corpus == "pydoc" and Path(store.path).is_file()
         assert store.bytes == Path(store.path).stat().st_size and store.meta["tokens"] > 1000 and store.build_s > 0
         assert Datastore.open(store.path).n_tokens == store.meta["tokens"]
+        manifest = Path(store.meta["manifest_path"])  # beside the datastore, what it holds
+        assert (
+            manifest == Path(store.path + ".manifest.json") and file_sha256(manifest) == store.meta["manifest_sha256"]
+        )
+        m = json.loads(manifest.read_text())
+        assert (
+            m["sha256"] == store.sha256 and m["kind"] == "datastore" and m["corpus"]["tokens"] == store.meta["tokens"]
+        )
         gens = s.execute(select(Cell.strategy, Generation).join(Generation, Generation.cell_id == Cell.id)).all()
     by_strategy = {}
     for strategy, g in gens:
