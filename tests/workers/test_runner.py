@@ -231,3 +231,27 @@ def test_runner_attaches_energy_from_its_own_sampler(runner):
     assert out.generation.energy.j_per_100_tokens == pytest.approx(
         500.0
     ) and out.generation.energy.tokens_per_j == pytest.approx(0.2)
+
+
+def test_labelling_takes_its_own_threads_and_gives_them_back(runner, monkeypatch, tmp_path):
+    """A label job runs with `label_threads` torch threads (every core on CPU: it is the long batched passes) and
+    the worker returns to its `threads` for the references and timed cells after it, on success or failure."""
+    import torch
+
+    import workers.training.labels as labels
+    from workers.contracts import LabelJob
+    from workers.corpora import TextSource
+
+    seen = []
+
+    def fake_label(verifier, tokenizer, job):
+        seen.append(torch.get_num_threads())
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(labels, "label_corpus", fake_label)
+    monkeypatch.setattr(runner, "cfg", replace(runner.cfg, label_threads=2))
+    job = LabelJob(key="l" * 64, corpus=TextSource(name="c", path=str(tmp_path / "c.txt")), out_dir=str(tmp_path))
+    torch.set_num_threads(1)
+    with pytest.raises(RuntimeError, match="stop here"):
+        runner._label(job)
+    assert seen == [2] and torch.get_num_threads() == 1
