@@ -159,9 +159,9 @@ class SweepRunner:
 
     def _label(self, job: LabelJob) -> LabelRecord:
         """The verifier's greedy next token over a corpus (teacher forcing, batched), written beside its tokens."""
-        from workers.training.labels import label_corpus
-
         import torch
+
+        from workers.training.labels import label_corpus
 
         self._drafts.clear()  # free the drafts' memory for the large batched passes
         before = torch.get_num_threads()

@@ -15,6 +15,8 @@ crank.
 from __future__ import annotations
 
 import logging
+import time
+from pathlib import Path
 
 from orchestrator.run.accelerator_actor import IN_FLIGHT
 from orchestrator.run.cells import COST_ROLE
@@ -29,11 +31,13 @@ from orchestrator.run.writer import ResultWriter, pending_work
 from storage.cell_spec import CellSpec
 from storage.models import Reference
 from workers.contracts import LabelJob, ReplayJob, SweepJob
+from workers.training.label_progress import progress_file, read_progress
 
 logger = logging.getLogger(__name__)
 # what a progress line names as the run's stage, by the kind of cell the accelerator worker runs
 STAGES = {"reference": "references", "label": "verifier labels", "costmodel": "cost model"}
 
+HEARTBEAT_S = 5.0  # the progress between results: how often its clock and a label job's count move
 WAIT_S = 1.0  # ray.wait timeout; bounds how late a Ctrl-C or a state change is noticed
 # The accelerator worker holds a CPU while it lives. Once it only waits for the replays (the timed cells run after
 # them), it is stopped so that one more replay task runs, and started again for the timed cells: a restart costs
@@ -70,6 +74,8 @@ class SweepLoop:
         self.paths = self.writer.paths  # artifact cell key -> file, as the writer records builds
         self.dispatcher = Dispatcher(spec, opts)
         self.label = self.stage = ""
+        self._labelling: dict[str, Path] = {}  # running label cells' keys -> their progress files
+        self._beat = time.monotonic()
 
     def _report(self) -> None:
         _, done, failed = self.writer.counts()
@@ -103,8 +109,24 @@ class SweepLoop:
     def _collect(self) -> None:
         events = self.dispatcher.collect(WAIT_S)
         if not events:
+            self._heartbeat()
             return
         self.writer.store(events)
+        self._report()
+
+    def _heartbeat(self) -> None:
+        """Between results, every HEARTBEAT_S: the progress again (its clock and ETA move during a long cell), with a
+        running label job's own count of positions."""
+        now = time.monotonic()
+        if now - self._beat < HEARTBEAT_S:
+            return
+        self._beat = now
+        for key, path in list(self._labelling.items()):
+            if (p := read_progress(path)) is not None:
+                if p["done"] >= p["total"]:  # labelled: what is left of the cell is writing its files
+                    del self._labelling[key]
+                eta = f"{p['eta_s'] / 60:.0f}m" if (p.get("eta_s") or 0) >= 90 else f"{p.get('eta_s') or 0:.0f}s"
+                self.label = f"{p['name']} {p['done']:,}/{p['total']:,} positions, {p['rate']:,.0f}/s, ETA {eta}"
         self._report()
 
     # -- artifacts on CPU workers
@@ -170,6 +192,9 @@ class SweepLoop:
             self.dispatcher.submit_batch(batch, [self._job(c) for c in batch])
             self.label = batch[0].strategy or ""  # a reference, label or cost-model batch: its stage says it
             self.stage = STAGES.get(batch[0].kind, "timed cells")
+            for c in batch:
+                if c.kind == "label":
+                    self._labelling[c.key] = progress_file(self.spec.experiment.artifacts, c.key)
 
     # -- replays on CPU workers
     def _artifacts(self, c: CellSpec) -> dict[str, str]:

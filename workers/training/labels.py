@@ -36,6 +36,7 @@ import torch
 
 from workers.contracts import LabelJob, LabelRecord
 from workers.training.instances import tokenize_source
+from workers.training.label_progress import progress_file
 
 logger = logging.getLogger(__name__)
 
@@ -113,18 +114,25 @@ def label_positions(
     return labels
 
 
-def _progress_logger(name: str, every_s: float = 30.0):
-    """`on_progress` for `label_positions`: a log line at most every `every_s` with counts, rate and ETA."""
-    t0 = last = time.perf_counter()
+def _progress_reporter(name: str, path: Path | None = None, every_s: float = 5.0, log_every_s: float = 60.0):
+    """`on_progress` for `label_positions`: the counts, rate and ETA written to `path` at most every `every_s`
+    (atomically) and logged at most every `log_every_s`."""
+    t0 = time.perf_counter()
+    wrote = logged = t0
 
     def report(done: int, total: int) -> None:
-        nonlocal last
+        nonlocal wrote, logged
         now = time.perf_counter()
-        if now - last < every_s and done < total:
-            return
-        last, rate = now, done / max(now - t0, 1e-9)
-        eta = (total - done) / rate if rate else float("inf")
-        logger.info("labelling %s: %d/%d positions, %.0f/s, ETA %.0f s", name, done, total, rate, eta)
+        rate = done / max(now - t0, 1e-9)
+        eta = (total - done) / rate if rate else None
+        if path is not None and (now - wrote >= every_s or done >= total or done == 0):
+            wrote = now
+            tmp = path.with_name(path.name + ".tmp")
+            tmp.write_text(json.dumps({"name": name, "done": done, "total": total, "rate": rate, "eta_s": eta}))
+            tmp.replace(path)
+        if now - logged >= log_every_s or done >= total:
+            logged = now
+            logger.info("labelling %s: %d/%d positions, %.0f/s, ETA %s s", name, done, total, rate, eta)
 
     return report
 
@@ -150,7 +158,7 @@ def label_corpus(verifier, tokenizer, job: LabelJob) -> LabelRecord:
         chunk_tokens=job.chunk_tokens,
         overlap_tokens=job.overlap_tokens,
         batch_chunks=job.batch_chunks,
-        on_progress=_progress_logger(job.corpus.name),
+        on_progress=_progress_reporter(job.corpus.name, progress_file(job.out_dir, job.key)),
     )
     labels_path = out / f"{job.corpus.name}.labels"
     labels.tofile(labels_path)

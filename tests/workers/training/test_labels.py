@@ -11,6 +11,7 @@ import pytest
 import torch
 from transformers import MistralConfig, MistralForCausalLM
 
+from workers.training.label_progress import progress_file, read_progress
 from workers.training.labels import (
     NO_LABEL,
     agreement,
@@ -140,3 +141,5 @@ def test_label_corpus_writes_a_manifest(verifier, tmp_path, mistral_tok):
     assert json.loads(Path(rec.path).read_text())["chunk_tokens"] == 8
     assert labels.tolist() == label_positions(tiny, tokens, offsets, chunk_tokens=8, overlap_tokens=2).tolist()
     assert rec.ended_at >= rec.started_at and rec.wall_s > 0
+    progress = read_progress(progress_file(job.out_dir, job.key))  # what the driver's progress line reads
+    assert progress["done"] == progress["total"] == rec.n_labelled and progress["name"] == "c"
