@@ -135,9 +135,18 @@ def _within_budget(ids: list[list[int]], budget: int | None) -> list[list[int]]:
 
 
 def tokenize_docs(
-    source: TextSource, tokenizer_name: str, out_dir, part: int, doc_lo: int, doc_hi: int, batch_docs: int = BATCH_DOCS
+    source: TextSource,
+    tokenizer_name: str,
+    out_dir,
+    part: int,
+    doc_lo: int,
+    doc_hi: int,
+    batch_docs: int = BATCH_DOCS,
+    max_tokens: int | None = None,
 ) -> dict:
-    """Tokenise documents [doc_lo, doc_hi) of a source into `part-<part>.tokens` and `.lengths` (int64 per doc).
+    """Tokenise documents [doc_lo, doc_hi) of a source into `part-<part>.tokens` and `.lengths` (int64 per doc),
+    stopping after the batch that reaches `max_tokens` (a capped corpus never needs more from one part: the parts
+    before it hold zero tokens or more).
 
     Returns the part's paths, documents and tokens; files are written under .tmp names and renamed when done.
     """
@@ -154,6 +163,8 @@ def tokenize_docs(
             tok_fh.write(np.concatenate([np.asarray(d, dtype=dtype) for d in ids]).tobytes() if ids else b"")
             len_fh.write(np.array([len(d) for d in ids], dtype=np.int64).tobytes())
             n_docs, n_tokens = n_docs + len(batch), n_tokens + sum(len(d) for d in ids)
+            if max_tokens is not None and n_tokens >= max_tokens:
+                break
     os.replace(f"{tok_path}.tmp", tok_path)
     os.replace(f"{len_path}.tmp", len_path)
     return {
@@ -180,11 +191,15 @@ def tokenize_parallel(
     run_map,
     *,
     workers: int,
-    docs_per_task: int = 20_000,
+    docs_per_task: int = 2_000,
     max_tokens: int | None = None,
     on_tokens: Callable[[int], None] | None = None,
 ) -> TokenFile:
-    """`tokenize_source` spread over tasks by document ranges (waves of `workers` tasks); the identical file."""
+    """`tokenize_source` spread over tasks by document ranges (waves of `workers` tasks); the identical file.
+
+    A task holds `docs_per_task` documents (about 30 MB of the code corpus's files, a few MB of paragraphs), so a
+    corpus of large documents still spreads over the workers; under `max_tokens` each task stops at the cap and no
+    wave starts past it (a 10^6-token prefix of the 88M-token code corpus is one short task, not the whole file)."""
     out = Path(out_dir)
     parts: list[dict] = []
     while True:
@@ -197,6 +212,7 @@ def tokenize_parallel(
                 part=len(parts) + i,
                 doc_lo=lo + i * docs_per_task,
                 doc_hi=lo + (i + 1) * docs_per_task,
+                max_tokens=max_tokens,
             )
             for i in range(workers)
         ]
@@ -204,8 +220,8 @@ def tokenize_parallel(
         n_tokens = sum(p["n_tokens"] for p in parts)
         if on_tokens is not None:
             on_tokens(n_tokens)
-        if parts[-1]["n_docs"] < docs_per_task or (max_tokens is not None and n_tokens >= max_tokens):
-            break
+        if (max_tokens is not None and n_tokens >= max_tokens) or parts[-1]["n_docs"] < docs_per_task:
+            break  # capped (a part stopped short at the cap counts its tokens), or the source ran out
     return join_token_parts(parts, source, out, max_tokens)
 
 

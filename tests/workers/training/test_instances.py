@@ -111,3 +111,18 @@ def test_tokenising_by_document_ranges_gives_the_identical_file(tok, tmp_path, m
     assert np.array_equal(parts.tokens(), whole.tokens()) and np.array_equal(parts.offsets(), whole.offsets())
     with pytest.raises(CorpusError, match="no instances"):  # one token: no instance either way
         tokenize_parallel(source, "mistral", tmp_path / "one", local_map, workers=2, docs_per_task=7, max_tokens=1)
+
+
+def test_a_capped_part_stops_at_the_cap(tmp_path):
+    """Under `max_tokens` a document range is tokenised only up to the batch that reaches the cap: a 10^6-token
+    prefix of a large corpus does not tokenise the whole of its first range."""
+    from workers.training.instances import tokenize_docs
+
+    path = tmp_path / "t.txt"
+    path.write_text("\n\n".join(f"paragraph {i} of the text, with a few words in it." for i in range(200)))
+    source = TextSource(name="t", path=str(path))
+    whole = tokenize_docs(source, "mistral", tmp_path / "a", 0, 0, 200, batch_docs=10)
+    capped = tokenize_docs(source, "mistral", tmp_path / "b", 0, 0, 200, batch_docs=10, max_tokens=25)
+    assert whole["n_docs"] == 200 and capped["n_docs"] == 10 and 25 <= capped["n_tokens"] < whole["n_tokens"]
+    lengths = np.fromfile(capped["lengths_path"], dtype=np.int64)
+    assert np.array_equal(lengths, np.fromfile(whole["lengths_path"], dtype=np.int64)[:10])
