@@ -60,13 +60,10 @@ def _costs(bases: pd.DataFrame) -> list[str]:
     return out
 
 
-def report(url: str, experiment: str, k: int, task: str | None = None) -> str:
-    import greenspec
-    from orchestrator.checks.claims import session_4gram
-    from orchestrator.run.spec import parse_spec
+def _read(db, experiment: str) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+    """(the experiment's instance bases with any distilled base's build beside them, its other artifacts, its spec)."""
     from storage.models import Artifact, Experiment, InstanceBase
 
-    db = greenspec.open_results(url)
     with db.Session() as s:
         exp = s.scalars(select(Experiment).where(Experiment.name == experiment)).one()
         bases = pd.DataFrame(
@@ -109,6 +106,16 @@ def report(url: str, experiment: str, k: int, task: str | None = None) -> str:
             ],
             ignore_index=True,
         )
+    return bases, built, spec_toml
+
+
+def report(url: str, experiment: str, k: int, task: str | None = None) -> str:
+    import greenspec
+    from orchestrator.checks.claims import session_4gram
+    from orchestrator.run.spec import parse_spec
+
+    db = greenspec.open_results(url)
+    bases, built, spec_toml = _read(db, experiment)
     sizes = corpus_sizes(spec_toml, dict(zip(bases["corpus"], bases["tokens"])))
     reference = session_4gram(parse_spec(spec_toml))  # the paper's baseline: the 4-gram over the generation's text
     gens = db.generations(experiment)
