@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from workers.decoding.rounds import greedy_tokens
+from workers.decoding.rounds import greedy_token, greedy_tokens
 from workers.decoding.sampling import EXACT, ExactRule, Warp, make_generator, sample, warped_probs
 from workers.drafts.base import Draft, common_prefix_len
 
@@ -34,11 +34,11 @@ class GreedyJudge:
 
     def known(self, row: Row) -> int | None:
         """The token this position will certainly get (greedy: always known)."""
-        return int(row.argmax())
+        return greedy_token(row)
 
     def check(self, row: Row, token: int, q) -> bool:
         """Does the drafted token pass at this position?"""
-        return token == int(row.argmax())
+        return token == greedy_token(row)
 
     def reject(self, row: Row, token: int, q) -> Row:
         """The position's row once `token` failed (greedy: unchanged, its argmax still stands)."""
@@ -46,7 +46,7 @@ class GreedyJudge:
 
     def pick(self, row: Row) -> int:
         """The verifier's own token at this position."""
-        return int(row.argmax())
+        return greedy_token(row)
 
     def chain(self, logits: torch.Tensor, drafts: list[int], qs: QRows) -> tuple[int, Row | None]:
         """(n drafts accepted, row of the position after them or None) for logits (>= len(drafts), V)."""
