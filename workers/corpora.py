@@ -85,7 +85,7 @@ def check_source(source: TextSource) -> None:
     path = Path(source.path)
     if not path.exists():
         raise CorpusError(f"{source.name}: no such file or directory: {source.path}")
-    files = _local_files(source)
+    files = local_files(source)
     if not files:
         raise CorpusError(f"{source.name}: {source.path} holds no {'/'.join(LOCAL_SUFFIXES)} files")
 
@@ -96,7 +96,7 @@ def iter_documents(source: TextSource) -> Iterator[str]:
     if source.path is None:
         yield from _dataset_documents(source)
         return
-    for file in _local_files(source):
+    for file in local_files(source):
         yield from _file_documents(file, source.column, source.encoding or "utf-8")
 
 
@@ -113,7 +113,8 @@ def scan_source(source: TextSource, max_chars: int = SCAN_CHARS, max_s: float = 
     return n
 
 
-def _local_files(source: TextSource) -> list[Path]:
+def local_files(source: TextSource) -> list[Path]:
+    """A local source's corpus files (those of LOCAL_SUFFIXES), in the order they are read."""
     path = Path(source.path)
     if path.is_dir():
         return sorted(p for p in path.rglob("*") if p.suffix in LOCAL_SUFFIXES and p.is_file())

@@ -9,6 +9,8 @@ import time
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from orchestrator.run.options import left_text
+
 LINE_EVERY_S = 30.0
 
 
@@ -17,8 +19,7 @@ def eta_text(done: int, total: int, elapsed_s: float, done_at_start: int = 0) ->
     new = done - done_at_start
     if new <= 0 or done >= total:
         return "?" if done < total else "0s"
-    left = (total - done) * elapsed_s / new
-    return f"{left / 60:.0f}m" if left >= 90 else f"{left:.0f}s"
+    return left_text((total - done) * elapsed_s / new)
 
 
 class LineProgress:

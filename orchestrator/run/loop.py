@@ -22,7 +22,7 @@ from orchestrator.run.accelerator_actor import IN_FLIGHT
 from orchestrator.run.cells import COST_ROLE
 from orchestrator.run.dispatcher import Dispatcher
 from orchestrator.run.lease import ExperimentLease
-from orchestrator.run.options import Interrupted, Progress, RunOptions, Sessions
+from orchestrator.run.options import Interrupted, Progress, RunOptions, Sessions, left_text
 from orchestrator.run.ray_startup import check_interrupt, interrupt_handled
 from orchestrator.run.replay_costs import ReplayCosts
 from orchestrator.run.scheduler import REPLAY_BATCH, Scheduler
@@ -125,7 +125,7 @@ class SweepLoop:
             if (p := read_progress(path)) is not None:
                 if p["done"] >= p["total"]:  # labelled: what is left of the cell is writing its files
                     del self._labelling[key]
-                eta = f"{p['eta_s'] / 60:.0f}m" if (p.get("eta_s") or 0) >= 90 else f"{p.get('eta_s') or 0:.0f}s"
+                eta = left_text(p.get("eta_s") or 0)
                 self.label = f"{p['name']} {p['done']:,}/{p['total']:,} positions, {p['rate']:,.0f}/s, ETA {eta}"
         self._report()
 

@@ -12,6 +12,11 @@ from workers.errors import GreenspecError
 Sessions = Callable[[], Session]  # a run's session factory (`storage.db.open_db`'s sessionmaker)
 
 
+def left_text(seconds: float) -> str:
+    """A time left as a progress line shows it: whole minutes from 90 s ("7m"), else seconds ("45s")."""
+    return f"{seconds / 60:.0f}m" if seconds >= 90 else f"{seconds:.0f}s"
+
+
 class Progress(Protocol):
     """What the driver reports as it goes (the CLI draws it as a bar)."""
 

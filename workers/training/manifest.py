@@ -6,7 +6,7 @@ be traced to its files. The worker that builds an artifact writes, next to the f
 
 - the artifact (file name, kind, sha256) and the tokenizer;
 - the corpus: its spec identity (`TextSource.identity()`), the `max_tokens` cap, the tokens and documents read;
-- each local source file's size and sha256;
+- each local corpus file's size and sha256 (the files training reads: `workers.corpora.local_files`);
 - the corpus's provenance where it has one: a local corpus file `NAME-SPLIT.jsonl` whose folder holds
   `NAME-manifest.jsonl` (the built-in code corpus: `code-train.jsonl` beside `code-manifest.jsonl`, one row per
   source file with its split, distribution, version, path and sha256). Its rows of the corpus's split are copied
@@ -25,12 +25,13 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from pathlib import Path
 from typing import Any
 
-from workers.corpora import TextSource
+from workers.corpora import TextSource, local_files
 from workers.files import file_sha256
 
 SUFFIX = ".manifest.json"
@@ -52,12 +53,21 @@ def provenance_file(source: TextSource) -> tuple[Path, str] | None:
     return (candidate, split) if dash and name and candidate.is_file() else None
 
 
+@functools.lru_cache(maxsize=256)
+def _sha256(path: str, size: int, mtime_ns: int) -> str:
+    """A file's sha256, once per (path, size, mtime) in a process: a worker that builds several bases of one corpus
+    (the learning curve's sizes) hashes its 314 MB file once."""
+    return file_sha256(path)
+
+
 def _source_files(source: TextSource) -> list[dict[str, Any]]:
     if not source.path:
         return []
-    root = Path(source.path)
-    files = sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else [root] if root.is_file() else []
-    return [{"path": str(p), "bytes": p.stat().st_size, "sha256": file_sha256(p)} for p in files]
+    rows = []
+    for p in local_files(source):
+        st = p.stat()
+        rows.append({"path": str(p), "bytes": st.st_size, "sha256": _sha256(str(p), st.st_size, st.st_mtime_ns)})
+    return rows
 
 
 def _provenance(source: TextSource) -> dict[str, Any] | None:
