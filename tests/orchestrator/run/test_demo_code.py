@@ -277,9 +277,9 @@ def test_study_code_spec_gives_one_train_cell_per_max_tokens():
     spec = load_spec(Path(__file__).parents[3] / "examples" / "study-code.toml")
     check_paths(spec)
     caps = {c.name: c.max_tokens for c in spec.corpora}
-    assert caps == {"code-1e5": 100_000, "code-1e6": 1_000_000, "code-1e7": 10_000_000}
+    assert caps == {"code-1e5": 100_000, "code-1e6": 1_000_000, "code-1e7": 10_000_000, "code-all": None}
     assert {c.path for c in spec.corpora} == {"demo:code-train"} and spec.tasks[0].prompts >= 100
-    assert len({corpus_cell(spec, c).key for c in spec.corpora}) == 3
+    assert len({corpus_cell(spec, c).key for c in spec.corpora}) == 4
     assert spec.sweep.replay and spec.verifier.model == "smollm2-135m"
 
 
