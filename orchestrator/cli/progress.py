@@ -14,11 +14,17 @@ from orchestrator.run.options import left_text
 LINE_EVERY_S = 30.0
 
 
+ETA_AFTER = 0.01  # the share of the run's cells done before its rate predicts the rest
+
+
 def eta_text(done: int, total: int, elapsed_s: float, done_at_start: int = 0) -> str:
-    """The remaining time at this run's own rate ("?" before its first cell)."""
+    """The remaining time at this run's own rate: "?" until `ETA_AFTER` of the cells it had left are done (the first
+    few are the training and reference cells, minutes each, of a grid whose replays take milliseconds)."""
     new = done - done_at_start
-    if new <= 0 or done >= total:
-        return "?" if done < total else "0s"
+    if done >= total:
+        return "0s"
+    if new <= 0 or new < ETA_AFTER * (total - done_at_start):
+        return "?"
     return left_text((total - done) * elapsed_s / new)
 
 

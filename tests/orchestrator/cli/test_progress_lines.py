@@ -52,6 +52,14 @@ def test_eta_in_minutes_and_when_done():
     assert eta_text(100, 100, 5.0) == "0s"
 
 
+def test_no_eta_from_the_first_few_cells():
+    """8 training cells of 34,029 after 11 minutes say nothing of the replays' rate: no "46334m"."""
+    assert eta_text(8, 34_029, 654.0) == "?"
+    assert eta_text(339, 34_029, 700.0) == "?"  # under 1% of the cells
+    assert eta_text(341, 34_029, 700.0) == "1153m"  # from 1%: 33,688 left at 341 per 700 s
+    assert eta_text(1_009, 2_000, 60.0, done_at_start=1_000) == "?"  # a resumed run counts its own cells
+
+
 def test_a_non_terminal_gets_lines(monkeypatch):
     import sys
 
