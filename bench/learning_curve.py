@@ -125,7 +125,11 @@ def report(url: str, experiment: str, k: int, task: str | None = None) -> str:
     if "measure" in at_k:  # a coordinate both replayed (every prompt) and timed (its first): the replayed row
         at_k = at_k.assign(_timed=at_k["measure"] != "replay").sort_values("_timed")
     speed = at_k.drop_duplicates(["strategy", "regime"]).set_index(["strategy", "regime"])
-    out = [f"Acceptance and predicted speedup against the base's size (k = {k}; 95% intervals over prompts):", ""]
+    out = [
+        f"Acceptance (pooled: accepted / drafted over the prompts) and predicted speedup (as in the study tables) against"
+        f" the base's size (k = {k}; 95% intervals over prompts):",
+        "",
+    ]
     out.append("| draft | tokens | regime | acceptance | speedup | prompts |")
     out.append("|---|---:|---|---|---|---:|")
     for r in points.itertuples():
@@ -133,7 +137,11 @@ def report(url: str, experiment: str, k: int, task: str | None = None) -> str:
         speedup = "" if sp is None else _fmt(sp["speedup"], sp["speedup_lo"], sp["speedup_hi"], 2) + "x"
         acc = _fmt(r.acceptance, r.acceptance_lo, r.acceptance_hi)
         out.append(f"| {r.family} | {int(r.tokens):,} | {r.regime} | {acc} | {speedup} | {r.n_prompts} |")
-    out += ["", "Acceptance gained per decade of tokens (least squares over log10 tokens; paired bootstrap):", ""]
+    out += [
+        "",
+        "Pooled acceptance gained per decade of tokens (least squares over log10 tokens; paired bootstrap):",
+        "",
+    ]
     out.append("| draft | regime | sizes | slope per decade | grows? | prompts |")
     out.append("|---|---|---:|---|---|---:|")
     for r in curve_slopes(gens, sizes, k, task).itertuples():

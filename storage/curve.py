@@ -2,7 +2,9 @@
 
 Each strategy that reads a corpus is one point: its family (the
 draft), the corpus's size in tokens (the trained base's own count, else the corpus's `max_tokens`), and its
-acceptance at one k, with a 95% bootstrap interval over prompts. Per family and regime the slope of acceptance
+acceptance at one k, pooled over prompts (accepted / drafted: the rate per drafted token; the summary's tables
+show per-prompt means, which weigh each prompt alike and differ where prompts draft unequally), with a 95%
+bootstrap interval over prompts. Per family and regime the slope of acceptance
 against log10(tokens) is fitted by least squares, and its interval comes from the same bootstrap: every resample
 draws the same prompts for every size (the sizes share the prompts), so the slope's interval is paired. The
 crossing is the smallest size at which the family's acceptance beats a reference draft (the spec's 4-gram) on the

@@ -44,6 +44,6 @@ if not points.empty:
     ui.show_chart(charts.learning_curve_chart(points, curve_k))
     ui.frame_block(
         slopes,
-        f"Learning curve: acceptance gained per decade of tokens (k = {curve_k}, paired 95% interval over prompts)",
+        f"Learning curve: pooled acceptance gained per decade of tokens (k = {curve_k}, paired 95% interval over prompts)",
         "learning_curve",
     )
