@@ -12,8 +12,6 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from orchestrator.run.options import left_text
 
 LINE_EVERY_S = 30.0
-
-
 ETA_AFTER = 0.01  # the share of the run's cells done before its rate predicts the rest
 
 
