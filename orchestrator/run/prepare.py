@@ -15,6 +15,7 @@ from pathlib import Path
 
 from orchestrator.run.cells import TaskPrompts, expand
 from orchestrator.run.inputs import materialize
+from orchestrator.run.model_names import check_model_names
 from orchestrator.run.spec import BUILTIN, Spec
 from orchestrator.run.spec_paths import check_paths, model_options
 from storage.cell_spec import CellSpec
@@ -194,6 +195,7 @@ def validate_spec(spec: Spec) -> None:
     """`greenspec validate`: what `run` checks before any write (paths, corpora, models and their context, prompts,
     colliding cells), with built-in `demo:` data written (cheap) but no built-in model trained."""
     check_paths(spec)
+    check_model_names(spec)
     check_grid(spec)
     spec = materialize(spec, models=False)
     check_corpora(spec)
@@ -204,6 +206,7 @@ def validate_spec(spec: Spec) -> None:
 
 def prepare(spec: Spec) -> tuple[Spec, list[TaskPrompts], list[CellSpec]]:
     """Resolve built-in sources, check paths and models, load prompts, expand the grid (refusing collisions)."""
+    check_model_names(spec)  # a misspelt model is refused before a demo: model trains
     spec = materialize(spec)
     check_paths(spec)
     check_corpora(spec)
