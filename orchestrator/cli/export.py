@@ -1,7 +1,8 @@
 """`greenspec export`: the summary table as CSV, Parquet, Markdown or LaTeX, or one row per generation.
 
 Numbers are the paper's per-prompt means by default (`--pooled`: ratios of sums); `storage.summary` defines them.
-Every figure carries its 95% bootstrap interval over prompts (`<figure>_lo`, `<figure>_hi`), every row its `measure`
+Every figure carries its 95% bootstrap interval over prompts (`<figure>_lo`, `<figure>_hi` columns in CSV and Parquet;
+one `0.123 [0.101, 0.140]` cell in Markdown and LaTeX), every row its `measure`
 (timed or replay), `n_prompts` and `version`. A row is *current* when the experiment's stored spec still makes it:
 its strategy is in the spec and its prompts' reference keys are the ones the spec's verifier, prompts and
 max_new_tokens give (`versions`); rows of an earlier version are left out unless asked for (`all_versions`).
@@ -9,13 +10,14 @@ max_new_tokens give (`versions`); rows of an earlier version are left out unless
 
 from __future__ import annotations
 
+import math
 import re
 import sys
 
 import pandas as pd
 
 from orchestrator.cli.outputs import write_failed
-from storage.columns import EXPORT_COLUMNS
+from storage.columns import EXPORT_COLUMNS, INTERVAL_METRICS
 from storage.db import Session
 from storage.queries import experiment_id, generations_export_frame, reference_cells_frame, summary_frame
 from storage.summary import Versions
@@ -127,9 +129,9 @@ def render(df: pd.DataFrame, fmt: str, shown: list[str] | None = None) -> str | 
     if fmt == "csv":
         return df.to_csv(index=False)
     if fmt == "markdown":
-        return df[shown].to_markdown(index=False, floatfmt=".3g")
+        return with_intervals(df, shown).to_markdown(index=False, floatfmt=".3g")
     if fmt == "latex":
-        return latex_table(df[shown])
+        return latex_table(with_intervals(df, shown))
     if fmt == "parquet":
         import io
 
@@ -137,6 +139,35 @@ def render(df: pd.DataFrame, fmt: str, shown: list[str] | None = None) -> str | 
         df.to_parquet(buf, index=False)
         return buf.getvalue()
     raise GreenspecError(f"--format {fmt!r}: use csv, parquet, markdown or latex")
+
+
+def _decimals(value: float) -> int:
+    """Decimals that show `value` to three significant digits (none for 100 and above)."""
+    if value == 0 or not math.isfinite(value):
+        return 2
+    return min(6, max(0, 2 - math.floor(math.log10(abs(value)))))
+
+
+def interval_text(value, lo, hi) -> str | None:
+    """A figure and its interval as one cell, bounds to the figure's decimals: "0.123 [0.101, 0.140]"; the figure
+    alone where it has no interval, None (a blank) where it has no value."""
+    if value is None or pd.isna(value):
+        return None
+    d = _decimals(float(value))
+    text = f"{value:.{d}f}"
+    if lo is None or hi is None or pd.isna(lo) or pd.isna(hi):
+        return text
+    return f"{text} [{lo:.{d}f}, {hi:.{d}f}]"
+
+
+def with_intervals(df: pd.DataFrame, shown: list[str]) -> pd.DataFrame:
+    """`df[shown]` with each figure that has `_lo` / `_hi` columns written with its interval in one text cell."""
+    out = df[shown].copy()
+    for name in shown:
+        lo, hi = f"{name}_lo", f"{name}_hi"
+        if name in INTERVAL_METRICS and lo in df and hi in df and lo not in shown:
+            out[name] = [interval_text(v, a, b) for v, a, b in zip(df[name], df[lo], df[hi])]
+    return out
 
 
 # LaTeX's special characters in text (booktabs tables, T1 or OT1 fonts): each becomes a command that prints it.

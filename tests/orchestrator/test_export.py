@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 
 import pandas as pd
 import pytest
 
-from orchestrator.cli.export import EXPORT_COLUMNS
+from orchestrator.cli.export import EXPORT_COLUMNS, interval_text
 from tests.dashboard.populate import populate
 from tests.orchestrator.conftest import cli
 
@@ -48,6 +49,25 @@ def test_text_formats(db, fmt, marker):
     res = greenspec("--db", db, "export", "--format", fmt)
     assert res.returncode == 0, res.stderr
     assert marker in res.stdout and "olifant-wikitext" in res.stdout
+
+
+@pytest.mark.parametrize("fmt", ["markdown", "latex"])
+def test_text_formats_keep_the_intervals_csv_has(db, fmt):
+    """Markdown and LaTeX show each figure with its 95% interval in one cell, to the figure's decimals."""
+    csv = pd.read_csv(io.StringIO(greenspec("--db", db, "export", "--format", "csv").stdout))
+    text = greenspec("--db", db, "export", "--format", fmt).stdout
+    row = csv[(csv["strategy"] == "ngram") & (csv["k"] == 3)].iloc[0]
+    for name in ("speedup", "acceptance", "tokens_per_s", "energy_ratio"):
+        cell = interval_text(row[name], row[f"{name}_lo"], row[f"{name}_hi"])
+        assert cell.count("[") == 1 and cell in text, (name, cell)
+    assert "_lo" not in text and "_hi" not in text  # no bound columns beside the cells
+
+
+def test_interval_text_shows_bounds_to_the_figures_decimals():
+    assert interval_text(0.1234, 0.101, 0.14) == "0.123 [0.101, 0.140]"
+    assert interval_text(1.234, 1.1, 1.36) == "1.23 [1.10, 1.36]"
+    assert interval_text(1234.4, 1100, 1400.2) == "1234 [1100, 1400]"
+    assert interval_text(0.5, float("nan"), 1.0) == "0.500" and interval_text(float("nan"), 0, 1) is None
 
 
 def test_parquet(db, tmp_path):
