@@ -1,20 +1,23 @@
-"""Reads of the pass-cost model (`workers.costmodel`) and of how well it predicts: the experiment's stored model, and
-the prediction error of its generations per regime. Sessions are opened by the caller.
+"""Reads of the round-cost table (`workers.costmodel.RoundCosts`) and of how well it predicts: the experiment's stored
+table, and the prediction error of its generations per regime and width band. Sessions are opened by the caller.
 
 Validation pairs a replayed generation with the timed generation of the same coordinate (strategy, task, k,
 regime) and prompt of the same data version (prompt key): their passes are identical, so the replay's predicted
-tokens/s set against the timed one's measured tokens/s is the model's error on real work. A timed generation that
-carries its own predicted wall time (the model applied to its passes) is compared with itself as well.
+tokens/s set against the timed one's measured tokens/s is the table's error on real work. The measured side is a
+generation's first timed run (one timing, as the table's error would meet it). A generation timed twice
+(`[sweep] timed_twice`) gives the run's own timing noise: |t2 / t1 - 1| / sqrt(2), the error an exact predictor
+would show against one timing; its median per regime is the yardstick for the table's median error.
 
 Example:
     >>> with Session() as s:
-    ...     model = load_cost_model(s, exp_id)          # PassCostModel | None
-    ...     errors = prediction_error(s, exp_id)        # per regime: median, p90 error, Spearman of speedups
+    ...     table = load_cost_model(s, exp_id)          # RoundCosts | None
+    ...     errors = prediction_error(s, exp_id)        # per regime and band: median, p90, bias, noise, Spearman
     ...     watts = regime_power_w(s, exp_id)           # per regime: mean power of the timed generations
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,47 +26,62 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from storage.models import CostModel, Generation
-from workers.costmodel import PassCostModel, error_summary, medians, spearman
+from workers.costmodel import RoundCosts, error_summary, interpolate, spearman
 
 PLAIN = "plain"  # the strategy every speedup is taken against
 COORD = ["strategy", "task", "k", "regime"]
 PAIR = [*COORD, "prompt_index", "prompt_key"]
+BANDS = ("plain", "k = 1", "k 2-4", "k 5+", "tree", "auto")  # pass-width bands of a coordinate
+MIN_RANKED_PROMPTS = 3  # a coordinate enters the Spearman of speedups with at least this many timed prompts
 ERROR_COLUMNS = [
     "regime",
+    "band",
     "pairs",
     "median_error",
     "p90_error",
-    "timed",
-    "timed_median_error",
-    "timed_p90_error",
+    "bias",
+    "noise",
+    "noise_pairs",
     "coordinates",
     "spearman",
 ]
 
 
+def width_band(strategy: str, k: int) -> str:
+    """A coordinate's pass-width band: plain (k = 0), trees (`<base>-tree`), k = "auto" (`<base>-auto`), else by k."""
+    if k == 0:
+        return "plain"
+    if "-tree" in strategy:
+        return "tree"
+    if strategy.endswith("-auto"):
+        return "auto"
+    return "k = 1" if k == 1 else "k 2-4" if k <= 4 else "k 5+"
+
+
 @dataclass(frozen=True)
 class StoredCostModel:
-    """An experiment's measured cost model with the passes it was fitted to and what measuring it cost."""
+    """An experiment's measured round-cost table with the rounds it was built from and what measuring it cost."""
 
-    model: PassCostModel
-    samples: tuple[tuple[int, int, int, float], ...]  # (fed, cached, kept, seconds) per timed pass
+    table: RoundCosts
+    samples: tuple[tuple[str, str, int, int, float], ...]  # (regime, kind, n, context, seconds) per timed round
     measure_s: float
     energy_j: float | None
-    mean_power_w: float | None  # the accelerator's mean power while it ran verifier passes
+    mean_power_w: float | None  # the accelerator's mean power while it ran verifier rounds
     power_source: str | None
 
 
 def stored_cost_model(session: Session, exp_id: int, device: str | None = None) -> StoredCostModel | None:
-    """The experiment's newest cost model (on `device` when given), or None when none was measured."""
-    stmt = select(CostModel).where(CostModel.experiment_id == exp_id)
+    """The experiment's newest round-cost table (on `device` when given), or None when none was measured (or only
+    an older linear model, which nothing reads any more)."""
+    stmt = select(CostModel).where(CostModel.experiment_id == exp_id, CostModel.costs.is_not(None))
     if device is not None:
         stmt = stmt.where(CostModel.device == device)
     row = session.scalars(stmt.order_by(CostModel.id.desc()).limit(1)).first()
     if row is None:
         return None
     return StoredCostModel(
-        model=PassCostModel(row.verifier, row.device, {str(k): float(v) for k, v in row.coefficients.items()}),
-        samples=tuple((int(f), int(c), int(k), float(s)) for f, c, k, s in row.samples),
+        table=RoundCosts.from_json(row.costs),
+        samples=tuple((str(g), str(k), int(n), int(c), float(s)) for g, k, n, c, s in row.samples),
         measure_s=row.measure_s,
         energy_j=row.energy_j,
         mean_power_w=row.mean_power_w,
@@ -71,10 +89,10 @@ def stored_cost_model(session: Session, exp_id: int, device: str | None = None) 
     )
 
 
-def load_cost_model(session: Session, exp_id: int, device: str | None = None) -> PassCostModel | None:
-    """The experiment's newest pass-cost model (on `device` when given), or None."""
+def load_cost_model(session: Session, exp_id: int, device: str | None = None) -> RoundCosts | None:
+    """The experiment's newest round-cost table (on `device` when given), or None."""
     stored = stored_cost_model(session, exp_id, device)
-    return stored.model if stored else None
+    return stored.table if stored else None
 
 
 def regime_power_w(session: Session, exp_id: int) -> dict[str, float]:
@@ -89,100 +107,110 @@ def regime_power_w(session: Session, exp_id: int) -> dict[str, float]:
     return {regime: float(j) / float(s) for regime, j, s in session.execute(stmt).all() if s and s > 0}
 
 
-def pass_label(fed: int, cached: int, kept: int) -> str:
-    """The family a pass shape belongs to on the chart: a fresh forward, or an extend after so many cached tokens."""
-    return "no cache (uncached or prefill)" if cached == 0 else f"after {cached} cached"
-
-
-def fit_frame(stored: StoredCostModel) -> pd.DataFrame:
-    """One row per measured pass shape: its median measured and its fitted milliseconds, and the relative error."""
-    rows = [
-        {
-            "passes": pass_label(*shape),
-            "fed": shape[0],
-            "cached": shape[1],
-            "kept": shape[2],
-            "measured_ms": t * 1e3,
-            "fitted_ms": stored.model.pass_seconds(*shape) * 1e3,
-        }
-        for shape, t in sorted(medians(stored.samples).items(), key=lambda kv: (kv[0][1], kv[0][0], kv[0][2]))
-    ]
-    df = pd.DataFrame(rows, columns=["passes", "fed", "cached", "kept", "measured_ms", "fitted_ms"])
-    df["error"] = (df["fitted_ms"] / df["measured_ms"] - 1).abs()
-    return df
-
-
-def surface_frame(stored: StoredCostModel) -> pd.DataFrame:
-    """The fitted surface along each measured family: milliseconds against tokens fed, at each measured cache
-    length (all rows kept) and without a cache (one row kept, the fed tokens being the whole context)."""
-    shapes = medians(stored.samples)
+def table_frame(stored: StoredCostModel) -> pd.DataFrame:
+    """One row per measured row and context of the table: the median of its timed rounds, the monotone value the
+    table predicts there, and the spread of its repeats (min and max), in milliseconds."""
+    by: dict[tuple, list[float]] = {}
+    for regime, kind, n, context, seconds in stored.samples:
+        by.setdefault((regime, kind, n, context), []).append(seconds)
     rows = []
-    for cached in sorted({c for _, c, _ in shapes}):
-        fed = sorted({f for f, c, _ in shapes if c == cached})
-        for n in range(min(fed), max(fed) + 1):
-            kept = 1 if cached == 0 else n
+    for (regime, kind, n, context), ts in sorted(by.items()):
+        name = f"{regime}/{kind}/{n}"
+        table_s = interpolate(stored.table.rows[name], context) if name in stored.table.rows else math.nan
+        rows.append(
+            [regime, kind, n, context, len(ts), float(np.median(ts)) * 1e3, table_s * 1e3, min(ts) * 1e3, max(ts) * 1e3]
+        )
+    cols = ["regime", "kind", "n", "context", "rounds", "median_ms", "table_ms", "min_ms", "max_ms"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def curve_frame(table: RoundCosts, context: int, max_len: int = 8) -> pd.DataFrame:
+    """c(n) per regime after `context` tokens (chains), relative to c(0), and the break-even per-token acceptance of a
+    chain of n."""
+    rows = []
+    for regime in sorted({name.split("/")[0] for name in table.rows}):
+        curve = table.curve(regime, context, max_len)
+        for n, s in enumerate(curve.seconds):
+            be = curve.break_even(n) if n else None
             rows.append(
-                {
-                    "passes": pass_label(n, cached, kept),
-                    "fed": n,
-                    "fitted_ms": stored.model.pass_seconds(n, cached, kept) * 1e3,
-                }
+                {"regime": regime, "n": n, "round_ms": s * 1e3, "relative": s / curve.seconds[0], "break_even": be}
             )
-    return pd.DataFrame(rows, columns=["passes", "fed", "fitted_ms"])
+    return pd.DataFrame(rows, columns=["regime", "n", "round_ms", "relative", "break_even"])
 
 
 def _greedy_rows(session: Session, exp_id: int) -> pd.DataFrame:
-    """The experiment's greedy generations, the columns validation reads (newest row per pair key and measure)."""
+    """The experiment's greedy generations, the columns validation reads (newest row per pair key and measure); a
+    timed row's measured seconds are its first run's."""
     g = Generation
     cols = [g.id, g.strategy, g.task, g.k, g.regime, g.prompt_index, g.prompt_key, g.measure, g.n_tokens, g.wall_s]
-    stmt = select(*cols, g.predicted_wall_s).where(g.experiment_id == exp_id, g.temperature == 0)
-    df = pd.DataFrame(session.execute(stmt).all(), columns=[c.key for c in cols] + ["predicted_wall_s"])
+    extra = [g.predicted_wall_s, g.wall_s_runs]
+    stmt = select(*cols, *extra).where(g.experiment_id == exp_id, g.temperature == 0)
+    df = pd.DataFrame(session.execute(stmt).all(), columns=[c.key for c in cols] + ["predicted_wall_s", "runs"])
     df["prompt_key"] = df["prompt_key"].fillna("")
+    df["first_s"] = [r[0] if r else w for r, w in zip(df["runs"], df["wall_s"])]
+    df["band"] = [width_band(s, k) for s, k in zip(df["strategy"], df["k"])]
     return df.sort_values("id").drop_duplicates([*PAIR, "measure"], keep="last")
 
 
 def prediction_pairs(session: Session, exp_id: int) -> pd.DataFrame:
-    """One row per generation both timed and replayed: the coordinate, the prompt, the measured tokens/s (timed
-    row) and the predicted one (replayed row), and |predicted / measured - 1|."""
+    """One row per generation both timed and replayed: the coordinate, its width band, the prompt, the measured
+    tokens/s (the timed row's first run) and the predicted one (the replayed row), and the predicted over measured
+    minus 1, signed (`bias`: positive is predicted too fast) and absolute (`error`)."""
     df = _greedy_rows(session, exp_id)
     timed = df[df["measure"] == "timed"]
     replay = df[(df["measure"] == "replay") & df["predicted_wall_s"].gt(0)]
     pairs = timed.merge(replay, on=PAIR, suffixes=("", "_replay"))
-    pairs["measured_tokens_per_s"] = pairs["n_tokens"] / pairs["wall_s"]
+    pairs["measured_tokens_per_s"] = pairs["n_tokens"] / pairs["first_s"]
     pairs["predicted_tokens_per_s"] = pairs["n_tokens_replay"] / pairs["predicted_wall_s_replay"]
-    pairs["error"] = (pairs["predicted_tokens_per_s"] / pairs["measured_tokens_per_s"] - 1).abs()
-    keep = [*PAIR, "n_tokens", "wall_s", "predicted_wall_s_replay"]
-    return pairs[[*keep, "measured_tokens_per_s", "predicted_tokens_per_s", "error"]].rename(
-        columns={"predicted_wall_s_replay": "predicted_wall_s"}
-    )
+    pairs["bias"] = pairs["predicted_tokens_per_s"] / pairs["measured_tokens_per_s"] - 1
+    pairs["error"] = pairs["bias"].abs()
+    keep = [*PAIR, "band", "n_tokens", "first_s", "predicted_wall_s_replay"]
+    out = pairs[[*keep, "measured_tokens_per_s", "predicted_tokens_per_s", "bias", "error"]]
+    return out.rename(columns={"predicted_wall_s_replay": "predicted_wall_s", "first_s": "wall_s"})
+
+
+def timing_noise(session: Session, exp_id: int) -> pd.DataFrame:
+    """Per timed greedy generation run at least twice: its regime, band and |t2 / t1 - 1| / sqrt(2), the error an
+    exact predictor would show against one timing of it (the module doc)."""
+    df = _greedy_rows(session, exp_id)
+    twice = df[(df["measure"] == "timed") & df["runs"].map(lambda r: bool(r) and len(r) > 1)]
+    noise = [abs(r[1] / r[0] - 1) / math.sqrt(2) for r in twice["runs"]]
+    return pd.DataFrame({"regime": twice["regime"], "band": twice["band"], "noise": noise})
 
 
 def _speedups(pairs: pd.DataFrame, wall: str) -> pd.Series:
     """Each non-plain coordinate's speedup over plain on the same prompts (same task, regime and prompt key), as a
-    ratio of sums of tokens over sums of `wall` seconds."""
+    ratio of sums of tokens over sums of `wall` seconds; only coordinates with MIN_RANKED_PROMPTS timed prompts."""
     plain = pairs[pairs["strategy"] == PLAIN][["task", "regime", "prompt_key", "n_tokens", wall]]
     other = pairs[pairs["strategy"] != PLAIN]
     both = other.merge(plain, on=["task", "regime", "prompt_key"], suffixes=("", "_plain"))
-    sums = both.groupby(COORD)[["n_tokens", wall, "n_tokens_plain", f"{wall}_plain"]].sum()
+    grouped = both.groupby(COORD)
+    sums = grouped[["n_tokens", wall, "n_tokens_plain", f"{wall}_plain"]].sum()[grouped.size() >= MIN_RANKED_PROMPTS]
     return (sums["n_tokens"] / sums[wall]) / (sums["n_tokens_plain"] / sums[f"{wall}_plain"])
 
 
+def _error_row(regime: str, band: str, p: pd.DataFrame, noise: pd.Series, ranked: tuple[int, float]) -> list:
+    med, p90 = error_summary(p["error"])
+    bias = float(np.median(p["bias"])) if len(p) else math.nan
+    noise_med = float(np.median(noise)) if len(noise) else math.nan
+    return [regime, band, len(p), med, p90, bias, noise_med, len(noise), *ranked]
+
+
 def prediction_error(session: Session, exp_id: int) -> pd.DataFrame:
-    """Per regime: the median and 90th percentile |predicted / measured - 1| of tokens/s over the generations both
-    timed and replayed (`pairs` of them), the same for timed generations against their own predicted wall time
-    (`timed` of them), and Spearman's rank agreement of the coordinates' speedups over plain, timed against
-    replayed (`coordinates` of them)."""
-    pairs = prediction_pairs(session, exp_id)
-    rows = _greedy_rows(session, exp_id)
-    own = rows[(rows["measure"] == "timed") & rows["predicted_wall_s"].gt(0)]
-    own_err = (own["wall_s"] / own["predicted_wall_s"] - 1).abs()
+    """Per regime (band "all") and per regime and width band: the generations both timed and replayed (`pairs`),
+    the median and 90th percentile |predicted / measured - 1| of tokens/s, the median signed error (`bias`), the
+    run's own timing noise (median over `noise_pairs` generations timed twice), and, per regime, Spearman's rank
+    agreement of the coordinates' speedups over plain, timed against replayed (`coordinates` of them, each with at
+    least MIN_RANKED_PROMPTS timed prompts)."""
+    pairs, noise = prediction_pairs(session, exp_id), timing_noise(session, exp_id)
     out = []
-    for regime in sorted(set(pairs["regime"]) | set(own["regime"])):
-        p = pairs[pairs["regime"] == regime]
+    for regime in sorted(set(pairs["regime"]) | set(noise["regime"])):
+        p, nz = pairs[pairs["regime"] == regime], noise[noise["regime"] == regime]
         timed, replay = _speedups(p, "wall_s"), _speedups(p, "predicted_wall_s")
-        med, p90 = error_summary(p["error"])
-        own_med, own_p90 = error_summary(own_err[own["regime"] == regime])
-        rho = spearman(timed.to_numpy(), replay.to_numpy()) if len(timed) else np.nan
-        n_own = int((own["regime"] == regime).sum())
-        out.append([regime, len(p), med, p90, n_own, own_med, own_p90, len(timed), rho])
+        rho = spearman(timed.to_numpy(), replay.to_numpy()) if len(timed) else math.nan
+        out.append(_error_row(regime, "all", p, nz["noise"], (len(timed), rho)))
+        for band in BANDS:
+            pb, nb = p[p["band"] == band], nz[nz["band"] == band]
+            if len(pb) or len(nb):
+                out.append(_error_row(regime, band, pb, nb["noise"], (0, math.nan)))
     return pd.DataFrame(out, columns=ERROR_COLUMNS)

@@ -289,8 +289,8 @@ class Generation(Base):
 
 
 class CostModel(Base):
-    """The verifier's measured pass-cost model c(tokens fed, tokens cached, rows kept) on one device
-    (`workers.costmodel`), measured on the accelerator worker for an experiment: predicts replayed generations."""
+    """The verifier's measured round-cost table on one device (`workers.costmodel.RoundCosts`), measured on the
+    accelerator worker for an experiment: predicts replayed generations and k = "auto"'s lengths."""
 
     __tablename__ = "cost_models"
 
@@ -299,8 +299,8 @@ class CostModel(Base):
     experiment_id: Mapped[int] = mapped_column(ForeignKey("experiments.id"), index=True)
     verifier: Mapped[str] = mapped_column(String(300))
     device: Mapped[str] = mapped_column(String(100))
-    coefficients: Mapped[dict[str, Any]] = mapped_column(JSON)
-    samples: Mapped[list[Any]] = mapped_column(JSON)  # [fed, cached, kept, seconds] per timed pass
+    costs: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # RoundCosts as JSON; None: an older linear model
+    samples: Mapped[list[Any]] = mapped_column(JSON)  # [regime, kind, n, context, seconds] per timed round
     measure_s: Mapped[float] = mapped_column(Float)  # seconds the measurement took
     energy_j: Mapped[float | None] = mapped_column(Float)
     mean_power_w: Mapped[float | None] = mapped_column(Float)

@@ -247,37 +247,23 @@ def timing_spread(session: Session, exp_id: int | None) -> dict | None:
 
 
 def identical_pass_noise(session: Session, exp_id: int | None) -> dict | None:
-    """The run's own timing noise: generations of one prompt (task, regime, temperature) at the same k that made
-    exactly the same verifier passes (the same tokens and accepted drafts per round) in different cells did the
-    same verifier work, so their verifier times (wall_s - draft_s) differ only by the machine. Returns the pooled
-    within-group standard deviation of the log of that time (`sd`, about the relative spread of one generation's
-    time), with the number of such groups and generations; None where no two cells match."""
+    """The run's own timing noise, measured on purpose: generations timed twice (`[sweep] timed_twice`, or
+    `repeats`) made identical passes both times (the runner checks it), so |t2 / t1 - 1| / sqrt(2) is what an exact
+    predictor's error against one timing would be. Returns its median (`sd`), with the number of such generations
+    (`generations`, `groups`: each generation is one group); None where no generation was timed twice."""
     stmt = (
-        select(
-            Generation.task,
-            Generation.regime,
-            Generation.prompt_index,
-            Generation.temperature,
-            Generation.k,
-            Generation.tokens_per_step,
-            Generation.accepted_per_step,
-            Generation.wall_s,
-            Generation.draft_s,
-        )
-        .where(Generation.experiment_id == exp_id, Generation.measure == "timed")  # a replay's time is predicted
+        select(Generation.wall_s_runs)
+        .where(Generation.experiment_id == exp_id, Generation.measure == "timed")
         .execution_options(yield_per=10_000)
     )
-    groups: dict[tuple, list[float]] = {}
-    for task, regime, prompt, temp, k, per_round, accepted, wall, draft in session.execute(stmt):
-        if per_round and wall and wall - (draft or 0.0) > 0:
-            key = (task, regime, prompt, temp, k, tuple(per_round), tuple(accepted or ()))
-            groups.setdefault(key, []).append(math.log(wall - (draft or 0.0)))
-    pairs = [g for g in groups.values() if len(g) > 1]
-    dof = sum(len(g) - 1 for g in pairs)
-    if not dof:
+    noise = [
+        abs(walls[1] / walls[0] - 1) / math.sqrt(2)
+        for (walls,) in session.execute(stmt)
+        if walls and len(walls) > 1 and walls[0] > 0
+    ]
+    if not noise:
         return None
-    ss = sum(sum((x - sum(g) / len(g)) ** 2 for x in g) for g in pairs)
-    return {"groups": len(pairs), "generations": sum(map(len, pairs)), "sd": math.sqrt(ss / dof)}
+    return {"groups": len(noise), "generations": len(noise), "sd": float(pd.Series(noise).median())}
 
 
 def plain_texts(session: Session, exp_id: int | None) -> list[tuple[str, list[int], str]]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import json
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -185,7 +186,7 @@ def store_generation(session: Session, cell_id: int, g: GenerationRecord) -> Non
 
 
 def store_cost_model(session: Session, cell_id: int, r: CostModelRecord) -> None:
-    """A pass-cost model a cost model cell measured, with the passes it was fitted to and its time and energy."""
+    """A round-cost table a cost model cell measured, with the rounds it was built from and its time and energy."""
     cell = session.get(Cell, cell_id)
     e = r.energy
     session.add(
@@ -194,8 +195,8 @@ def store_cost_model(session: Session, cell_id: int, r: CostModelRecord) -> None
             experiment_id=cell.experiment_id,
             verifier=r.verifier,
             device=r.device,
-            coefficients={str(k): float(v) for k, v in r.coefficients.items()},
-            samples=[[int(f), int(c), int(k), float(s)] for f, c, k, s in r.samples],
+            costs=json.loads(r.costs),
+            samples=[[str(g), str(kind), int(n), int(c), float(s)] for g, kind, n, c, s in r.samples],
             measure_s=r.measure_s,
             energy_j=e and e.energy_j,
             mean_power_w=e and e.mean_power_w,

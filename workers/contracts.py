@@ -44,7 +44,8 @@ class SweepJob:
     top_k: int = 0
     top_p: float = 1.0
     seed: int | None = None
-    costs: str | None = None  # k = "auto": the experiment's pass-cost model (workers.costmodel JSON)
+    costs: str | None = None  # k = "auto": the experiment's round-cost table (workers.costmodel JSON)
+    repeats: int | None = None  # timed runs of this generation (None: the worker's [sweep] repeats)
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -68,7 +69,7 @@ class ReplayJob:
     vocab_size: int
     eos_id: int | None
     max_new_tokens: int
-    costs: str | None = None  # k = "auto": the experiment's pass-cost model (workers.costmodel JSON)
+    costs: str | None = None  # k = "auto": the experiment's round-cost table (workers.costmodel JSON)
 
 
 @dataclass(frozen=True)
@@ -170,31 +171,35 @@ class LabelRecord:
 
 @dataclass(frozen=True)
 class CostModelJob:
-    """Measure the verifier's pass-cost model on the accelerator worker (`workers.costmodel.measure_pass_costs`).
+    """Measure the verifier's round-cost table on the accelerator worker (`workers.decoding.roundtimer`).
 
-    The worker tokenises `prompt` (a sweep prompt: real text, though a pass's cost does not depend on which tokens)
-    and times passes over contexts of up to `max_context` tokens (the longest prompt plus the new tokens), feeding up
-    to `max_fed` tokens, in `repeats` interleaved rounds, starting no round past `budget_s` seconds.
+    The worker tokenises `prompt` (a sweep prompt: real text, though a round's cost does not depend on which tokens)
+    and times real rounds of every regime in `regimes`, drafting 0..`max_n` tokens and trees of `tree_sizes` nodes,
+    at contexts from `min_context` to `max_context` tokens (the shortest prompt to the longest plus the new tokens),
+    in `repeats` interleaved repeats, starting none past `budget_s` seconds.
     """
 
     key: str
     prompt: str
     max_context: int
-    max_fed: int = 17
+    min_context: int | None = None
+    max_n: int = 8
+    tree_sizes: tuple[int, ...] = ()
+    regimes: tuple[str, ...] = ("uncached", "cached", "cached-standard")
     repeats: int = 3
-    budget_s: float | None = 60.0
+    budget_s: float | None = 120.0
     kind: str = "cost_model"
     strategy: str | None = None  # never set: a cost model belongs to no strategy (fault seams read it)
 
 
 @dataclass(frozen=True)
 class CostModelRecord:
-    """A measured pass-cost model: its coefficients, the timed passes it was fitted to, and what measuring cost."""
+    """A measured round-cost table, the timed rounds it was built from, and what measuring it cost."""
 
     verifier: str
     device: str
-    coefficients: Mapping[str, float]  # `workers.costmodel.FEATURES` -> seconds per unit
-    samples: tuple[tuple[int, int, int, float], ...]  # (fed, cached, kept, seconds) per timed pass
+    costs: str  # `workers.costmodel.RoundCosts` as JSON
+    samples: tuple[tuple[str, str, int, int, float], ...]  # (regime, kind, n, context, seconds) per timed round
     measure_s: float
     started_at: float  # epoch s
     ended_at: float

@@ -1,147 +1,183 @@
-"""The verifier's pass-cost model: seconds of one forward pass from its shape, measured once per verifier and device.
+"""The verifier's round-cost table: measured seconds of the verifier's side of a real round, per regime, pass kind and
+width, over context length, on one device. The one cost model: replay's predictions, k = "auto" and the Cost model
+page all read it. No torch here (`workers.decoding.roundtimer` measures it).
 
-A replayed generation (`workers.replay`) makes exactly the passes a timed one makes, but runs no verifier: its wall
-time is predicted from them. Every pass has a shape (`Verifier.last_shape`): tokens fed, tokens already cached,
-logits rows kept. A transformer forward's cost is close to linear in a few features of that shape:
+A replayed generation makes exactly the passes a timed one makes but runs no verifier: its wall time is the table's
+seconds for each of its recorded passes (`workers.decoding.passes` names the round each pass was) plus its draft's own
+measured seconds. A row of the table is one `(regime, kind, n)`: the median seconds of repeated timed rounds at a few
+context lengths (log-spaced over the run's). Between them the table interpolates linearly on the medians made
+monotone in context (pool-adjacent-violators: a longer context never costs less); past the longest it follows the
+last segment's slope, before the shortest it stays at the first. A width the table lacks is interpolated (or
+extrapolated) linearly in n at that context; a tree width it lacks is the chain of that width times the ratio of the
+nearest measured tree to its chain (the chain itself where no tree was measured).
 
-    c(fed, cached, kept) = intercept + a * fed + b * kept + c * fed * (cached + fed) + d * cached
-
-- `fed`: the layers' matmuls, per token fed;
-- `kept`: the output layer, per logits row kept (large for a large vocabulary);
-- `attention`: every fed token attends to every token before it, cached or fed;
-- `cached`: reading the KV cache (and copying it as it grows);
-- `intercept`: the launch and Python overhead of one forward.
-
-So one model covers all three regimes: an uncached pass over 70 tokens is (70, 0, k + 1), a cached one-token pass
-after 70 is (1, 70, 1). The coefficients are fitted by non-negative least squares (no feature makes a pass
-cheaper, so no pass is predicted below zero) on the median of `repeats` timed passes per design point, in relative
-terms (a 30 ms pass weighs as much as a 300 ms one): one slow pass on a shared machine moves nothing.
+The row for n measures the step from one row to two as it is: nothing is assumed linear in the tokens fed.
 
 Example:
-    >>> m = PassCostModel("v", "cpu", {"intercept": 0.03, "fed": 0.001, "kept": 0.0005})
-    >>> round(m.pass_seconds(10, 60, 1), 4), round(m.wall_seconds([(70, 0, 1), (1, 70, 1)]), 4)
-    (0.0405, 0.132)
+    >>> t = RoundCosts("v", "cpu", {"cached/chain/0": ((40, 0.030), (120, 0.034)), "cached/first/0": ((40, 0.09),)})
+    >>> round(t.seconds("cached", "chain", 0, 80), 4), round(t.wall_seconds("cached", [(40, 0, 1), (1, 40, 1)]), 4)
+    (0.032, 0.12)
 """
 
 from __future__ import annotations
 
-import itertools
 import json
-import logging
 import math
-import time
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
-from workers.decoding.costcurve import PassCosts, verifier_name
+from workers.decoding.costcurve import PassCosts
+from workers.decoding.passes import Shape, regime_passes
 
-if TYPE_CHECKING:  # torch only where passes are timed: the dashboard reads models without it
-    from workers.verifier import Verifier
-
-logger = logging.getLogger(__name__)
-
-FEATURES = ("intercept", "fed", "kept", "attention", "cached")
-REPEATS = 3  # timed rounds over the design points; the fit reads each point's median
-
-Shape = tuple[int, int, int]  # (tokens fed, tokens cached, logits rows kept)
-Sample = tuple[int, int, int, float]  # a shape and its measured seconds
+Sample = tuple[str, str, int, int, float]  # (regime, kind, n, context, seconds) of one timed round
+Row = tuple[tuple[int, float], ...]  # ((context, median seconds), ...) by context
+TREE_FALLBACK = {"tree": "chain", "tree-first": "first"}  # the chain rows a missing tree width is read from
 
 
-def features(fed: int, cached: int, kept: int) -> tuple[float, ...]:
-    """A pass's features in `FEATURES` order."""
-    return (1.0, float(fed), float(kept), float(fed) * (cached + fed), float(cached))
+def row_name(regime: str, kind: str, n: int) -> str:
+    """The table's name of a row: "regime/kind/n"."""
+    return f"{regime}/{kind}/{int(n)}"
+
+
+@lru_cache(maxsize=4096)
+def monotone(row: Row) -> Row:
+    """The row's medians made non-decreasing in context by pool-adjacent-violators (least squares, equal weights)."""
+    blocks: list[list[float]] = []  # [sum, count] per pooled block
+    for _, s in row:
+        blocks.append([s, 1.0])
+        while len(blocks) > 1 and blocks[-2][0] / blocks[-2][1] > blocks[-1][0] / blocks[-1][1]:
+            total, count = blocks.pop()
+            blocks[-1][0] += total
+            blocks[-1][1] += count
+    values = [b[0] / b[1] for b in blocks for _ in range(int(b[1]))]
+    return tuple((c, v) for (c, _), v in zip(row, values))
+
+
+def interpolate(row: Row, context: float) -> float:
+    """The monotone row's seconds at `context`: linear between measured contexts, the last slope past them."""
+    pts = monotone(row)
+    if len(pts) == 1 or context <= pts[0][0]:
+        return pts[0][1]
+    for (c0, s0), (c1, s1) in zip(pts, pts[1:]):
+        if context <= c1:
+            return s0 + (s1 - s0) * (context - c0) / (c1 - c0)
+    (c0, s0), (c1, s1) = pts[-2], pts[-1]
+    return s1 + (s1 - s0) * (context - c1) / (c1 - c0)
 
 
 @dataclass(frozen=True)
-class PassCostModel:
-    """Seconds of a verifier pass on one device, linear in `FEATURES` (coefficients in seconds per unit)."""
+class RoundCosts:
+    """Seconds of the verifier's side of a round on one device, per `row_name`, over context (see the module doc).
+
+    `meta` describes what it was measured on (dtype, threads, torch, machine); `noise` is, per regime, the median
+    |seconds / row median - 1| of the table's own repeated rounds."""
 
     verifier: str
     device: str
-    coefficients: dict[str, float]
+    rows: Mapping[str, Row]
+    noise: Mapping[str, float] = field(default_factory=dict)
+    meta: Mapping[str, object] = field(default_factory=dict)
 
-    def pass_seconds(self, fed: int, cached: int, kept: int) -> float:
-        """Predicted seconds of one pass (never below 0)."""
-        x = features(fed, cached, kept)
-        return max(0.0, sum(self.coefficients.get(name, 0.0) * v for name, v in zip(FEATURES, x)))
+    def widths(self, regime: str, kind: str) -> list[int]:
+        """The measured n of one regime's kind of pass."""
+        prefix = f"{regime}/{kind}/"
+        return sorted(int(name[len(prefix) :]) for name in self.rows if name.startswith(prefix))
 
-    def wall_seconds(self, passes: Iterable[Sequence[int]]) -> float:
-        """Predicted seconds of a generation's verifier passes, [(fed, cached, kept), ...]."""
-        return sum(self.pass_seconds(*p) for p in passes)
+    def seconds(self, regime: str, kind: str, n: int, context: float) -> float:
+        """Predicted seconds of the verifier's side of a round (see the module doc for the fallbacks)."""
+        name = row_name(regime, kind, n)
+        if name in self.rows:
+            return interpolate(self.rows[name], context)
+        ns = self.widths(regime, kind)
+        if kind in TREE_FALLBACK:  # the chain of n, scaled as the nearest measured tree is to its chain
+            chain = self.seconds(regime, TREE_FALLBACK[kind], n, context)
+            if not ns:
+                return chain
+            m = min(ns, key=lambda m: (abs(m - n), m))
+            base = self.seconds(regime, TREE_FALLBACK[kind], m, context)
+            return chain * interpolate(self.rows[row_name(regime, kind, m)], context) / base if base > 0 else chain
+        if not ns:
+            raise KeyError(f"the round-cost table of {self.verifier} on {self.device} has no {regime} {kind} passes")
+        if len(ns) == 1:
+            return interpolate(self.rows[row_name(regime, kind, ns[0])], context)
+        if n < ns[0]:
+            lo, hi = ns[0], ns[1]
+        elif n > ns[-1]:
+            lo, hi = ns[-2], ns[-1]
+        else:
+            lo, hi = max(m for m in ns if m < n), min(m for m in ns if m > n)
+        s_lo, s_hi = (interpolate(self.rows[row_name(regime, kind, m)], context) for m in (lo, hi))
+        return max(0.0, s_lo + (s_hi - s_lo) * (n - lo) / (hi - lo))
+
+    def pass_seconds(self, regime: str, shape: Shape, tree: bool = False) -> float:
+        """Predicted seconds of the round a recorded pass shape was (`workers.decoding.passes`)."""
+        kind, n, context = regime_passes(regime).key(shape, tree)
+        return self.seconds(regime, kind, n, context)
+
+    def wall_seconds(self, regime: str, passes: Iterable[Sequence[int]], tree: bool = False) -> float:
+        """Predicted seconds of a generation's verifier side, over its passes [(fed, cached, kept), ...]."""
+        return sum(self.pass_seconds(regime, tuple(p), tree) for p in passes)
+
+    def curve(self, regime: str, context: int, max_len: int = 8, tree: bool = False) -> PassCosts:
+        """c(0..max_len): a round drafting n after `context` tokens in `regime`, for k = "auto" and the break-even."""
+        passes = regime_passes(regime)
+        seconds = tuple(self.pass_seconds(regime, passes.shape(n, context), tree) for n in range(max_len + 1))
+        return PassCosts(self.verifier, self.device, regime, context, seconds, energy_from="the round-cost table")
 
     def to_json(self) -> str:
-        return json.dumps({"verifier": self.verifier, "device": self.device, "coefficients": self.coefficients})
+        rows = {name: [list(p) for p in row] for name, row in self.rows.items()}
+        raw = {"verifier": self.verifier, "device": self.device, "rows": rows}
+        return json.dumps(raw | {"noise": dict(self.noise), "meta": dict(self.meta)})
 
     @classmethod
-    def from_json(cls, text: str) -> PassCostModel:
-        raw = json.loads(text)
-        return cls(raw["verifier"], raw["device"], {str(k): float(v) for k, v in raw["coefficients"].items()})
+    def from_json(cls, text: str | Mapping) -> RoundCosts:
+        raw = json.loads(text) if isinstance(text, str) else dict(text)
+        if "rows" not in raw:
+            raise ValueError("not a round-cost table (an older linear pass-cost model?): measure the table again")
+        rows = {str(n): tuple((int(c), float(s)) for c, s in row) for n, row in raw["rows"].items()}
+        noise = {str(k): float(v) for k, v in raw.get("noise", {}).items()}
+        return cls(str(raw["verifier"]), str(raw["device"]), rows, noise, dict(raw.get("meta", {})))
 
 
-def predict_generation(model: PassCostModel, passes: Iterable[Sequence[int]], draft_s: float) -> float:
-    """A replayed generation's wall seconds: its passes' predicted cost plus its draft's own measured seconds."""
-    return model.wall_seconds(passes) + draft_s
+def table_rows(samples: Iterable[Sample]) -> dict[str, Row]:
+    """The median seconds per row and context of timed rounds."""
+    by: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for regime, kind, n, context, seconds in samples:
+        by[row_name(regime, kind, n)][int(context)].append(float(seconds))
+    return {name: tuple((c, float(np.median(ts))) for c, ts in sorted(cs.items())) for name, cs in by.items()}
 
 
-def regime_curve(model: PassCostModel, regime: str, context: int, max_len: int = 8) -> PassCosts:
-    """c(0..max_len) of a round drafting n tokens after `context` tokens in `regime`, from the model: uncached, a
-    forward over context + n keeping n + 1 rows; cached (the paper's), n tokens fed after the cache (one for n = 0,
-    the fast path's pass); cached-standard, the pending token + n."""
-    shapes = {
-        "uncached": lambda n: (context + n, 0, n + 1),
-        "cached": lambda n: (max(n, 1), context, max(n, 1)),
-        "cached-standard": lambda n: (n + 1, context, n + 1),
-    }
-    if regime not in shapes:
-        raise ValueError(f"regime {regime!r} is not accepted; give one of {', '.join(shapes)}")
-    seconds = tuple(model.pass_seconds(*shapes[regime](n)) for n in range(max_len + 1))
-    return PassCosts(model.verifier, model.device, regime, context, seconds, energy_from="the pass-cost model")
+def repeat_noise(samples: Iterable[Sample]) -> dict[str, float]:
+    """Per regime, the median |seconds / its row and context's median - 1| over rounds timed more than once."""
+    by: dict[tuple, list[float]] = defaultdict(list)
+    for regime, kind, n, context, seconds in samples:
+        by[(regime, kind, n, int(context))].append(float(seconds))
+    dev: dict[str, list[float]] = defaultdict(list)
+    for (regime, *_), ts in by.items():
+        if len(ts) > 1:
+            med = float(np.median(ts))
+            dev[regime] += [abs(t / med - 1) for t in ts] if med > 0 else []
+    return {regime: float(np.median(d)) for regime, d in dev.items() if d}
 
 
-def medians(samples: Iterable[Sample]) -> dict[Shape, float]:
-    """The median measured seconds per distinct pass shape."""
-    by_shape: dict[Shape, list[float]] = defaultdict(list)
-    for fed, cached, kept, seconds in samples:
-        by_shape[(int(fed), int(cached), int(kept))].append(float(seconds))
-    return {shape: float(np.median(ts)) for shape, ts in by_shape.items()}
+def build_table(verifier: str, device: str, samples: Sequence[Sample], meta: Mapping | None = None) -> RoundCosts:
+    """The table of these timed rounds, with its own repeat noise."""
+    if not samples:
+        raise ValueError("no timed round to build a round-cost table from")
+    if any(s[4] <= 0 for s in samples):
+        raise ValueError("a timed round took no time; the clock cannot measure these rounds")
+    return RoundCosts(verifier, device, table_rows(samples), repeat_noise(samples), dict(meta or {}))
 
 
-def nnls(a: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """argmin |a x - y| over x >= 0, exactly: the best non-negative least-squares solution over every subset of
-    columns (2^5 subsets here; scipy is not a dependency)."""
-    n = a.shape[1]
-    best, best_err = np.zeros(n), float(np.sum(y**2))
-    for size in range(1, n + 1):
-        for cols in itertools.combinations(range(n), size):
-            x, *_ = np.linalg.lstsq(a[:, cols], y, rcond=None)
-            if np.any(x < 0):
-                continue
-            err = float(np.sum((a[:, cols] @ x - y) ** 2))
-            if err < best_err - 1e-15 * max(1.0, best_err):
-                best, best_err = np.zeros(n), err
-                best[list(cols)] = x
-    return best
-
-
-def fit(samples: Iterable[Sample]) -> dict[str, float]:
-    """Coefficients by non-negative least squares on each shape's median, relative (each row divided by its
-    median seconds, so the fit minimises relative error); a feature absent from every sample gets 0."""
-    points = medians(samples)
-    if not points:
-        raise ValueError("no timed pass to fit a cost model to")
-    shapes = list(points)
-    y = np.array([points[s] for s in shapes])
-    if np.any(y <= 0):
-        raise ValueError("a timed pass took no time; the clock cannot measure these passes")
-    x = np.array([features(*s) for s in shapes]) / y[:, None]
-    scale = np.abs(x).max(axis=0)
-    scale[scale == 0] = 1.0  # an absent feature (e.g. no cached pass) stays 0
-    coef = nnls(x / scale, np.ones(len(shapes))) / scale
-    return {name: float(c) for name, c in zip(FEATURES, coef)}
+def predict_generation(
+    table: RoundCosts, regime: str, passes: Iterable[Sequence[int]], draft_s: float, tree: bool = False
+) -> float:
+    """A replayed generation's wall seconds: its rounds' predicted cost plus its draft's own measured seconds."""
+    return table.wall_seconds(regime, passes, tree) + draft_s
 
 
 def log_spaced(lo: int, hi: int, n: int) -> list[int]:
@@ -149,104 +185,6 @@ def log_spaced(lo: int, hi: int, n: int) -> list[int]:
     if hi <= lo or n <= 1:
         return [hi]
     return sorted({round(lo * (hi / lo) ** (i / (n - 1))) for i in range(n)})
-
-
-@dataclass(frozen=True)
-class DesignPoint:
-    """One pass to time: `kind` "uncached" (a full forward over `context` tokens keeping `n` rows), "prefill" (a
-    fresh cache over `context`, one row kept) or "extend" (`n` tokens fed after a cache of `context`, all kept)."""
-
-    kind: str
-    context: int
-    n: int = 1
-
-    @property
-    def shape(self) -> Shape:
-        """(fed, cached, kept) of this point's timed pass, as `Verifier.last_shape` records it."""
-        if self.kind == "extend":
-            return (self.n, self.context, self.n)
-        return (self.context, 0, 1 if self.kind == "prefill" else self.n)
-
-
-def design(max_fed: int = 17, max_context: int = 160, min_context: int = 8, n_contexts: int = 4) -> list[DesignPoint]:
-    """The grid the sweep's passes lie in, per context length (log-spaced): uncached forwards keeping 1..max_fed
-    rows, a prefill, and cached extends of 1..max_fed tokens after it (log-spaced). Each context's extends follow
-    its prefill, which leaves the cache they extend."""
-    lengths = log_spaced(1, max_fed, 5)
-    kept = log_spaced(1, max_fed, 3)  # 1, 4, 17 for max_fed 17: the uncached points are the dearest
-    points = []
-    for c in log_spaced(min_context, max_context, n_contexts):
-        points += [DesignPoint("uncached", c, n) for n in kept if n <= c]
-        points += [DesignPoint("prefill", c)] + [DesignPoint("extend", c, n) for n in lengths]
-    return points
-
-
-def run_point(verifier: Verifier, tokens: Sequence[int], p: DesignPoint) -> Sample:
-    """Time one design point's pass between device syncs; its shape as the verifier recorded it. An extend runs
-    after a cache of exactly `p.context` tokens (prefilled untimed unless the cache holds them) and crops back."""
-    if p.kind == "extend" and (verifier.cache is None or verifier.cached_len != p.context):
-        verifier.prefill(tokens[: p.context], 1)
-    verifier.sync()
-    t0 = time.perf_counter()
-    if p.kind == "uncached":
-        verifier.logits(tokens[: p.context], p.n)
-    elif p.kind == "prefill":
-        verifier.prefill(tokens[: p.context], 1)
-    else:
-        verifier.extend(tokens[p.context : p.context + p.n])
-    verifier.sync()
-    seconds = time.perf_counter() - t0
-    if p.kind == "extend":
-        verifier.crop(p.context)
-    return (*verifier.last_shape, seconds)
-
-
-def time_points(
-    verifier: Verifier,
-    tokens: Sequence[int],
-    points: Sequence[DesignPoint],
-    repeats: int = REPEATS,
-    budget_s: float | None = None,
-) -> list[Sample]:
-    """`repeats` rounds over every point (after one untimed warm round), each round running them all in turn, so a
-    busy spell slows every point alike; a round that would end past `budget_s` is not started (one always runs)."""
-    verifier.cache = None  # an extend's cache is always the design's own
-    for p in points:  # warm: allocation and first-call costs, not timed
-        run_point(verifier, tokens, p)
-    samples: list[Sample] = []
-    t0 = time.perf_counter()
-    for r in range(max(1, repeats)):
-        elapsed = time.perf_counter() - t0
-        if r and budget_s is not None and elapsed + elapsed / r > budget_s:
-            logger.info("cost model: %d of %d rounds within %.0f s", r, repeats, budget_s)
-            break
-        samples += [run_point(verifier, tokens, p) for p in points]
-    verifier.cache = None
-    return samples
-
-
-def measure_pass_costs(
-    verifier: Verifier,
-    context_ids: Sequence[int],
-    max_fed: int = 17,
-    max_context: int | None = None,
-    repeats: int = REPEATS,
-    budget_s: float | None = None,
-) -> tuple[PassCostModel, list[Sample]]:
-    """Time the verifier's passes over the design grid (contexts up to `max_context` tokens: the prompt plus the
-    new tokens a sweep generates; `context_ids` repeated where it is shorter) and fit the model to them."""
-    ids = [int(t) for t in context_ids]
-    if not ids:
-        raise ValueError("measure_pass_costs needs a non-empty context")
-    max_context = max_context or len(ids)
-    tokens = (ids * math.ceil((max_context + max_fed) / len(ids)))[: max_context + max_fed]
-    points = design(max_fed, max_context, min(8, max_context))
-    samples = time_points(verifier, tokens, points, repeats, budget_s)
-    model = PassCostModel(verifier_name(verifier), str(verifier.device), fit(samples))
-    logger.info(
-        "cost model %s on %s from %d passes: %s", model.verifier, model.device, len(samples), model.coefficients
-    )
-    return model, samples
 
 
 def tokens_per_s_errors(predicted_wall_s: Sequence[float], measured_wall_s: Sequence[float]) -> np.ndarray:

@@ -172,22 +172,25 @@ class SweepRunner:
             torch.set_num_threads(before)
 
     def _cost_model(self, job: CostModelJob) -> CostModelRecord:
-        """The verifier's pass-cost model, timed on this device over the contexts the sweep's passes see."""
-        from workers.costmodel import measure_pass_costs
+        """The verifier's round-cost table, real rounds timed on this device over the contexts the sweep sees."""
+        from workers.decoding.roundtimer import measure_round_costs
 
         started_at, t0 = time.time(), time.perf_counter()
-        model, samples = measure_pass_costs(
+        table, samples = measure_round_costs(
             self.verifier,
             self._prompt_ids(job.prompt),
-            max_fed=job.max_fed,
+            max_n=job.max_n,
+            tree_sizes=job.tree_sizes,
+            regimes=job.regimes,
             max_context=job.max_context,
+            min_context=job.min_context,
             repeats=job.repeats,
             budget_s=job.budget_s,
         )
         return CostModelRecord(
-            verifier=model.verifier,
-            device=model.device,
-            coefficients=dict(model.coefficients),
+            verifier=table.verifier,
+            device=table.device,
+            costs=table.to_json(),
             samples=tuple(samples),
             measure_s=time.perf_counter() - t0,
             started_at=started_at,
@@ -255,7 +258,7 @@ class SweepRunner:
                 seed=job.seed,
                 **plan,
             )
-            for _ in range(max(1, self.cfg.repeats))
+            for _ in range(max(1, job.repeats or self.cfg.repeats))
         ]
         res = fastest(runs, job.strategy)
         text = self.tokenizer.decode(list(res.tokens), skip_special_tokens=True)

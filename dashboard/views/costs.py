@@ -1,88 +1,78 @@
-"""Cost model: the experiment's measured pass-cost model c(fed, cached, kept) from the database (the fitted surface
-with the measured passes as points), the per-token acceptance a draft of n tokens needs in each regime to pay for
-its longer pass, and how well the model predicts: timed against replayed generations, per regime."""
+"""Cost model: the experiment's measured round-cost table from the database (seconds of a real round per regime and
+width over context, the table's monotone line through the measured medians), the per-token acceptance a draft of n
+tokens needs in each regime to pay for its longer round, and how well the table predicts: timed against replayed
+generations, per regime and width band, beside the run's own timing noise."""
 
 from __future__ import annotations
 
 import pandas as pd
 import plotly.express as px
-import plotly.graph_objects as go
 import streamlit as st
 
 from dashboard import reads, ui
 from dashboard.app import page_filters
-from storage.costs import fit_frame, surface_frame
-from workers.costmodel import FEATURES, regime_curve
+from storage.costs import curve_frame, table_frame
 
-REGIMES = ("uncached", "cached", "cached-standard")
 MAX_LEN = 8  # draft lengths shown in the break-even table
 
 
-def surface_chart(fit: pd.DataFrame, surface: pd.DataFrame) -> dict:
-    """Fitted milliseconds against tokens fed (lines, one per cache length) over the measured medians (points)."""
-    fig = px.line(surface, x="fed", y="fitted_ms", color="passes", labels={"fed": "tokens fed", "fitted_ms": "ms"})
-    for trace in px.scatter(fit, x="fed", y="measured_ms", color="passes", hover_data=["kept"]).data:
-        trace.update(showlegend=False, marker={"size": 7, "symbol": "circle-open"})
-        fig.add_trace(go.Scatter(trace))
-    fig.update_layout(xaxis_type="log", yaxis_title="pass (ms): fitted lines, measured medians as points")
+def table_chart(frame: pd.DataFrame) -> dict:
+    """Milliseconds of a round against context, one line per regime and width (chains and trees; opening passes
+    apart), the measured medians as points on the table's monotone line."""
+    rounds = frame[~frame["kind"].str.contains("first")].assign(row=lambda d: d["kind"] + " n=" + d["n"].astype(str))
+    fig = px.line(
+        rounds,
+        x="context",
+        y="table_ms",
+        color="row",
+        facet_col="regime",
+        markers=True,
+        hover_data=["median_ms", "min_ms", "max_ms", "rounds"],
+        labels={"context": "context (tokens)", "table_ms": "round (ms)", "row": "pass"},
+    )
+    fig.update_layout(legend_title_text="pass width")
     return fig.to_dict()
 
 
-def break_even_frame(model, context: int) -> pd.DataFrame:
-    """c(n) per regime after `context` tokens and the break-even per-token acceptance of a chain of n."""
-    rows = []
-    for regime in REGIMES:
-        curve = regime_curve(model, regime, context, MAX_LEN)
-        for n, s in enumerate(curve.seconds):
-            rows.append(
-                {
-                    "regime": regime,
-                    "n": n,
-                    "pass_ms": s * 1e3,
-                    "relative": s / curve.seconds[0],
-                    "break_even": curve.break_even(n) if n else None,
-                }
-            )
-    return pd.DataFrame(rows)
-
-
-def model_section(stored) -> None:
-    """The fitted model: its coefficients, the surface against the measured passes, the break-even table."""
-    m = stored.model
-    coef = ", ".join(f"{name} {m.coefficients.get(name, 0.0) * 1e3:.4g} ms" for name in FEATURES)
+def table_section(stored) -> None:
+    """The measured table: what it was measured on, its rounds against context, the break-even table."""
+    t = stored.table
+    meta = ", ".join(f"{k} {v}" for k, v in t.meta.items())
+    noise = ", ".join(f"{r} {v:.1%}" for r, v in sorted(t.noise.items()))
     energy = ""
     if stored.energy_j is not None and stored.mean_power_w is not None:
         energy = f", {stored.energy_j:.1f} J at {stored.mean_power_w:.1f} W mean ({stored.power_source})"
     st.caption(
-        f"**{m.verifier}** on **{m.device}**: measured on the accelerator worker in {stored.measure_s:.1f} s over "
-        f"{len(stored.samples)} timed passes{energy}. A pass costs intercept + fed x a + kept x b + "
-        f"fed x (cached + fed) x c + cached x d (non-negative least squares on each shape's median): {coef}. "
-        "Replayed generations are predicted as the sum over their passes plus their draft's seconds."
+        f"**{t.verifier}** on **{t.device}** ({meta}): measured on the accelerator worker in {stored.measure_s:.1f} s "
+        f"over {len(stored.samples)} timed rounds of the real decoding loop{energy}; the repeats' own spread (median "
+        f"|round / its median - 1|): {noise or 'one repeat'}. A replayed generation is predicted as the table's "
+        "seconds for each of its rounds (interpolated over context, monotone) plus its draft's own seconds."
     )
-    fit = fit_frame(stored)
-    ui.show_chart(surface_chart(fit, surface_frame(stored)))
+    frame = table_frame(stored)
+    ui.show_chart(table_chart(frame))
     ui.frame_block(
-        fit,
-        "Measured passes and the fit",
-        "pass_fit",
+        frame,
+        "Measured rounds and the table",
+        "round_table",
         column_config={
-            "measured_ms": st.column_config.NumberColumn("median pass (ms)", format="%.1f"),
-            "fitted_ms": st.column_config.NumberColumn("fitted (ms)", format="%.1f"),
-            "error": st.column_config.NumberColumn("|fitted / measured - 1|", format="percent"),
+            "median_ms": st.column_config.NumberColumn("median round (ms)", format="%.2f"),
+            "table_ms": st.column_config.NumberColumn("table (ms)", format="%.2f"),
+            "min_ms": st.column_config.NumberColumn("fastest (ms)", format="%.2f"),
+            "max_ms": st.column_config.NumberColumn("slowest (ms)", format="%.2f"),
         },
     )
-    cached = sorted(c for c in fit["cached"] if c > 0)
-    context = int(cached[len(cached) // 2]) if cached else int(fit["fed"].max())
+    contexts = sorted(frame["context"].unique())
+    context = int(contexts[len(contexts) // 2]) if contexts else 64
     st.caption(
         f"Break-even after {context} tokens: the per-token acceptance a at which a chain of n yields as many tokens "
         "per second as plain decoding, (1 + a + ... + a^n) / c(n) = 1 / c(0)."
     )
     ui.frame_block(
-        break_even_frame(m, context),
-        "Pass cost and break-even acceptance",
+        curve_frame(t, context, MAX_LEN),
+        "Round cost and break-even acceptance",
         "pass_costs",
         column_config={
-            "pass_ms": st.column_config.NumberColumn("c(n) (ms)", format="%.1f"),
+            "round_ms": st.column_config.NumberColumn("c(n) (ms)", format="%.2f"),
             "relative": st.column_config.NumberColumn("c(n) / c(0)", format="%.2f"),
             "break_even": st.column_config.NumberColumn("break-even acceptance", format="percent"),
         },
@@ -93,24 +83,26 @@ f = page_filters()
 stored = reads.cost_model(f.url, f.exp_id)
 if stored is None:
     st.info(
-        "No pass-cost model measured for this experiment: a cost model cell measures one on the accelerator worker "
+        "No round-cost table measured for this experiment: a cost model cell measures one on the accelerator worker "
         "before replayed generations are predicted."
     )
 else:
-    model_section(stored)
+    table_section(stored)
 ui.frame_block(
     reads.prediction_error(f.url, f.exp_id, f.version),
-    "Prediction error per regime",
+    "Prediction error per regime and width band",
     "prediction_error",
-    empty="No generation was both timed and replayed, nor carries its own prediction.",
+    empty="No generation was both timed and replayed.",
     column_config={
         "pairs": st.column_config.NumberColumn("timed + replayed", help="generations both timed and replayed"),
         "median_error": st.column_config.NumberColumn("median |pred / meas - 1|", format="percent"),
         "p90_error": st.column_config.NumberColumn("p90", format="percent"),
-        "timed": st.column_config.NumberColumn("timed, own prediction"),
-        "timed_median_error": st.column_config.NumberColumn("median (timed)", format="percent"),
-        "timed_p90_error": st.column_config.NumberColumn("p90 (timed)", format="percent"),
-        "coordinates": st.column_config.NumberColumn("speedups ranked"),
+        "bias": st.column_config.NumberColumn("median pred / meas - 1", format="percent", help="> 0: too fast"),
+        "noise": st.column_config.NumberColumn(
+            "timing noise", format="percent", help="generations timed twice: median |t2 / t1 - 1| / sqrt(2)"
+        ),
+        "noise_pairs": st.column_config.NumberColumn("timed twice"),
+        "coordinates": st.column_config.NumberColumn("speedups ranked", help="coordinates with >= 3 timed prompts"),
         "spearman": st.column_config.NumberColumn("Spearman (timed vs replayed)", format="%.2f"),
     },
 )

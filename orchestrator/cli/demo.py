@@ -81,21 +81,21 @@ def redundancy_table(session, experiment: str) -> pd.DataFrame:
 
 
 def prediction_text(Session, exp_id: int, noise: dict | None) -> str:
-    """Replay's predictions against the timed generations, per regime, beside the run's timing noise on identical
-    passes (the goal: a median error no larger than that noise)."""
+    """Replay's predictions against the timed generations, per regime and width band, beside the run's own timing
+    noise from generations timed twice (the goal: a median error no larger than that noise, a bias near 0)."""
     with Session() as s:
         err = prediction_error(s, exp_id)
     if err.empty:
         return "\npredicted vs timed: no generation was both timed and replayed"
     line = (
-        f"timing noise on identical passes: {noise['sd']:.1%} per generation ({noise['generations']} generations)"
+        f"timing noise (generations timed twice, |t2 / t1 - 1| / sqrt 2): {noise['sd']:.1%} median over "
+        f"{noise['generations']} generations"
         if noise
-        else "timing noise: no two timed generations made identical passes"
+        else "timing noise: no generation was timed twice"
     )
     return (
-        "\npredicted vs timed tokens/s (replay's pass-cost model; error = |predicted / measured - 1|)\n"
-        + err.to_markdown(index=False, floatfmt=".3f")
-        + f"\n{line}"
+        "\npredicted vs timed tokens/s (replay's round-cost table; error = |predicted / measured - 1|, bias = its median"
+        " signed value, > 0 predicted too fast)\n" + err.to_markdown(index=False, floatfmt=".3f") + f"\n{line}"
     )
 
 
@@ -126,8 +126,8 @@ def future_work_text(
     r = roles(spec)
     if r.distilled or r.hybrid or r.adaptive:
         how = (
-            f"; timing noise measured in this run: {noise['sd']:.1%} per generation ({noise['groups']} groups of "
-            "cells that made identical verifier passes)"
+            f"; timing noise measured in this run: {noise['sd']:.1%} per generation ({noise['generations']} "
+            "generations timed twice)"
             if noise
             else ""
         )

@@ -116,13 +116,22 @@ def artifact_cells(spec: Spec) -> dict[Requirement, CellSpec]:
 COST_ROLE = "costmodel"  # the role under which a cell needs the experiment's pass-cost model cell
 
 
+def table_widths(spec: Spec) -> dict:
+    """The widths and regimes the grid's rounds use: chains up to the largest k, trees of every budget."""
+    ks = [k for s in spec.strategies if s.tree is None for k in s.ks(spec.sweep.k)]
+    trees = sorted({s.tree for s in spec.strategies if s.tree is not None})
+    regimes = sorted({r for s in spec.strategies for r in s.regimes_in(spec.sweep.regimes)})
+    return {"max_n": max([1, *ks]), "tree_sizes": tuple(trees), "regimes": tuple(regimes)}
+
+
 def cost_model_cell(spec: Spec, prompt: str | None) -> CellSpec | None:
-    """The accelerator cell that measures the verifier's pass-cost model (`workers.costmodel`) on its device, when a
-    replay's predictions or a k = "auto" strategy need it; it times passes over a real prompt's tokens (which do
+    """The accelerator cell that measures the verifier's round-cost table (`workers.costmodel`) on its device, when a
+    replay's predictions or a k = "auto" strategy need it; it times rounds over a real prompt's tokens (which do
     not enter its key: the cost does not depend on which tokens)."""
     if not (spec.sweep.replay or any(s.auto for s in spec.strategies)):
         return None
     ident = {"kind": COST_ROLE, "verifier": verifier_identity(spec), "device": spec.verifier.device}
+    ident |= {"table": "rounds", **table_widths(spec)}  # a grid with other widths or regimes measures its own
     return CellSpec(key=content_key(ident), kind=COST_ROLE, params=CellParams(prompt=prompt))
 
 

@@ -183,6 +183,7 @@ class SweepLoop:
             top_k=p.top_k,
             top_p=p.top_p,
             seed=p.seed,
+            repeats=self.spec.sweep.timed_runs(c.key, c.temperature or 0.0) if c.kind == "sweep" else None,
         )
 
     def _dispatch(self) -> None:

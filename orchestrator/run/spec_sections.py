@@ -293,6 +293,16 @@ class SweepSection(_Model):
     # with replay: time only this many of the greedy coordinates (strategy x task x k x regime), a sample seeded by
     # [experiment] seed; plain's are always timed (timed speedups need them); default all
     timed_coordinates: Annotated[int, Field(ge=0)] | None = None
+    # with replay: this share of the timed greedy generations (a sample seeded by their keys) is timed twice, so the
+    # run measures its own timing noise on identical passes, per regime, beside the cost model's error
+    timed_twice: Annotated[float, Field(ge=0, le=1)] = 0.5
+
+    def timed_runs(self, key: str, temperature: float) -> int | None:
+        """How many times a timed cell's generation runs: twice for the `timed_twice` sample of a replayed run's
+        greedy cells, else the worker's `repeats` (None)."""
+        if not self.replay or temperature > 0 or self.repeats > 1:
+            return None
+        return 2 if int(key[-4:], 16) / 0x10000 < self.timed_twice else None
 
     def timed(self, prompt_index: int, temperature: float) -> bool:
         """Whether a sweep cell of this prompt is timed on the accelerator (a sampled one always is)."""

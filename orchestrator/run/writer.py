@@ -194,7 +194,7 @@ class ResultWriter:
     def _store_generation(self, s: Session, c: CellSpec, o: JobOutcome) -> None:
         """A timed or replayed generation with the cost model's prediction, unless its twin (the same cell and prompt
         measured the other way) made other rounds: then the cell fails, naming the first round that differs."""
-        g = self.costs.predict(s, o.generation)
+        g = self.costs.predict(s, o.generation, c.regime, bool(c.params.options.get("tree")))
         twin = None if c.temperature or not self._may_have_twin(s, c, g.measure) else twin_rounds(s, c.id, g.measure)
         mismatch = twin and (rounds_differ(g, twin) if g.measure == "timed" else rounds_differ(twin, g))
         if mismatch:

@@ -1,5 +1,5 @@
-"""The Cost model page: the experiment's stored pass-cost model (read from the database, so a copied database shows
-it) as a chart and tables with the prediction error per regime, or a hint when none was measured."""
+"""The Cost model page: the experiment's stored round-cost table (read from the database, so a copied database shows
+it) as a chart and tables with the prediction error per regime and width band, or a hint when none was measured."""
 
 from __future__ import annotations
 
@@ -13,12 +13,10 @@ from storage import store
 from storage.cell_spec import CellSpec
 from storage.db import open_db
 from storage.queries import experiment_id
-from tests.storage.test_costs import CACHED, add_generation, cell_id, record
-from workers.costmodel import PassCostModel, regime_curve
+from tests.storage.test_costs import CACHED, TABLE, add_generation, cell_id, record
 
 APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
 TIMEOUT_S = 60
-COEF = {"intercept": 0.030, "fed": 0.001, "kept": 0.0004, "attention": 1e-6, "cached": 2e-5}
 
 
 def open_page(url: str, cache: Path, monkeypatch) -> AppTest:
@@ -44,7 +42,7 @@ def measured_db(fixture_db, tmp_path) -> str:
     _, Session = open_db(url)
     with Session() as s:
         exp = experiment_id(s, None)
-        store.store_cost_model(s, cell_id(s, exp, CellSpec(key="cost", kind="cost_model")), record(COEF))
+        store.store_cost_model(s, cell_id(s, exp, CellSpec(key="cost", kind="cost_model")), record())
         for strategy, k, prompt, timed_s, replay_s in CACHED:
             add_generation(s, exp, strategy, k, "cached", prompt, "timed", timed_s)
             add_generation(s, exp, strategy, k, "cached", prompt, "replay", replay_s, predicted=replay_s)
@@ -52,25 +50,25 @@ def measured_db(fixture_db, tmp_path) -> str:
     return url
 
 
-def test_cost_page_shows_the_experiments_model_from_the_database(measured_db, tmp_path, monkeypatch):
+def test_cost_page_shows_the_experiments_table_from_the_database(measured_db, tmp_path, monkeypatch):
     at = open_page(measured_db, tmp_path / "empty-cache", monkeypatch)
     assert at.title[0].value == "Cost model"
-    assert "smollm2-135m:torch.float32" in at.caption[1].value and "250.0 J" in at.caption[1].value
-    fit, costs, errors = (at.dataframe[i].value for i in range(3))
-    assert len(fit) == 3  # the record's three measured shapes
-    row = fit.set_index(["fed", "cached"]).loc[(76, 0)]
-    model = PassCostModel("m", "cpu", COEF)
-    assert row["measured_ms"] == pytest.approx(138.0) and row["fitted_ms"] == pytest.approx(
-        model.pass_seconds(76, 0, 1) * 1e3
-    )
-    assert set(costs["regime"]) == {"uncached", "cached", "cached-standard"} and len(costs) == 27
-    cached = costs[costs["regime"] == "cached"].set_index("n")
-    curve = regime_curve(model, "cached", 76, 8)
-    assert cached.loc[3, "pass_ms"] == pytest.approx(curve.seconds[3] * 1e3)
+    caption = at.caption[1].value
+    assert "smollm2-135m:torch.float32" in caption and "250.0 J" in caption and "threads 2" in caption
+    rounds, costs, errors = (at.dataframe[i].value for i in range(3))
+    assert len(rounds) == 4  # the record's four measured rows and contexts
+    row = rounds.set_index(["kind", "n", "context"]).loc[("chain", 0, 76)]
+    assert row["median_ms"] == pytest.approx(38.0) and row["rounds"] == 2
+    assert set(costs["regime"]) == {"cached"} and len(costs) == 9
+    cached = costs.set_index("n")
+    curve = TABLE.curve("cached", 76, 8)
+    assert cached.loc[3, "round_ms"] == pytest.approx(curve.seconds[3] * 1e3)
     assert cached.loc[3, "break_even"] == pytest.approx(curve.break_even(3))
-    assert list(errors["regime"]) == ["cached"]
-    assert errors.loc[0, "pairs"] == 8 and errors.loc[0, "median_error"] == pytest.approx(0.225)
-    assert errors.loc[0, "spearman"] == pytest.approx(0.5)
+    overall = errors[errors["band"] == "all"]
+    assert list(overall["regime"]) == ["cached"]
+    assert overall.iloc[0]["pairs"] == 12 and overall.iloc[0]["median_error"] == pytest.approx(0.1)
+    assert overall.iloc[0]["spearman"] == pytest.approx(0.5)
+    assert set(errors["band"]) == {"all", "plain", "k 2-4"}
 
 
 def test_cost_page_without_a_model_says_how_to_get_one(fixture_db, tmp_path, monkeypatch):

@@ -1,5 +1,6 @@
-"""storage.costs and store_cost_model: a measured cost model round-trips through a real SQLite file (migrated), and
-the prediction error per regime matches hand-worked pairs of timed and replayed generations."""
+"""storage.costs and store_cost_model: a measured round-cost table round-trips through a real SQLite file (migrated),
+and the prediction error per regime and width band, its bias, the run's own timing noise and the Spearman of speedups
+match hand-worked pairs of timed and replayed generations."""
 
 from __future__ import annotations
 
@@ -11,21 +12,28 @@ import pytest
 from storage import store
 from storage.cell_spec import CellParams, CellSpec
 from storage.costs import (
-    fit_frame,
+    curve_frame,
     load_cost_model,
     prediction_error,
     prediction_pairs,
     regime_power_w,
     stored_cost_model,
-    surface_frame,
+    table_frame,
+    width_band,
 )
 from storage.db import open_db
 from tests.storage.test_store import gen
 from workers.contracts import CostModelRecord, EnergyRecord
-from workers.costmodel import PassCostModel
+from workers.costmodel import RoundCosts, build_table
 
-COEF = {"intercept": 0.03, "fed": 0.001, "kept": 0.0004, "attention": 1e-6, "cached": 0.0}
-SAMPLES = ((76, 0, 1, 0.138), (1, 76, 1, 0.037), (4, 76, 4, 0.041))
+SAMPLES = (
+    ("cached", "first", 0, 76, 0.138),
+    ("cached", "chain", 0, 76, 0.037),
+    ("cached", "chain", 0, 76, 0.039),
+    ("cached", "chain", 4, 76, 0.041),
+    ("cached", "chain", 4, 150, 0.040),  # faster at a longer context: the table pools the two
+)
+TABLE = build_table("smollm2-135m:torch.float32", "cpu", SAMPLES, {"threads": 2})
 
 
 @pytest.fixture
@@ -35,9 +43,9 @@ def session(tmp_path):
         yield s
 
 
-def record(coef=COEF, power_w=12.5) -> CostModelRecord:
+def record(table: RoundCosts = TABLE, power_w=12.5) -> CostModelRecord:
     energy = EnergyRecord(power_w * 20.0, power_w, "estimate", False, None, None)
-    return CostModelRecord("smollm2-135m:torch.float32", "cpu", coef, SAMPLES, 20.0, 100.0, 120.0, energy)
+    return CostModelRecord(table.verifier, table.device, table.to_json(), SAMPLES, 20.0, 100.0, 120.0, energy)
 
 
 def cell_id(session, exp_id: int, spec: CellSpec) -> int:
@@ -51,34 +59,46 @@ def test_a_cost_model_round_trips(session):
     assert load_cost_model(session, exp.id) is None
     store.store_cost_model(session, cell_id(session, exp.id, CellSpec(key="c1", kind="cost_model")), record())
     session.commit()
-    model = load_cost_model(session, exp.id)
-    assert model == PassCostModel("smollm2-135m:torch.float32", "cpu", COEF)
-    assert model.pass_seconds(76, 0, 1) == pytest.approx(0.03 + 0.076 + 0.0004 + 76 * 76 * 1e-6)
+    table = load_cost_model(session, exp.id)
+    assert table == TABLE and table.rows["cached/chain/0"] == ((76, 0.038),)
+    assert table.seconds("cached", "chain", 4, 100) == pytest.approx(0.0405)  # (0.041 + 0.040) / 2, pooled
     stored = stored_cost_model(session, exp.id)
     assert stored.samples == SAMPLES and stored.measure_s == 20.0
     assert (stored.energy_j, stored.mean_power_w, stored.power_source) == (250.0, 12.5, "estimate")
-    newer = dict(COEF, intercept=0.05)
+    newer = replace(TABLE, meta={"threads": 1})
     store.store_cost_model(session, cell_id(session, exp.id, CellSpec(key="c2", kind="cost_model")), record(newer))
     session.commit()
-    assert load_cost_model(session, exp.id).coefficients["intercept"] == 0.05  # the newest one
+    assert load_cost_model(session, exp.id).meta == {"threads": 1}  # the newest one
     assert load_cost_model(session, exp.id, device="cuda") is None
     assert load_cost_model(session, other.id) is None
+
+
+def test_width_bands():
+    got = [width_band(s, k) for s, k in [("plain", 0), ("ngram", 1), ("ngram", 4), ("ngram", 5), ("d-tree", 5)]]
+    assert got + [width_band("h-auto", 8)] == ["plain", "k = 1", "k 2-4", "k 5+", "tree", "auto"]
 
 
 # (strategy, k, prompt, timed wall s, replay predicted wall s); 4 tokens each
 CACHED = [
     ("plain", 0, 0, 1.0, 1.0),
     ("plain", 0, 1, 1.0, 0.8),  # predicted 5 tokens/s, measured 4: error 0.25
+    ("plain", 0, 2, 1.0, 1.0),
     ("ngram", 3, 0, 0.5, 0.5),
     ("ngram", 3, 1, 0.5, 0.4),  # 0.25
-    ("lookup", 3, 0, 0.8, 1.0),  # predicted 4 tokens/s, measured 5: 0.2
+    ("ngram", 3, 2, 0.5, 0.5),
+    ("lookup", 3, 0, 0.8, 1.0),  # predicted 4 tokens/s, measured 5: -0.2
     ("lookup", 3, 1, 0.8, 0.8),
+    ("lookup", 3, 2, 0.8, 0.8),
     ("suffix", 3, 0, 0.6, 0.3),  # 1.0
     ("suffix", 3, 1, 0.6, 0.3),  # 1.0
+    ("suffix", 3, 2, 0.6, 0.3),  # 1.0
 ]
+RUNS = {("plain", 0): (1.0, 1.1), ("ngram", 0): (0.5, 0.6)}  # timed twice: noise 0.1 / sqrt 2 and 0.2 / sqrt 2
 
 
-def add_generation(session, exp_id: int, strategy, k, regime, prompt, measure, wall_s, predicted=None, key=None):
+def add_generation(
+    session, exp_id: int, strategy, k, regime, prompt, measure, wall_s, predicted=None, key=None, runs=None
+):
     spec = CellSpec(
         key=f"{strategy}-{k}-{regime}-{prompt}-{measure}-{key}",
         kind="sweep",
@@ -91,6 +111,7 @@ def add_generation(session, exp_id: int, strategy, k, regime, prompt, measure, w
         params=CellParams(prompt="p", reference=key or f"r{prompt}"),
     )
     g = replace(gen(tokens=(1, 2, 3, 4)), wall_s=wall_s, measure=measure, predicted_wall_s=predicted)
+    g = replace(g, wall_s_runs=runs) if runs else g
     store.store_generation(session, cell_id(session, exp_id, spec), g)
 
 
@@ -98,14 +119,15 @@ def add_generation(session, exp_id: int, strategy, k, regime, prompt, measure, w
 def validated(session):
     exp = store.upsert_experiment(session, "e", "spec", "h", None)
     for strategy, k, prompt, timed_s, replay_s in CACHED:
-        add_generation(session, exp.id, strategy, k, "cached", prompt, "timed", timed_s)
+        runs = RUNS.get((strategy, prompt))
+        add_generation(session, exp.id, strategy, k, "cached", prompt, "timed", timed_s, runs=runs)
         add_generation(session, exp.id, strategy, k, "cached", prompt, "replay", replay_s, predicted=replay_s)
     # another data version's replay of the same coordinate and prompt: never paired with this version's timed row
     add_generation(session, exp.id, "ngram", 3, "cached", 0, "replay", 9.0, predicted=9.0, key="old")
     add_generation(session, exp.id, "ngram", 5, "cached", 0, "timed", 0.5)  # timed only: no pair
-    # uncached: timed rows carrying their own prediction (error 1.0 and 0.2), no replay
-    add_generation(session, exp.id, "plain", 0, "uncached", 0, "timed", 1.0, predicted=0.5)
-    add_generation(session, exp.id, "plain", 0, "uncached", 1, "timed", 1.0, predicted=1.25)
+    # uncached: timed only, one of them twice (noise 0.3 / sqrt 2), no replay
+    add_generation(session, exp.id, "plain", 0, "uncached", 0, "timed", 1.0, runs=(1.0, 1.3))
+    add_generation(session, exp.id, "plain", 0, "uncached", 1, "timed", 1.0)
     session.commit()
     return exp.id
 
@@ -113,26 +135,43 @@ def validated(session):
 def test_prediction_pairs_match_timed_with_replayed_of_the_same_version(session, validated):
     pairs = prediction_pairs(session, validated)
     assert len(pairs) == len(CACHED)
-    assert set(pairs["prompt_key"]) == {"r0", "r1"}
+    assert set(pairs["prompt_key"]) == {"r0", "r1", "r2"}
     row = pairs[(pairs["strategy"] == "lookup") & (pairs["prompt_index"] == 0)].iloc[0]
     assert (row["measured_tokens_per_s"], row["predicted_tokens_per_s"]) == pytest.approx((5.0, 4.0))
-    assert row["error"] == pytest.approx(0.2)
+    assert row["bias"] == pytest.approx(-0.2) and row["error"] == pytest.approx(0.2) and row["band"] == "k 2-4"
 
 
 def test_prediction_error_by_hand(session, validated):
-    table = prediction_error(session, validated).set_index("regime")
-    cached = table.loc["cached"]
-    assert cached["pairs"] == 8
-    # errors 0, 0, 0, 0, 0.2, 0.25, 0.25, 1, 1 less one zero: median (0.2 + 0.25) / 2, p90 at rank 6.3 of 0..7
-    assert cached["median_error"] == pytest.approx(0.225) and cached["p90_error"] == pytest.approx(1.0)
-    # speedups over plain, timed: ngram 2.0, lookup 1.25, suffix 1.667; replayed: 2.0, 1.0, 3.0 (plain 8 / 1.8)
+    table = prediction_error(session, validated).set_index(["regime", "band"])
+    cached = table.loc[("cached", "all")]
+    assert cached["pairs"] == 12
+    # errors: six 0, 0.2, 0.25, 0.25, 1, 1, 1: median (0 + 0.2) / 2; p90 at rank 9.9 of 0..11; signed: median 0
+    assert cached["median_error"] == pytest.approx(0.1) and cached["p90_error"] == pytest.approx(1.0)
+    assert cached["bias"] == pytest.approx(0.0)
+    assert cached["noise"] == pytest.approx(0.15 / math.sqrt(2)) and cached["noise_pairs"] == 2
+    # speedups over plain, timed: ngram 2.0, lookup 1.25, suffix 1.667; replayed: 2.0, 1.077, 3.111 (plain 12 / 2.8)
     # ranks 3, 1, 2 against 2, 1, 3: 1 - 6 * (1 + 0 + 1) / (3 * 8)
     assert cached["coordinates"] == 3 and cached["spearman"] == pytest.approx(0.5)
-    assert cached["timed"] == 0 and math.isnan(cached["timed_median_error"])
-    uncached = table.loc["uncached"]
+    band = table.loc[("cached", "k 2-4")]  # 0, 0.25, 0, -0.2, 0, 0, 1, 1, 1
+    assert band["pairs"] == 9 and band["median_error"] == pytest.approx(0.2) and band["bias"] == pytest.approx(0.0)
+    assert band["noise"] == pytest.approx(0.2 / math.sqrt(2)) and math.isnan(band["spearman"])
+    plain = table.loc[("cached", "plain")]
+    assert plain["pairs"] == 3 and plain["bias"] == pytest.approx(0.0) and plain["noise_pairs"] == 1
+    uncached = table.loc[("uncached", "all")]
     assert uncached["pairs"] == 0 and uncached["coordinates"] == 0 and math.isnan(uncached["spearman"])
-    assert uncached["timed"] == 2
-    assert uncached["timed_median_error"] == pytest.approx(0.6) and uncached["timed_p90_error"] == pytest.approx(0.92)
+    assert uncached["noise"] == pytest.approx(0.3 / math.sqrt(2)) and math.isnan(uncached["median_error"])
+
+
+def test_two_timed_prompts_rank_nothing(session):
+    """A coordinate enters the Spearman of speedups only with at least three timed prompts."""
+    exp = store.upsert_experiment(session, "e", "spec", "h", None)
+    for strategy, k, prompt, timed_s, replay_s in CACHED:
+        if prompt < 2:
+            add_generation(session, exp.id, strategy, k, "cached", prompt, "timed", timed_s)
+            add_generation(session, exp.id, strategy, k, "cached", prompt, "replay", replay_s, predicted=replay_s)
+    session.commit()
+    row = prediction_error(session, exp.id).set_index(["regime", "band"]).loc[("cached", "all")]
+    assert row["pairs"] == 8 and row["coordinates"] == 0 and math.isnan(row["spearman"])
 
 
 def test_prediction_error_of_an_experiment_without_generations_is_empty(session):
@@ -141,18 +180,21 @@ def test_prediction_error_of_an_experiment_without_generations_is_empty(session)
 
 
 def test_regime_power_is_the_timed_generations_joules_over_seconds(session, validated):
-    # cached: 9 timed rows of 2 J over 2 x (1 + 0.5 + 0.8 + 0.6) + 0.5 s; uncached: 2 x 2 J over 2 s; replays left out
-    assert regime_power_w(session, validated) == pytest.approx({"cached": 18 / 6.3, "uncached": 2.0})
+    # cached: 13 timed rows of 2 J over 3 x (1 + 0.5 + 0.8 + 0.6) + 0.5 s; uncached: 2 x 2 J over 2 s; replays left out
+    assert regime_power_w(session, validated) == pytest.approx({"cached": 26 / 9.2, "uncached": 2.0})
 
 
-def test_fit_and_surface_frames_follow_the_stored_samples(session):
+def test_table_and_curve_frames_follow_the_stored_rounds(session):
     exp = store.upsert_experiment(session, "e", "spec", "h", None)
     store.store_cost_model(session, cell_id(session, exp.id, CellSpec(key="c", kind="cost_model")), record())
     stored = stored_cost_model(session, exp.id)
-    fit = fit_frame(stored)
-    assert list(zip(fit["fed"], fit["cached"], fit["kept"])) == [(76, 0, 1), (1, 76, 1), (4, 76, 4)]
-    assert fit.loc[0, "measured_ms"] == pytest.approx(138.0)
-    assert fit.loc[0, "error"] == pytest.approx(abs(stored.model.pass_seconds(76, 0, 1) / 0.138 - 1))
-    surface = surface_frame(stored)
-    assert set(surface["passes"]) == {"no cache (uncached or prefill)", "after 76 cached"}
-    assert sorted(surface[surface["passes"] == "after 76 cached"]["fed"]) == [1, 2, 3, 4]
+    frame = table_frame(stored).set_index(["regime", "kind", "n", "context"])
+    row = frame.loc[("cached", "chain", 0, 76)]
+    assert row["rounds"] == 2 and row["median_ms"] == pytest.approx(38.0) and row["table_ms"] == pytest.approx(38.0)
+    assert (row["min_ms"], row["max_ms"]) == pytest.approx((37.0, 39.0))
+    assert frame.loc[("cached", "chain", 4, 150), "table_ms"] == pytest.approx(40.5)  # pooled with 76's 41
+    curve = curve_frame(stored.table, 76, max_len=4).set_index("n")
+    assert list(curve["regime"].unique()) == ["cached"]
+    # n = 0, 1: one token fed (38 ms); 2, 3 interpolated between 0 and 4 (40.5 ms at 76: pooled)
+    assert curve["round_ms"].tolist() == pytest.approx([38.0, 38.0, 39.25, 39.875, 40.5])
+    assert math.isnan(curve.loc[0, "break_even"]) or curve.loc[0, "break_even"] is None

@@ -1,5 +1,5 @@
 """`timing_spread` (how far apart the timed runs of one generation were, `[sweep] repeats`) and `identical_pass_noise`
-(how far apart cells that did the same verifier work were), worked out by hand.
+(the run's timing noise from generations timed twice: |t2 / t1 - 1| / sqrt 2), worked out by hand.
 
 | gen | wall_s_runs      | slowest / fastest - 1 |
 |-----|------------------|-----------------------|
@@ -63,64 +63,9 @@ def test_timing_spread_by_hand(tmp_path):
         assert got == {"generations": 4, "runs": 3, "median": pytest.approx(0.15), "p90": pytest.approx(0.41)}
         assert timing_spread(s, ids[1]) is None  # one run each: nothing to compare
         assert timing_spread(s, None) is None  # no experiment
-    engine.dispose()
-
-
-def test_identical_pass_noise_by_hand(tmp_path):
-    """Groups of generations with the same prompt, regime, k and passes, verifier time = wall_s - draft_s:
-
-    | group | verifier times (s)            | ln                      | mean | squares about the mean |
-    |-------|-------------------------------|-------------------------|------|------------------------|
-    | A     | 1, e^0.2 (wall e^0.2 + 0.5, draft 0.5) | 0, 0.2          | 0.1  | 0.01 + 0.01 = 0.02     |
-    | B     | 1, e^0.3, e^0.6               | 0, 0.3, 0.6             | 0.3  | 0.09 + 0 + 0.09 = 0.18 |
-
-    Pooled variance (0.02 + 0.18) / (1 + 2) = 1/15; sd = sqrt(1/15) = 0.258199. Left out: a generation with other
-    passes, one at another k with the same passes, and one on another prompt (each alone in its group).
-    """
-    engine, Session = open_db(f"sqlite:///{tmp_path / 'n.db'}")
-    e = math.e
-    rows = [  # (prompt, k, tokens_per_step, accepted_per_step, wall_s, draft_s)
-        (0, 8, [3, 1], [2, 0], 1.0, 0.0),
-        (0, 8, [3, 1], [2, 0], e**0.2 + 0.5, 0.5),  # A
-        (1, 8, [2, 2], [1, 1], 1.0, 0.0),
-        (1, 8, [2, 2], [1, 1], e**0.3, 0.0),
-        (1, 8, [2, 2], [1, 1], e**0.6, 0.0),  # B
-        (1, 8, [2, 1, 1], [1, 0, 0], 5.0, 0.0),  # other passes
-        (1, 3, [2, 2], [1, 1], 7.0, 0.0),  # another k
-        (2, 8, [3, 1], [2, 0], 9.0, 0.0),  # another prompt
-    ]
-    with engine.begin() as conn:
-        exp_id = conn.execute(insert(Experiment).values(name="n", spec_toml="", spec_hash="")).inserted_primary_key[0]
-        for i, (prompt, k, per_round, accepted, wall, draft) in enumerate(rows):
-            cell_id = conn.execute(
-                insert(Cell).values(
-                    experiment_id=exp_id,
-                    key=f"c{i}",
-                    kind="sweep",
-                    state="done",
-                    strategy=f"s{i}",
-                    draft="ngram",
-                    task="t",
-                    prompt_index=prompt,
-                    k=k,
-                    regime="cached",
-                    params={},
-                )
-            ).inserted_primary_key[0]
-            row = _generation("c", cell_id, exp_id)
-            row.update(
-                prompt_index=prompt,
-                k=k,
-                regime="cached",
-                tokens_per_step=per_round,
-                accepted_per_step=accepted,
-                wall_s=wall,
-                draft_s=draft,
-                strategy=f"s{i}",
-            )
-            conn.execute(insert(Generation).values(**row))
-    with Session() as s:
-        got = identical_pass_noise(s, exp_id)
-        assert got == {"groups": 2, "generations": 5, "sd": pytest.approx(0.258199, abs=1e-6)}
-        assert identical_pass_noise(s, exp_id + 1) is None
+        # the noise on purpose: |t2 / t1 - 1| / sqrt 2 of p, c, d, e = 0.1, 0.5, 1/6, 0 over sqrt 2; median of the
+        # middle two (0.1 + 1/6) / 2, over sqrt 2
+        noise = identical_pass_noise(s, ids[0])
+        assert noise == {"groups": 4, "generations": 4, "sd": pytest.approx((0.1 + 1 / 6) / 2 / math.sqrt(2))}
+        assert identical_pass_noise(s, ids[1]) is None
     engine.dispose()

@@ -1,140 +1,147 @@
-"""The pass-cost model: the fit recovers a known linear cost and shrugs off slow passes, predictions are never
-negative, a real (tiny) verifier's passes are measured in the shapes the decoding records, and the validation
-figures (relative errors, Spearman with ties) match hand-worked values."""
+"""The round-cost table: its monotone interpolation over context and its widths by hand, the tree fallback, its
+medians and repeat noise, JSON, a prediction as the sum of its rounds, and a real (tiny) verifier's rounds measured in
+the real decoding loop under the keys a generation's passes read; the validation figures (relative errors, Spearman
+with ties) match hand-worked values."""
 
 from __future__ import annotations
 
 import math
-import random
 
-import numpy as np
 import pytest
 
 from tests.workers.decoding.test_decoding import tiny_lm
 from workers.costmodel import (
-    FEATURES,
-    DesignPoint,
-    PassCostModel,
-    design,
+    RoundCosts,
+    build_table,
     error_summary,
-    fit,
+    interpolate,
     log_spaced,
-    measure_pass_costs,
-    medians,
-    nnls,
+    monotone,
     predict_generation,
     ranks,
+    repeat_noise,
     spearman,
-    time_points,
+    table_rows,
     tokens_per_s_errors,
 )
 from workers.decoding import speculative_generate
+from workers.decoding.passes import PASSES
+from workers.decoding.roundtimer import measure_round_costs, probe_tree
 from workers.drafts import make_draft
 from workers.verifier import Verifier
 
-TRUE = {"intercept": 0.030, "fed": 0.0012, "kept": 0.0004, "attention": 2e-6, "cached": 5e-5}
+ROWS = {
+    "cached/chain/0": ((10, 0.010), (100, 0.020)),
+    "cached/chain/2": ((10, 0.016), (100, 0.030)),
+    "cached/chain/4": ((10, 0.020), (100, 0.036)),
+    "cached/first/0": ((10, 0.050), (100, 0.200)),
+    "cached/tree/4": ((10, 0.030), (100, 0.054)),
+}
+TABLE = RoundCosts("v", "cpu", ROWS)
 
 
-def synthetic(coef: dict[str, float], repeats: int = 3, slow: float = 0.0, seed: int = 0) -> list:
-    """Samples of the design grid from a known cost; with `slow`, one repeat of every third point takes 5x."""
-    rng = random.Random(seed)
-    truth = PassCostModel("v", "cpu", coef)
-    out = []
-    shapes = [p.shape for p in design()]
-    for i, shape in enumerate(shapes):
-        for r in range(repeats):
-            s = truth.pass_seconds(*shape) * (1 + rng.uniform(-0.01, 0.01))
-            out.append((*shape, s * 5 if slow and r == 0 and i % 3 == 0 else s))
-    return out
+def test_monotone_pools_a_dip_and_keeps_a_rise():
+    assert monotone(((10, 1.0), (20, 0.5), (30, 2.0))) == ((10, 0.75), (20, 0.75), (30, 2.0))
+    assert monotone(((10, 3.0), (20, 2.0), (30, 1.0))) == ((10, 2.0), (20, 2.0), (30, 2.0))
+    assert monotone(((5, 1.0), (9, 2.0))) == ((5, 1.0), (9, 2.0))
 
 
-def test_the_fit_recovers_a_known_linear_cost():
-    got = fit(synthetic(TRUE))
-    assert set(got) == set(FEATURES)
-    for name, value in TRUE.items():
-        assert got[name] == pytest.approx(value, rel=0.1), name
+def test_interpolate_between_flat_before_and_the_last_slope_after():
+    row = ((10, 0.010), (100, 0.020))
+    assert interpolate(row, 55) == pytest.approx(0.015)
+    assert interpolate(row, 4) == pytest.approx(0.010)  # before the shortest: its value
+    assert interpolate(row, 190) == pytest.approx(0.030)  # past the longest: 0.01 s per 90 tokens more
+    assert interpolate(((10, 1.0), (20, 0.5)), 15) == pytest.approx(0.75)  # on the monotone values, not the dip
 
 
-def test_the_fit_shrugs_off_one_slow_pass_in_three():
-    clean, noisy = fit(synthetic(TRUE)), fit(synthetic(TRUE, slow=5.0))
-    model = PassCostModel("v", "cpu", noisy)
-    for shape in [(76, 0, 9), (1, 120, 1), (17, 60, 17), (160, 0, 1)]:
-        true = PassCostModel("v", "cpu", TRUE).pass_seconds(*shape)
-        assert model.pass_seconds(*shape) == pytest.approx(true, rel=0.05)
-    assert noisy["fed"] == pytest.approx(clean["fed"], rel=0.1)
+def test_a_missing_width_is_linear_in_n_and_a_missing_tree_reads_its_chain():
+    assert TABLE.seconds("cached", "chain", 3, 10) == pytest.approx(0.018)  # between 2 and 4
+    assert TABLE.seconds("cached", "chain", 6, 10) == pytest.approx(0.024)  # past 4: the slope of 2 -> 4
+    # tree of 2: chain 2 (0.016) times tree 4 / chain 4 (0.030 / 0.020)
+    assert TABLE.seconds("cached", "tree", 2, 10) == pytest.approx(0.016 * 1.5)
+    assert TABLE.seconds("cached", "tree", 4, 10) == pytest.approx(0.030)
+    lone = RoundCosts("v", "cpu", {"uncached/chain/0": ((10, 0.01),), "uncached/chain/3": ((10, 0.04),)})
+    assert lone.seconds("uncached", "tree", 3, 10) == pytest.approx(0.04)  # no tree measured: the chain
+    with pytest.raises(KeyError, match="no uncached first passes"):
+        lone.seconds("uncached", "first", 0, 10)
 
 
-def test_the_fit_never_makes_a_pass_cheaper():
-    """A cost that falls with the cached tokens is no transformer's: the fit keeps every coefficient >= 0."""
-    samples = [(n, c, n, 0.05 + 0.001 * n - 0.0001 * c) for n in (1, 4, 16) for c in (0, 100, 300)]
-    got = fit(samples)
-    assert min(got.values()) >= 0
-    assert PassCostModel("v", "cpu", got).pass_seconds(1, 10_000, 1) > 0
+def test_a_generation_is_its_rounds_summed_and_the_table_round_trips_json():
+    passes = [(10, 0, 1), (4, 10, 4), (1, 14, 1)]  # the prefill, a 4-token pass, a fast-path reject after 14
+    expected = 0.050 + 0.020 + (0.010 + 0.010 * 4 / 90)
+    assert TABLE.wall_seconds("cached", passes) == pytest.approx(expected)
+    assert predict_generation(TABLE, "cached", passes, draft_s=0.25) == pytest.approx(expected + 0.25)
+    assert TABLE.wall_seconds("cached", [(4, 10, 4)], tree=True) == pytest.approx(0.030)
+    assert RoundCosts.from_json(TABLE.to_json()) == TABLE
+    with pytest.raises(ValueError, match="older linear"):
+        RoundCosts.from_json('{"verifier": "v", "device": "cpu", "coefficients": {}}')
 
 
-def test_nnls_is_the_exact_constrained_optimum():
-    a = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
-    assert nnls(a, np.array([1.0, 2.0, 3.0])) == pytest.approx([1.0, 2.0])
-    # unconstrained x2 would be negative: the best with x2 = 0 is the mean of the rows using x1
-    assert nnls(a, np.array([2.0, -1.0, 1.0])) == pytest.approx([1.5, 0.0])
+def test_the_curve_is_the_regimes_round_of_each_width():
+    curve = TABLE.curve("cached", 100, max_len=4)
+    # n = 0 and n = 1 feed one token after the cache (the same pass); 3 is between 2 and 4
+    assert curve.seconds == pytest.approx((0.020, 0.020, 0.030, 0.033, 0.036))
+    assert curve.regime == "cached" and curve.context_tokens == 100
 
 
-def test_fit_refuses_no_samples_and_zero_times():
-    with pytest.raises(ValueError, match="no timed pass"):
-        fit([])
+def test_table_medians_and_the_repeats_own_noise_by_hand():
+    samples = [("cached", "chain", 0, 10, t) for t in (1.0, 2.0, 4.0)] + [("uncached", "chain", 1, 10, 3.0)]
+    assert table_rows(samples) == {"cached/chain/0": ((10, 2.0),), "uncached/chain/1": ((10, 3.0),)}
+    # |1/2 - 1|, |2/2 - 1|, |4/2 - 1| = 0.5, 0, 1: median 0.5; a round timed once has no noise
+    assert repeat_noise(samples) == {"cached": 0.5}
+    table = build_table("v", "cpu", samples, {"threads": 2})
+    assert table.noise == {"cached": 0.5} and table.meta == {"threads": 2}
+    with pytest.raises(ValueError, match="no timed round"):
+        build_table("v", "cpu", [])
     with pytest.raises(ValueError, match="took no time"):
-        fit([(1, 0, 1, 0.0)])
+        build_table("v", "cpu", [("cached", "chain", 0, 10, 0.0)])
 
 
-def test_medians_group_by_shape():
-    assert medians([(1, 0, 1, 3.0), (1, 0, 1, 1.0), (1, 0, 1, 2.0), (2, 0, 1, 7.0)]) == {(1, 0, 1): 2.0, (2, 0, 1): 7.0}
-
-
-def test_model_sums_passes_and_round_trips_json():
-    m = PassCostModel("tiny:float32", "cpu", {"intercept": 0.01, "fed": 0.002, "kept": 0.001, "attention": 1e-5})
-    assert m.pass_seconds(3, 7, 2) == pytest.approx(0.01 + 0.006 + 0.002 + 1e-5 * 30)
-    passes = [(60, 0, 1), (4, 60, 4), (1, 63, 1)]
-    assert m.wall_seconds(passes) == pytest.approx(sum(m.pass_seconds(*p) for p in passes))
-    assert predict_generation(m, passes, draft_s=0.25) == pytest.approx(m.wall_seconds(passes) + 0.25)
-    assert PassCostModel.from_json(m.to_json()) == m
-    assert m.wall_seconds([]) == 0.0
-
-
-def test_design_covers_the_sweeps_passes():
-    points = design(max_fed=17, max_context=160)
-    kinds = {p.kind for p in points}
-    assert kinds == {"uncached", "prefill", "extend"}
-    assert max(p.context for p in points) == 160 and min(p.context for p in points) == 8
-    assert {p.n for p in points if p.kind == "extend"} == {1, 2, 4, 8, 17}
-    assert all(p.n <= p.context for p in points if p.kind == "uncached")
-    assert log_spaced(1, 17, 5) == [1, 2, 4, 8, 17] and log_spaced(5, 5, 3) == [5]
+def test_probe_trees_hang_under_the_first_reference_token():
+    ref = [5, 6, 7, 8, 9, 10]
+    tree = probe_tree(ref, 5, 100)  # a chain 5 6 7 and wrong siblings of 6 and 7
+    assert tree.tokens == (5, 6, 7, 7, 8) and tree.parents == (-1, 0, 1, 0, 1)
+    assert probe_tree(ref, 1, 100).tokens == (5,) and len(probe_tree(ref, 2, 100)) == 2
 
 
 @pytest.mark.usefixtures("one_thread")
-def test_measuring_a_real_verifier_fits_its_own_passes():
-    """The shapes timed are the shapes `speculative_generate` records, and the model predicts its own samples'
-    medians within the spread it was fitted on (no absolute speed is asserted)."""
+def test_measuring_a_real_verifier_times_every_width_under_the_keys_its_passes_read():
+    """Every regime's widths and tree sizes at every context get a row; a real generation's passes all read a
+    measured row (no fallback); nothing absolute is asserted about speed."""
     verifier = Verifier(tiny_lm("llama", 0, vocab=300))
-    model, samples = measure_pass_costs(verifier, list(range(3, 40)), max_fed=9, max_context=64, repeats=2)
-    assert model.device == "cpu" and model.verifier.endswith("float32")
-    assert min(model.coefficients.values()) >= 0 and verifier.cache is None
-    shapes = {(f, c, k) for f, c, k, _ in samples}
-    assert (64, 0, 1) in shapes and (1, 64, 1) in shapes and (9, 8, 9) in shapes
-    assert len(samples) == 2 * len(design(9, 64))  # two rounds; a prefill and a 1-row uncached pass share a shape
-    assert shapes == {p.shape for p in design(9, 64)}  # the shapes the verifier recorded are the points' own
-    errors = [abs(model.pass_seconds(*shape) / t - 1) for shape, t in medians(samples).items()]
-    assert np.median(errors) < 0.5
-    res = speculative_generate(verifier, make_draft("ngram", n=2), list(range(3, 40)), 12, 4, cached=True)
-    assert all(model.pass_seconds(*p) > 0 for p in res.passes)
+    table, samples = measure_round_costs(
+        verifier, list(range(3, 40)), max_n=4, tree_sizes=(3,), max_context=48, repeats=2
+    )
+    assert table.device == "cpu" and table.verifier.endswith("float32") and verifier.cache is None
+    assert table.meta["threads"] == 1 and table.meta["dtype"] == "float32"
+    contexts = log_spaced(8, 48, 4)
+    for regime, passes in PASSES.items():
+        assert table.widths(regime, "chain") == passes.widths(4), regime
+        assert table.widths(regime, "tree") == [3], regime
+        assert {c for c, _ in table.rows[f"{regime}/chain/0"]} == set(contexts), regime
+    assert table.widths("cached", "first") == [0] and table.widths("cached-standard", "first") == [0, 1, 2, 3, 4]
+    assert len(samples) == 2 * len(contexts) * (5 + 1 + (4 + 1 + 1) + 2 * (5 + 1))
+    assert set(table.noise) == set(PASSES)
+    for regime in PASSES:
+        res = speculative_generate(
+            verifier,
+            make_draft("ngram", n=2),
+            list(range(3, 30)),
+            12,
+            4,
+            cached=regime != "uncached",
+            fastpath=regime == "cached",
+        )
+        for p in res.passes:
+            kind, n, _ = PASSES[regime].key(p)
+            assert f"{regime}/{kind}/{n}" in table.rows, (regime, p)
 
 
 @pytest.mark.usefixtures("one_thread")
-def test_a_round_past_the_budget_is_not_started():
+def test_a_repeat_past_the_budget_is_not_started():
     verifier = Verifier(tiny_lm("llama", 1, vocab=300))
-    points = [DesignPoint("uncached", 16, 1), DesignPoint("extend", 16, 2)]
-    samples = time_points(verifier, list(range(3, 40)), points, repeats=50, budget_s=0.0)
-    assert len(samples) == len(points)  # one round always runs
-    assert {s[:3] for s in samples} == {(16, 0, 1), (2, 16, 2)}
+    _, once = measure_round_costs(verifier, list(range(3, 40)), 1, (), ("uncached",), 20, repeats=50, budget_s=0.0)
+    assert len(once) == 2 * 4  # widths 0 and 1 at four contexts, one repeat
 
 
 def test_tokens_per_s_errors_by_hand():

@@ -10,24 +10,28 @@ import pytest
 from tests.workers.power.power_trace import replayed, trace
 from tests.workers.test_runner import PROMPT, runner  # noqa: F401 (the module's tiny-Mistral runner fixture)
 from workers.contracts import CostModelJob, JobOutcome
-from workers.costmodel import FEATURES, PassCostModel, design
+from workers.costmodel import RoundCosts
 
 
 def test_a_cost_model_job_measures_the_runners_verifier(runner):  # noqa: F811
-    job = CostModelJob(key="cost", prompt=PROMPT, max_context=24, max_fed=5, repeats=1, budget_s=None)
+    job = CostModelJob(
+        key="cost", prompt=PROMPT, max_context=24, max_n=3, regimes=("cached",), repeats=1, budget_s=None
+    )
     out = runner.run(job)
     assert out.ok and out.key == "cost" and out.generation is None
     r = out.cost_model
-    assert set(r.coefficients) == set(FEATURES) and min(r.coefficients.values()) >= 0
-    assert r.device == "cpu" and r.verifier.endswith("float32")
-    assert {s[:3] for s in r.samples} == {p.shape for p in design(5, 24)}
+    table = RoundCosts.from_json(r.costs)
+    assert r.device == table.device == "cpu" and r.verifier.endswith("float32")
+    assert table.widths("cached", "chain") == [0, 2, 3] and table.widths("cached", "first") == [0]
+    assert {s[0] for s in r.samples} == {"cached"} and all(s[4] > 0 for s in r.samples)
     assert 0 < r.measure_s <= r.ended_at - r.started_at + 1e-3
-    model = PassCostModel(r.verifier, r.device, dict(r.coefficients))
-    assert model.wall_seconds([s[:3] for s in r.samples]) > 0
+    assert table.wall_seconds("cached", [(20, 0, 1), (3, 20, 3)]) > 0
 
 
 def test_a_cost_model_measurement_gets_its_windows_energy(runner):  # noqa: F811
-    record = runner.run(CostModelJob(key="c", prompt=PROMPT, max_context=12, max_fed=2, repeats=1)).cost_model
+    record = runner.run(
+        CostModelJob(key="c", prompt=PROMPT, max_context=12, max_n=1, regimes=("uncached",), repeats=1)
+    ).cost_model
     own = runner.sampler
     runner.sampler = replayed(trace())
     try:

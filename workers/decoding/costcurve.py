@@ -1,5 +1,6 @@
-"""The verifier's pass-cost curve (the paper's section 5.1 cost model): stored as JSON, one file per verifier,
-device and regime, in the greenspec cache (`$GREENSPEC_CACHE/cost-curves`). No torch here: the dashboard reads it.
+"""The verifier's pass-cost curve (the paper's section 5.1 cost model): c(n) of a round drafting n tokens in one
+regime after one context, read off the round-cost table (`workers.costmodel.RoundCosts.curve`). No torch here: the
+dashboard reads it.
 
 Example:
     >>> costs = PassCosts("smollm2", "cpu", "cached", 60, (0.031, 0.031, 0.036, 0.040))
@@ -9,16 +10,7 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
-import json
-import logging
-import os
-from dataclasses import asdict, dataclass
-from pathlib import Path
-
-logger = logging.getLogger(__name__)
-
-CURVE_DIR = "cost-curves"
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -29,9 +21,8 @@ class PassCosts:
     device: str
     regime: str
     context_tokens: int
-    seconds: tuple[float, ...]  # the fitted line's c(n), n = 0, 1, ...
+    seconds: tuple[float, ...]  # c(n) in seconds, n = 0, 1, ...
     energy_from: str = "time x one mean power"
-    measured: tuple[float, ...] = ()  # the median measured pass per length, beside the line
 
     def cost(self, n: int) -> float:
         """c(n), extrapolated linearly past the measured lengths."""
@@ -55,41 +46,3 @@ class PassCosts:
 def verifier_name(verifier) -> str:
     """A verifier's identity for its curve (and its pass-cost model): the model's name or path and its dtype."""
     return f"{getattr(verifier.model.config, '_name_or_path', '?')}:{verifier.dtype}"
-
-
-def curve_key(verifier: str, device: str, regime: str) -> str:
-    """The file stem of a curve."""
-    digest = hashlib.sha256(f"{verifier}|{device}|{regime}".encode()).hexdigest()[:16]
-    return f"{regime}-{digest}"
-
-
-def curve_dir() -> Path:
-    """Where curves are cached: the greenspec cache's `cost-curves` folder."""
-    from workers.files import cache_dir
-
-    return cache_dir() / CURVE_DIR
-
-
-def save_curve(costs: PassCosts, folder: Path | None = None) -> Path:
-    """Write a curve atomically; returns its path."""
-    folder = folder or curve_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{curve_key(costs.verifier, costs.device, costs.regime)}.json"
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(asdict(costs)))
-    os.replace(tmp, path)
-    return path
-
-
-def load_curves(folder: Path | None = None) -> list[PassCosts]:
-    """Every cached curve (unreadable files are skipped with a warning)."""
-    folder = folder or curve_dir()
-    out = []
-    for path in sorted(folder.glob("*.json")) if folder.exists() else []:
-        try:
-            raw = json.loads(path.read_text())
-            raw |= {"seconds": tuple(raw["seconds"]), "measured": tuple(raw.get("measured", ()))}
-            out.append(PassCosts(**raw))
-        except (OSError, ValueError, TypeError) as err:
-            logger.warning("cost curve %s unreadable: %s", path, err)
-    return out

@@ -1,4 +1,5 @@
-"""k = "auto": the pass-cost curve is measured once and cached; the chosen lengths follow it; output stays greedy."""
+"""k = "auto": the lengths follow the round-cost curve; without an experiment's table the verifier's is measured once per
+process (no file beside it); output stays greedy."""
 
 from __future__ import annotations
 
@@ -6,16 +7,14 @@ import numpy as np
 import pytest
 
 from tests.workers.decoding.test_decoding import tiny_lm
+from workers.costmodel import RoundCosts
 from workers.decoding import REGIMES, autok, greedy_reference, speculative_generate
 from workers.decoding.autok import (
     AutoLength,
     PassCosts,
     best_length,
     clear_curves,
-    cost_curve,
     decoding_plan,
-    load_curves,
-    theil_sen,
     tree_accepted,
 )
 from workers.decoding.tokentree import TokenTree
@@ -62,21 +61,20 @@ def test_auto_output_equals_greedy(setup, regime, trees):
         assert (max(auto.chosen) >= 6) if longest else (max(auto.chosen) == 0), auto.chosen
 
 
-def test_the_curve_is_measured_once_and_cached(setup, tmp_path):
-    verifier, prompt, _, _ = setup
-    first = cost_curve(verifier, "cached-standard", prompt, 4, folder=tmp_path)
-    assert len(first.seconds) == 5 and all(s > 0 for s in first.seconds) and first.regime == "cached-standard"
-    assert list(first.seconds) == sorted(first.seconds) and len(first.measured) == 5  # a line, never falling
-    assert verifier.cache is None  # measuring leaves no cache behind
-    again = cost_curve(verifier, "cached-standard", prompt, 4, folder=tmp_path)
-    assert again == first and load_curves(tmp_path) == [first]
-
-
-def test_theil_sen_ignores_one_slow_pass():
-    points = [(n, 1.0 + 0.1 * n) for n in range(6)] * 3 + [(1, 25.0)]  # a pass that waited on another process
-    intercept, slope = theil_sen(points)
-    assert intercept == pytest.approx(1.0) and slope == pytest.approx(0.1)
-    assert theil_sen([(0, 2.0), (1, 1.0), (2, 0.5)])[1] == 0.0  # a cost never falls with more tokens
+def test_a_plan_reads_the_experiments_table_at_the_prompts_length(setup):
+    """The table (or its JSON, as a job carries it) gives the regime's curve at this prompt's length; a tree strategy
+    reads its tree rows."""
+    verifier, prompt, _, ibase = setup
+    rows = {"cached/chain/0": ((10, 1.0), (100, 2.0)), "cached/chain/4": ((10, 3.0), (100, 6.0))}
+    rows |= {"cached/tree/4": ((10, 6.0), (100, 12.0))}
+    table = RoundCosts("v", "cpu", rows)
+    draft = make_draft("olifant", ibase=ibase)
+    auto, plan = decoding_plan(None, draft, {"auto": True}, "cached", prompt, 4, table.to_json())
+    assert plan == {"trees": False} and auto.costs == table.curve("cached", len(prompt), 8)
+    tree, plan = decoding_plan(None, draft, {"auto": True, "tree": 4}, "cached", prompt, 4, table)
+    assert plan == {"trees": True} and tree.costs.seconds[4] == pytest.approx(2 * auto.costs.seconds[4])
+    with pytest.raises(ValueError, match="needs its round-cost table"):
+        decoding_plan(None, draft, {"auto": True}, "cached", prompt, 4)
 
 
 def test_plan_from_options(setup):
@@ -86,25 +84,28 @@ def test_plan_from_options(setup):
     assert decoding_plan(verifier, draft, {}, "uncached", prompt, 5) == (draft, {"trees": False})
 
 
-def test_a_measured_curve_is_kept_until_cleared(setup, monkeypatch):
-    """k = "auto" without a cost model measures the verifier's curve once per process; `clear_curves` forgets it,
-    so the next plan measures again (a reloaded verifier does not run on a stale curve)."""
+def test_a_measured_table_is_kept_until_cleared(setup, monkeypatch):
+    """k = "auto" without the experiment's table measures the verifier's once per process and regime (in memory, no
+    file); `clear_curves` forgets it, so the next plan measures again (a reloaded verifier never runs on a stale
+    table)."""
     verifier, prompt, _, ibase = setup
     measured = []
+    real = autok.measure_round_costs
 
-    def measure(verifier, regime, context, max_len, folder=None):
-        measured.append(regime)
-        return PassCosts("v", "cpu", regime, len(context), (1.0,) * (max_len + 1))
+    def measure(verifier, context, max_n, tree_sizes, regimes, **kw):
+        measured.append(regimes)
+        return real(verifier, context, max_n, tree_sizes, regimes, repeats=1)
 
-    monkeypatch.setattr(autok, "cost_curve", measure)
+    monkeypatch.setattr(autok, "measure_round_costs", measure)
     clear_curves()
     draft = make_draft("olifant", ibase=ibase)
     first, _ = decoding_plan(verifier, draft, {"auto": True}, "cached", prompt, 4)
     again, _ = decoding_plan(verifier, draft, {"auto": True}, "cached", prompt, 4)
-    assert measured == ["cached"] and again.costs is first.costs
+    assert measured == [("cached",)] and again.costs == first.costs and verifier.cache is None
+    assert len(first.costs.seconds) == 9 and all(s > 0 for s in first.costs.seconds)
     clear_curves()
     decoding_plan(verifier, draft, {"auto": True}, "cached", prompt, 4)
-    assert measured == ["cached", "cached"]
+    assert measured == [("cached",), ("cached",)]
     clear_curves()
 
 

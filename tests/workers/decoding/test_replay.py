@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.workers.decoding.replay_checks import assert_same_rounds
+from tests.workers.decoding.replay_checks import assert_same_rounds, assert_stated_shapes
 from tests.workers.decoding.test_decoding import noisy_copy, tiny_lm
 from tests.workers.decoding.tree_drafts import SHAPES, ShapedTreeDraft
 from workers.decoding import REGIMES, DecodeOptions, greedy_reference, speculative_generate
@@ -121,6 +121,7 @@ def test_replay_equals_the_real_run(families, family, name, k, regime):
         real, replayed = both(verifier, drafts[name], prompt, ref, k, regime)
         assert list(real.tokens) == ref  # the real run is greedy (the premise of replay)
         assert_same_rounds(real, replayed, (name, k, regime))
+        assert_stated_shapes(real, regime, len(prompt))
 
 
 @pytest.mark.parametrize("family,name,k,regime", matrix((8,), ["olifant", "hybrid", "olifant-auto", "ngram"]))
@@ -129,6 +130,7 @@ def test_replayed_token_trees_equal_the_real_run(families, family, name, k, regi
     for prompt, ref in zip(prompts, refs):
         real, replayed = both(verifier, drafts[name], prompt, ref, k, regime, trees=True)
         assert_same_rounds(real, replayed, (name, k, regime))
+        assert_stated_shapes(real, regime, len(prompt), trees=True)
 
 
 @pytest.mark.parametrize("regime", list(REGIMES))
@@ -139,6 +141,7 @@ def test_replayed_tree_shapes_equal_the_real_run(setup, shape, regime):
     prompt, ref = prompts[0], refs[0]
     real, replayed = both(verifier, lambda: ShapedTreeDraft(prompt + ref, shape, VOCAB), prompt, ref, 8, regime, True)
     assert_same_rounds(real, replayed, (shape, regime))
+    assert_stated_shapes(real, regime, len(prompt), trees=True)
 
 
 def test_the_matrix_is_not_vacuous(setup):
