@@ -49,12 +49,21 @@ def _parse(url: str) -> URL:
     return parsed
 
 
+def slash_hint(url: str, path: Path) -> str:
+    """For a relative SQLite path, how to write the absolute one: sqlite:///tmp/x.db is ./tmp/x.db, and
+    sqlite:////tmp/x.db is /tmp/x.db ("" for an absolute path)."""
+    if path.is_absolute():
+        return ""
+    scheme = url.split("://", 1)[0]
+    return f"; sqlite:/// takes a path relative to here, so for /{path} write {scheme}:////{path} (four slashes)"
+
+
 def _check_sqlite_file(url: str, path: Path) -> None:
     """Refuse a SQLite path that is a folder or whose folder does not exist."""
     if path.is_dir():
         raise DatabaseError(f"--db {url!r}: {path} is a directory, not a database file")
     if not path.parent.is_dir():
-        raise DatabaseError(f"--db {url!r}: folder {path.parent} does not exist")
+        raise DatabaseError(f"--db {url!r}: folder {path.parent} does not exist{slash_hint(url, path)}")
 
 
 def make_engine(url: str = DEFAULT_URL, *, readonly: bool = False) -> Engine:

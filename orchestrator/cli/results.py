@@ -32,14 +32,15 @@ def status(obj: Context, as_json: bool, experiment: str | None) -> None:
     Example:
       greenspec status --json
     """
+    from orchestrator.cli.status_lines import empty_counts, kind_groups, status_lines
     from storage import queries
 
+    _refuse_missing_file(obj.db, experiment)
     Session = _reader(obj.db)
     if Session is None and experiment:
         raise GreenspecError(f"no experiment {experiment!r} in {obj.db}")
     if Session is None:
-        empty = {s: 0 for s in ("pending", "running", "done", "failed")}
-        counts = {"experiment": None, "cells": empty, "sweep": dict(empty), "generations": 0, "experiments": {}}
+        counts = {**empty_counts(), "kinds": kind_groups(empty_counts()), "experiments": {}}
         click.echo(json.dumps(counts) if as_json else "no experiments yet")
         return
     with Session() as s:
@@ -48,12 +49,28 @@ def status(obj: Context, as_json: bool, experiment: str | None) -> None:
         per = {n: queries.status_counts(s, n) for n in ([experiment] if experiment else names)}
         fails = {n: queries.failures_frame(s, queries.experiment_id(s, n)) for n in per}
     if as_json:
-        click.echo(json.dumps({**counts, "experiments": per}))
+        per = {n: {**c, "kinds": kind_groups(c)} for n, c in per.items()}
+        click.echo(json.dumps({**counts, "kinds": kind_groups(counts), "experiments": per}))
         return
     if not per:
         click.echo("no experiments yet")
     for name, c in per.items():
-        _print_status(name, c, fails[name])
+        failures = [] if fails[name] is None else [_failure_line(r) for r in fails[name].itertuples()]
+        click.echo("\n".join(status_lines(name, c, failures)))
+
+
+def _refuse_missing_file(db: str, experiment: str | None) -> None:
+    """A SQLite file that does not exist is a mistyped --db (or no run yet), not an empty database: one line."""
+    from pathlib import Path
+
+    from storage.db import slash_hint, sqlite_path
+
+    path = sqlite_path(db)
+    if path is None or path.exists() or not path.parent.is_dir():  # a missing folder: the engine's own line
+        return
+    hint = slash_hint(db, path) if Path("/", path).exists() else ""
+    so = f", so no experiment {experiment!r}" if experiment else ""
+    raise GreenspecError(f"no database at {path} (--db {db}){so}; `greenspec run SPEC` creates it{hint}")
 
 
 def _experiment_names(s, experiment: str | None, db: str) -> list[str]:
@@ -64,20 +81,6 @@ def _experiment_names(s, experiment: str | None, db: str) -> list[str]:
     if experiment and experiment not in names:
         raise GreenspecError(f"no experiment {experiment!r} in {db} (known: {', '.join(names) or 'none'})")
     return names
-
-
-def _print_status(name: str, counts: dict, fails) -> None:
-    """One experiment's counts and its first failures."""
-    c, w = counts["cells"], counts["sweep"]
-    click.echo(f"{name}: cells {c['done']} done, {c['running']} running, {c['pending']} pending, {c['failed']} failed")
-    click.echo(
-        f"  sweep: {w['done']} done, {w['running']} running, {w['pending']} pending, {w['failed']} failed; "
-        f"{counts['generations']} generations stored"
-    )
-    if fails is not None and not fails.empty:
-        click.echo("  failed cells:")
-        for r in fails.head(20).itertuples():
-            click.echo(f"    {_failure_line(r)}")
 
 
 def _failure_line(r) -> str:

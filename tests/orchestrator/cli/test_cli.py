@@ -63,11 +63,14 @@ def test_validate_refuses_in_one_line_without_traceback(tmp_path):
 
 
 def test_status_json_on_empty_database(tmp_path):
-    out = greenspec("--db", f"sqlite:///{tmp_path / 'none.db'}", "status", "--json")
+    """An empty database file counts zero of everything (a file that does not exist is refused: test_status.py)."""
+    (tmp_path / "empty.db").touch()
+    out = greenspec("--db", f"sqlite:///{tmp_path / 'empty.db'}", "status", "--json")
     assert out.returncode == 0
     data = json.loads(out.stdout)
     assert data["cells"] == {"pending": 0, "running": 0, "done": 0, "failed": 0}
-    assert data["sweep"]["done"] == 0 and data["generations"] == 0
+    assert data["sweep"]["done"] == 0 and data["replay"]["done"] == 0 and data["generations"] == 0
+    assert data["kinds"]["replay"] == data["kinds"]["timed"] == data["cells"]
     assert not (tmp_path / "none.db").exists()  # reading never creates a database
 
 
