@@ -1,7 +1,9 @@
 """One shape for every science check (`Check`), and the comparisons they are read off.
 
-A check is a verdict (`storage.stats.verdict`): *holds* when the figure's 95% interval over prompts lies on the
-target's side, *does not hold* when it lies on the other side, *inconclusive* otherwise. A target on one cell ("never
+A check is a verdict (`orchestrator.checks.rules.judge`): *holds* when the figure's 95% interval over prompts lies on
+the target's side beyond the practical margin (speed only), *does not hold* when it lies on the other side, a *tie*
+when it lies within the margin, *inconclusive* otherwise or under 10 prompts; a family of verdicts is then corrected
+for multiplicity (`orchestrator.checks.families`). A target on one cell ("never
 loses to plain": speedup >= 1) reads the cell's interval off `storage.queries.summary_frame`; a target comparing two
 cells ("A beats B") is a paired bootstrap of their difference over the prompts both ran, from
 `storage.summary.prompt_frame` (`prompts`). Without `prompts` the difference's interval is bounded by the two cells'
@@ -18,16 +20,18 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Mapping, NamedTuple
 
 import numpy as np
 import pandas as pd
 
+from orchestrator.checks.rules import EXACT, Judgement, all_of, bounds_text, judge, margin_for
 from storage import stats
 
 UNCACHED = "uncached"  # the regime where the hybrid must match its better part; elsewhere it must not lose to plain
 
 
-TABLE_FIELDS = ("target", "task", "regime", "verdict", "detail")  # what a table of checks shows
+TABLE_FIELDS = ("target", "task", "regime", "k", "verdict", "detail")  # what a table of checks shows
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,11 @@ class Check:
     verdict: str
     detail: str
     figure: stats.Estimate | None = field(default=None, compare=False)
+    k: int | None = None  # the k a verdict is about, where it is about one
+    p: float = field(default=float("nan"), compare=False)  # one-sided p of a decisive verdict (`rules.judge`)
+    family: str = ""  # the family it is corrected within (`orchestrator.checks.families`); "" = its target
+    before: str = field(default="", compare=False)  # its verdict at 95% alone, once its family is corrected
+    family_size: int = field(default=1, compare=False)
 
     @property
     def name(self) -> str:
@@ -54,19 +63,16 @@ class Check:
 
 
 def combine(verdicts: list[str]) -> str:
-    """All of several targets: holds when every one holds, does not hold when any does not, else inconclusive (and
-    inconclusive for none)."""
-    if verdicts and all(v == stats.HOLDS for v in verdicts):
-        return stats.HOLDS
-    return stats.FAILS if stats.FAILS in verdicts else stats.INCONCLUSIVE
+    """All of several distinct claims (never several k of one: those are a family): holds when every one holds, does
+    not hold when any does not, a tie when the rest hold and one ties, else inconclusive (`rules.all_of`)."""
+    return all_of([Judgement(v, 0.0) for v in verdicts]).verdict
 
 
 def interval_text(e: stats.Estimate, fmt: str = ".2f", unit: str = "") -> str:
     """ "1.23x [1.05, 1.41], 20 prompts": an estimate, its 95% interval and its prompts."""
     if e.value != e.value:
         return "missing"
-    bounds = f"[{e.lo:{fmt}}, {e.hi:{fmt}}]" if e.lo == e.lo else "[no interval]"
-    return f"{e.value:{fmt}}{unit} {bounds}, {e.n} prompts"
+    return f"{e.value:{fmt}}{unit} {bounds_text(e, fmt)}, {e.n} prompts"
 
 
 def cell_estimate(row: pd.Series | None, metric: str) -> stats.Estimate:
@@ -79,12 +85,14 @@ def cell_estimate(row: pd.Series | None, metric: str) -> stats.Estimate:
 
 
 def threshold_check(
-    target: str, task: str, regime: str, row: pd.Series | None, metric: str, side: str, at: float
+    target: str, task: str, regime: str, row: pd.Series | None, metric: str, side: str, at: float, margin: float = 0.0
 ) -> Check:
-    """A target on one cell: its `metric` interval against `at` (e.g. speedup > 1)."""
+    """A target on one cell: its `metric` interval against `at` (e.g. speedup > 1) beyond `margin`."""
     e = cell_estimate(row, metric)
-    verdict = stats.verdict(e.lo, e.hi, at, side)
-    return Check(target, task, regime, verdict, interval_text(e, unit=_unit(metric)), figure=e)
+    j = judge(e, at, side, margin)
+    k = int(row["k"]) if row is not None and "k" in row else None
+    text = interval_text(e, unit=_unit(metric)) + (f" (margin {margin:.2f})" if margin else "")
+    return Check(target, task, regime, j.verdict, text, figure=e, k=k, p=j.p)
 
 
 def _unit(metric: str) -> str:
@@ -147,27 +155,58 @@ def difference(df: pd.DataFrame, prompts: pd.DataFrame | None, a: Side, b: Side,
     return stats.Estimate(ea.value - eb.value, ea.lo - eb.hi, ea.hi - eb.lo, min(ea.n, eb.n))
 
 
+class Judged(NamedTuple):
+    """A comparison's verdict, its detail line, the verdict's p and the difference it was read off."""
+
+    verdict: str
+    detail: str
+    p: float
+    figure: stats.Estimate
+
+
 def compare(
-    df: pd.DataFrame, prompts: pd.DataFrame | None, a: Side, b: Side, metric: str, side: str = ">"
-) -> tuple[str, str]:
-    """(verdict, detail) of "A's `metric` `side` B's": the difference's interval against 0."""
-    verdict, detail, _ = _compared(df, prompts, a, b, metric, side)
-    return verdict, detail
-
-
-def _compared(
-    df: pd.DataFrame, prompts: pd.DataFrame | None, a: Side, b: Side, metric: str, side: str
-) -> tuple[str, str, stats.Estimate]:
-    """`compare` with the difference it read the verdict off."""
+    df: pd.DataFrame,
+    prompts: pd.DataFrame | None,
+    a: Side,
+    b: Side,
+    metric: str,
+    side: str = ">",
+    model_error: Mapping[str, float] | None = None,
+) -> Judged:
+    """ "A's `metric` `side` B's": the difference's interval against 0, beyond the practical margin on speed
+    (`rules.margin_for`: 2% of B's figure plus the regime's `model_error`); a tie where two speed cells made the same
+    rounds on every prompt."""
     d = difference(df, prompts, a, b, metric)
     ea, eb = _summary_side(df, a, metric), _summary_side(df, b, metric)
+    margin = margin_for(metric, eb.value, a.regime, model_error)
+    j = judge(d, 0.0, side, margin)
+    same = _same_rounds(prompts, a, b) if metric not in EXACT and prompts is not None else 0
+    if same:
+        j = Judgement(stats.TIE, 0.0)
     how = "paired" if prompts is not None else "from the cells' intervals"
-    bounds = f"[{d.lo:+.2f}, {d.hi:+.2f}]" if d.lo == d.lo else "[no interval]"
+    how += f"; margin {margin:.2f}" if margin else ""
+    how += f"; the same rounds on all {same} prompts" if same else ""
     figures = f"{interval_text(ea, unit=_unit(metric))} vs {interval_text(eb, unit=_unit(metric))}"
     detail = f"{figures}; difference " + (
-        f"{d.value:+.2f} {bounds} ({how}, {d.n} prompts)" if d.value == d.value else "missing"
+        f"{d.value:+.2f} {bounds_text(d, signed=True)} ({how}, {d.n} prompts)" if d.value == d.value else "missing"
     )
-    return stats.verdict(d.lo, d.hi, 0.0, side), detail, d
+    return Judged(j.verdict, detail, j.p, d)
+
+
+def _rounds(prompts: pd.DataFrame, s: Side) -> pd.DataFrame:
+    """Per prompt (`pair`) a side's verifier rounds and tokens (their mean over its k)."""
+    g = prompts[(prompts["strategy"] == s.strategy) & (prompts["task"] == s.task) & (prompts["regime"] == s.regime)]
+    g = one_measure(g[g["k"].isin(list(s.ks))])
+    return g.groupby("pair")[["rounds", "n_tokens"]].mean()
+
+
+def _same_rounds(prompts: pd.DataFrame, a: Side, b: Side) -> int:
+    """The prompts two sides share when they made the same rounds and tokens on every one of them, else 0."""
+    if not {"rounds", "n_tokens", "pair"} <= set(prompts.columns):
+        return 0
+    both = _rounds(prompts, a).join(_rounds(prompts, b), how="inner", rsuffix="_b")
+    same = (both["rounds"] == both["rounds_b"]) & (both["n_tokens"] == both["n_tokens_b"])
+    return len(both) if len(both) and bool(same.all()) else 0
 
 
 def one_measure(rows: pd.DataFrame) -> pd.DataFrame:
@@ -219,17 +258,27 @@ def _passes(df: pd.DataFrame, strategies: tuple[str, str], task: str, regime: st
 
 
 def best_speedup_check(
-    df: pd.DataFrame, prompts: pd.DataFrame | None, target: str, a: str, b: str, task: str, regime: str, side: str
+    df: pd.DataFrame,
+    prompts: pd.DataFrame | None,
+    target: str,
+    a: str,
+    b: str,
+    task: str,
+    regime: str,
+    side: str,
+    model_error: Mapping[str, float] | None = None,
 ) -> Check | None:
-    """A's best speedup against B's best (each at its own best k), paired over prompts; None where either is missing."""
+    """A's best speedup against B's best (each at its own best k), paired over prompts, beyond the speed margin; None
+    where either is missing."""
     sa, sb = best_side(df, a, task, regime), best_side(df, b, task, regime)
     if sa is None or sb is None:
         return None
-    verdict, detail, d = _compared(df, prompts, sa, sb, "speedup", side)
-    detail = f"k={sa.ks[0]} vs k={sb.ks[0]}: {detail}" + _passes(df, (a, b), task, regime)
-    return Check(target, task, regime, verdict, detail, figure=d)
+    j = compare(df, prompts, sa, sb, "speedup", side, model_error)
+    detail = f"k={sa.ks[0]} vs k={sb.ks[0]}: {j.detail}" + _passes(df, (a, b), task, regime)
+    return Check(target, task, regime, j.verdict, detail, figure=j.figure, p=j.p)
 
 
 def checks_table(checks: list[Check]) -> str:
-    """The verdicts as a Markdown table."""
-    return pd.DataFrame([{f: getattr(c, f) for f in TABLE_FIELDS} for c in checks]).to_markdown(index=False)
+    """The verdicts as a Markdown table (k blank where a verdict is about no single k)."""
+    rows = [{f: getattr(c, f) for f in TABLE_FIELDS} | {"k": "" if c.k is None else str(c.k)} for c in checks]
+    return pd.DataFrame(rows, columns=list(TABLE_FIELDS)).to_markdown(index=False)

@@ -18,15 +18,19 @@ Example:
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Mapping
+
 import numpy as np
 import pandas as pd
 
-from orchestrator.checks.check import Check, Side, best_side, combine, compare, ks_of, one_measure, threshold_check
+from orchestrator.checks.breakeven import BREAK_EVEN, NEAR, cached_break_even, in_range  # noqa: F401 (re-exported)
+from orchestrator.checks.check import Check, Side, best_side, compare, ks_of, one_measure, threshold_check
+from orchestrator.checks.families import holm
+from orchestrator.checks.rules import Judgement, all_of, margin_for
 from storage import stats
 
-UNCACHED, CACHED = "uncached", "cached"
-BREAK_EVEN = (0.20, 0.25)  # the paper's cached break-even, first-token acceptance
-NEAR = 0.05  # "near": within 5 points of that range
+UNCACHED = "uncached"
 TRACKS_R = 0.9  # energy ratios track speedups: Pearson r above this ...
 TRACKS_DEV = 0.10  # ... and the median |energy ratio / speedup - 1| below this
 
@@ -66,6 +70,10 @@ def session_4gram(spec) -> str | None:
     return None
 
 
+BEATS_NGRAM = "olifant base beats the in-session 4-gram on its domain"  # one family over the olifant bases
+UNCACHED_GAIN = "olifant base uncached speedup > 1"
+
+
 def _over_k(df: pd.DataFrame, strategy: str, task: str, regime: str = UNCACHED) -> Side:
     """A strategy's acceptance over all its k on a task (their mean per prompt)."""
     return Side(strategy, task, regime, ks_of(df, strategy, task, regime))
@@ -82,15 +90,21 @@ def domain_diagonal(df: pd.DataFrame, own: dict[str, str], prompts: pd.DataFrame
             out.append(Check("domain diagonal: own base accepts most", task, UNCACHED, stats.INCONCLUSIVE, "missing"))
             continue
         results = [compare(df, prompts, mine, _over_k(df, s, task), "acceptance") for s in others]
-        detail = "; ".join(f"{strategy} vs {s}: {d}" for s, (_, d) in zip(others, results))
-        verdict = combine([v for v, _ in results])
-        out.append(Check("domain diagonal: own base accepts most", task, UNCACHED, verdict, detail))
+        detail = "; ".join(f"{strategy} vs {s}: {j.detail}" for s, j in zip(others, results))
+        j = all_of(results)
+        out.append(Check("domain diagonal: own base accepts most", task, UNCACHED, j.verdict, detail, p=j.p))
     return out
 
 
-def beats_ngram(df: pd.DataFrame, own: dict[str, str], ngram: str, prompts: pd.DataFrame | None = None) -> list[Check]:
+def beats_ngram(
+    df: pd.DataFrame,
+    own: dict[str, str],
+    ngram: str,
+    prompts: pd.DataFrame | None = None,
+    model_error: Mapping[str, float] | None = None,
+) -> list[Check]:
     """On its own domain, an olifant base accepts more (over k) than the in-session 4-gram strategy `ngram`, and is
-    faster uncached (best speedup against best speedup): both paired differences > 0."""
+    faster uncached (best speedup against best speedup, beyond the speed margin): both paired differences > 0."""
     out = []
     for strategy, task in sorted(own.items(), key=lambda kv: kv[1]):
         a, b = _over_k(df, strategy, task), _over_k(df, ngram, task)
@@ -99,23 +113,28 @@ def beats_ngram(df: pd.DataFrame, own: dict[str, str], ngram: str, prompts: pd.D
         if not (a.ks and b.ks and sa and sb):
             out.append(Check(target, task, UNCACHED, stats.INCONCLUSIVE, "missing"))
             continue
-        va, da = compare(df, prompts, a, b, "acceptance")
-        vs, ds = compare(df, prompts, sa, sb, "speedup")
-        out.append(Check(target, task, UNCACHED, combine([va, vs]), f"acceptance {da}; speedup {ds}"))
+        acc = compare(df, prompts, a, b, "acceptance")
+        speed = compare(df, prompts, sa, sb, "speedup", ">", model_error)
+        j = all_of([acc, speed])
+        detail = f"acceptance {acc.detail}; speedup {speed.detail}"
+        out.append(Check(target, task, UNCACHED, j.verdict, detail, p=j.p, family=BEATS_NGRAM))
     return out
 
 
-def uncached_speedups(df: pd.DataFrame, own: dict[str, str]) -> list[Check]:
-    """Each olifant base's uncached speedup on its own domain, at its best k, is above 1: its interval against 1."""
+def uncached_speedups(
+    df: pd.DataFrame, own: dict[str, str], model_error: Mapping[str, float] | None = None
+) -> list[Check]:
+    """Each olifant base's uncached speedup on its own domain, at its best k, is above 1: its interval against 1
+    beyond the speed margin."""
     out = []
     for strategy, task in sorted(own.items(), key=lambda kv: kv[1]):
         side = best_side(df, strategy, task, UNCACHED)
         rows = one_measure(df[(df["strategy"] == strategy) & (df["task"] == task) & (df["regime"] == UNCACHED)])
         row = rows[rows["k"] == side.ks[0]].iloc[0] if side else None
-        check = threshold_check(f"{strategy} uncached speedup > 1", task, UNCACHED, row, "speedup", ">", 1.0)
-        out.append(
-            Check(check.target, task, UNCACHED, check.verdict, (f"k={side.ks[0]}: " if side else "") + check.detail)
-        )
+        margin = margin_for("speedup", 1.0, UNCACHED, model_error)
+        check = threshold_check(f"{strategy} uncached speedup > 1", task, UNCACHED, row, "speedup", ">", 1.0, margin)
+        detail = (f"k={side.ks[0]}: " if side else "") + check.detail
+        out.append(replace(check, detail=detail, family=UNCACHED_GAIN))
     return out
 
 
@@ -123,67 +142,6 @@ def _cell_resamples(n: int) -> np.ndarray:
     """Bootstrap indices over n cells (seeded as `storage.stats`), resamples x n."""
     rng = np.random.default_rng([stats.SEED, n, 1])
     return rng.integers(0, n, size=(stats.RESAMPLES, n))
-
-
-def _crossings(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per row of (resamples x cells) x and y: the least-squares line's slope and where it crosses y = 1 (NaN for a
-    resample that drew one acceptance only: no line)."""
-    xm, ym = x.mean(axis=1, keepdims=True), y.mean(axis=1, keepdims=True)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        slope = ((x - xm) * (y - ym)).sum(axis=1) / ((x - xm) ** 2).sum(axis=1)
-        slope = np.where(np.ptp(x, axis=1) > 1e-12, slope, np.nan)
-        cross = xm[:, 0] + (1 - ym[:, 0]) / slope
-    return slope, np.where(slope > 0, cross, np.nan)
-
-
-def in_range(lo: float, hi: float, low: float, high: float) -> str:
-    """Whether an interval lies within [low, high]: holds when wholly inside, does not hold when wholly outside."""
-    return combine([stats.verdict(lo, hi, low, ">="), stats.verdict(lo, hi, high, "<=")])
-
-
-def cached_break_even(df: pd.DataFrame) -> Check:
-    """Where cached speedup crosses 1 as a function of first-token acceptance (a least-squares line over every drafted
-    strategy, task and k): near the paper's 20-25%, i.e. the crossing's 95% interval (a bootstrap over the cells)
-    within 15-30%."""
-    target = "cached break-even near 20-25% first-token acceptance"
-    rows = one_measure(df)
-    drafted = rows[(rows["regime"] == CACHED) & (rows["k"] > 0)]  # k = 0: plain, which drafts nothing
-    pts = drafted[["first_token_acceptance", "speedup"]].dropna()
-    if len(pts) < 3 or pts["first_token_acceptance"].nunique() < 2:
-        return Check(target, "all", CACHED, stats.INCONCLUSIVE, "too few cells")
-    x, y = pts["first_token_acceptance"].to_numpy(float), pts["speedup"].to_numpy(float)
-    slope, intercept = np.polyfit(x, y, 1)
-    above = pts[pts["speedup"] >= 1]
-    seen = (
-        f"; {len(above)} of {len(pts)} cells at speedup >= 1, the lowest first-token acceptance among them "
-        f"{above['first_token_acceptance'].min():.2f}"
-        if len(above)
-        else f"; none of {len(pts)} cells reached 1"
-    )
-    span = f"first-token acceptance {x.min():.2f}-{x.max():.2f}"
-    idx = _cell_resamples(len(x))
-    slopes, crossings = _crossings(x[idx], y[idx])
-    rising = stats.verdict(*np.percentile(slopes[np.isfinite(slopes)], [2.5, 97.5]), 0.0, ">")
-    if slope <= 0 or rising == stats.FAILS:
-        return Check(
-            target,
-            "all",
-            CACHED,
-            stats.FAILS,
-            f"speedup does not rise with acceptance (slope {slope:.2f}); {span}{seen}",
-        )
-    finite = crossings[np.isfinite(crossings)]
-    lo, hi = np.percentile(finite, [2.5, 97.5]) if rising == stats.HOLDS and len(finite) else (np.nan, np.nan)
-    verdict = in_range(lo, hi, BREAK_EVEN[0] - NEAR, BREAK_EVEN[1] + NEAR)
-    x0 = (1 - intercept) / slope
-    return Check(
-        target,
-        "all",
-        CACHED,
-        verdict,
-        f"line crosses 1.0 at {x0:.2f} [{lo:.2f}, {hi:.2f}] (speedup = {intercept:.2f} + {slope:.2f} x acceptance; "
-        f"interval over {len(x)} cells); {span}{seen}",
-    )
 
 
 def _pearson(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -194,45 +152,73 @@ def _pearson(x: np.ndarray, y: np.ndarray) -> np.ndarray:
         return np.where(flat, np.nan, (xm * ym).sum(axis=-1) / np.sqrt((xm**2).sum(axis=-1) * (ym**2).sum(axis=-1)))
 
 
+def _untestable_energy(cells: pd.DataFrame) -> str | None:
+    """Why uncached cells' energy cannot test the claim (estimated power, or replayed: time x a power), else None."""
+    source = cells["power_source"].fillna("").astype(str) if "power_source" in cells else pd.Series("", cells.index)
+    measured = cells["power_measured"].fillna(False).astype(bool) if "power_measured" in cells else source.ne("")
+    replayed = cells["measure"].eq("replay") if "measure" in cells else pd.Series(False, cells.index)
+    if not (measured & ~source.str.contains("estimate") & ~replayed).any():
+        how = "replayed (predicted time x measured mean power)" if replayed.all() else "estimated from time"
+        return f"energy {how} in every one of {len(cells)} cells: its ratio follows the speedup by construction"
+    return None
+
+
 def energy_tracks_speedup(df: pd.DataFrame) -> Check:
     """Uncached energy ratios (plain J / strategy J) follow the speedups: correlated (Pearson r > 0.9) and close in
-    size (median |energy ratio / speedup - 1| < 10%), both read off 95% intervals of a bootstrap over cells."""
+    size (median |energy ratio / speedup - 1| < 10%), both read off 95% intervals of a bootstrap over the timed
+    cells with measured power; "not testable here" where energy is estimated or replayed."""
     target = "uncached energy ratio tracks speedup"
-    rows = one_measure(df)
-    drafted = rows[(rows["regime"] == UNCACHED) & (rows["k"] > 0)]  # k = 0: plain, which drafts nothing
-    pts = drafted[["energy_ratio", "speedup"]].dropna()
+    rows = df[df["version"] == "current"] if "version" in df else df
+    drafted = rows[(rows["regime"] == UNCACHED) & (rows["k"] > 0)].dropna(subset=["energy_ratio", "speedup"])
+    if len(drafted) and (why := _untestable_energy(drafted)):
+        return Check(target, "all", UNCACHED, stats.NOT_TESTABLE, why)
+    if "measure" in drafted:
+        drafted = drafted[drafted["measure"] != "replay"]
+    if "power_measured" in drafted:
+        drafted = drafted[drafted["power_measured"].fillna(False).astype(bool)]
+    pts = drafted[["energy_ratio", "speedup"]]
     if len(pts) < 3:
-        return Check(target, "all", UNCACHED, stats.INCONCLUSIVE, "too few cells with energy")
+        return Check(target, "all", UNCACHED, stats.INCONCLUSIVE, "too few timed cells with measured energy")
     e, s = pts["energy_ratio"].to_numpy(float), pts["speedup"].to_numpy(float)
     idx = _cell_resamples(len(e))
     rs, devs = _pearson(e[idx], s[idx]), np.median(np.abs(e[idx] / s[idx] - 1), axis=1)
     r_lo, r_hi = np.percentile(rs[np.isfinite(rs)], [2.5, 97.5]) if np.isfinite(rs).any() else (np.nan, np.nan)
     d_lo, d_hi = np.percentile(devs, [2.5, 97.5])
     r, dev = float(_pearson(e, s)), float(np.median(np.abs(e / s - 1)))
-    source = (
-        "measured" if "power_measured" in rows and rows["power_measured"].fillna(False).all() else "estimated power"
-    )
-    verdict = combine([stats.verdict(r_lo, r_hi, TRACKS_R, ">"), stats.verdict(d_lo, d_hi, TRACKS_DEV, "<")])
+    j = all_of([judge_bounds(r_lo, r_hi, TRACKS_R, ">"), judge_bounds(d_lo, d_hi, TRACKS_DEV, "<")])
     return Check(
         target,
         "all",
         UNCACHED,
-        verdict,
+        j.verdict,
         f"Pearson r {r:.3f} [{r_lo:.3f}, {r_hi:.3f}], median |energy ratio / speedup - 1| {dev:.1%} "
-        f"[{d_lo:.1%}, {d_hi:.1%}] over {len(pts)} cells ({source})",
+        f"[{d_lo:.1%}, {d_hi:.1%}] over {len(pts)} timed cells (measured power)",
     )
 
 
+def judge_bounds(lo: float, hi: float, at: float, side: str) -> Judgement:
+    """A verdict read off bare bounds (a figure over cells: no prompts, no margin), p not known."""
+    return Judgement(stats.verdict(lo, hi, at, side), float("nan"))
+
+
 def check_claims(
-    df: pd.DataFrame, own: dict[str, str], ngram: str | None = None, prompts: pd.DataFrame | None = None
+    df: pd.DataFrame,
+    own: dict[str, str],
+    ngram: str | None = None,
+    prompts: pd.DataFrame | None = None,
+    model_error: Mapping[str, float] | None = None,
 ) -> list[Check]:
-    """Every claim of the paper this run can check: the olifant claims need olifant bases (`own`, from
-    `own_domains`), the comparison with the in-session 4-gram its strategy (`ngram`, from `session_4gram`);
-    `prompts` (`storage.summary.prompt_frame`) pairs the comparisons prompt by prompt."""
+    """Every claim of the paper this run can check, each family Holm-corrected: the olifant claims need olifant bases
+    (`own`, from `own_domains`), the comparison with the in-session 4-gram its strategy (`ngram`, from
+    `session_4gram`); `prompts` (`storage.summary.prompt_frame`) pairs the comparisons prompt by prompt and gives
+    the break-even its interval; `model_error` ({regime: relative error of replayed speeds}) widens the speed
+    margins and the break-even's interval."""
     out = domain_diagonal(df, own, prompts) if len(own) > 1 else []
     if ngram is not None:
-        out += beats_ngram(df, own, ngram, prompts)
-    return out + uncached_speedups(df, own) + [cached_break_even(df), energy_tracks_speedup(df)]
+        out += beats_ngram(df, own, ngram, prompts, model_error)
+    out += uncached_speedups(df, own, model_error)
+    out += [cached_break_even(df, prompts, float((model_error or {}).get("cached", 0.0))), energy_tracks_speedup(df)]
+    return holm(out)
 
 
 def claims_table(checks: list[Check]) -> str:

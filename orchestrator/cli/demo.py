@@ -16,6 +16,7 @@ import pandas as pd
 
 from orchestrator.checks.check import checks_table
 from orchestrator.checks.claims import check_claims, claims_table, own_domains, session_4gram
+from orchestrator.checks.families import families_text
 from orchestrator.checks.targets import check_all, roles
 from orchestrator.checks.trees import tree_checks, tree_roles
 from orchestrator.cli.progress import BarProgress
@@ -38,6 +39,10 @@ from workers.metrics import paper_redundancy
 logger = logging.getLogger(__name__)
 
 DEMO_SPEC = Path(__file__).resolve().parents[2] / "examples" / "demo.toml"
+RULES = (
+    'speed beyond a 2% margin, within it a tie (and ">= holds" is not "beats"); no verdict under 10 prompts; '
+    "families Holm-corrected"
+)
 
 
 def _pivot(df: pd.DataFrame, value: str, fmt: str) -> str:
@@ -131,9 +136,10 @@ def future_work_text(
             if noise
             else ""
         )
+        checks = check_all(df, r, prompts)
         parts.append(
-            f"targets of the future-work strategies (95% intervals over prompts, paired{how})\n"
-            + checks_table(check_all(df, r, prompts))
+            f"targets of the future-work strategies (95% intervals over prompts, paired{how}; {RULES})\n"
+            + _with_families(checks_table(checks), checks)
         )
     parts += tree_targets_text(df, spec, prompts)
     return "\n\n".join(parts)
@@ -144,9 +150,10 @@ def tree_targets_text(df: pd.DataFrame, spec, prompts: pd.DataFrame | None = Non
     roles = tree_roles(spec)
     if df.empty or not (roles[0] or roles[1]):
         return []
+    checks = tree_checks(df, roles, prompts)
     return [
         'targets of token trees and k = "auto" (95% intervals over prompts, paired; a tree\'s k is its budget, '
-        "its mal the accepted tokens per pass)\n" + checks_table(tree_checks(df, roles, prompts))
+        f"its mal the accepted tokens per pass; {RULES})\n" + _with_families(checks_table(checks), checks)
     ]
 
 
@@ -154,11 +161,17 @@ def claims_text(df: pd.DataFrame, spec, prompts: pd.DataFrame | None = None) -> 
     """The seed paper's findings checked on this run (`orchestrator.checks.claims`), as a titled table."""
     if df.empty:
         return ""
+    checks = check_claims(df, own_domains(spec), session_4gram(spec), prompts)
     return (
         "the seed paper's findings on this run (acceptance over k; speedups at each strategy's best k; each verdict "
-        "read off a 95% interval over prompts)\n"
-        + claims_table(check_claims(df, own_domains(spec), session_4gram(spec), prompts))
+        f"read off a 95% interval over prompts; {RULES})\n" + _with_families(claims_table(checks), checks)
     )
+
+
+def _with_families(table: str, checks) -> str:
+    """A table of verdicts and, under it, the families it corrected for multiplicity."""
+    families = families_text(checks)
+    return f"{table}\n{families}" if families else table
 
 
 def run_demo(opts, spec_path: str | None = None, retrain: bool = False, echo: Callable[[str], None] = print) -> None:

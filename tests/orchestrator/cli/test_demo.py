@@ -217,7 +217,7 @@ def test_targets_over_a_demo_database(tmp_path, tiny_verifier):
     assert detail.endswith(
         f"; tokens/pass {top.loc['hybrid-pydoc', 'mean_accepted_tokens']:.2f} vs {top.loc[better, 'mean_accepted_tokens']:.2f}"
     )
-    assert all(c.verdict in ("holds", "does not hold", "inconclusive") for c in checks)
+    assert all(c.verdict in ("holds", "does not hold", "inconclusive", "tie", "by construction") for c in checks)
     assert checks_table(checks) in "\n".join(printed)  # the demo printed these same verdicts
     trees = tree_checks(df, tree_roles_, prompts)
     assert {(c.target, c.regime) for c in trees} == (
