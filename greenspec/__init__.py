@@ -83,6 +83,7 @@ class Results:
                 results=export_frame(s, name, False, False),
                 prediction_error=prediction_error(s, exp_id),
                 failures=failures_frame(s, exp_id),
+                db_url=self.url,
             )
 
     def report(self, experiment: str | None = None, out: str | Path = "report.html", force: bool = False) -> Path:

@@ -47,6 +47,7 @@ class ReportData:
     results: pd.DataFrame  # the export table
     prediction_error: pd.DataFrame  # storage.costs.prediction_error (empty without replay)
     failures: pd.DataFrame  # storage.queries.failures_frame
+    db_url: str  # the database it was read from, for the commands the report suggests
 
 
 def verdict(row: pd.Series) -> str:
@@ -180,13 +181,21 @@ def render(data: ReportData) -> str:
         parts += ["<h2>The pass-cost model's prediction error</h2>", _table(data.prediction_error)]
     parts.append(f"<h2>Failures</h2>{_table(data.failures) if len(data.failures) else '<p>None.</p>'}")
     name = html.escape(data.info["name"])
-    parts.append(
-        f"<p><small>The tables as CSV: <code>greenspec export --experiment {name} --format csv</code>.</small></p>"
-    )
+    parts.append(f"<p><small>The tables as CSV: <code>{html.escape(export_command(data))}</code>.</small></p>")
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>greenspec: {name}</title>"
         f"<style>{STYLE}</style></head><body>{''.join(parts)}</body></html>"
     )
+
+
+def export_command(data: ReportData) -> str:
+    """The command that exports the report's tables as CSV, with the --db it was read from (a password masked)."""
+    import shlex
+
+    from sqlalchemy.engine.url import make_url
+
+    db = make_url(data.db_url).render_as_string(hide_password=True)
+    return f"greenspec --db {shlex.quote(db)} export --experiment {shlex.quote(data.info['name'])} --format csv"
 
 
 def write_report(results: Results, experiment: str | None, out: Path, force: bool = False) -> Path:

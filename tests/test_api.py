@@ -9,6 +9,7 @@ import re
 import shutil
 import sqlite3
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -16,7 +17,7 @@ import pytest
 
 import greenspec
 from dashboard.tables import PAPER_TABLES, paper_table
-from greenspec.report import regime_table, tally, verdict
+from greenspec.report import export_command, regime_table, tally, verdict
 from tests.dashboard.populate import EXPERIMENT, populate
 from tests.orchestrator.conftest import cli
 from workers.errors import GreenspecError
@@ -108,6 +109,20 @@ def test_the_report_shows_every_cell_with_its_interval_and_verdict(url, tmp_path
         db.report(EXPERIMENT, path)  # an existing file only with force
     with pytest.raises(GreenspecError, match="SQLite database"):
         db.report(EXPERIMENT, url.removeprefix("sqlite:///"), force=True)
+
+
+def test_the_reports_export_command_names_its_database(url, tmp_path):
+    """The footer's command runs as shown: with the --db the report was read from (a password masked)."""
+    page = greenspec.open_results(url).report(EXPERIMENT, tmp_path / "r.html").read_text()
+    command = f"greenspec --db {url} export --experiment {EXPERIMENT} --format csv"
+    assert f"<code>{html.escape(command)}</code>" in page
+    code, out, err = cli(*command.split()[1:])
+    assert code == 0 and len(pd.read_csv(io.StringIO(out))) == len(greenspec.open_results(url).results(EXPERIMENT))
+    data = greenspec.open_results(url).report_data(EXPERIMENT)
+    remote = replace(data, db_url="postgresql://me:hunter2@db.example/runs", info={**data.info, "name": "my run"})
+    assert export_command(remote) == (
+        "greenspec --db 'postgresql://me:***@db.example/runs' export --experiment 'my run' --format csv"
+    )
 
 
 def test_the_report_command(url, tmp_path):
