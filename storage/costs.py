@@ -27,11 +27,11 @@ from sqlalchemy.orm import Session
 
 from storage.models import CostModel, Generation
 from workers.costmodel import RoundCosts, error_summary, interpolate, spearman
+from workers.decoding.passes import BANDS, width_band
 
 PLAIN = "plain"  # the strategy every speedup is taken against
 COORD = ["strategy", "task", "k", "regime"]
 PAIR = [*COORD, "prompt_index", "prompt_key"]
-BANDS = ("plain", "k = 1", "k 2-4", "k 5+", "tree", "auto")  # pass-width bands of a coordinate
 MIN_RANKED_PROMPTS = 3  # a coordinate enters the Spearman of speedups with at least this many timed prompts
 ERROR_COLUMNS = [
     "regime",
@@ -45,17 +45,6 @@ ERROR_COLUMNS = [
     "coordinates",
     "spearman",
 ]
-
-
-def width_band(strategy: str, k: int) -> str:
-    """A coordinate's pass-width band: plain (k = 0), trees (`<base>-tree`), k = "auto" (`<base>-auto`), else by k."""
-    if k == 0:
-        return "plain"
-    if "-tree" in strategy:
-        return "tree"
-    if strategy.endswith("-auto"):
-        return "auto"
-    return "k = 1" if k == 1 else "k 2-4" if k <= 4 else "k 5+"
 
 
 @dataclass(frozen=True)

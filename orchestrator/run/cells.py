@@ -19,6 +19,7 @@ from typing import Any
 
 from orchestrator.run.spec import CorpusSection, Spec, StrategySection
 from storage.cell_spec import CellParams, CellSpec
+from workers.decoding.passes import width_band
 from workers.drafts.registry import Requirement
 from workers.training.artifacts import VERIFIER_KINDS, chain
 
@@ -229,18 +230,30 @@ def coordinate(c: CellSpec) -> tuple:
 
 
 def timed_sample(spec: Spec, cells: list[CellSpec]) -> list[CellSpec]:
-    """With replay and `timed_coordinates = N`: the timed greedy cells of N coordinates only, chosen by a hash seeded
-    with the experiment's seed (the same grid always samples the same ones), plain's always; replayed cells, sampled
-    ones (temperature > 0) and those of drafts that cannot be replayed all stay."""
+    """With replay and `timed_coordinates = N`: the timed greedy cells of N coordinates only, plain's always, the
+    rest a sample stratified over regime x pass-width band x draft (`stratified`), seeded with the experiment's seed
+    (the same grid always samples the same ones); replayed cells, sampled ones (temperature > 0) and those of drafts
+    that cannot be replayed all stay."""
     n = spec.sweep.timed_coordinates
     if not spec.sweep.replay or n is None:
         return cells
     replayed = {coordinate(c) for c in cells if c.kind == "replay"}
-    candidates = sorted({coordinate(c) for c in cells if c.kind == "sweep" and coordinate(c) in replayed})
+    drafts = {coordinate(c): c.draft or "" for c in cells if c.kind == "sweep" and coordinate(c) in replayed}
+    plain = {c for c in drafts if c[2] == 0}
+    others = {c: d for c, d in drafts.items() if c not in plain}
+    chosen = plain | set(stratified(spec.experiment.seed, others, n - len(plain)))
+    return [c for c in cells if c.kind != "sweep" or coordinate(c) not in replayed or coordinate(c) in chosen]
+
+
+def stratified(seed: int, drafts: dict[tuple, str], n: int) -> list[tuple]:
+    """Up to n coordinates, taking one from each stratum (regime, width band, draft) in turn, each stratum's in the
+    order of a hash seeded with `seed`: every stratum is timed before any is timed twice."""
 
     def rank(coord: tuple) -> str:
-        return hashlib.sha256(json.dumps([spec.experiment.seed, *coord]).encode()).hexdigest()
+        return hashlib.sha256(json.dumps([seed, *coord]).encode()).hexdigest()
 
-    plain = {c for c in candidates if c[2] == 0}
-    chosen = plain | set(sorted(set(candidates) - plain, key=rank)[: max(0, n - len(plain))])
-    return [c for c in cells if c.kind != "sweep" or coordinate(c) not in replayed or coordinate(c) in chosen]
+    strata: dict[tuple, list[tuple]] = {}
+    for c in sorted(drafts, key=rank):
+        strata.setdefault((c[3], width_band(c[0], c[2]), drafts[c]), []).append(c)
+    rounds = itertools.zip_longest(*strata.values())
+    return [c for layer in rounds for c in layer if c is not None][: max(0, n)]

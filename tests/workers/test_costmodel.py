@@ -26,7 +26,7 @@ from workers.costmodel import (
 )
 from workers.decoding import speculative_generate
 from workers.decoding.passes import PASSES
-from workers.decoding.roundtimer import measure_round_costs, probe_tree
+from workers.decoding.roundtimer import measure_round_costs, n_contexts, probe_tree
 from workers.drafts import make_draft
 from workers.verifier import Verifier
 
@@ -114,7 +114,7 @@ def test_measuring_a_real_verifier_times_every_width_under_the_keys_its_passes_r
     )
     assert table.device == "cpu" and table.verifier.endswith("float32") and verifier.cache is None
     assert table.meta["threads"] == 1 and table.meta["dtype"] == "float32"
-    contexts = log_spaced(8, 48, 4)
+    contexts = log_spaced(8, 48, n_contexts(8, 48))  # 1 + round(log2 6) = 4
     for regime, passes in PASSES.items():
         assert table.widths(regime, "chain") == passes.widths(4), regime
         assert table.widths(regime, "tree") == [3], regime
@@ -141,7 +141,8 @@ def test_measuring_a_real_verifier_times_every_width_under_the_keys_its_passes_r
 def test_a_repeat_past_the_budget_is_not_started():
     verifier = Verifier(tiny_lm("llama", 1, vocab=300))
     _, once = measure_round_costs(verifier, list(range(3, 40)), 1, (), ("uncached",), 20, repeats=50, budget_s=0.0)
-    assert len(once) == 2 * 4  # widths 0 and 1 at four contexts, one repeat
+    assert len(once) == 2 * 2  # widths 0 and 1 at two contexts (8 to 20: 1 + round(log2 2.5)), one repeat
+    assert [n_contexts(50, 116), n_contexts(50, 200), n_contexts(10, 10_000), n_contexts(5, 5)] == [2, 3, 5, 2]
 
 
 def test_tokens_per_s_errors_by_hand():

@@ -77,6 +77,7 @@ class RegimePasses:
 
 
 REGIMES = ("uncached", "cached", "cached-standard")
+BANDS = ("plain", "k = 1", "k 2-4", "k 5+", "tree", "auto")  # pass-width bands of a coordinate
 PASSES: dict[str, RegimePasses] = {r: RegimePasses(r) for r in REGIMES}
 
 
@@ -85,3 +86,14 @@ def regime_passes(regime: str) -> RegimePasses:
     if regime not in PASSES:
         raise ValueError(f"regime {regime!r} is not accepted; give one of {', '.join(REGIMES)}")
     return PASSES[regime]
+
+
+def width_band(strategy: str, k: int) -> str:
+    """A coordinate's pass-width band: plain (k = 0), trees (`<base>-tree`), k = "auto" (`<base>-auto`), else by k."""
+    if k == 0:
+        return "plain"
+    if "-tree" in strategy:
+        return "tree"
+    if strategy.endswith("-auto"):
+        return "auto"
+    return "k = 1" if k == 1 else "k 2-4" if k <= 4 else "k 5+"

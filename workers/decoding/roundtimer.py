@@ -44,7 +44,11 @@ from workers.drafts.plain import PlainDraft
 logger = logging.getLogger(__name__)
 
 REPEATS = 3  # timed rounds per width and context; the table keeps their median
-N_CONTEXTS = 4
+
+
+def n_contexts(lo: int, hi: int) -> int:
+    """Contexts to time between lo and hi: one per doubling and one more, 2 to 5."""
+    return max(2, min(5, 1 + round(math.log2(max(hi, 1) / max(lo, 1)))))
 
 
 class ProbeDraft(Draft):
@@ -189,7 +193,7 @@ def measure_round_costs(
     top = max(max_n, *tree_sizes) if tree_sizes else max_n
     max_context = max(2, max_context or len(ids))
     lo = max(2, min(max_context, min_context or max(8, max_context // 10)))
-    contexts = log_spaced(lo, max_context, N_CONTEXTS)
+    contexts = log_spaced(lo, max_context, n_contexts(lo, max_context))
     tokens = (ids * math.ceil((max_context + top + 2) / len(ids)))[: max_context + top + 2]
     with torch.inference_mode():
         refs = references(verifier, tokens, contexts, top + 1)

@@ -7,10 +7,11 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import replace
 
-from orchestrator.run.cells import COST_ROLE, TaskPrompts, coordinate, expand
+from orchestrator.run.cells import COST_ROLE, TaskPrompts, coordinate, expand, stratified
 from orchestrator.run.prepare import link_references
 from orchestrator.run.scheduler import Scheduler
 from orchestrator.run.spec import parse_spec
+from workers.decoding.passes import width_band
 
 SPEC = """
 [experiment]
@@ -131,3 +132,13 @@ def test_the_accelerator_waits_for_the_replays_only_once_nothing_else_is_left_fo
     while s.next_replay_batch(10):
         pass
     assert not s.accelerator_waits_for_replays(1)  # every replay runs: none left for a freed CPU
+
+
+def test_the_timed_sample_covers_every_stratum_before_any_twice():
+    """Regime x width band x draft: with as many coordinates as strata, each stratum has one."""
+    drafts = {(s, "t", k, r, 0.0): s for s in ("a", "b") for k in (1, 3, 4, 8) for r in ("uncached", "cached")}
+    strata = {(c[3], width_band(c[0], c[2]), d) for c, d in drafts.items()}  # 2 regimes x 3 bands x 2 drafts
+    picked = stratified(0, drafts, len(strata))
+    assert len(strata) == 12 and {(c[3], width_band(c[0], c[2]), drafts[c]) for c in picked} == strata
+    assert stratified(0, drafts, 13)[:12] == picked and len(stratified(0, drafts, 99)) == len(drafts)
+    assert stratified(1, drafts, 12) != picked  # another seed, another sample of the k 2-4 band
