@@ -11,11 +11,12 @@ Relative paths in the spec are resolved against the spec file's folder by `load_
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import tomllib
-from typing import Annotated
+from typing import Annotated, get_args
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from orchestrator.run.spec_sections import (  # noqa: F401 (re-exported: the spec's public names)
     AUTO_MAX_K,
@@ -164,28 +165,60 @@ class Spec(_Model):
         )
 
 
+def _parts(loc: tuple) -> list:
+    """An error location's keys and list indices, without pydantic's validator and type steps."""
+    skip = ("function-", "list[", "constrained-")
+    return [p for p in loc if isinstance(p, int) or not (p == "literal_error" or str(p).startswith(skip))]
+
+
 def _loc(loc: tuple) -> str:
     out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif part in ("literal_error",) or str(part).startswith(("function-", "list[", "constrained-")):
-            continue
-        else:
-            out += f".{part}" if out else str(part)
+    for part in _parts(loc):
+        out += f"[{part}]" if isinstance(part, int) else f".{part}" if out else str(part)
     return out
+
+
+def _section(annotation) -> type[BaseModel] | None:
+    """The spec section inside a field's type (`X`, `list[X]`, `X | None`, `Annotated[...]`), or None."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return next((m for arg in get_args(annotation) if (m := _section(arg)) is not None), None)
+
+
+def _known_keys(loc: tuple) -> list[str]:
+    """The keys accepted where the last key of `loc` was given, walking the spec's sections by name."""
+    model: type[BaseModel] | None = Spec
+    for part in _parts(loc)[:-1]:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(part)
+        model = _section(field.annotation) if field else None
+        if model is None:
+            return []
+    return list(model.model_fields)
+
+
+def _unknown_key(path: str, loc: tuple) -> str:
+    """The line for a key no section takes, with the accepted key it is closest to."""
+    close = difflib.get_close_matches(str(_parts(loc)[-1]), _known_keys(loc), n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"{path}: unknown key {_loc(loc)!r}{hint}"
 
 
 def _one_line(path: str, err: ValidationError) -> str:
     """The first validation error as one line: file, key, what is wrong, the value given."""
-    first = err.errors(include_url=False)[0]
+    errors = err.errors(include_url=False)
+    unknown = [e for e in errors if e["type"] == "extra_forbidden"]
+    if unknown and errors[0]["type"] == "missing":  # a misspelt section: its name, not the one it left missing
+        return _unknown_key(path, tuple(unknown[0]["loc"]))
+    first = errors[0]
     loc = _loc(tuple(first["loc"]))
     msg = first["msg"].removeprefix("Value error, ")
     if msg.startswith(".") and ": " in msg:  # a validator naming the key below its location
         sub, msg = msg.split(": ", 1)
         loc += sub
     if first["type"] == "extra_forbidden":
-        return f"{path}: unknown key {loc!r}"
+        return _unknown_key(path, tuple(first["loc"]))
     if first["type"] == "missing":
         return f"{path}: missing required key {loc!r}"
     value = first.get("input")

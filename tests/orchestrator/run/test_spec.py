@@ -169,6 +169,24 @@ def test_bad_specs_refused_in_one_line(tmp_path, corpus, label, change, words):
         assert w in msg, (label, msg)
 
 
+@pytest.mark.parametrize(
+    "change,line",
+    [
+        (("prompts = 3", "promts = 3"), "unknown key 'tasks[0].promts'; did you mean 'prompts'?"),
+        (('name = "c"', 'name = "c"\nwindw = 4'), "unknown key 'corpora[0].windw'; did you mean 'window'?"),
+        (("[verifier]", '[verifier]\ndtyp = "float32"'), "unknown key 'verifier.dtyp'; did you mean 'dtype'?"),
+        (("[[corpora]]", "[sweep]\nrepeat = 2\n[[corpora]]"), "unknown key 'sweep.repeat'; did you mean 'repeats'?"),
+        # a misspelt section is named as such, not as the section it left missing
+        (("[experiment]", "[experimnt]"), "unknown key 'experimnt'; did you mean 'experiment'?"),
+        (("[experiment]", '[experiment]\ncolour = "red"'), "unknown key 'experiment.colour'"),  # nothing close
+    ],
+)
+def test_a_misspelt_spec_key_gets_its_close_match(tmp_path, corpus, change, line):
+    with pytest.raises(SpecError) as err:
+        load_spec(write(tmp_path, MINIMAL.format(corpus="c.txt").replace(*change, 1)))
+    assert str(err.value) == f"{tmp_path / 'spec.toml'}: {line}"
+
+
 def test_missing_local_path_refused(tmp_path):
     spec = load_spec(write(tmp_path, MINIMAL.format(corpus="missing.txt")))
     with pytest.raises(SpecError, match=r"corpora\[0\]\.path: no such file.*missing\.txt"):
