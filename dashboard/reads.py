@@ -175,7 +175,7 @@ def power(url: str, exp_id: int, t0: float | None = None, t1: float | None = Non
 
 @st.cache_data(ttl=LIVE_TTL_S, show_spinner=False)
 def cost_model(url: str, exp_id: int) -> costs.StoredCostModel | None:
-    """The experiment's newest measured pass-cost model (read live: it is stored before any generation)."""
+    """The experiment's newest measured round-cost table (read live: it is stored before any generation)."""
     with _session(url) as s:
         return costs.stored_cost_model(s, exp_id)
 

@@ -1,7 +1,7 @@
 """A self-contained HTML report of one experiment: what ran and where, each regime's table with 95% intervals over
 prompts and a three-valued verdict per cell (faster, slower, inconclusive: where the speedup's interval lies against
 1), the paper's Tables 1-4, 6 and 7 (the dashboard's definitions, best per column in bold), speedup against acceptance
-as interactive plotly figures, the pass-cost model's prediction error, the failures.
+as interactive plotly figures, the round-cost table's prediction error, the failures.
 One file, no network, no server: attach it to a review, a pull request or an e-mail (`greenspec report`, or
 `Results.report` from Python)."""
 
@@ -155,7 +155,7 @@ def _header(data: ReportData) -> list[str]:
         + ", ".join(f"{html.escape(str(k))} {v}" for k, v in cells.items())
         + ".</p><p>Figures are per-prompt means with 95% bootstrap intervals over prompts; a cell is <i>faster</i> or "
         "<i>slower</i> only where the speedup's whole interval lies above or below 1. Replayed cells (measure = replay) "
-        "carry exact pass counts and times predicted by the pass-cost model: their verdicts are predictions (the "
+        "carry exact pass counts and times predicted by the round-cost table: their verdicts are predictions (the "
         "model's error is below); timed cells (measure = timed) were measured.</p>",
         f"<details><summary>The spec</summary><pre>{html.escape(info.get('spec_toml') or '')}</pre></details>",
     ]
@@ -178,7 +178,7 @@ def render(data: ReportData) -> str:
         )
         parts.append("<h2>Speedup against acceptance</h2>" + figures(df))
     if not data.prediction_error.empty:
-        parts += ["<h2>The pass-cost model's prediction error</h2>", _table(data.prediction_error)]
+        parts += ["<h2>The round-cost table's prediction error</h2>", _table(data.prediction_error)]
     parts.append(f"<h2>Failures</h2>{_table(data.failures) if len(data.failures) else '<p>None.</p>'}")
     name = html.escape(data.info["name"])
     parts.append(f"<p><small>The tables as CSV: <code>{html.escape(export_command(data))}</code>.</small></p>")

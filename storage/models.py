@@ -26,7 +26,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from workers.training.artifacts import BY_CELL_KIND
 
-# the artifact kinds (workers.training.artifacts), the pass-cost model, references, timed and replayed sweep cells
+# the artifact kinds (workers.training.artifacts), the round-cost table, references, timed and replayed sweep cells
 CELL_KINDS = (*BY_CELL_KIND, "costmodel", "reference", "sweep", "replay")
 CELL_STATES = ("pending", "running", "done", "failed")
 
@@ -281,7 +281,7 @@ class Generation(Base):
     text: Mapped[str] = mapped_column(Text)
     # "timed": run by the verifier on the accelerator; "replay": its passes computed exactly from the prompt's greedy
     # reference without the verifier (`workers.replay`), its wall time, tokens/s and energy predicted by the
-    # experiment's pass-cost model
+    # experiment's round-cost table
     measure: Mapped[str] = mapped_column(String(16), default="timed", server_default="timed")
     passes: Mapped[list[Any] | None] = mapped_column(JSON)  # per verifier pass: [tokens fed, tokens cached, rows kept]
     drafted_per_step: Mapped[list[int] | None] = mapped_column(JSON)  # per round: tokens the draft proposed

@@ -113,7 +113,7 @@ class GenerationRecord:
     passes: tuple[tuple[int, int, int], ...] = ()  # per verifier pass: (tokens fed, tokens cached, rows kept)
     drafted_per_step: tuple[int, ...] = ()  # per round: tokens the draft proposed
     measure: str = "timed"  # "replay": computed from the reference without the verifier (`workers.replay`)
-    predicted_wall_s: float | None = None  # the pass-cost model's wall time for these passes (+ draft seconds)
+    predicted_wall_s: float | None = None  # the round-cost table's wall time for these passes (+ draft seconds)
 
 
 @dataclass(frozen=True)

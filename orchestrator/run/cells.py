@@ -114,7 +114,7 @@ def artifact_cells(spec: Spec) -> dict[Requirement, CellSpec]:
     return out
 
 
-COST_ROLE = "costmodel"  # the role under which a cell needs the experiment's pass-cost model cell
+COST_ROLE = "costmodel"  # the role under which a cell needs the experiment's round-cost table cell
 
 
 def table_widths(spec: Spec) -> dict:

@@ -210,7 +210,7 @@ class StrategySection(_Model):
 
     @property
     def auto(self) -> bool:
-        """Whether each round's length comes from the pass-cost model (k = "auto")."""
+        """Whether each round's length comes from the round-cost table (k = "auto")."""
         return bool(getattr(self.options, "auto", False))
 
     @property
@@ -285,7 +285,7 @@ class SweepSection(_Model):
     top_k: Annotated[int, Field(ge=0)] = 0  # sampling: keep the k likeliest tokens (0 = all)
     top_p: Annotated[float, Field(gt=0, le=1)] = 1.0  # sampling: nucleus mass
     # replay every greedy cell from its prompt's reference on the CPU workers (workers.replay): exact passes and
-    # acceptance, time and energy predicted by the measured pass-cost model
+    # acceptance, time and energy predicted by the measured round-cost table
     replay: bool = False
     # with replay: also time the first N prompts of every coordinate on the accelerator (validating the predictions);
     # default 0 with replay, every prompt without it

@@ -44,5 +44,5 @@ class PassCosts:
 
 
 def verifier_name(verifier) -> str:
-    """A verifier's identity for its curve (and its pass-cost model): the model's name or path and its dtype."""
+    """A verifier's identity for its curve (and its round-cost table): the model's name or path and its dtype."""
     return f"{getattr(verifier.model.config, '_name_or_path', '?')}:{verifier.dtype}"

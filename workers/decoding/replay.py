@@ -8,7 +8,7 @@ adaptive length, `k = "auto"`) runs for real against `ReferenceVerifier`, a stan
 prefix of prompt + reference is the reference's next token. Off that path it answers `vocab_size`, an id no draft
 can propose (drafts are cut at the vocabulary), so nothing off the path is ever accepted. The passes, drafted,
 accepted and per-round lists come out as a timed generation's; only time and energy need the real verifier, and the
-pass-cost model (`workers.costmodel`) predicts them from the recorded pass shapes.
+round-cost table (`workers.costmodel`) predicts them from the recorded pass shapes.
 
 What replay refuses, in one line each: temperature > 0 (a sampled generation is not fixed by the reference), a draft
 whose state outlives a generation (`suffix` with `remember_outputs`: its rounds depend on which generations ran

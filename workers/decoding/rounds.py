@@ -2,7 +2,7 @@
 argmax, and the frozen `GenerationResult` a finished tally becomes.
 
 Every clock read follows a device sync (`verifier.sync()`), so a timer measures finished work; each pass is
-counted as a step and its shape (tokens fed, tokens cached, rows kept) recorded for the pass-cost model.
+counted as a step and its shape (tokens fed, tokens cached, rows kept) recorded for the round-cost table.
 
 Example:
     >>> tally = Tally(k=3)
