@@ -8,6 +8,7 @@ One file, no network, no server: attach it to a review, a pull request or an e-m
 from __future__ import annotations
 
 import html
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from orchestrator.cli.outputs import check_out_path
+from storage.db import display_url
 
 if TYPE_CHECKING:
     from greenspec import Results
@@ -190,11 +192,7 @@ def render(data: ReportData) -> str:
 
 def export_command(data: ReportData) -> str:
     """The command that exports the report's tables as CSV, with the --db it was read from (a password masked)."""
-    import shlex
-
-    from sqlalchemy.engine.url import make_url
-
-    db = make_url(data.db_url).render_as_string(hide_password=True)
+    db = display_url(data.db_url)
     return f"greenspec --db {shlex.quote(db)} export --experiment {shlex.quote(data.info['name'])} --format csv"
 
 

@@ -251,3 +251,8 @@ def guard(url: str, doing: str = "storing") -> Iterator[None]:
             ) from err
         first = str(getattr(err, "orig", None) or err).splitlines()[0][:200]
         raise DatabaseError(f"{url}: cannot use the database while {doing} ({first})") from err
+
+
+def display_url(url: str) -> str:
+    """A database URL as it may be shown or printed: its password masked."""
+    return make_url(url).render_as_string(hide_password=True)

@@ -257,6 +257,7 @@ def _passes(df: pd.DataFrame, strategies: tuple[str, str], task: str, regime: st
     return f"; tokens/pass {vals[0]:.2f} vs {vals[1]:.2f}"
 
 
+# wide: the claim's two strategies, its task and regime, its frames and the model-error seam, each read once
 def best_speedup_check(
     df: pd.DataFrame,
     prompts: pd.DataFrame | None,

@@ -55,7 +55,7 @@ class ReplayCosts:
             with self.Session() as s:
                 found = stored_cost_model(s, self.exp_id)
             if found is not None:
-                self._model, self._power, self._source = found.model, found.mean_power_w, found.power_source
+                self._model, self._power, self._source = found.table, found.mean_power_w, found.power_source
         return self._model
 
     def model_json(self) -> str | None:
