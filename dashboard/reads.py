@@ -22,6 +22,7 @@ from storage import queries as sq
 from storage import summary as ssum
 from storage.browse import GridPoint, Selection
 from storage.db import DEFAULT_URL, reader_sessions
+from storage.model_error import error_bounds, with_model_error
 
 logger = logging.getLogger(__name__)
 
@@ -110,8 +111,12 @@ def _prompts(url: str, exp_id: int, data: Version) -> pd.DataFrame:
 @st.cache_data(max_entries=2 * ENTRIES, show_spinner=False)
 def summary(url: str, exp_id: int, data: Version, pooled: bool = False) -> pd.DataFrame:
     """One row per strategy x task x k x regime x measure with speedup and energy ratio vs plain, each figure with
-    its 95% interval over prompts."""
-    return ssum.summarize(_sums(url, exp_id, data), _prompts(url, exp_id, data), pooled=pooled)
+    its 95% interval over prompts (a replayed speed figure's with the cost table's validated error)."""
+    with _session(url) as s:
+        bounds = error_bounds(costs.prediction_pairs(s, exp_id))
+    return with_model_error(
+        ssum.summarize(_sums(url, exp_id, data), _prompts(url, exp_id, data), pooled=pooled), bounds
+    )
 
 
 @st.cache_data(max_entries=ENTRIES, show_spinner=False)

@@ -14,6 +14,8 @@ import pandas as pd
 from sqlalchemy import case, func, literal, select
 from sqlalchemy.orm import Session
 
+from storage.costs import prediction_pairs
+from storage.model_error import error_bounds, with_model_error
 from storage.models import CELL_KINDS, CELL_STATES, Artifact, Cell, Experiment, Generation, InstanceBase, PowerSample
 from storage.summary import (  # noqa: F401 (SUMMARY_COLUMNS: re-exported)
     SUMMARY_COLUMNS,
@@ -222,13 +224,15 @@ def summary_frame(
     session: Session, experiment: str | None = None, pooled: bool = False, versions: Versions | None = None
 ) -> pd.DataFrame:
     """The export table of one experiment (newest when None): per-prompt means, or pooled, each figure with its 95%
-    interval over prompts, its rows marked current or older by `versions`; see `storage.summary`."""
+    interval over prompts (a replayed speed figure's with the cost table's validated error, `storage.model_error`),
+    its rows marked current or older by `versions`; see `storage.summary`."""
     exp_id = experiment_id(session, experiment)
     if exp_id is None:
         return pd.DataFrame(columns=SUMMARY_COLUMNS)
     name = session.scalar(select(Experiment.name).where(Experiment.id == exp_id))
     sums, prompts = group_sums(session, exp_id, versions), prompt_frame(session, exp_id, versions)
-    return summarize(sums, prompts, pooled=pooled, experiment=name)
+    bounds = error_bounds(prediction_pairs(session, exp_id))
+    return with_model_error(summarize(sums, prompts, pooled=pooled, experiment=name), bounds)
 
 
 def timing_spread(session: Session, exp_id: int | None) -> dict | None:

@@ -167,7 +167,8 @@ def test_a_replayed_row_is_paired_only_with_replayed_plain(tmp_path):
         df = summary_frame(s, "v")
     replayed = df[(df["strategy"] == "ngram") & (df["measure"] == "replay")].iloc[0]
     assert replayed["tokens_per_s"] == pytest.approx(32.0) and math.isnan(replayed["speedup"])
-    assert replayed["note"] == f"no speedup: {NO_PLAIN}"
+    no_error = "replayed speed: no validated model error for uncached k 2-4 (or its plain): no interval"
+    assert replayed["note"] == f"no speedup: {NO_PLAIN}; {no_error}"  # and no timed twin validates it
     timed = df[(df["strategy"] == "ngram") & (df["measure"] == "timed")].iloc[0]
     assert timed["speedup"] == pytest.approx(2.0)  # untouched by the replayed row
     with engine.begin() as conn:
