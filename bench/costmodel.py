@@ -19,6 +19,7 @@ Usage: python -m bench costmodel [--quick] [--gemma]   (--quick: 2 prompts x 16 
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 
@@ -113,6 +114,8 @@ def run(quick: bool = False, gemma: bool = False) -> str:
 
     name = "gemma3-270m" if gemma else "smollm2-135m"
     n_prompts, n_new = (2, 16) if quick else (4, 32)
+    # the threads a replayed run's accelerator worker takes (`worker_threads`: one core left to the CPU workers)
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) - 1))
     verifier = load_verifier(name, dtype="float32", device="cpu")
     tok = load_tokenizer(name)
     prompt_ids = [list(tok(p).input_ids) for p in prompts(n_prompts)]
