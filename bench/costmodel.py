@@ -12,7 +12,7 @@ Per regime and width band: |predicted / measured - 1| of tokens/s against the fi
 median signed error (bias, > 0 predicted too fast), the noise (|t2 / t1 - 1| / sqrt 2: what an exact predictor would
 show), and per regime the Spearman of the strategies' speedups over plain, predicted against measured.
 
-Usage: python -m bench costmodel [--quick] [--gemma]   (--quick: 2 prompts x 16 new tokens; default 4 x 32;
+Usage: python -m bench costmodel [--quick] [--gemma]   (--quick: 2 prompts x 16 new tokens; default 3 x 100, the paper's length;
 --gemma: Gemma 3 270M instead of SmolLM2-135M)
 """
 
@@ -113,7 +113,7 @@ def run(quick: bool = False, gemma: bool = False) -> str:
     from workers.verifier import load_verifier
 
     name = "gemma3-270m" if gemma else "smollm2-135m"
-    n_prompts, n_new = (2, 16) if quick else (4, 32)
+    n_prompts, n_new = (2, 16) if quick else (3, 100)
     # the threads a replayed run's accelerator worker takes (`worker_threads`: one core left to the CPU workers)
     torch.set_num_threads(max(1, (os.cpu_count() or 1) - 1))
     verifier = load_verifier(name, dtype="float32", device="cpu")
