@@ -24,6 +24,7 @@ PAGES_DIR = Path(__file__).parent / "views"
 # (file in views/, title, icon): one line adds a page; the first is the default.
 PAGES = [
     ("overview.py", "Overview", ":material/dashboard:"),
+    ("findings.py", "Findings", ":material/fact_check:"),
     ("throughput.py", "Throughput", ":material/speed:"),
     ("acceptance.py", "Acceptance", ":material/check_circle:"),
     ("energy.py", "Energy", ":material/bolt:"),

@@ -9,6 +9,7 @@ Example:
     >>> db.experiments()                                   # doctest: +SKIP
     >>> df = db.results("demo")        # one row per strategy, task, k, regime; each figure with its _lo/_hi interval
     >>> gens = db.generations("demo")  # one row per generation (timed and replayed: `measure`)
+    >>> found = db.findings("demo")    # the paper's claims and targets with their verdicts
     >>> db.report("demo", "demo-report.html")
     >>> greenspec.run("examples/demo-toy.toml", db="sqlite:///greenspec.db")  # doctest: +SKIP
 """
@@ -64,6 +65,15 @@ class Results:
         """One row per generation the summary counts, with what its intervals are computed from."""
         with self.Session() as s:
             return generations_export(s, experiment, all_versions)
+
+    def findings(self, experiment: str | None = None) -> pd.DataFrame:
+        """The paper's claims and the future-work, tree and auto-k targets the experiment (newest when None) can
+        answer, one row per verdict with its estimate, interval, prompts and family, and one "not testable here" row
+        per claim it cannot answer, with the reason (`greenspec.findings`; what `greenspec findings` prints)."""
+        from greenspec.findings import read_findings
+
+        with self.Session() as s:
+            return read_findings(s, experiment)
 
     def report_data(self, experiment: str | None = None):
         """What the HTML report shows (`greenspec.report.ReportData`), read in one session."""

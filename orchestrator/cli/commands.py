@@ -15,6 +15,7 @@ import sys
 
 import click
 
+import orchestrator.cli.findings as cli_findings
 import orchestrator.cli.results as cli_results
 import orchestrator.cli.tools as cli_tools
 from orchestrator.cli.common import Context
@@ -251,5 +252,5 @@ def demo(obj: Context, retrain: bool, spec_path: str | None, toy: bool) -> None:
     run_demo(_run_options(obj), spec_path=spec_path, retrain=retrain, echo=click.echo)
 
 
-for command in (*cli_results.COMMANDS, *cli_tools.COMMANDS):
+for command in (*cli_results.COMMANDS, *cli_findings.COMMANDS, *cli_tools.COMMANDS):
     main.add_command(command)

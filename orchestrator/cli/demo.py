@@ -14,15 +14,10 @@ from typing import Callable
 
 import pandas as pd
 
-from orchestrator.checks.check import checks_table
-from orchestrator.checks.claims import check_claims, claims_table, own_domains, session_4gram
-from orchestrator.checks.families import families_text
-from orchestrator.checks.targets import check_all, roles
-from orchestrator.checks.trees import tree_checks, tree_roles
 from orchestrator.cli.progress import BarProgress
 from orchestrator.run.inputs import materialize
 from orchestrator.run.spec_paths import load_spec
-from storage.costs import prediction_error
+from storage.costs import prediction_error, stored_cost_model
 from storage.db import open_db, sqlite_path
 from storage.queries import (
     build_costs_frame,
@@ -32,17 +27,12 @@ from storage.queries import (
     summary_frame,
     timing_spread,
 )
-from storage.summary import prompt_frame
 from workers.errors import GreenspecError
 from workers.metrics import paper_redundancy
 
 logger = logging.getLogger(__name__)
 
 DEMO_SPEC = Path(__file__).resolve().parents[2] / "examples" / "demo.toml"
-RULES = (
-    'speed beyond a 2% margin, within it a tie (and ">= holds" is not "beats"); no verdict under 10 prompts; '
-    "families Holm-corrected"
-)
 
 
 def _pivot(df: pd.DataFrame, value: str, fmt: str) -> str:
@@ -89,9 +79,14 @@ def prediction_text(Session, exp_id: int, noise: dict | None) -> str:
     """Replay's predictions against the timed generations, per regime and width band, beside the run's own timing
     noise from generations timed twice (the goal: a median error no larger than that noise, a bias near 0)."""
     with Session() as s:
-        err = prediction_error(s, exp_id)
+        err, stored = prediction_error(s, exp_id), stored_cost_model(s, exp_id)
+    table = (
+        f"\nround-cost table: {len(stored.samples)} real rounds timed in {stored.measure_s:.0f} s"
+        if stored is not None
+        else ""
+    )
     if err.empty:
-        return "\npredicted vs timed: no generation was both timed and replayed"
+        return f"{table}\npredicted vs timed: no generation was both timed and replayed"
     line = (
         f"timing noise (generations timed twice, |t2 / t1 - 1| / sqrt 2): {noise['sd']:.1%} median over "
         f"{noise['generations']} generations"
@@ -99,7 +94,7 @@ def prediction_text(Session, exp_id: int, noise: dict | None) -> str:
         else "timing noise: no generation was timed twice"
     )
     return (
-        "\npredicted vs timed tokens/s (replay's round-cost table; error = |predicted / measured - 1|, bias = its median"
+        f"{table}\npredicted vs timed tokens/s (replay's round-cost table; error = |predicted / measured - 1|, bias = its median"
         " signed value, > 0 predicted too fast)\n" + err.to_markdown(index=False, floatfmt=".3f") + f"\n{line}"
     )
 
@@ -116,62 +111,27 @@ def build_costs(session, experiment: str) -> pd.DataFrame:
     )
 
 
-def future_work_text(
-    df: pd.DataFrame, costs: pd.DataFrame, spec, noise: dict | None = None, prompts: pd.DataFrame | None = None
-) -> str:
-    """What the instance bases cost, and the targets of the distilled, hybrid and adaptive strategies, each read off a
-    95% interval over prompts (`prompts`: `storage.summary.prompt_frame`, pairing the comparisons), beside the run's
-    measured timing noise (`noise`: `storage.queries.identical_pass_noise`)."""
-    parts = []
-    if not costs.empty:
-        parts.append(
-            "instance bases: build time and energy (distilled = verifier labels + IGTree)\n"
-            + costs.to_markdown(index=False, floatfmt=".1f")
-        )
-    r = roles(spec)
-    if r.distilled or r.hybrid or r.adaptive:
-        how = (
-            f"; timing noise measured in this run: {noise['sd']:.1%} per generation ({noise['generations']} "
-            "generations timed twice)"
-            if noise
-            else ""
-        )
-        checks = check_all(df, r, prompts)
-        parts.append(
-            f"targets of the future-work strategies (95% intervals over prompts, paired{how}; {RULES})\n"
-            + _with_families(checks_table(checks), checks)
-        )
-    parts += tree_targets_text(df, spec, prompts)
-    return "\n\n".join(parts)
-
-
-def tree_targets_text(df: pd.DataFrame, spec, prompts: pd.DataFrame | None = None) -> list[str]:
-    """The token-tree and k = "auto" targets (`orchestrator.checks.trees`) as a titled table, if the spec has any."""
-    roles = tree_roles(spec)
-    if df.empty or not (roles[0] or roles[1]):
-        return []
-    checks = tree_checks(df, roles, prompts)
-    return [
-        'targets of token trees and k = "auto" (95% intervals over prompts, paired; a tree\'s k is its budget, '
-        f"its mal the accepted tokens per pass; {RULES})\n" + _with_families(checks_table(checks), checks)
-    ]
-
-
-def claims_text(df: pd.DataFrame, spec, prompts: pd.DataFrame | None = None) -> str:
-    """The seed paper's findings checked on this run (`orchestrator.checks.claims`), as a titled table."""
-    if df.empty:
+def costs_text(costs: pd.DataFrame) -> str:
+    """What the instance bases cost to build, as a titled table ("" without any)."""
+    if costs.empty:
         return ""
-    checks = check_claims(df, own_domains(spec), session_4gram(spec), prompts)
-    return (
-        "the seed paper's findings on this run (acceptance over k; speedups at each strategy's best k; each verdict "
-        f"read off a 95% interval over prompts; {RULES})\n" + _with_families(claims_table(checks), checks)
+    return "instance bases: build time and energy (distilled = verifier labels + IGTree)\n" + costs.to_markdown(
+        index=False, floatfmt=".1f"
     )
 
 
-def _with_families(table: str, checks) -> str:
-    """A table of verdicts and, under it, the families it corrected for multiplicity."""
-    families = families_text(checks)
-    return f"{table}\n{families}" if families else table
+def findings_text(session, experiment: str, noise: dict | None = None) -> str:
+    """The paper's claims and the future-work, tree and auto-k targets checked on the run (`greenspec.findings`, the
+    table `greenspec findings` prints), beside the run's measured timing noise."""
+    from greenspec.findings import findings_markdown, read_findings
+
+    how = (
+        f"timing noise measured in this run: {noise['sd']:.1%} per generation ({noise['generations']} generations "
+        "timed twice; `greenspec findings` prints this table again)\n"
+        if noise
+        else ""
+    )
+    return how + findings_markdown(read_findings(session, experiment))
 
 
 def run_demo(opts, spec_path: str | None = None, retrain: bool = False, echo: Callable[[str], None] = print) -> None:
@@ -197,7 +157,7 @@ def run_demo(opts, spec_path: str | None = None, retrain: bool = False, echo: Ca
         costs = build_costs(s, report.experiment)
         exp_id = experiment_id(s, report.experiment)
         spread, noise = timing_spread(s, exp_id), identical_pass_noise(s, exp_id)
-        prompts = prompt_frame(s, exp_id)
+        found = findings_text(s, report.experiment, noise)
     echo(summary_text(df, texts))
     if spread:
         echo(
@@ -206,8 +166,9 @@ def run_demo(opts, spec_path: str | None = None, retrain: bool = False, echo: Ca
             f"{spread['p90']:.0%} (90th percentile)"
         )
     echo(prediction_text(Session, exp_id, noise))
-    echo(future_work_text(df, costs, spec, noise, prompts))
-    echo("\n" + claims_text(df, spec, prompts))
+    if not costs.empty:
+        echo("\n" + costs_text(costs))
+    echo("\n" + found)
     c = report.counts
     echo(f"\n{c['done']} cells done, {c['failed']} failed in {report.elapsed_s:.0f} s; results in {opts.db_url}.")
     echo(f"Report (one HTML file to share): {write_demo_report(opts.db_url, report.experiment)}")

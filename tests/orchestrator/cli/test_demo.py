@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.checks.check import checks_table
+from greenspec.findings import findings_markdown, read_findings
 from orchestrator.checks.targets import check_spec
 from orchestrator.checks.trees import tree_checks, tree_roles
 from orchestrator.cli.demo import DEMO_SPEC, redundancy_table, run_demo, summary_text
@@ -218,7 +218,13 @@ def test_targets_over_a_demo_database(tmp_path, tiny_verifier):
         f"; tokens/pass {top.loc['hybrid-pydoc', 'mean_accepted_tokens']:.2f} vs {top.loc[better, 'mean_accepted_tokens']:.2f}"
     )
     assert all(c.verdict in ("holds", "does not hold", "inconclusive", "tie", "by construction") for c in checks)
-    assert checks_table(checks) in "\n".join(printed)  # the demo printed these same verdicts
+    with open_db(url, migrate=False)[1]() as s:
+        found = read_findings(s, "tiny-demo")
+    assert findings_markdown(found) in "\n".join(
+        printed
+    )  # the demo printed the findings table `greenspec findings` does
+    shown = set(zip(found["target"], found["task"], found["regime"]))
+    assert {(c.target, c.task, c.regime) for c in checks} <= shown  # these same verdicts among them
     trees = tree_checks(df, tree_roles_, prompts)
     assert {(c.target, c.regime) for c in trees} == (
         {("distilled-pydoc-tree more tokens/pass than distilled-pydoc at k=3", r) for r in REGIMES}
@@ -226,7 +232,7 @@ def test_targets_over_a_demo_database(tmp_path, tiny_verifier):
         | {("distilled-pydoc-tree best speedup > distilled-pydoc's best (reported)", r) for r in REGIMES[:2]}
         | {("hybrid-pydoc-auto >= hybrid-pydoc at its best fixed k", r) for r in REGIMES}
     )
-    assert checks_table(trees) in "\n".join(printed)
+    assert {(c.target, c.task, c.regime) for c in trees} <= shown
     report = tmp_path / "tiny-demo-report.html"  # beside the database, its path printed
     assert f"Report (one HTML file to share): {report}" in printed and report.is_file()
     assert f"{top.loc['hybrid-pydoc', 'speedup']:.2f} [" in report.read_text()

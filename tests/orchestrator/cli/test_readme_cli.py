@@ -51,6 +51,7 @@ def cases(spec: str, tmp: Path, corpus: str) -> dict[str, list[list[str]]]:
             ["export", "--compare", "paper"],
             ["export", "--compare", "paper", "--format", "markdown"],
         ],
+        "findings": [["findings"], ["findings", "--format", "json", "--out", str(tmp / "f.json")]],
         "report": [["report", "--out", str(tmp / "r.html")], ["report", "--out", str(tmp / "r.html"), "--force"]],
         "power": [["power", "--seconds", "1"]],
         "doctor": [["doctor"]],

@@ -1,0 +1,364 @@
+"""The findings of one experiment: the seed paper's claims and the future-work, token-tree and k = "auto" targets its
+grid can answer, each with its verdict, and those it cannot answer, each with the reason.
+
+One frame (`findings_frame`, read from a database by `read_findings`) behind every place a user looks:
+`Results.findings`, `greenspec findings`, `greenspec demo`'s printout, the top of the HTML report and the dashboard's
+Findings page. The verdicts are `orchestrator.checks`' (claims, targets, trees): each read off a 95% interval over
+prompts, speed beyond a practical margin, a family of verdicts Holm-corrected. The strategies each check compares are
+read off the experiment's stored spec (`experiments.spec_toml`), as the demo reads its own.
+
+The model error. A replayed cell's time is the round-cost table's prediction; its validated error per regime
+(`storage.costs.prediction_error`, band "all": max(|bias|, median error) over the generations both timed and replayed)
+widens every speed margin in that regime (the checks' `model_error` seam). A regime with replayed cells but no
+validation pair has no known error: its speed margins are unknown (NaN, and a NaN bound is inconclusive), so its
+speed verdicts are inconclusive by rule, and their detail says so.
+
+Example:
+    >>> with Session() as s:
+    ...     frame = read_findings(s, "demo")
+    >>> print(findings_markdown(frame))
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+
+from orchestrator.checks.breakeven import TARGET as BREAK_EVEN
+from orchestrator.checks.check import UNCACHED, Check, one_measure
+from orchestrator.checks.claims import BEATS_NGRAM, UNCACHED_GAIN, check_claims, own_domains, session_4gram
+from orchestrator.checks.families import DECISIVE, family_of
+from orchestrator.checks.rules import ALPHA, PRACTICAL_MARGIN, TOO_FEW
+from orchestrator.checks.targets import Roles, check_all, roles
+from orchestrator.checks.trees import tree_checks, tree_roles
+from orchestrator.run.spec import parse_spec
+from storage import stats
+from workers.errors import GreenspecError, SpecError
+
+PAPER, OUTPUT, FUTURE, TREES = "paper's claims", "output check", "future-work targets", 'token trees and k = "auto"'
+SECTIONS = (PAPER, OUTPUT, FUTURE, TREES)
+COLUMNS = [
+    "section",
+    "target",
+    "task",
+    "regime",
+    "k",
+    "verdict",
+    "estimate",
+    "lo",
+    "hi",
+    "prompts",
+    "family",
+    "family_size",
+    "correction",
+    "reason",
+    "detail",
+]
+DIAGONAL = "domain diagonal: own base accepts most"
+ENERGY = "uncached energy ratio tracks speedup"
+EXACT = "exact match 1.0"
+RULES = (
+    f"each verdict read off a 95% interval over prompts; speed beyond a {PRACTICAL_MARGIN:.0%} margin plus the "
+    "regime's validated model error, within it a tie; no verdict under "
+    f"{stats.MIN_VERDICT_PROMPTS} prompts; each family Holm-corrected at one-sided {ALPHA:.1%}"
+)
+UNKNOWN_ERROR = "no generation both timed and replayed validates the predicted speeds here: inconclusive by rule"
+
+
+def model_errors(errors: pd.DataFrame | None, summary: pd.DataFrame) -> dict[str, float]:
+    """{regime: relative error of replayed speeds} for the checks' `model_error`: max(|bias|, median error) of the
+    regime's validation (band "all", at least one pair); NaN for a regime with replayed cells and no pair."""
+    out: dict[str, float] = {}
+    if errors is not None and not errors.empty:
+        for r in errors[(errors["band"] == "all") & (errors["pairs"] > 0)].itertuples():
+            out[r.regime] = max(abs(float(r.bias)), float(r.median_error))
+    replayed = summary[summary["measure"] == "replay"] if "measure" in summary else summary.iloc[:0]
+    for regime in sorted(set(replayed["regime"]) - set(out)):
+        out[regime] = math.nan
+    return out
+
+
+def _spec(spec) -> tuple[object | None, str]:
+    """A parsed spec (a Spec, or its TOML text) and "" , or None and why there is none."""
+    if spec is None or spec == "":
+        return None, "the experiment stored no spec"
+    if not isinstance(spec, str):
+        return spec, ""
+    try:
+        return parse_spec(spec), ""
+    except SpecError as err:
+        return None, f"its stored spec does not parse ({str(err).splitlines()[0][:160]})"
+
+
+def _gap(section: str, target: str, reason: str, regime: str = "") -> dict:
+    return {"section": section, "target": target, "task": "", "regime": regime, "verdict": stats.NOT_TESTABLE} | {
+        "reason": reason,
+        "detail": reason,
+    }
+
+
+def _drafted(df: pd.DataFrame, regime: str) -> pd.DataFrame:
+    rows = one_measure(df)
+    return rows[(rows["regime"] == regime) & (rows["k"] > 0)]
+
+
+def paper_gaps(df: pd.DataFrame, own: dict[str, str], ngram: str | None, why: str) -> dict[str, str]:
+    """{claim (its target or family): why this grid cannot answer it} for the paper's claims it cannot answer."""
+    out = {}
+    uncached = not _drafted(df, UNCACHED).empty
+    olifant = why or (
+        "no olifant base drafting alone from a corpus named like a task (its own domain)" if not own else ""
+    )
+    base_claims = (DIAGONAL, BEATS_NGRAM, UNCACHED_GAIN)
+    for claim in base_claims:
+        if olifant:
+            out[claim] = olifant
+        elif not uncached:
+            out[claim] = "no uncached cells with a draft"
+    if DIAGONAL not in out and len(own) < 2:
+        out[DIAGONAL] = f"needs two olifant bases each on its own domain; this grid has {len(own)}"
+    if BEATS_NGRAM not in out and ngram is None:
+        out[BEATS_NGRAM] = "no in-session 4-gram strategy (a draft with n = 4 that needs no artifact)"
+    if _drafted(df, "cached").empty:
+        out[BREAK_EVEN] = "no cached cells with a draft"
+    if not uncached:
+        out[ENERGY] = "no uncached cells with a draft"
+    return out
+
+
+def future_gaps(spec, why: str, targets: set[str]) -> list[dict]:
+    """The future-work, tree and auto-k targets the spec has no strategies for, and those whose strategies have no
+    results yet (no check among `targets` names them), each with the reason."""
+    if spec is None:
+        return [_gap(FUTURE, "the future-work targets", why), _gap(TREES, "the tree and auto-k targets", why)]
+    r, (trees, auto) = roles(spec), tree_roles(spec)
+    kinds = [
+        (
+            FUTURE,
+            "distilled acceptance > corpus-trained",
+            r.distilled,
+            "a distilled strategy with a corpus-trained twin",
+        ),
+        (FUTURE, "hybrid >= its better part", r.hybrid, "a hybrid strategy"),
+        (FUTURE, "adaptive >= fixed length", r.adaptive, "an adaptive strategy with a fixed-length twin"),
+        (TREES, "token tree beats its chain", trees, "a token-tree strategy with a chain twin"),
+        (TREES, 'k = "auto" >= the best fixed k', auto, 'a k = "auto" strategy with a fixed-k twin'),
+    ]
+    out = []
+    for section, target, have, what in kinds:
+        if not have:
+            out.append(_gap(section, target, f"the spec has no {what}"))
+        for name, _ in have:
+            if not any(t.startswith(f"{name} ") for t in targets):
+                out.append(_gap(section, f"{name}: {target}", f"no results of {name} (or of what it is compared with)"))
+    return out
+
+
+def _unvalidated(c: Check, errors: dict[str, float]) -> Check:
+    """A check in a regime whose model error is unknown: its NaN margins named, a speed verdict inconclusive."""
+    e = errors.get(c.regime)
+    speed = "margin nan" in c.detail or "model error +-nan" in c.detail or c.target == BREAK_EVEN
+    if e is None or e == e or not speed:
+        return c
+    detail = c.detail.replace("margin nan", "margin unknown").replace("model error +-nan%", "model error unknown")
+    detail = detail.replace("[nan, nan]", "[no interval]") + f"; {c.regime}: {UNKNOWN_ERROR}"
+    same_rounds = c.verdict == stats.TIE and "the same rounds" in c.detail  # identical passes: equal times
+    verdict = c.verdict if same_rounds else stats.INCONCLUSIVE
+    return Check(c.target, c.task, c.regime, verdict, detail, c.figure, c.k, c.p, c.family, c.before, c.family_size)
+
+
+def _reason(c: Check) -> str:
+    """Why a verdict is inconclusive (or "" for a decisive one)."""
+    if c.verdict != stats.INCONCLUSIVE:
+        return ""
+    if UNKNOWN_ERROR in c.detail:
+        return f"model error unknown in {c.regime}"
+    if c.before in DECISIVE:
+        return f"{c.before} alone, not after Holm (family of {c.family_size})"
+    if TOO_FEW in c.detail or (c.figure is not None and 0 < c.figure.n < stats.MIN_VERDICT_PROMPTS):
+        return f"too few prompts (a verdict needs {stats.MIN_VERDICT_PROMPTS})"
+    if c.detail == "missing" or "missing" in c.detail.split("; "):
+        return "a cell it compares is missing"
+    if "no per-prompt data" in c.detail:
+        return "no per-prompt data"
+    if c.detail.startswith("too few"):
+        return c.detail
+    return "the interval straddles the threshold or margin"
+
+
+def _row(section: str, c: Check) -> dict:
+    f = c.figure
+    size = c.family_size if c.verdict not in (stats.NOT_TESTABLE, stats.BY_CONSTRUCTION) else 0
+    return {
+        "section": section,
+        "target": c.target,
+        "task": c.task,
+        "regime": c.regime,
+        "k": c.k,
+        "verdict": c.verdict,
+        "estimate": f.value if f is not None else math.nan,
+        "lo": f.lo if f is not None else math.nan,
+        "hi": f.hi if f is not None else math.nan,
+        "prompts": f.n if f is not None and f.n else None,
+        "family": family_of(c),
+        "family_size": size,
+        "correction": f"Holm over {size}" if size > 1 else ("none (one verdict)" if size == 1 else ""),
+        "reason": _reason(c) or (c.detail if c.verdict == stats.NOT_TESTABLE else ""),
+        "detail": c.detail,
+    }
+
+
+# wide: the run's frames, its spec's roles and what the grid cannot answer, each read once by `findings_frame`
+def _checks(
+    df: pd.DataFrame, spec, prompts, errors: dict[str, float], own: dict[str, str], ngram: str | None, gaps: dict
+) -> list[tuple[str, Check]]:
+    """Every check the grid answers, each with its section; the paper's claims in `gaps` left out (no spec: the
+    spec-free claims and the output check only)."""
+    claims = [c for c in check_claims(df, own, ngram, prompts, errors) if family_of(c) not in gaps]
+    out = [(PAPER, c) for c in claims]
+    for c in check_all(df, roles(spec) if spec is not None else Roles(), prompts, errors):
+        out.append((OUTPUT if c.target == EXACT else FUTURE, c))
+    if spec is not None:
+        out += [(TREES, c) for c in tree_checks(df, tree_roles(spec), prompts, errors)]
+    return out
+
+
+def findings_frame(
+    summary: pd.DataFrame, spec, prompts: pd.DataFrame | None = None, errors: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """One row per verdict (COLUMNS) in SECTIONS order, and one "not testable here" row per claim or target the
+    grid cannot answer, with the reason. `summary`: `storage.queries.summary_frame`; `spec`: the experiment's Spec or
+    stored TOML; `prompts`: `storage.summary.prompt_frame` (pairs the comparisons); `errors`:
+    `storage.costs.prediction_error` (the model error per regime)."""
+    parsed, why = _spec(spec)
+    if summary.empty:
+        rows = [_gap(s, "every claim and target", "no results yet") for s in (PAPER, FUTURE, TREES)]
+        return pd.DataFrame(rows, columns=COLUMNS)
+    me = model_errors(errors, summary)
+    own, ngram = (own_domains(parsed), session_4gram(parsed)) if parsed is not None else ({}, None)
+    gaps = paper_gaps(summary, own, ngram, why)
+    checks = _checks(summary, parsed, prompts, me, own, ngram, gaps)
+    rows = [_row(section, _unvalidated(c, me)) for section, c in checks]
+    rows += [_gap(PAPER, claim, reason) for claim, reason in gaps.items()]
+    rows += future_gaps(parsed, why, {c.target for _, c in checks})
+    out = pd.DataFrame(rows, columns=COLUMNS)
+    out["k"] = out["k"].astype("Int64")
+    out["prompts"] = out["prompts"].astype("Int64")
+    out["family_size"] = out["family_size"].fillna(0).astype(int)
+    order = out["section"].map({s: i for i, s in enumerate(SECTIONS)})
+    out = out.assign(_o=order).sort_values("_o", kind="stable").drop(columns="_o").reset_index(drop=True)
+    out.attrs["model_error"] = me
+    return out.fillna({c: "" for c in ("task", "regime", "family", "correction", "reason", "detail")})
+
+
+def read_findings(session, experiment: str | None = None) -> pd.DataFrame:
+    """`findings_frame` of a stored experiment (the newest when None); GreenspecError naming the known experiments
+    when there is no such experiment."""
+    from storage.costs import prediction_error
+    from storage.queries import experiment_id, experiment_info, experiments_frame, summary_frame
+    from storage.summary import prompt_frame
+
+    exp_id = experiment_id(session, experiment)
+    if exp_id is None:
+        names = ", ".join(experiments_frame(session)["name"]) or "none"
+        raise GreenspecError(
+            f"no experiment {experiment!r} (known: {names})" if experiment else "no experiment stored yet"
+        )
+    info = experiment_info(session, exp_id)
+    frame = findings_frame(
+        summary_frame(session, info["name"]),
+        info.get("spec_toml") or "",
+        prompt_frame(session, exp_id),
+        prediction_error(session, exp_id),
+    )
+    frame.attrs["experiment"] = info["name"]
+    return frame
+
+
+def tally(frame: pd.DataFrame) -> str:
+    """ "14 verdicts: 6 holds, 2 does not hold, 1 tie, 5 inconclusive; 3 not testable here" (zeros left out)."""
+    counts = frame["verdict"].value_counts()
+    order = (stats.HOLDS, stats.FAILS, stats.TIE, stats.INCONCLUSIVE, stats.BY_CONSTRUCTION)
+    judged = sum(int(counts.get(v, 0)) for v in order)
+    parts = ", ".join(f"{int(counts[v])} {v}" for v in order if v in counts)
+    gaps = int(counts.get(stats.NOT_TESTABLE, 0))
+    return f"{judged} verdicts" + (f": {parts}" if parts else "") + (f"; {gaps} not testable here" if gaps else "")
+
+
+def estimate_text(row) -> str:
+    """ "0.123 [0.101, 0.140]" (the figure a verdict was read off and its 95% interval), "" without one."""
+    v, lo, hi = row["estimate"], row["lo"], row["hi"]
+    if v is None or v != v:
+        return ""
+    return f"{v:.3f} [{lo:.3f}, {hi:.3f}]" if lo == lo and hi == hi else f"{v:.3f} [no interval]"
+
+
+def shown_rows(part: pd.DataFrame) -> pd.DataFrame:
+    """The verdict rows as a table shows them: estimate with its interval in one cell, blanks for no value."""
+    return pd.DataFrame(
+        {
+            "verdict": part["verdict"],
+            "target": part["target"],
+            "task": part["task"],
+            "regime": part["regime"],
+            "k": part["k"].map(lambda k: "" if pd.isna(k) else str(int(k))),
+            "estimate [95%]": [estimate_text(r) for _, r in part.iterrows()],
+            "prompts": part["prompts"].map(lambda n: "" if pd.isna(n) else str(int(n))),
+            "family (correction)": [
+                ", ".join(x for x in (f if f != t else "", c) if x)
+                for f, t, c in zip(part["family"], part["target"], part["correction"])
+            ],
+            "why inconclusive": part["reason"],
+            "numbers": part["detail"],
+        }
+    )
+
+
+def families_lines(frame: pd.DataFrame) -> list[str]:
+    """One line per family of more than one verdict: its size and what Holm's correction kept."""
+    out = []
+    judged = frame[frame["family_size"] > 1]
+    for name, part in judged.groupby("family", sort=False):
+        counts = part["verdict"].value_counts()
+        kept = ", ".join(f"{int(counts[v])} {v}" for v in (*DECISIVE, stats.INCONCLUSIVE) if v in counts)
+        demoted = int(part["reason"].str.contains("not after Holm").sum())
+        out.append(
+            f"- {name}: {int(part['family_size'].max())} verdicts, Holm at one-sided {ALPHA:.1%}; {kept}"
+            + (f" ({demoted} decisive at 95% alone made inconclusive)" if demoted else "")
+        )
+    return out
+
+
+def findings_markdown(frame: pd.DataFrame, numbers: bool = True) -> str:
+    """The findings as text: a line of totals and the rules, then per section its verdicts as a Markdown table, the
+    claims and targets it cannot answer with the reason, and its families (`numbers`: the detail column too)."""
+    name = frame.attrs.get("experiment")
+    out = [f"findings{f' of {name}' if name else ''}: {tally(frame)} ({RULES})"]
+    for section in SECTIONS:
+        part = frame[frame["section"] == section]
+        if part.empty:
+            continue
+        judged, gaps = part[part["verdict"] != stats.NOT_TESTABLE], part[part["verdict"] == stats.NOT_TESTABLE]
+        lines = [f"\n{section}"]
+        if len(judged):
+            shown = shown_rows(judged).apply(lambda col: col.astype(str).str.replace("|", "\\|", regex=False))
+            lines.append((shown if numbers else shown.drop(columns="numbers")).to_markdown(index=False))
+        lines += [f"- not testable here: {r.target}: {r.reason}" for r in gaps.itertuples()]
+        if families := families_lines(judged):
+            lines += ["families corrected for multiplicity:", *families]
+        out.append("\n".join(lines))
+    return "\n".join(out)
+
+
+def findings_text(frame: pd.DataFrame, fmt: str) -> str:
+    """The findings in `fmt`: markdown (`findings_markdown`), csv or json (one record per row, NaN as null)."""
+    if fmt == "csv":
+        return frame.to_csv(index=False)
+    if fmt == "json":
+        errors = {r: (None if e != e else e) for r, e in frame.attrs.get("model_error", {}).items()}
+        records = json.loads(frame.to_json(orient="records"))
+        head = {"experiment": frame.attrs.get("experiment"), "model_error": errors, "rules": RULES}
+        return json.dumps({**head, "findings": records}, indent=1) + "\n"
+    return findings_markdown(frame) + "\n"
