@@ -54,6 +54,14 @@ class RunnerConfig:
     max_drafts: int = 32  # drafts kept loaded (least recently used released): a prompt's strategies take turns
 
 
+def job_options(job: SweepJob, max_new_tokens: int, eos_id: int | None, trees: bool):
+    """The one DecodeOptions of a sweep job: its regime, k, sampling and the worker's length and EOS."""
+    from workers.decoding.options import DecodeOptions, Warp  # torch: the driver imports this module without it
+
+    warp = Warp(job.temperature, job.top_k, job.top_p)
+    return DecodeOptions(job.regime, job.k, max_new_tokens, eos_id=eos_id, warp=warp, seed=job.seed, trees=trees)
+
+
 def fastest(runs: list[GenerationResult], strategy: str = "?") -> GenerationResult:
     """The fastest of a generation's timed runs, after checking that every run made the same tokens and passes
     (a repeat only re-times the same work; a draft or sampler that differs between runs cannot be timed so)."""
@@ -215,50 +223,22 @@ class SweepRunner:
         return draft
 
     def _sweep(self, job: SweepJob) -> GenerationRecord:
-        from workers.decoding import regime_flags, speculative_generate, warmup
+        from workers.decoding import generate, warmup
         from workers.decoding.autok import decoding_plan
 
         draft = self._draft_for(job)
         prompt_ids = self._prompt_ids(job.prompt)
         k = job.k  # 0 for a draft that proposes nothing
-        cached, fastpath = regime_flags(job.regime)
-        draft, plan = decoding_plan(  # trees, auto (its curve from the experiment's cost model)
+        draft, plan = decoding_plan(  # trees, auto (its curve from the experiment's round-cost table)
             self.verifier, draft, dict(job.options), job.regime, prompt_ids, k, job.costs
         )
+        options = job_options(job, self.cfg.max_new_tokens, self.eos_id, plan["trees"])
         warm_key = (job.strategy, k, job.regime)
         if self.cfg.warmup and warm_key not in self._warm:  # first call pays allocation/JIT costs: not timed
-            warmup(
-                self.verifier,
-                draft,
-                prompt_ids,
-                k,
-                cached,
-                min(8, self.cfg.max_new_tokens),
-                fastpath=fastpath,
-                temperature=job.temperature,
-                top_k=job.top_k,
-                top_p=job.top_p,
-                seed=job.seed,
-                **plan,
-            )
+            warmup(self.verifier, draft, prompt_ids, options)
             self._warm.add(warm_key)
         runs = [
-            speculative_generate(
-                self.verifier,
-                draft,
-                prompt_ids,
-                self.cfg.max_new_tokens,
-                k,
-                cached,
-                eos_id=self.eos_id,
-                fastpath=fastpath,
-                temperature=job.temperature,
-                top_k=job.top_k,
-                top_p=job.top_p,
-                seed=job.seed,
-                **plan,
-            )
-            for _ in range(max(1, job.repeats or self.cfg.repeats))
+            generate(self.verifier, draft, prompt_ids, options) for _ in range(max(1, job.repeats or self.cfg.repeats))
         ]
         res = fastest(runs, job.strategy)
         text = self.tokenizer.decode(list(res.tokens), skip_special_tokens=True)

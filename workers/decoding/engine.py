@@ -76,20 +76,7 @@ def speculative_generate(
     return generate(verifier, draft, prompt_ids, options)
 
 
-def warmup(verifier: VerifierLike, draft: Draft, prompt_ids: Sequence[int], options, *legacy, **flags) -> None:
+def warmup(verifier: VerifierLike, draft: Draft, prompt_ids: Sequence[int], options: DecodeOptions) -> None:
     """One short untimed generation (`WARMUP_TOKENS` at most) with the timed run's options, so kernels, caches and
-    allocators are warm before measuring, on the timed run's own path (regime, shape, warping).
-
-    `options` is that run's DecodeOptions; the older call `warmup(verifier, draft, prompt_ids, k, cached,
-    max_new_tokens=8, **speculative_generate's keywords)` is taken too.
-    """
-    if isinstance(options, DecodeOptions):
-        options = replace(options, max_new_tokens=min(WARMUP_TOKENS, options.max_new_tokens))
-    else:
-        options = legacy_options(options, *legacy, **flags)
-    generate(verifier, draft, prompt_ids, options)
-
-
-def legacy_options(k: int, cached: bool, max_new_tokens: int = WARMUP_TOKENS, **flags) -> DecodeOptions:
-    """warmup's older arguments as options: k, cached, its length, speculative_generate's keywords."""
-    return DecodeOptions.of(max_new_tokens, k, cached, **flags)
+    allocators are warm before measuring, on the timed run's own path (regime, shape, warping)."""
+    generate(verifier, draft, prompt_ids, replace(options, max_new_tokens=min(WARMUP_TOKENS, options.max_new_tokens)))

@@ -16,6 +16,7 @@ from transformers import LlamaConfig, LlamaForCausalLM, MistralConfig, MistralFo
 from tests.workers.conftest import bpe_tokenizer
 from workers.decoding import (
     REGIMES,
+    DecodeOptions,
     GenerationResult,
     accept_length,
     greedy_reference,
@@ -281,7 +282,7 @@ def test_stops_exactly_at_max_new_tokens(setup, n_new):
 
 def test_result_is_frozen_and_timed(setup):
     verifier, prompts, refs, drafts = setup
-    warmup(verifier, drafts["ngram"], prompts[0], 3, cached=True)
+    warmup(verifier, drafts["ngram"], prompts[0], DecodeOptions("cached", 3, N_NEW))
     res = speculative_generate(verifier, drafts["ngram"], prompts[0], N_NEW, 3, cached=True)
     assert isinstance(res, GenerationResult) and res.n_tokens == N_NEW
     assert 0 < res.draft_s + res.verify_s <= res.wall_s

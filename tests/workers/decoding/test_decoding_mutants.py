@@ -209,18 +209,6 @@ def test_every_regime_has_one_round_and_options_refuse_the_rest():
         DecodeOptions("cached", 3, 10, warp=Warp(0.5), trees=True)
 
 
-def test_warmup_takes_speculative_generates_flags_too(monkeypatch):
-    """The older call (k, cached, a length, speculative_generate's keywords) warms the same path."""
-    calls = []
-    monkeypatch.setattr(engine, "generate", lambda *args: calls.append(args[3]))
-    warmup(object(), object(), [5], 3, True, 6, fastpath=False, temperature=0.8, top_k=5, seed=11, trees=False)
-    warmup(object(), object(), [5], 2, cached=False)
-    assert calls == [
-        DecodeOptions("cached-standard", 3, 6, warp=Warp(0.8, top_k=5), seed=11),
-        DecodeOptions("uncached", 2, 8),
-    ]
-
-
 def test_speculative_generate_passes_one_options_object(monkeypatch):
     """Every flag lands in the one DecodeOptions the loop gets: none is dropped on the way."""
     calls = []
