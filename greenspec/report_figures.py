@@ -1,0 +1,173 @@
+"""The report's figures, each coloured by strategy family (the draft a strategy runs: olifant, ngram, hybrid, ...)
+with a legend, one panel per regime, sized to the page: speedup against acceptance, speedup against k, and the
+round-cost table's validation. plotly.js is inlined once, in the first figure (no network)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+PALETTE = (  # colour-blind-safe first (Okabe-Ito), then plotly's
+    "#0072B2",
+    "#E69F00",
+    "#009E73",
+    "#CC79A7",
+    "#D55E00",
+    "#56B4E9",
+    "#F0E442",
+    "#000000",
+    "#8C564B",
+    "#7F7F7F",
+    "#BCBD22",
+    "#17BECF",
+)
+HEIGHT = 380
+LEGEND = {"orientation": "h", "yanchor": "bottom", "y": 1.06, "xanchor": "left", "x": 0, "title": {"text": "family"}}
+
+
+def family_colours(families) -> dict[str, str]:
+    """A fixed colour per strategy family (sorted, so every figure of a report agrees)."""
+    return {f: PALETTE[i % len(PALETTE)] for i, f in enumerate(sorted(set(families)))}
+
+
+def _panels(regimes: list[str], title: str):
+    from plotly.subplots import make_subplots  # deferred: plotly's import is a second
+
+    fig = make_subplots(rows=1, cols=len(regimes), shared_yaxes=True, subplot_titles=regimes, horizontal_spacing=0.04)
+    fig.update_layout(
+        title={"text": title, "y": 0.98},
+        height=HEIGHT,
+        autosize=True,
+        margin={"t": 95, "l": 60, "r": 20, "b": 50},
+        legend=LEGEND,
+    )
+    return fig
+
+
+def _drafted(df: pd.DataFrame) -> pd.DataFrame:
+    return df[(df["strategy"] != "plain") & df["speedup"].notna()]
+
+
+def speedup_acceptance(df: pd.DataFrame, colours: dict[str, str]):
+    """Each drafted cell's speedup (with its 95% interval) against its acceptance, one panel per regime."""
+    import plotly.graph_objects as go
+
+    data = _drafted(df)[lambda d: d["acceptance"].notna()]
+    regimes = sorted(data["regime"].unique())
+    if not regimes:
+        return None
+    fig = _panels(regimes, "Speedup against acceptance (each cell; bars: 95% interval over prompts)")
+    shown: set[str] = set()
+    for col, regime in enumerate(regimes, start=1):
+        for family, part in data[data["regime"] == regime].groupby("draft", sort=True):
+            hi = part["speedup_hi"].fillna(part["speedup"]) - part["speedup"]
+            lo = part["speedup"] - part["speedup_lo"].fillna(part["speedup"])
+            text = part["strategy"] + " / " + part["task"] + " / k=" + part["k"].astype(str) + " / " + part["measure"]
+            fig.add_trace(
+                go.Scatter(
+                    x=part["acceptance"],
+                    y=part["speedup"],
+                    mode="markers",
+                    name=family,
+                    legendgroup=family,
+                    showlegend=family not in shown,
+                    marker={"color": colours[family], "size": 7, "opacity": 0.8},
+                    text=text,
+                    error_y={"type": "data", "array": hi, "arrayminus": lo, "thickness": 1, "width": 0},
+                    hovertemplate="%{text}<br>acceptance %{x:.3f}<br>speedup %{y:.2f}x<extra></extra>",
+                ),
+                row=1,
+                col=col,
+            )
+            shown.add(family)
+        fig.add_hline(y=1.0, line_dash="dash", line_color="#888", row=1, col=col)
+        fig.update_xaxes(title_text="acceptance", row=1, col=col)
+    fig.update_yaxes(title_text="speedup vs plain", row=1, col=1)
+    return fig
+
+
+def speedup_k(df: pd.DataFrame, colours: dict[str, str]):
+    """Each strategy's speedup against k (the mean over tasks), one line per strategy in its family's colour."""
+    import plotly.graph_objects as go
+
+    data = _drafted(df)
+    regimes = sorted(data["regime"].unique())
+    if not regimes or data["k"].nunique() < 2:
+        return None
+    fig = _panels(regimes, "Speedup against k (each strategy, the mean over its tasks)")
+    shown: set[str] = set()
+    for col, regime in enumerate(regimes, start=1):
+        part = data[data["regime"] == regime]
+        lines = part.groupby(["draft", "strategy", "k"], as_index=False)["speedup"].mean()
+        for (family, strategy), line in lines.groupby(["draft", "strategy"], sort=True):
+            fig.add_trace(
+                go.Scatter(
+                    x=line["k"],
+                    y=line["speedup"],
+                    mode="lines+markers",
+                    name=family,
+                    legendgroup=family,
+                    showlegend=family not in shown,
+                    line={"color": colours[family], "width": 1.5},
+                    text=[strategy] * len(line),
+                    hovertemplate="%{text}<br>k=%{x}<br>speedup %{y:.2f}x<extra></extra>",
+                ),
+                row=1,
+                col=col,
+            )
+            shown.add(family)
+        fig.add_hline(y=1.0, line_dash="dash", line_color="#888", row=1, col=col)
+        fig.update_xaxes(title_text="k", row=1, col=col)
+    fig.update_yaxes(title_text="speedup vs plain", row=1, col=1)
+    return fig
+
+
+VALIDATION = (
+    ("median_error", "median |error|", "#0072B2"),
+    ("abs_bias", "|bias|", "#D55E00"),
+    ("noise", "timing noise", "#7F7F7F"),
+)
+
+
+def validation(errors: pd.DataFrame):
+    """The round-cost table's validation per regime (band "all"): median |predicted / measured - 1|, |bias| and the
+    run's own timing noise, side by side; None without validation pairs."""
+    import plotly.graph_objects as go
+
+    rows = errors[(errors["band"] == "all") & (errors["pairs"] > 0)] if not errors.empty else errors
+    if rows.empty:
+        return None
+    rows = rows.assign(abs_bias=rows["bias"].abs())
+    fig = go.Figure(
+        [
+            go.Bar(x=rows["regime"], y=rows[col], name=label, marker_color=colour)
+            for col, label, colour in VALIDATION
+            if rows[col].notna().any()
+        ]
+    )
+    fig.update_layout(
+        title={"text": "The cost model's validation: replayed against timed tokens/s, per regime", "y": 0.98},
+        barmode="group",
+        height=HEIGHT,
+        autosize=True,
+        yaxis={"title": "relative error", "tickformat": ".0%"},
+        margin={"t": 95, "l": 60, "r": 20, "b": 50},
+        legend={**LEGEND, "title": {"text": ""}},
+    )
+    return fig
+
+
+def figures_html(results: pd.DataFrame, errors: pd.DataFrame) -> list[tuple[str, str]]:
+    """(id, HTML) of each figure the data has, plotly.js inlined in the first only."""
+    colours = family_colours(results.loc[results["strategy"] != "plain", "draft"].dropna())
+    made = [
+        ("fig-acceptance", speedup_acceptance(results, colours) if not results.empty else None),
+        ("fig-k", speedup_k(results, colours) if not results.empty else None),
+        ("fig-validation", validation(errors)),
+    ]
+    out = []
+    for key, fig in made:
+        if fig is None:
+            continue
+        js = "inline" if not out else False
+        out.append((key, fig.to_html(full_html=False, include_plotlyjs=js, config={"responsive": True}, div_id=key)))
+    return out
