@@ -54,6 +54,14 @@ def pytest_sessionstart(session):
         pytest.exit("CI=true but missing: " + "; ".join(missing), returncode=1)
 
 
+def pytest_configure(config):
+    """Keep the order below under xdist: pytest-xdist 3.x's `--dist loadfile` by default re-sorts the files by their
+    number of tests (`--loadscope-reorder`), which put the one-test chaos file 127th of 140 and the long process-level
+    files after every many-test file, so that a worker ran them alone at the end."""
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
 def pytest_collection_modifyitems(items):
     """Tests that start Ray or train the driver tests' verifier are `slow`, marked or not (`-m "not slow"`); files
     with slow tests run first (under `make test`'s xdist workers, which take whole files, the long end-to-end
@@ -70,19 +78,23 @@ def pytest_collection_modifyitems(items):
     )
 
 
-# The longest files, longest first (their share of a full run, BENCHMARKS.md's "Test suite time"): a worker that
-# draws one of them late ends the run alone while the other waits.
+# The longest files, longest first (their share of a full run, BENCHMARKS.md's "Test suite time"; the Gemma file's
+# setup converts the model when the tests' cache is empty): a worker that draws one of them late ends the run alone
+# while the other waits.
 LONGEST = {
     name: rank
     for rank, name in enumerate(
         (
             "test_reliability_processes.py",
-            "test_pretrained.py",
-            "test_driver.py",
-            "test_reliability_runs.py",
-            "test_cluster.py",
             "test_chaos.py",
+            "test_reliability_runs.py",
+            "test_pretrained.py",
+            "test_cluster.py",
+            "test_driver.py",
+            "test_gemma.py",
             "test_signals_startup.py",
+            "test_cli_runs.py",
+            "test_decoding.py",
         )
     )
 }

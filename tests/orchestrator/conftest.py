@@ -8,7 +8,6 @@ verifier emits one token repeated, which "repeat the first token" would reproduc
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -74,28 +73,47 @@ VERIFIER_RECIPE = dict(
 )
 
 
-def run_shared_tmp(tmp_path_factory) -> Path:
-    """A folder shared by every pytest-xdist worker of this run (the run's own temp folder without xdist)."""
-    base = tmp_path_factory.getbasetemp()
-    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+def _verifier_key(train_text: bytes) -> str:
+    """What the tiny verifier's weights depend on: its recipe, its training text, the trainer's source and the
+    library versions (training is seeded and runs on one thread, so the same key gives the same weights)."""
+    import hashlib
+
+    import torch
+    import transformers
+
+    import workers.demo_models as trainer
+    import workers.tokenizer as tokenizer
+
+    h = hashlib.sha256(repr(sorted(VERIFIER_RECIPE.items())).encode())
+    sources = [Path(m.__file__).read_bytes() for m in (trainer, tokenizer)]
+    for part in (train_text, *sources, torch.__version__, transformers.__version__):
+        h.update(part if isinstance(part, bytes) else part.encode())
+    return h.hexdigest()[:16]
 
 
 @pytest.fixture(scope="session")
-def tiny_verifier(tmp_path_factory, text_files) -> Path:
-    """A tiny Mistral (vocab 32000, 2 layers) trained on the corpus text, saved with save_pretrained; trained once
-    per test run, by the first xdist worker that needs it (the others wait on a file lock and load it)."""
+def tiny_verifier(text_files) -> Path:
+    """A tiny Mistral (vocab 32000, 2 layers) trained on the corpus text, saved with save_pretrained; trained once per
+    `_verifier_key` into the tests' own cache (TEST_CACHE, kept between runs like the converted models: the training
+    costs 17-27 s of a core), by the first xdist worker that needs it (the others wait on a file lock and load it)."""
+    import shutil
+
     import torch
     from filelock import FileLock
 
+    from tests.conftest import TEST_CACHE
     from workers.demo_models import TinyLMSpec, token_streams, train_lm
     from workers.tokenizer import load_tokenizer
 
-    shared = run_shared_tmp(tmp_path_factory)
-    out, done = shared / "tiny-verifier", shared / "tiny-verifier.done"
-    with FileLock(str(shared / "tiny-verifier.lock")):
+    root = Path(TEST_CACHE) / "tiny-verifier"
+    root.mkdir(parents=True, exist_ok=True)
+    key = _verifier_key(text_files[0].read_bytes())
+    out, done = root / key, root / f"{key}.done"
+    with FileLock(str(root / f"{key}.lock")):
         if not done.exists():
             tok = load_tokenizer("mistral")
-            out.mkdir(exist_ok=True)
+            shutil.rmtree(out, ignore_errors=True)  # a training killed half-way
+            out.mkdir()
             before = torch.get_num_threads()
             torch.set_num_threads(1)  # tiny matrices: one thread is fastest, and the cores are shared
             try:
