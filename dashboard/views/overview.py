@@ -1,14 +1,19 @@
-"""Overview: experiments, queue progress (live while a run is going), failures, instance bases."""
+"""Overview: experiments, queue progress by kind (training, reference, replay, timed...) and state, live while a run
+is going; failures, instance bases."""
 
 from __future__ import annotations
 
+import pandas as pd
+import plotly.express as px
 import streamlit as st
 
-from dashboard import charts, reads, ui
+from dashboard import reads, ui
 from dashboard.app import page_filters
+from orchestrator.cli.status_lines import kind_groups
 from storage.columns import OVERVIEW_COLUMNS, SUMMARY
 
 REFRESH_S = 5  # how often the queue redraws while cells are pending or running
+STATE_COLOURS = {"done": "#2ca02c", "running": "#1f77b4", "pending": "#c7c7c7", "failed": "#d62728"}
 
 RESULT_COLUMNS = OVERVIEW_COLUMNS  # storage.columns: the summary's columns the overview shows
 RESULT_FORMATS = ui.column_formats(SUMMARY, RESULT_COLUMNS)
@@ -30,6 +35,26 @@ IBASE_COLUMNS = {
 }
 
 
+def _states(c: dict) -> str:
+    return f"{c['done']} done, {c['running']} running, {c['pending']} pending, {c['failed']} failed"
+
+
+def queue_chart(groups: dict[str, dict[str, int]]):
+    """Stacked bars of cell states per kind (training, reference, replay, timed, ...), in the order a run meets them."""
+    rows = [{"kind": g, "state": s, "cells": n} for g, c in groups.items() for s, n in c.items()]
+    fig = px.bar(
+        pd.DataFrame(rows, columns=["kind", "state", "cells"]),
+        x="cells",
+        y="kind",
+        color="state",
+        orientation="h",
+        color_discrete_map=STATE_COLOURS,
+        category_orders={"state": list(STATE_COLOURS), "kind": list(groups)},
+    )
+    fig.update_layout(height=90 + 40 * max(len(groups), 1), title="Queue by kind and state", margin={"t": 40})
+    return fig
+
+
 def live(status: dict) -> bool:
     """Whether any cell still waits or runs (then the queue keeps refreshing)."""
     return bool(status["cells"]["pending"] or status["cells"]["running"])
@@ -44,23 +69,15 @@ def queue(f: ui.Filters, was_live: bool) -> None:
     if was_live and not live(counts):
         st.rerun()  # the run just ended: redraw the whole page once, which also stops the timer
     data = reads.version(f.url, f.exp_id) if was_live else f.version  # the generation count, exact
-    sweep = counts["sweep"]
-    total = sum(sweep.values())
-    done = sweep["done"] + sweep["failed"]
-    cols = st.columns(5)
-    for col, (label, value) in zip(
-        cols,
-        [
-            ("sweep cells", total),
-            ("done", sweep["done"]),
-            ("running", sweep["running"]),
-            ("failed", sweep["failed"]),
-            ("generations", data[1]),
-        ],
-    ):
+    cells = counts["cells"]
+    total, finished = sum(cells.values()), cells["done"] + cells["failed"]
+    metrics = [("cells", total), *((s, cells[s]) for s in ("done", "running", "failed")), ("generations", data[1])]
+    for col, (label, value) in zip(st.columns(5), metrics):
         col.metric(label, value)
-    st.progress(done / total if total else 0.0, text=f"sweep {done}/{total} finished")
-    st.plotly_chart(charts.queue_progress(counts))
+    groups = {g: c for g, c in kind_groups(counts).items() if sum(c.values())}
+    st.progress(finished / total if total else 0.0, text=f"{finished}/{total} cells finished")
+    st.markdown(" · ".join(f"**{g}** {_states(c)}" for g, c in groups.items()) or "No cells yet.")
+    st.plotly_chart(queue_chart(groups))
     if live(counts):
         st.caption(f"Run in progress: refreshing every {REFRESH_S} s.")
     results = f.apply(reads.summary(f.url, f.exp_id, data, f.pooled))

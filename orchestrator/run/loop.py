@@ -30,6 +30,7 @@ from orchestrator.run.spec import Spec
 from orchestrator.run.writer import ResultWriter, pending_work
 from storage.cell_spec import CellSpec
 from storage.models import Reference
+from storage.queries import status_counts
 from workers.contracts import LabelJob, ReplayJob, SweepJob
 from workers.training.label_progress import progress_file, read_progress
 
@@ -79,10 +80,18 @@ class SweepLoop:
 
     def _report(self) -> None:
         _, done, failed = self.writer.counts()
+        self._kinds()
         self.progress.update(done, failed, self.label, self.stage)
+
+    def _kinds(self) -> None:
+        """The cells by kind and state, for a progress that counts them and weighs its ETA by kind."""
+        if (tell := getattr(self.progress, "kinds", None)) is not None:
+            with self.writer.Session() as s:
+                tell(status_counts(s, self.spec.experiment.name))
 
     def run(self) -> None:
         total, done, failed = self.writer.start(self.sched.orphans)
+        self._kinds()
         self.progress.start(total, done, failed)
         try:
             while self.sched.busy() or self.dispatcher.busy():

@@ -62,7 +62,9 @@ def test_overview_lists_experiment_queue_failures_and_ibases(app):
     assert (ibases["partitions"].iloc[0], ibases["peak RSS (GB)"].iloc[0]) == (3, 0.93)
     assert ibases["energy attributed by"].iloc[0] == "cpu-time share"
     assert len(_charts(at)) == 1  # queue by state
-    assert {m.label: m.value for m in at.metric}["sweep cells"] == "61"
+    metrics = {m.label: m.value for m in at.metric}
+    assert (metrics["cells"], metrics["done"], metrics["failed"]) == ("68", "67", "1")  # every kind, not sweeps only
+    assert "**timed** 60 done, 0 running, 0 pending, 1 failed" in _text(at)
     assert len(at.download_button) == 8  # CSV + LaTeX for each of the four tables
 
 
