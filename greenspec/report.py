@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import shlex
+import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -46,7 +47,8 @@ white-space:nowrap}th{background:#f3f3f3;position:sticky;top:0}td:first-child,td
 td.wide{white-space:normal;min-width:30em;text-align:left}summary{cursor:pointer;margin:.3em 0}
 pre{background:#f6f6f6;padding:1em;overflow:auto;max-height:30em}.figure{max-width:100%;overflow:hidden}
 .faster,.holds{color:#176917}.slower,.does-not-hold{color:#a11}.inconclusive{color:#777}.tie{color:#0b5394}
-.not-testable-here,.by-construction{color:#999}"""
+.not-testable-here,.by-construction{color:#999}.notes{white-space:pre-wrap;font-style:italic}
+.tag{background:#e8eef7;border-radius:.8em;padding:.05em .6em;margin-right:.4em;font-size:.85em}"""
 
 
 @dataclass(frozen=True)
@@ -121,15 +123,31 @@ def _table(df: pd.DataFrame) -> str:
     return df.to_html(index=False, escape=True, na_rep="", float_format=lambda x: f"{x:.3g}")
 
 
+def notes_and_tags(spec_toml: str | None) -> tuple[str, list[str]]:
+    """The spec's `[experiment] notes` and `tags` ("" and [] where it has none or does not parse)."""
+    try:
+        e = tomllib.loads(spec_toml or "").get("experiment", {})
+    except tomllib.TOMLDecodeError:
+        return "", []
+    tags = e.get("tags", [])
+    return str(e.get("notes", "") or ""), [str(t) for t in tags] if isinstance(tags, list) else []
+
+
+def _notes(info: dict) -> str:
+    notes, tags = notes_and_tags(info.get("spec_toml"))
+    shown = "".join(f'<span class="tag">{html.escape(t)}</span>' for t in tags)
+    return (f"<p>{shown}</p>" if tags else "") + (f'<p class="notes">{html.escape(notes)}</p>' if notes else "")
+
+
 def _header(data: ReportData) -> str:
-    """The experiment, the machine and when, in one paragraph."""
+    """The experiment (its tags and notes), the machine and when."""
     info, cells = data.info, data.status.get("cells", {})
     idle = f"{info['idle_power_w']:.1f} W" if info.get("idle_power_w") is not None else "not measured"
     sources = ", ".join(sorted(map(str, data.results.get("power_source", pd.Series()).dropna().unique()))) or "none"
     return (
         f"<h1>greenspec: {html.escape(info['name'])}</h1><p>Machine: {html.escape(str(info.get('device')))}; power "
         f"source: {html.escape(sources)}; idle floor: {idle}; registered {html.escape(str(info.get('created_at'))[:19])}. "
-        "Cells: " + ", ".join(f"{html.escape(str(k))} {v}" for k, v in cells.items()) + ".</p>"
+        "Cells: " + ", ".join(f"{html.escape(str(k))} {v}" for k, v in cells.items()) + ".</p>" + _notes(info)
     )
 
 

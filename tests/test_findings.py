@@ -160,3 +160,15 @@ def test_a_stored_demo_spec_gives_the_roles(fixture_db):
     reasons = frame.loc[frame["verdict"] == NOT_TESTABLE, "reason"]
     assert not reasons.str.contains("does not parse").any()
     assert "no results of distilled-pydoc (or of what it is compared with)" in set(reasons)
+
+
+def test_the_demo_ends_with_the_next_commands_and_their_db():
+    from orchestrator.cli.demo import next_commands
+
+    text = next_commands("postgresql://me:pw@db/runs", "my run")
+    assert text.splitlines() == [
+        "Next:",
+        "  greenspec --db 'postgresql://me:***@db/runs' findings --experiment 'my run'",
+        "  greenspec --db 'postgresql://me:***@db/runs' report --experiment 'my run' --out 'my run.html'",
+        "  greenspec --db 'postgresql://me:***@db/runs' dashboard",
+    ]

@@ -103,3 +103,13 @@ def test_figures_are_coloured_by_family_with_a_legend_and_the_validation_is_one(
     toc = re.search(r"<nav>(.*?)</nav>", page).group(1)
     assert all(f'href="#{a}"' in toc for a in ("findings", "figures", "paper-tables", "cost-model", "failures", "spec"))
     assert all(f'id="{a}"' in page for a in re.findall(r'href="#([^"]+)"', toc))
+
+
+def test_notes_and_tags_head_the_report(results):
+    data = results.report_data(EXPERIMENT)
+    spec = '[experiment]\nname = "fixture"\nnotes = "first run on <the> H200"\ntags = ["gpu", "baseline"]\n'
+    page = render(replace(data, info={**data.info, "spec_toml": spec}))
+    head = page[: page.index('id="findings"') if 'id="findings"' in page else page.index('id="figures"')]
+    assert '<span class="tag">gpu</span><span class="tag">baseline</span>' in head
+    assert '<p class="notes">first run on &lt;the&gt; H200</p>' in head
+    assert '<p class="notes">' not in render(data)  # the fixture's spec has none

@@ -9,7 +9,9 @@ import streamlit as st
 
 from dashboard import reads, ui
 from dashboard.app import page_filters
+from greenspec.report import notes_and_tags
 from orchestrator.cli.status_lines import kind_groups
+from storage.browse import spec_toml
 from storage.columns import OVERVIEW_COLUMNS, SUMMARY
 
 REFRESH_S = 5  # how often the queue redraws while cells are pending or running
@@ -84,8 +86,21 @@ def queue(f: ui.Filters, was_live: bool) -> None:
     ui.frame_block(results[RESULT_COLUMNS], "Results so far", "summary", column_config=RESULT_FORMATS)
 
 
+@st.cache_data(max_entries=reads.ENTRIES, show_spinner=False)
+def notes(url: str, exp_id: int) -> tuple[str, list[str]]:
+    """The experiment's `[experiment] notes` and `tags` from its stored spec."""
+    with reads._session(url) as s:
+        return notes_and_tags(spec_toml(s, exp_id))
+
+
 f = page_filters()
-st.caption(f"Experiment **{f.experiment}** · {'pooled (sum / sum)' if f.pooled else 'per-prompt means (the paper)'}")
+text, tags = notes(f.url, f.exp_id)
+shown = "".join(f" `{t}`" for t in tags)
+st.caption(
+    f"Experiment **{f.experiment}**{shown} · {'pooled (sum / sum)' if f.pooled else 'per-prompt means (the paper)'}"
+)
+if text:
+    st.info(text)
 ui.frame_block(reads.experiments(f.url), "Experiments", "experiments")
 
 st.subheader("Queue progress")

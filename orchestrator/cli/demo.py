@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import shlex
 from pathlib import Path
 from typing import Callable
 
@@ -18,7 +19,7 @@ from orchestrator.cli.progress import BarProgress
 from orchestrator.run.inputs import materialize
 from orchestrator.run.spec_paths import load_spec
 from storage.costs import prediction_error, stored_cost_model
-from storage.db import open_db, sqlite_path
+from storage.db import display_url, open_db, sqlite_path
 from storage.queries import (
     build_costs_frame,
     experiment_id,
@@ -172,7 +173,19 @@ def run_demo(opts, spec_path: str | None = None, retrain: bool = False, echo: Ca
     c = report.counts
     echo(f"\n{c['done']} cells done, {c['failed']} failed in {report.elapsed_s:.0f} s; results in {opts.db_url}.")
     echo(f"Report (one HTML file to share): {write_demo_report(opts.db_url, report.experiment)}")
-    echo(f"Open the dashboard:  greenspec --db {opts.db_url} dashboard")
+    echo(next_commands(opts.db_url, report.experiment))
+
+
+def next_commands(db_url: str, experiment: str) -> str:
+    """What to type next, each with the --db the run used (a password masked): the findings, the report, the
+    dashboard."""
+    db, name = shlex.quote(display_url(db_url)), shlex.quote(experiment)
+    return (
+        "Next:\n"
+        f"  greenspec --db {db} findings --experiment {name}\n"
+        f"  greenspec --db {db} report --experiment {name} --out {shlex.quote(experiment + '.html')}\n"
+        f"  greenspec --db {db} dashboard"
+    )
 
 
 def write_demo_report(db_url: str, experiment: str) -> Path:

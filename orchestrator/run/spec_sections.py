@@ -43,6 +43,8 @@ class ExperimentSection(_Model):
     max_attempts: PositiveInt = 3  # a cell that fails this many times is marked failed
     overlap: bool = False  # allow training to run beside timed cells on one node
     batch_size: PositiveInt = 8  # sweep cells sent to the accelerator worker per call
+    notes: Annotated[str, Field(max_length=2000)] = ""  # free text shown by status, the dashboard and the report
+    tags: list[Annotated[str, Field(min_length=1, max_length=40)]] = []  # labels shown beside the name
 
 
 class VerifierSection(_Model):
