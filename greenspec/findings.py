@@ -7,11 +7,11 @@ Findings page. The verdicts are `orchestrator.checks`' (claims, targets, trees):
 prompts, speed beyond a practical margin, a family of verdicts Holm-corrected. The strategies each check compares are
 read off the experiment's stored spec (`experiments.spec_toml`), as the demo reads its own.
 
-The model error. A replayed cell's time is the round-cost table's prediction; its validated error per regime
-(`storage.costs.prediction_error`, band "all": max(|bias|, median error) over the generations both timed and replayed)
-widens every speed margin in that regime (the checks' `model_error` seam). A regime with replayed cells but no
-validation pair has no known error: its speed margins are unknown (NaN, and a NaN bound is inconclusive), so its
-speed verdicts are inconclusive by rule, and their detail says so.
+The model error. A replayed cell's time is the round-cost table's prediction; its validated error per regime and
+width band is already inside every replayed speed interval the checks read (`storage.model_error`, applied by
+`summary_frame`), so it is not added to the margins a second time (the checks' `model_error` seam gets 0 there). A
+regime with replayed cells but no validation pair has no known error: its speed margins are unknown (NaN, and a NaN
+bound is inconclusive), so its speed verdicts are inconclusive by rule, and their detail says so.
 
 Example:
     >>> with Session() as s:
@@ -68,12 +68,13 @@ UNKNOWN_ERROR = "no generation both timed and replayed validates the predicted s
 
 
 def model_errors(errors: pd.DataFrame | None, summary: pd.DataFrame) -> dict[str, float]:
-    """{regime: relative error of replayed speeds} for the checks' `model_error`: max(|bias|, median error) of the
-    regime's validation (band "all", at least one pair); NaN for a regime with replayed cells and no pair."""
+    """{regime: extra margin for replayed speeds} for the checks' `model_error`: 0 where the regime is validated (at
+    least one pair, band "all": its error is inside the intervals already); NaN for a regime with replayed cells and
+    no pair."""
     out: dict[str, float] = {}
     if errors is not None and not errors.empty:
         for r in errors[(errors["band"] == "all") & (errors["pairs"] > 0)].itertuples():
-            out[r.regime] = max(abs(float(r.bias)), float(r.median_error))
+            out[r.regime] = 0.0
     replayed = summary[summary["measure"] == "replay"] if "measure" in summary else summary.iloc[:0]
     for regime in sorted(set(replayed["regime"]) - set(out)):
         out[regime] = math.nan
