@@ -103,6 +103,16 @@ class Results:
 
         return write_report(self, experiment, Path(out), force)
 
+    def repredicted(self, experiment: str | None, table: str | int) -> pd.DataFrame:
+        """The export table of `experiment`'s replayed generations re-predicted for the device of the stored cost
+        table `table` (id or name), labelled `predicted_for`; the one call here that writes: the derived experiment
+        `<experiment>@<table>` (`greenspec costs repredict`), reused while the replays are the same."""
+        from orchestrator.cli.repredict import repredict
+
+        done = repredict(self.url, experiment, str(table))
+        with self.Session() as s:
+            return export_frame(s, done.name, False, False)
+
 
 def open_results(url: str = DEFAULT_URL) -> Results:
     """The results database at `url` (any SQLAlchemy URL), read-only; NoResults in one line if there is none."""

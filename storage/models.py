@@ -308,6 +308,41 @@ class CostModel(Base):
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
+class CostTable(Base):
+    """A round-cost table measured alone (`greenspec costs measure`) or imported from another machine: a portable
+    artifact, keyed by verifier, device description, dtype and threads, that re-predicts replayed generations."""
+
+    __tablename__ = "cost_tables"
+    __table_args__ = (Index("ix_cost_tables_key", "verifier", "device", "dtype", "threads"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    verifier: Mapped[str] = mapped_column(String(300))  # the model as given (`--verifier`), else the table's own
+    device: Mapped[str] = mapped_column(String(300))  # the device's description: "cpu: Intel(R) Xeon(R) Processor"
+    dtype: Mapped[str | None] = mapped_column(String(32))
+    threads: Mapped[int | None] = mapped_column(Integer)
+    costs: Mapped[dict[str, Any]] = mapped_column(JSON)  # RoundCosts as JSON (its meta: the machine, the noise)
+    samples: Mapped[list[Any] | None] = mapped_column(JSON)  # [regime, kind, n, context, seconds] per timed round
+    meta: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    agreement: Mapped[float | None] = mapped_column(Float)  # share of reference positions whose argmax agrees
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Reprediction(Base):
+    """An experiment derived from another's replayed generations, re-predicted with a stored cost table."""
+
+    __tablename__ = "repredictions"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    experiment_id: Mapped[int] = mapped_column(ForeignKey("experiments.id"), unique=True)  # the derived one
+    source_id: Mapped[int] = mapped_column(ForeignKey("experiments.id"), index=True)
+    cost_table_id: Mapped[int] = mapped_column(ForeignKey("cost_tables.id"), index=True)
+    label: Mapped[str] = mapped_column(String(300))  # "predicted for <device>", shown with its results
+    generations: Mapped[int] = mapped_column(Integer)  # the source's replayed generations it copied ...
+    source_last_id: Mapped[int] = mapped_column(Integer)  # ... and the newest one's id: reused while both hold
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
 class PowerSample(Base):
     """One raw reading of one power source (the dashboard's power trace)."""
 

@@ -15,6 +15,7 @@ import sys
 
 import click
 
+import orchestrator.cli.costs as cli_costs
 import orchestrator.cli.findings as cli_findings
 import orchestrator.cli.results as cli_results
 import orchestrator.cli.tools as cli_tools
@@ -254,3 +255,4 @@ def demo(obj: Context, retrain: bool, spec_path: str | None, toy: bool) -> None:
 
 for command in (*cli_results.COMMANDS, *cli_findings.COMMANDS, *cli_tools.COMMANDS):
     main.add_command(command)
+main.add_command(cli_costs.costs)

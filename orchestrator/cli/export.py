@@ -101,7 +101,28 @@ def export_frame(
     df = summary_frame(session, experiment, pooled=pooled, versions=versions(session, exp_id))
     df = _current_only(df, all_versions, experiment)
     rest = [c for c in df.columns if c not in EXPORT_COLUMNS]
-    return df[EXPORT_COLUMNS + rest]
+    return labelled(session, exp_id, df[EXPORT_COLUMNS + rest])
+
+
+def labelled(session: Session, exp_id: int, df: pd.DataFrame) -> pd.DataFrame:
+    """An experiment re-predicted with another device's cost table (`greenspec costs repredict`) has every row say
+    so: a `predicted_for` column after `measure` ("predicted for <table> (<device>, ...)"); others as they are."""
+    from storage.cost_tables import prediction_label
+
+    label = prediction_label(session, exp_id)
+    if label is None:
+        return df
+    out = df.copy()
+    out.insert(list(out.columns).index("measure") + 1 if "measure" in out else 0, "predicted_for", label)
+    return out
+
+
+def shown_columns(df: pd.DataFrame) -> list[str]:
+    """The columns Markdown and LaTeX show: the export's, and `predicted_for` where the rows were re-predicted."""
+    if "predicted_for" not in df:
+        return EXPORT_COLUMNS
+    at = EXPORT_COLUMNS.index("measure") + 1
+    return [*EXPORT_COLUMNS[:at], "predicted_for", *EXPORT_COLUMNS[at:]]
 
 
 def generations_export(session: Session, experiment: str | None, all_versions: bool = False) -> pd.DataFrame:
@@ -109,7 +130,7 @@ def generations_export(session: Session, experiment: str | None, all_versions: b
     every interval of the summary can be recomputed (`storage.queries.generations_export_frame`)."""
     exp_id = _experiment(session, experiment)
     df = generations_export_frame(session, exp_id, versions(session, exp_id))
-    return _current_only(df, all_versions, experiment)
+    return labelled(session, exp_id, _current_only(df, all_versions, experiment))
 
 
 def hidden_rows(session: Session, experiment: str | None) -> int:
@@ -232,4 +253,5 @@ def write_summary(
         df = generations_export(session, experiment, all_versions)
         write_output(render(df, fmt, shown=list(df.columns)), out)
         return
-    write_output(render(export_frame(session, experiment, pooled, all_versions), fmt), out)
+    df = export_frame(session, experiment, pooled, all_versions)
+    write_output(render(df, fmt, shown_columns(df)), out)

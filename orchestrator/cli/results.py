@@ -21,6 +21,25 @@ def _reader(db: str):
     return open_reader(db)
 
 
+COSTS = click.option(
+    "--costs",
+    "costs_table",
+    default=None,
+    help="Re-predict the experiment's replayed generations with this stored cost table (id or name) and show those.",
+)
+
+
+def _repredicted(obj: Context, experiment: str | None, costs_table: str | None) -> str | None:
+    """With --costs: the experiment re-predicted with that table (`greenspec costs repredict`), by name."""
+    if costs_table is None:
+        return experiment
+    from orchestrator.cli.repredict import repredict
+
+    done = repredict(obj.db, experiment, costs_table)
+    click.echo(f"{done.name}: {done.label}; its timed generations are not shown", err=True)
+    return done.name
+
+
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable counts.")
 @click.option("--experiment", "-e", default=None, help="Only this experiment.")
@@ -133,6 +152,7 @@ def _failure_line(r) -> str:
 @click.option(
     "--all-versions", is_flag=True, help="Also the rows of an earlier version of the spec, marked version = older."
 )
+@COSTS
 @FORCE
 @click.pass_obj
 def export(  # wide: click passes each of the command's options as one parameter
@@ -145,6 +165,7 @@ def export(  # wide: click passes each of the command's options as one parameter
     map_file: str | None,
     generations: bool,
     all_versions: bool,
+    costs_table: str | None,
     force: bool,
 ) -> None:
     """One row per strategy x task x k x regime x measure with speed, acceptance, quality and energy, each figure with
@@ -155,6 +176,7 @@ def export(  # wide: click passes each of the command's options as one parameter
       greenspec export --format latex --out table.tex
       greenspec export --compare paper --format markdown --map names.toml
       greenspec export --generations --out generations.csv
+      greenspec export --costs 1 --format markdown
     """
     from orchestrator.cli.export import write_summary
 
@@ -166,6 +188,7 @@ def export(  # wide: click passes each of the command's options as one parameter
             f"--generations writes one row per generation: --{'pooled' if pooled else 'compare'} does not apply"
         )
     check_out(obj, out, force)
+    experiment = _repredicted(obj, experiment, costs_table)
     Session = _reader(obj.db)
     if Session is None:
         raise GreenspecError(f"{obj.db}: no results yet; start with `greenspec demo` or `greenspec run SPEC`")
@@ -224,9 +247,10 @@ def dashboard(obj: Context, port: int) -> None:
 @click.command()
 @click.option("--out", "out", type=click.Path(dir_okay=False), default="report.html", show_default=True)
 @click.option("--experiment", "-e", default=None, help="Experiment name (default: the newest).")
+@COSTS
 @FORCE
 @click.pass_obj
-def report(obj: Context, out: str, experiment: str | None, force: bool) -> None:
+def report(obj: Context, out: str, experiment: str | None, costs_table: str | None, force: bool) -> None:
     """Write one experiment's results as a self-contained HTML file, to share.
 
     Example: greenspec report --experiment demo --out demo.html
@@ -234,6 +258,7 @@ def report(obj: Context, out: str, experiment: str | None, force: bool) -> None:
     import greenspec  # deferred: matplotlib and the export's frames
 
     check_out(obj, out, force)
+    experiment = _repredicted(obj, experiment, costs_table)
     results = greenspec.open_results(obj.db)
     with results.Session() as s:
         _experiment_names(s, experiment, obj.db)
