@@ -56,9 +56,9 @@ class MeasureRequest:
     threads: int | None = None  # torch threads (None: torch's default, every core)
     max_k: int = 8
     trees: tuple[int, ...] = (5,)
-    contexts: tuple[int, int] = (48, 240)
+    contexts: tuple[int, int] = (32, 160)
     repeats: int = 3
-    budget_s: float | None = 60.0  # no repeat started past it (one always runs)
+    budget_s: float | None = 75.0  # no repeat started past it (one always runs)
 
 
 Reference = tuple[list[int], list[int]]  # (prompt tokens, greedy new tokens)

@@ -46,10 +46,10 @@ def _sizes(text: str) -> tuple[int, ...]:
 
 
 def _contexts(text: str) -> tuple[int, int]:
-    """--contexts "48-240" as (lo, hi), 2 <= lo <= hi."""
+    """--contexts "32-160" as (lo, hi), 2 <= lo <= hi."""
     lo, sep, hi = text.partition("-")
     if not (sep and lo.strip().isdigit() and hi.strip().isdigit()) or not 2 <= int(lo) <= int(hi):
-        raise GreenspecError(f"--contexts {text!r}: give LO-HI tokens, 2 <= LO <= HI (e.g. 48-240)")
+        raise GreenspecError(f"--contexts {text!r}: give LO-HI tokens, 2 <= LO <= HI (e.g. 32-160)")
     return int(lo), int(hi)
 
 
@@ -120,9 +120,9 @@ def summary(table, seconds: float) -> str:
 @click.option("--threads", type=click.IntRange(min=1), default=None, help="Torch threads (default: every core).")
 @click.option("--max-k", default=8, show_default=True, type=click.IntRange(1, 64), help="Widest chain drafted.")
 @click.option("--trees", default="5", show_default=True, help="Token-tree sizes, comma-separated ('' for none).")
-@click.option("--contexts", default="48-240", show_default=True, help="LO-HI context tokens the rounds see.")
+@click.option("--contexts", default="32-160", show_default=True, help="LO-HI context tokens the rounds see.")
 @click.option("--repeats", default=3, show_default=True, type=click.IntRange(1, 20), help="Timed rounds per width.")
-@click.option("--budget-s", default=60.0, show_default=True, type=click.FloatRange(min=1), help="No repeat past it.")
+@click.option("--budget-s", default=75.0, show_default=True, type=click.FloatRange(min=1), help="No repeat past it.")
 @click.option(
     "--experiment", "-e", default=None, help="Check this experiment's stored references (default: made here)."
 )

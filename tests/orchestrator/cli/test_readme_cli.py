@@ -57,6 +57,7 @@ def cases(spec: str, tmp: Path, corpus: str) -> dict[str, list[list[str]]]:
         "doctor": [["doctor"]],
         "latency": [["latency", spec, "--prompts", "2", "--repeats", "2", "--out", str(tmp / "lat.csv")]],
         "train": [["train", spec, "--corpus", corpus, "--out", str(tmp / "c.igtree"), "--memory-gb", "0.5"]],
+        "costs": [["costs", "list"]],  # measure, import and repredict: tests/orchestrator/cli/test_costs_cli.py
     }
 
 
