@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from sqlalchemy import select
 
+import greenspec
 from orchestrator.cli.export import export_frame
 from orchestrator.cli.repredict import repredict
 from storage.cost_tables import find_table, store_table, tables_frame
@@ -187,9 +188,9 @@ def test_a_table_below_full_agreement_says_so_in_the_name_and_label(small, table
     one, _ = tables[1]
     doubtful = replace(one, meta={**one.meta, "agreement": 0.875, "dtype": "float16"})
     _, name = _store(small.url, doubtful)
-    done = repredict(small.url, "small", name)
-    assert done.name == f"small@{name} (agreement 87.5%)"
-    assert "reference agreement 87.5%, below 100%" in done.label
+    frame = greenspec.open_results(small.url).repredicted("small", name)  # the library's way: the export table
+    assert set(frame["experiment"]) == {f"small@{name} (agreement 87.5%)"}
+    assert "reference agreement 87.5%, below 100%" in frame["predicted_for"][0]
 
 
 def test_the_verifier_is_read_from_the_experiments_spec(tmp_path, verifier, tables):
