@@ -77,8 +77,8 @@ def _verifier_check(s, exp_id: int, name: str, row, table, facts: dict) -> None:
     vocab, known = table.meta.get("vocab_size"), {v for v in facts["vocab"] if v is not None}
     if vocab is not None and known and int(vocab) not in known:
         raise CostTableError(
-            f"cost table {row.id} ({row.name}) has a vocabulary of {vocab} tokens, experiment {name!r}'s references "
-            f"{', '.join(map(str, sorted(known)))}: another tokenizer"
+            f"cost table {row.id} ({row.name}) has a vocabulary of {vocab} tokens, the references of experiment "
+            f"{name!r} {', '.join(map(str, sorted(known)))}: another tokenizer"
         )
 
 

@@ -201,6 +201,10 @@ def test_the_verifier_is_read_from_the_experiments_spec(tmp_path, verifier, tabl
     _, name = _store(b.url, foreign)
     with pytest.raises(CostTableError, match="'gemma3-270m', experiment 'small' ran 'smollm2-135m'"):
         repredict(b.url, "small", name)
+    wide = replace(one, verifier="w:torch.float32", meta={**one.meta, "model": "smollm2-135m", "vocab_size": 49152})
+    _, name = _store(b.url, wide)
+    with pytest.raises(CostTableError, match="vocabulary of 49152 tokens, the references of experiment 'small' 512"):
+        repredict(b.url, "small", name)
     smol = replace(one, verifier="smol:torch.float32", meta={**one.meta, "model": "smollm2-135m"})
     _, name = _store(b.url, smol)
     assert repredict(b.url, "small", name).generations == len(b.coords)

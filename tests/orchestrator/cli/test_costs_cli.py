@@ -132,3 +132,18 @@ def test_bad_input_is_refused_in_one_line_and_changes_nothing(small, tmp_path):
     before_timed = dump(tmp_path / "timed.db")
     refused(cli("--db", timed_only.url, "export", "--costs", "tiny-1t"), "no replayed generations (9 timed)")
     assert dump(tmp_path / "timed.db") == before_timed
+
+
+def test_measure_checks_an_experiments_stored_references(model_dir, small, tmp_path):
+    """--experiment: the table's reference check runs the experiment's own references teacher-forced; another model's
+    disagree, and the table (another verifier) is refused for that experiment."""
+    built, _ = small
+    args = ["costs", "measure", "--verifier", str(model_dir), "--threads", "1", "--max-k", "2", "--trees", ""]
+    code, _, err = cli(*args, "--contexts", "8-24", "--repeats", "2", "--experiment", "small", "--db", built.url)
+    assert code == 0, err
+    assert "reference check: " in err and "of 12 positions agree" in err and "100.0%" not in err
+    code, listed, _ = cli("--db", built.url, "costs", "list")
+    name = next(line.split()[1] for line in listed.splitlines() if "tiny-model" in line)
+    refused(
+        cli("--db", built.url, "costs", "repredict", "-e", "small", "--costs", name), "is for verifier", "tiny-model"
+    )
