@@ -7,7 +7,7 @@ import pyarrow as pa
 from storage import columns
 from storage.columns import COMPARISON, SUMMARY, k_text, names
 
-# `greenspec export --format csv`'s public contract (DESIGN.md), in this order
+# `greenspec export --format csv`'s public contract (docs/cli.md), in this order
 CSV_CONTRACT = [
     "strategy",
     "task",

@@ -47,7 +47,7 @@ def generate(
     return tally.freeze(wall_s, started_at, ended_at, bool(getattr(draft, "bridged", False)), used_seed)
 
 
-# wide: the public keywords of DESIGN.md's contract; they become one DecodeOptions at once
+# wide: the public keywords of the documented front door (docs/timing.md); they become one DecodeOptions at once
 def speculative_generate(
     verifier: VerifierLike,
     draft: Draft,

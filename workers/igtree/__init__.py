@@ -1,6 +1,6 @@
 """IGTree (TiMBL `-a1`) over fixed windows of token ids: our numpy engine and TiMBL itself, same interface.
 
-The rules, checked against TiMBL 6.10 (see DESIGN.md): features ordered by descending gain ratio, exact ties
+The rules, checked against TiMBL 6.10 (see docs/igtree.md): features ordered by descending gain ratio, exact ties
 to the lower position; a node's label is its most frequent class, ties to the class more frequent in the whole
 training set, then to the class that appeared first *as a class* in training order; every childless node whose
 label equals its parent's is pruned bottom-up; a query returns the label of the deepest matching node (the
