@@ -12,8 +12,9 @@ Per regime and width band: |predicted / measured - 1| of tokens/s against the fi
 median signed error (bias, > 0 predicted too fast), the noise (|t2 / t1 - 1| / sqrt 2: what an exact predictor would
 show), and per regime the Spearman of the strategies' speedups over plain, predicted against measured.
 
-Usage: python -m bench costmodel [--quick] [--gemma]   (--quick: 2 prompts x 16 new tokens; default 3 x 100, the paper's length;
---gemma: Gemma 3 270M instead of SmolLM2-135M)
+Usage: python -m bench costmodel [--quick]   (both verifiers, SmolLM2-135M then Gemma 3 270M, 3 prompts x 100 new
+tokens, the paper's length; --quick: SmolLM2 alone, 2 prompts x 16 new tokens, not recorded)
+       python -m bench.costmodel [--smollm] [--gemma] [--quick]   (print one verifier's section)
 """
 
 from __future__ import annotations
@@ -87,6 +88,7 @@ def speedups(df: pd.DataFrame, wall: str) -> pd.Series:
 
 def error_table(df: pd.DataFrame) -> pd.DataFrame:
     """Per regime (band "all") and width band: pairs, median and p90 error, bias, noise; Spearman per regime."""
+    from storage.model_error import median_interval
     from workers.costmodel import error_summary, spearman
 
     df = df.assign(
@@ -99,20 +101,39 @@ def error_table(df: pd.DataFrame) -> pd.DataFrame:
         for band, b in [("all", g), *g.groupby("band", sort=False)]:
             med, p90 = error_summary(b["bias"].abs())
             row = {"regime": regime, "band": band, "pairs": len(b), "median error": med, "p90 error": p90}
-            row |= {"bias": float(np.median(b["bias"])), "noise": float(np.median(b["noise"]))}
+            lo, hi = median_interval(b["bias"].to_numpy())
+            row |= {"bias": float(np.median(b["bias"])), "bias 95% CI": f"[{lo:+.3f}, {hi:+.3f}]"}
+            row |= {"noise": float(np.median(b["noise"]))}
+            row["within noise"] = "yes" if med <= row["noise"] and abs(row["bias"]) <= 0.03 else "no"
             rows.append(row | {"Spearman": rho if band == "all" else math.nan})
     return pd.DataFrame(rows)
 
 
-def run(quick: bool = False, gemma: bool = False) -> str:
-    """The Markdown section."""
+VERIFIERS = ("smollm2-135m", "gemma3-270m")
+
+
+def run(quick: bool = False, verifiers: tuple[str, ...] = VERIFIERS) -> str:
+    """The Markdown section: one table per verifier (--quick: SmolLM2 alone, 2 prompts x 16 new tokens)."""
+    parts = ["## Round-cost table: predicted against measured (`bench/costmodel.py`)", ""]
+    for name in verifiers[:1] if quick else verifiers:
+        parts += [verifier_section(name, quick), ""]
+    parts += [
+        "error = |predicted / measured - 1| of tokens/s against the first timed run; bias its median signed value "
+        "(> 0: predicted too fast) with a 95% bootstrap interval over generations; noise |t2 / t1 - 1| / sqrt 2 "
+        "(an exact predictor's error against one timing); within noise: median error <= noise and |bias| <= 3%; "
+        "Spearman of the speedups over plain, predicted against measured."
+    ]
+    return "\n".join(parts)
+
+
+def verifier_section(name: str, quick: bool) -> str:
+    """One verifier's table measured, its grid timed twice and predicted, the error table."""
     import torch
 
     from workers.decoding.roundtimer import measure_round_costs
     from workers.tokenizer import load_tokenizer
     from workers.verifier import load_verifier
 
-    name = "gemma3-270m" if gemma else "smollm2-135m"
     n_prompts, n_new = (2, 16) if quick else (3, 100)
     # the threads a replayed run's accelerator worker takes (`worker_threads`: one core left to the CPU workers)
     torch.set_num_threads(max(1, (os.cpu_count() or 1) - 1))
@@ -129,21 +150,20 @@ def run(quick: bool = False, gemma: bool = False) -> str:
     noise = ", ".join(f"{r} {v:.1%}" for r, v in table.noise.items())
     return "\n".join(
         [
-            "## Round-cost table: predicted against measured (`bench/costmodel.py`)",
+            f"### {name}",
             "",
-            f"{name} (fp32, CPU, {torch.get_num_threads()} torch threads). The table: {len(samples)} timed rounds "
-            f"(every regime, widths 0-8 and a tree of {TREE}, contexts {lo}-{hi} tokens) in {measure_s:.0f} s; its "
-            f"repeats' own spread {noise}. Then {len(gens)} generations timed twice each ({n_prompts} prompts x "
-            f"{n_new} new tokens; plain, ngram and prompt lookup at k = {', '.join(map(str, KS))}, lookup as a tree "
-            f"of {TREE}; {timed_s:.0f} s): error = |predicted / measured - 1| of tokens/s against the first run; bias "
-            "its median signed value (> 0: predicted too fast); noise |t2 / t1 - 1| / sqrt 2 (an exact predictor's "
-            "error against one timing); Spearman of the speedups over plain, predicted against measured.",
+            f"fp32, CPU, {torch.get_num_threads()} torch threads. The table: {len(samples)} timed rounds (every "
+            f"regime, widths 0-8 and a tree of {TREE}, contexts {lo}-{hi} tokens) in {measure_s:.0f} s; its repeats' "
+            f"own spread {noise}. Then {len(gens)} generations timed twice each ({n_prompts} prompts x {n_new} new "
+            f"tokens; plain, ngram and prompt lookup at k = {', '.join(map(str, KS))}, lookup as a tree of {TREE}) "
+            f"in {timed_s:.0f} s.",
             "",
             error_table(gens).to_markdown(index=False, floatfmt=".3f"),
-            "",
         ]
     )
 
 
 if __name__ == "__main__":
-    print(run(quick="--quick" in sys.argv, gemma="--gemma" in sys.argv))
+    named = [a[2:] for a in sys.argv[1:] if a.startswith("--") and a != "--quick"]
+    picked = tuple(v for v in VERIFIERS if any(v.startswith(n) for n in named)) or VERIFIERS
+    print(run(quick="--quick" in sys.argv, verifiers=picked))
