@@ -32,7 +32,9 @@ from orchestrator.run.ray_startup import (
 from orchestrator.run.spec import Spec, parse_spec, spec_hash
 from orchestrator.run.spec_paths import load_spec, resolve_paths
 from storage import store
+from storage.cost_tables import reprediction_of
 from storage.db import Session, guard, open_db, sqlite_path
+from storage.models import Experiment
 from storage.names import rename_cells
 from storage.queries import experiments_frame, state_counts, status_counts
 from workers.errors import GreenspecError
@@ -47,6 +49,10 @@ class StaleCells(GreenspecError):
 
 class OtherSpec(GreenspecError):
     """An experiment name already bound to another spec file."""
+
+
+class Derived(GreenspecError):
+    """A re-predicted experiment: predicted copies of another's generations, never run."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +90,7 @@ def resume(
                     if experiment
                     else f"no experiment in {opts.db_url}; start one with `greenspec run SPEC`"
                 )
+            _refuse_derived(s, exp)
             text, spec_path = exp.spec_toml, exp.spec_path
     finally:
         engine.dispose()
@@ -146,6 +153,8 @@ def _register(
     strategy or corpus name take the spec's names (`storage.names`)."""
     name, (spec_text, spec_path) = spec.experiment.name, source
     with Session() as s:
+        if (exp := store.find_experiment(s, name)) is not None:
+            _refuse_derived(s, exp)
         _refuse_other_spec(s, name, source, opts.new_version)
         _drop_or_refuse_stale(s, name, {c.key for c in cells}, opts.drop_stale)
         exp = store.upsert_experiment(s, name, spec_text, spec_hash(spec_text), spec_path)
@@ -159,6 +168,18 @@ def _register(
         logger.info("%d cells left running by an earlier driver and %d failed ones set back to pending", reset, failed)
     logger.info("experiment %s: %d new cells", name, added)
     return exp.id, added
+
+
+def _refuse_derived(s: Session, exp) -> None:
+    """A re-predicted experiment holds another device's predictions of its source's replayed generations: running
+    it would time this machine under that device's label (its stored spec names the source); refused in one line."""
+    if (derived := reprediction_of(s, exp.id)) is None:
+        return
+    source = s.get(Experiment, derived.source_id)
+    raise Derived(
+        f"experiment {exp.name!r} is {derived.label}, re-predicted from experiment {source.name!r}: it is not run "
+        f"or resumed; resume {source.name!r}, then `greenspec costs repredict` it again"
+    )
 
 
 def _refuse_other_spec(s: Session, name: str, source: tuple[str, str | None], new_version: bool) -> None:

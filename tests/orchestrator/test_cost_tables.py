@@ -6,6 +6,7 @@ replayed generations re-predicted with another table, checked by hand (timed row
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -15,6 +16,8 @@ from sqlalchemy import select
 import greenspec
 from orchestrator.cli.export import export_frame
 from orchestrator.cli.repredict import repredict
+from orchestrator.run.driver import Derived, resume
+from orchestrator.run.options import RunOptions
 from storage.cost_tables import find_table, store_table, tables_frame
 from storage.db import open_db
 from storage.models import Cell, CostModel, Experiment, Generation, Reference
@@ -181,6 +184,20 @@ def test_an_experiment_re_predicted_by_hand(small, tables):
     assert [(g.id, g.wall_s, g.device, g.energy_j) for g in after] == [
         (g.id, g.wall_s, g.device, g.energy_j) for g in source
     ]
+
+
+def test_a_re_predicted_experiment_is_never_resumed(small, tables):
+    one, samples = tables[1]
+    _, name = _store(small.url, one, samples)
+    done = repredict(small.url, "small", name)
+    before = rows(small.url, Cell, Cell.id, Cell.state)
+    with pytest.raises(
+        Derived,
+        match=rf"experiment '{re.escape(done.name)}' is predicted for .* re-predicted from "
+        r"experiment 'small': it is not run or resumed; resume 'small'",
+    ):
+        resume(RunOptions(db_url=small.url), done.name)
+    assert rows(small.url, Cell, Cell.id, Cell.state) == before  # nothing written, the source not run either
 
 
 def test_a_table_below_full_agreement_says_so_in_the_name_and_label(small, tables):
