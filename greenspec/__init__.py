@@ -66,6 +66,18 @@ class Results:
         with self.Session() as s:
             return generations_export(s, experiment, all_versions)
 
+    def validation(self, experiment: str | None = None) -> pd.DataFrame:
+        """The round-cost table's validation on the experiment (newest when None): per regime (band "all") and width
+        band, the generations both timed and replayed, median and p90 |predicted / measured - 1| of tokens/s, the
+        bias, the run's own timing noise and Spearman of the speedups (`storage.costs.prediction_error`)."""
+        with self.Session() as s:
+            exp_id = experiment_id(s, experiment)
+            if exp_id is None:
+                raise NoResults(
+                    f"no experiment {experiment!r} in {self.url}" if experiment else f"no experiment in {self.url}"
+                )
+            return prediction_error(s, exp_id)
+
     def findings(self, experiment: str | None = None) -> pd.DataFrame:
         """The paper's claims and the future-work, tree and auto-k targets the experiment (newest when None) can
         answer, one row per verdict with its estimate, interval, prompts and family, and one "not testable here" row

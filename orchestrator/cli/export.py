@@ -255,3 +255,11 @@ def write_summary(
         return
     df = export_frame(session, experiment, pooled, all_versions)
     write_output(render(df, fmt, shown_columns(df)), out)
+
+
+def write_validation(session: Session, experiment: str | None, fmt: str, out: str) -> None:
+    """Write the experiment's cost-model validation (`storage.costs.prediction_error`) to `out` ("-" is stdout)."""
+    from storage.costs import prediction_error
+
+    df = prediction_error(session, _experiment(session, experiment))
+    write_output(render(df, fmt, shown=list(df.columns)), out)

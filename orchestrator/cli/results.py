@@ -150,6 +150,11 @@ def _failure_line(r) -> str:
     help="Instead: one row per generation (timed and replayed), from which every interval can be recomputed.",
 )
 @click.option(
+    "--validation",
+    is_flag=True,
+    help="Instead: the cost model's validation per regime and width band (pairs, error, bias, noise, Spearman).",
+)
+@click.option(
     "--all-versions", is_flag=True, help="Also the rows of an earlier version of the spec, marked version = older."
 )
 @COSTS
@@ -164,6 +169,7 @@ def export(  # wide: click passes each of the command's options as one parameter
     pooled: bool,
     map_file: str | None,
     generations: bool,
+    validation: bool,
     all_versions: bool,
     costs_table: str | None,
     force: bool,
@@ -176,6 +182,7 @@ def export(  # wide: click passes each of the command's options as one parameter
       greenspec export --format latex --out table.tex
       greenspec export --compare paper --format markdown --map names.toml
       greenspec export --generations --out generations.csv
+      greenspec export --validation --format markdown
       greenspec export --costs 1 --format markdown
     """
     from orchestrator.cli.export import write_summary
@@ -187,6 +194,18 @@ def export(  # wide: click passes each of the command's options as one parameter
         raise GreenspecError(
             f"--generations writes one row per generation: --{'pooled' if pooled else 'compare'} does not apply"
         )
+    if validation and (generations or pooled or compare_with or costs_table):
+        other = next(
+            o
+            for o, on in (
+                ("generations", generations),
+                ("pooled", pooled),
+                ("compare", compare_with),
+                ("costs", costs_table),
+            )
+            if on
+        )
+        raise GreenspecError(f"--validation writes the cost model's validation table: --{other} does not apply")
     check_out(obj, out, force)
     experiment = _repredicted(obj, experiment, costs_table)
     Session = _reader(obj.db)
@@ -198,6 +217,11 @@ def export(  # wide: click passes each of the command's options as one parameter
             from orchestrator.cli.paper_compare import write_comparison
 
             click.echo(write_comparison(s, experiment, fmt, out, map_file).describe(), err=True)
+            return
+        if validation:
+            from orchestrator.cli.export import write_validation
+
+            write_validation(s, experiment, fmt, out)
             return
         write_summary(s, experiment, fmt, out, pooled, all_versions, generations)
         _say_superseded(s, experiment, all_versions)

@@ -4,11 +4,16 @@ match hand-worked pairs of timed and replayed generations."""
 
 from __future__ import annotations
 
+import io
 import math
 from dataclasses import replace
 
+import pandas as pd
 import pytest
+from click.testing import CliRunner
 
+import greenspec
+from orchestrator.cli import main
 from storage import store
 from storage.cell_spec import CellParams, CellSpec
 from storage.costs import (
@@ -198,3 +203,15 @@ def test_table_and_curve_frames_follow_the_stored_rounds(session):
     # n = 0, 1: one token fed (38 ms); 2, 3 interpolated between 0 and 4 (40.5 ms at 76: pooled)
     assert curve["round_ms"].tolist() == pytest.approx([38.0, 38.0, 39.25, 39.875, 40.5])
     assert math.isnan(curve.loc[0, "break_even"]) or curve.loc[0, "break_even"] is None
+
+
+def test_the_validation_table_exports_and_reads_through_the_library(session, validated):
+    url = str(session.get_bind().url)
+    res = CliRunner().invoke(main, ["--db", url, "export", "--validation", "--format", "csv"])
+    assert res.exit_code == 0, res.output
+    exported = pd.read_csv(io.StringIO(res.stdout)).set_index(["regime", "band"])
+    library = greenspec.open_results(url).validation("e").set_index(["regime", "band"])
+    assert exported.loc[("cached", "all"), "pairs"] == library.loc[("cached", "all"), "pairs"] == 12
+    assert exported.loc[("cached", "k 2-4"), "median_error"] == pytest.approx(0.2)
+    refused = CliRunner().invoke(main, ["--db", url, "export", "--validation", "--generations"])
+    assert refused.exit_code != 0 and "--generations does not apply" in refused.output
