@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shlex
 import signal
 import sys
 
@@ -163,6 +164,23 @@ def _print_report(report, db: str) -> None:
             "`greenspec retry --failed` runs them again."
         )
         sys.exit(1)
+    if c["done"]:
+        click.echo(next_commands(report.experiment, db))
+
+
+def next_commands(experiment: str, db: str) -> str:
+    """What to look at once cells are done, as commands to paste (`--db` where it is not the default)."""
+    g = "greenspec" + (f" --db {shlex.quote(db)}" if db != DEFAULT_URL else "")
+    e = shlex.quote(experiment)
+    return "\n".join(
+        [
+            "Next:",
+            f"  {g} findings -e {e}                  the verdicts on the paper's claims",
+            f"  {g} export --validation -e {e}       the cost model's error, timed against replayed",
+            f"  {g} report -e {e} --out {shlex.quote(experiment + '.html')}",
+            f"  {g} dashboard",
+        ]
+    )
 
 
 @main.command()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 import pytest
 from click.testing import CliRunner
 from sqlalchemy import select
@@ -64,6 +66,10 @@ def test_resume_and_retry_by_name_leave_the_other_experiments_alone(tmp_path, wr
     out = cli.invoke(main, ["--db", url, "retry", "--failed", "-e", "a"])
     assert out.exit_code == 0, out.output
     assert f"a: {CELLS} done, 0 failed, 0 pending" in out.output
+    printed = [line.split("  ")[1] for line in out.output.splitlines() if line.startswith("  greenspec --db ")]
+    assert [cmd.split()[3] for cmd in printed] == ["findings", "export", "report", "dashboard"]
+    for cmd in printed[:2]:  # the next commands it prints run as printed
+        assert cli.invoke(main, shlex.split(cmd)[1:]).exit_code == 0, cmd
     after = _state(url)
     assert after["a"][0]["done"] == CELLS
     assert all(after["a"][1][cell] == gen for cell, gen in before["a"][1].items())  # finished ones not re-run
