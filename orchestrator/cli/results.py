@@ -51,6 +51,7 @@ def status(obj: Context, as_json: bool, experiment: str | None) -> None:
     Example:
       greenspec status --json
     """
+    from greenspec.report import notes_and_tags
     from orchestrator.cli.status_lines import empty_counts, kind_groups, status_lines
     from storage import queries
 
@@ -67,15 +68,16 @@ def status(obj: Context, as_json: bool, experiment: str | None) -> None:
         counts = queries.status_counts(s, experiment)
         per = {n: queries.status_counts(s, n) for n in ([experiment] if experiment else names)}
         fails = {n: queries.failures_frame(s, queries.experiment_id(s, n)) for n in per}
+        about = {n: notes_and_tags(queries.experiment_info(s, queries.experiment_id(s, n))["spec_toml"]) for n in per}
     if as_json:
-        per = {n: {**c, "kinds": kind_groups(c)} for n, c in per.items()}
+        per = {n: {**c, "kinds": kind_groups(c), "notes": about[n][0], "tags": about[n][1]} for n, c in per.items()}
         click.echo(json.dumps({**counts, "kinds": kind_groups(counts), "experiments": per}))
         return
     if not per:
         click.echo("no experiments yet")
     for name, c in per.items():
         failures = [] if fails[name] is None else [_failure_line(r) for r in fails[name].itertuples()]
-        click.echo("\n".join(status_lines(name, c, failures)))
+        click.echo("\n".join(status_lines(name, c, failures, *about[name])))
 
 
 def _refuse_missing_file(db: str, experiment: str | None) -> None:

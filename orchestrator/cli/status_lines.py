@@ -10,6 +10,7 @@ Example:
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 
 from storage.models import CELL_KINDS, CELL_STATES
 from workers.training.artifacts import BY_CELL_KIND
@@ -47,9 +48,12 @@ def _states(c: dict) -> str:
     return f"{c['done']} done, {c['running']} running, {c['pending']} pending, {c['failed']} failed"
 
 
-def status_lines(name: str, counts: dict, failures: list[str]) -> list[str]:
-    """One experiment: its cells, each group of kinds that has any, and its failures (identical lines once)."""
+def status_lines(name: str, counts: dict, failures: list[str], notes: str = "", tags: Sequence[str] = ()) -> list[str]:
+    """One experiment: its cells, its spec's tags and notes, each group of kinds that has any, and its failures
+    (identical lines once)."""
     lines = [f"{name}: cells {_states(counts['cells'])}; {counts['generations']} generations stored"]
+    lines += [f"  tags: {', '.join(tags)}"] if tags else []
+    lines += [f"  notes: {' '.join(notes.split())}"] if notes.strip() else []
     lines += [f"  {group}: {_states(c)}" for group, c in kind_groups(counts).items() if sum(c.values())]
     if failures:
         grouped = list(Counter(failures).items())  # first seen first

@@ -32,7 +32,8 @@ def replayed_run(url: str) -> None:
     ]
     engine, Session = open_db(url)
     with Session() as s:
-        exp = store.upsert_experiment(s, "r", "", "", None)
+        spec = '[experiment]\nname = "r"\ntags = ["pilot-b", "code"]\nnotes = """olifant on code,\n two lines"""\n'
+        exp = store.upsert_experiment(s, "r", spec, "", None)
         store.add_cells(s, exp.id, cells)
         s.flush()
         done = ("tr0", "ds0", "ref0", "ref1", *(f"rp{i}" for i in range(6)))
@@ -51,6 +52,8 @@ def test_status_counts_a_replayed_run_by_kind_and_state(tmp_path):
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0] == "r: cells 10 done, 1 running, 2 pending, 3 failed; 0 generations stored"
+    assert lines[1:3] == ["  tags: pilot-b, code", "  notes: olifant on code, two lines"]  # the spec's, one line each
+    lines = lines[:1] + lines[3:]
     assert lines[1:7] == [
         "  training: 2 done, 0 running, 0 pending, 0 failed",
         "  label: 0 done, 0 running, 0 pending, 3 failed",
@@ -63,6 +66,10 @@ def test_status_counts_a_replayed_run_by_kind_and_state(tmp_path):
     assert lines[7:] == ["  failed cells:", "    label d: ConnectError: Name or service not known (3 cells)"]
     code, out, _ = cli("--db", url, "status", "--json")
     data = json.loads(out)
+    assert (data["experiments"]["r"]["tags"], data["experiments"]["r"]["notes"]) == (
+        ["pilot-b", "code"],
+        "olifant on code,\n two lines",
+    )
     assert data["kinds"]["replay"] == {"pending": 0, "running": 0, "done": 6, "failed": 0}
     assert data["kinds"]["training"]["done"] == 2 and data["experiments"]["r"]["kinds"]["timed"]["pending"] == 2
     assert sum(sum(c.values()) for c in data["kinds"].values()) == sum(data["cells"].values()) == 16
