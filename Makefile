@@ -97,7 +97,7 @@ study-distill: install
 	$(BIN)/python -m bench.learning_curve sqlite:///study.db study-distill
 
 # Two pytest-xdist workers, whole files each (module fixtures stay shared), the longest files first: two keep the 2
-# cores busy; four were slower (the suite is CPU-bound: BENCHMARKS.md, "Test suite time").
+# cores busy; the suite is CPU-bound, so workers beyond the cores only compete for them.
 TEST_WORKERS ?= 2
 # ruff (pyproject's [tool.ruff]): the lint (errors, bugbear, import order) and the formatting; CI runs it before the tests
 lint: install

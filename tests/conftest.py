@@ -78,9 +78,9 @@ def pytest_collection_modifyitems(items):
     )
 
 
-# The longest files, longest first (their share of a full run, BENCHMARKS.md's "Test suite time"; the Gemma file's
-# setup converts the model when the tests' cache is empty): a worker that draws one of them late ends the run alone
-# while the other waits.
+# The longest files, longest first (they start Ray, load a real verifier or decode many times; the Gemma file's setup
+# converts the model when the tests' cache is empty): a worker that draws one of them late ends the run alone while
+# the other waits.
 LONGEST = {
     name: rank
     for rank, name in enumerate(
