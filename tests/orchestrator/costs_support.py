@@ -14,12 +14,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
 
 from storage import store
 from storage.cell_spec import CellParams, CellSpec
 from storage.db import open_db
 from storage.repredict import is_tree
+from tests.tiny_models import tiny_lm
 from workers.contracts import CostModelRecord, ReferenceRecord, generation_record
 from workers.costmodel import RoundCosts, build_table, predict_generation
 from workers.costtables import MeasureRequest, make_references, measure_loaded
@@ -37,21 +37,8 @@ STRATEGIES = (("plain", 0), ("ngram", 3), ("probe-tree", 3))
 
 
 def tiny_model(seed: int = 0, hidden: int = 64, layers: int = 2, vocab: int = VOCAB):
-    """A small random Llama (fp32, eval) whose output head echoes its input, so the n-gram draft is accepted at times."""
-    torch.manual_seed(seed)
-    cfg = LlamaConfig(
-        vocab_size=vocab,
-        hidden_size=hidden,
-        intermediate_size=2 * hidden,
-        num_hidden_layers=layers,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-    )
-    model = LlamaForCausalLM(cfg).eval()
-    with torch.no_grad():
-        model.lm_head.weight.add_(0.5 * model.model.embed_tokens.weight)
-    return model
+    """A small random Llama whose output head echoes its input, so the n-gram draft is accepted at times."""
+    return tiny_lm("llama", seed, vocab=vocab, hidden=hidden, layers=layers, echo=0.5)
 
 
 def tiny_verifier(**kw) -> Verifier:

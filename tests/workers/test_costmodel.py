@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from tests.workers.decoding.test_decoding import tiny_lm
+from tests.tiny_models import tiny_lm
 from workers.costmodel import (
     RoundCosts,
     build_table,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.workers.decoding.test_decoding import tiny_lm
+from tests.tiny_models import tiny_lm
 from workers.costmodel import RoundCosts
 from workers.decoding import REGIMES, autok, greedy_reference, speculative_generate
 from workers.decoding.autok import (

@@ -6,13 +6,10 @@ distribution itself is tested statistically in test_sampling.py).
 
 from __future__ import annotations
 
-import copy
-
 import numpy as np
 import pytest
-import torch
-from transformers import LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM
 
+from tests.tiny_models import VOCAB, noisy_copy, tiny_lm
 from tests.workers.conftest import bpe_tokenizer
 from workers.decoding import (
     REGIMES,
@@ -31,7 +28,6 @@ from workers.verifier import Verifier
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-VOCAB = 32000  # the real Mistral vocabulary, so the word-level n-gram and the text bridge run on real text
 N_NEW = 20
 SEEDS = {"llama": 0, "mistral": 5}  # different weights per family (same seed gives the same numbers)
 KS = (1, 3, 5, 8)
@@ -44,39 +40,6 @@ SAMPLE_TEXT = (
     "that lour'd upon our house in the deep bosom of the ocean buried. Now are our brows bound with "
     "victorious wreaths; our bruised arms hung up for monuments; our stern alarums changed to merry meetings."
 )
-
-
-def tiny_lm(kind: str, seed: int, vocab: int = VOCAB, hidden: int = 48, layers: int = 2, echo: float = 0.0):
-    """A small random causal LM (fp32, eval) of the given family.
-
-    `echo` adds that much of the input embedding to the output head: the model then tends to repeat recent
-    tokens (as real LMs do at length), so in-session drafts see both acceptances and rejections.
-    """
-    torch.manual_seed(seed)
-    cfg_cls, model_cls = (LlamaConfig, LlamaForCausalLM) if kind == "llama" else (MistralConfig, MistralForCausalLM)
-    cfg = cfg_cls(
-        vocab_size=vocab,
-        hidden_size=hidden,
-        intermediate_size=2 * hidden,
-        num_hidden_layers=layers,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-    )
-    model = model_cls(cfg).eval()
-    with torch.no_grad():
-        model.lm_head.weight.add_(echo * model.model.embed_tokens.weight)
-    return model
-
-
-def noisy_copy(model, noise: float = 0.004, seed: int = 7):
-    """The model with small Gaussian noise on every weight: a draft that agrees often, not always."""
-    torch.manual_seed(seed)
-    draft = copy.deepcopy(model)
-    with torch.no_grad():
-        for p in draft.parameters():
-            p.add_(noise * torch.randn_like(p))
-    return draft
 
 
 @pytest.fixture(scope="module")

@@ -6,9 +6,8 @@ import inspect
 
 import numpy as np
 import pytest
-import torch
-from transformers import LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM
 
+from tests.tiny_models import tiny_lm
 from workers.decoding import greedy_reference, speculative_generate
 from workers.drafts import make_draft
 from workers.training.datastore import save_datastore
@@ -16,7 +15,6 @@ from workers.verifier import Verifier
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-VOCAB = 32000
 N_NEW = 24
 KS = (1, 3, 8)
 SEEDS = {"llama": 0, "mistral": 5}
@@ -35,29 +33,10 @@ if "fastpath" in inspect.signature(speculative_generate).parameters:
     REGIMES["cached-standard"] = {"cached": True, "fastpath": False}
 
 
-def tiny_lm(kind: str, seed: int, echo: float = 0.3):
-    """A small random causal LM (fp32, eval); `echo` makes it repeat recent tokens, as real LMs do at length."""
-    torch.manual_seed(seed)
-    cfg_cls, model_cls = (LlamaConfig, LlamaForCausalLM) if kind == "llama" else (MistralConfig, MistralForCausalLM)
-    cfg = cfg_cls(
-        vocab_size=VOCAB,
-        hidden_size=48,
-        intermediate_size=96,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-    )
-    model = model_cls(cfg).eval()
-    with torch.no_grad():
-        model.lm_head.weight.add_(echo * model.model.embed_tokens.weight)
-    return model
-
-
 @pytest.fixture(scope="module", params=["llama", "mistral"])
 def setup(request, mistral_tok, tmp_path_factory):
     """A verifier, its prompts and greedy references, and the retrieval drafts (REST over a real datastore)."""
-    verifier = Verifier(tiny_lm(request.param, SEEDS[request.param]))
+    verifier = Verifier(tiny_lm(request.param, SEEDS[request.param], echo=0.3))
     prompts = [mistral_tok(p).input_ids for p in PROMPTS]
     refs = [greedy_reference(verifier, p, N_NEW) for p in prompts]
     docs = [mistral_tok(d).input_ids for d in CORPUS]

@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from tests.workers.decoding.test_decoding import tiny_lm
+from tests.tiny_models import tiny_lm
 from workers.decoding import engine
 from workers.decoding.engine import speculative_generate, warmup
 from workers.decoding.judges import GreedyJudge, SamplingJudge, fit_vocab

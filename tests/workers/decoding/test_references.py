@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.workers.decoding.test_decoding import tiny_lm
+from tests.tiny_models import tiny_lm
 from workers.decoding import references
 from workers.decoding.references import greedy_reference, greedy_references, is_greedy
 from workers.verifier import Verifier

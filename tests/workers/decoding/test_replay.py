@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
+from tests.tiny_models import noisy_copy, tiny_lm
 from tests.workers.decoding.replay_checks import assert_same_rounds, assert_stated_shapes
-from tests.workers.decoding.test_decoding import noisy_copy, tiny_lm
 from tests.workers.decoding.tree_drafts import SHAPES, ShapedTreeDraft
 from workers.decoding import REGIMES, DecodeOptions, greedy_reference, speculative_generate
 from workers.decoding.adaptive import AdaptiveLength

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.workers.decoding.test_decoding import tiny_lm
+from tests.tiny_models import tiny_lm
 from tests.workers.decoding.tree_drafts import SHAPES, ShapedTreeDraft
 from workers.decoding import REGIMES, greedy_reference, speculative_generate
 from workers.decoding.tokentree import TokenTree, attention_mask, position_ids, walk

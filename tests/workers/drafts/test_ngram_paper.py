@@ -78,7 +78,7 @@ def test_k_zero_and_empty_context(mistral_tok):
 @pytest.mark.parametrize("cached", [False, True], ids=["uncached", "cached"])
 @pytest.mark.parametrize("k", [1, 3, 5])
 def test_speculative_output_equals_plain_greedy(mistral_tok, one_thread, k, cached):
-    from tests.workers.decoding.test_decoding import tiny_lm
+    from tests.tiny_models import tiny_lm
     from workers.decoding import greedy_reference, speculative_generate
     from workers.verifier import Verifier
 
