@@ -9,9 +9,12 @@ read off the experiment's stored spec (`experiments.spec_toml`), as the demo rea
 
 The model error. A replayed cell's time is the round-cost table's prediction; its validated error per regime and
 width band is already inside every replayed speed interval the checks read (`storage.model_error`, applied by
-`summary_frame`), so it is not added to the margins a second time (the checks' `model_error` seam gets 0 there). A
-regime with replayed cells but no validation pair has no known error: its speed margins are unknown (NaN, and a NaN
-bound is inconclusive), so its speed verdicts are inconclusive by rule, and their detail says so.
+`summary_frame`), so a cell against a fixed threshold (speedup > 1) adds no second margin. A paired difference of two
+replayed cells (bootstrapped over prompts from their predicted figures) and the break-even's line carry it as a
+margin instead: the spread of the regime's band errors (`model_errors`), what two bands erring differently can move
+a comparison by. A regime with replayed cells but no validated band has no known error: its speed margins are
+unknown (NaN, and a NaN bound is inconclusive), so its speed verdicts are inconclusive by rule, and their detail says
+so.
 
 Example:
     >>> with Session() as s:
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 
 import pandas as pd
 
@@ -67,14 +71,25 @@ RULES = (
 UNKNOWN_ERROR = "no generation both timed and replayed validates the predicted speeds here: inconclusive by rule"
 
 
-def model_errors(errors: pd.DataFrame | None, summary: pd.DataFrame) -> dict[str, float]:
-    """{regime: extra margin for replayed speeds} for the checks' `model_error`: 0 where the regime is validated (at
-    least one pair, band "all": its error is inside the intervals already); NaN for a regime with replayed cells and
-    no pair."""
+def model_errors(
+    errors: pd.DataFrame | None, summary: pd.DataFrame, bounds: Mapping[tuple[str, str], tuple] | None = None
+) -> dict[str, float]:
+    """{regime: relative model error of replayed speeds} for the checks' `model_error`.
+
+    With `bounds` (`storage.model_error.error_bounds`: per regime and width band the 95% interval of the median
+    ln(predicted / measured)): the spread of the regime's bands, max upper bound less min lower bound. A paired
+    difference of two replayed speedups, or the break-even's line through them, is off by at most that much of its
+    reference where two bands (or a band and plain) err differently; a cell against a fixed threshold adds nothing,
+    its own interval holds its error (`orchestrator.checks.rules.cell_error`). A regime validated without bounds
+    (fewer than MIN_PAIRS pairs in every band) or with replayed cells and no pair at all: NaN, its speed verdicts
+    inconclusive. Without `bounds`: 0 for a validated regime (at least one pair), NaN for one with none."""
     out: dict[str, float] = {}
     if errors is not None and not errors.empty:
         for r in errors[(errors["band"] == "all") & (errors["pairs"] > 0)].itertuples():
-            out[r.regime] = 0.0
+            out[r.regime] = 0.0 if bounds is None else math.nan
+    for regime in {r for r, _ in bounds or {}}:
+        los, his = zip(*((lo, hi) for (r, _), (lo, hi, _) in bounds.items() if r == regime))
+        out[regime] = max(0.0, max(his) - min(los))
     replayed = summary[summary["measure"] == "replay"] if "measure" in summary else summary.iloc[:0]
     for regime in sorted(set(replayed["regime"]) - set(out)):
         out[regime] = math.nan
@@ -227,17 +242,22 @@ def _checks(
 
 
 def findings_frame(
-    summary: pd.DataFrame, spec, prompts: pd.DataFrame | None = None, errors: pd.DataFrame | None = None
+    summary: pd.DataFrame,
+    spec,
+    prompts: pd.DataFrame | None = None,
+    errors: pd.DataFrame | None = None,
+    bounds: Mapping[tuple[str, str], tuple] | None = None,
 ) -> pd.DataFrame:
     """One row per verdict (COLUMNS) in SECTIONS order, and one "not testable here" row per claim or target the
     grid cannot answer, with the reason. `summary`: `storage.queries.summary_frame`; `spec`: the experiment's Spec or
     stored TOML; `prompts`: `storage.summary.prompt_frame` (pairs the comparisons); `errors`:
-    `storage.costs.prediction_error` (the model error per regime)."""
+    `storage.costs.prediction_error` (the model error per regime); `bounds`: `storage.model_error.error_bounds` (per
+    regime and band; `model_errors`)."""
     parsed, why = _spec(spec)
     if summary.empty:
         rows = [_gap(s, "every claim and target", "no results yet") for s in (PAPER, FUTURE, TREES)]
         return pd.DataFrame(rows, columns=COLUMNS)
-    me = model_errors(errors, summary)
+    me = model_errors(errors, summary, bounds)
     own, ngram = (own_domains(parsed), session_4gram(parsed)) if parsed is not None else ({}, None)
     gaps = paper_gaps(summary, own, ngram, why)
     checks = _checks(summary, parsed, prompts, me, own, ngram, gaps)
@@ -257,7 +277,8 @@ def findings_frame(
 def read_findings(session, experiment: str | None = None) -> pd.DataFrame:
     """`findings_frame` of a stored experiment (the newest when None); GreenspecError naming the known experiments
     when there is no such experiment."""
-    from storage.costs import prediction_error
+    from storage.costs import prediction_error, prediction_pairs
+    from storage.model_error import error_bounds
     from storage.queries import experiment_id, experiment_info, experiments_frame, summary_frame
     from storage.summary import prompt_frame
 
@@ -273,6 +294,7 @@ def read_findings(session, experiment: str | None = None) -> pd.DataFrame:
         info.get("spec_toml") or "",
         prompt_frame(session, exp_id),
         prediction_error(session, exp_id),
+        error_bounds(prediction_pairs(session, exp_id)),
     )
     frame.attrs["experiment"] = info["name"]
     return frame

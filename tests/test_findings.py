@@ -99,6 +99,16 @@ def test_model_errors_add_no_second_margin_where_validated_and_unknown_where_not
     assert got["uncached"] == 0.0 and got["cached"] == 0.0 and math.isnan(got["cached-standard"])
 
 
+def test_model_errors_from_band_bounds_are_their_spread():
+    """With the validation's band bounds (ln predicted / measured): a regime's error is its bands' max upper bound less
+    min lower bound, what two bands erring differently move a paired comparison by; a regime validated but with no
+    band bounded (fewer than 3 pairs in each) is unknown."""
+    summary = demo_like(regimes=("uncached", "cached"))
+    bounds = {("uncached", "plain"): (0.01, 0.03, 4), ("uncached", "k 5+"): (-0.02, 0.05, 6)}
+    got = model_errors(errors(uncached=(10, 0.03, 0.01), cached=(2, 0.02, 0.0)), summary, bounds)
+    assert got["uncached"] == pytest.approx(0.07) and math.isnan(got["cached"])
+
+
 def test_claims_the_grid_cannot_answer_say_why():
     one_base = DEMO_SPEC.read_text()
     frame = findings_frame(demo_like(regimes=("cached",)), one_base, None, errors(cached=(9, 0.01, 0.0)))

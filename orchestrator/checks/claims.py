@@ -27,7 +27,7 @@ import pandas as pd
 from orchestrator.checks.breakeven import BREAK_EVEN, NEAR, cached_break_even, in_range  # noqa: F401 (re-exported)
 from orchestrator.checks.check import Check, Side, best_side, compare, ks_of, one_measure, threshold_check
 from orchestrator.checks.families import holm
-from orchestrator.checks.rules import Judgement, all_of, margin_for
+from orchestrator.checks.rules import Judgement, all_of, cell_error, margin_for
 from storage import stats
 
 UNCACHED = "uncached"
@@ -131,7 +131,7 @@ def uncached_speedups(
         side = best_side(df, strategy, task, UNCACHED)
         rows = one_measure(df[(df["strategy"] == strategy) & (df["task"] == task) & (df["regime"] == UNCACHED)])
         row = rows[rows["k"] == side.ks[0]].iloc[0] if side else None
-        margin = margin_for("speedup", 1.0, UNCACHED, model_error)
+        margin = margin_for("speedup", 1.0, UNCACHED, cell_error(model_error))
         check = threshold_check(f"{strategy} uncached speedup > 1", task, UNCACHED, row, "speedup", ">", 1.0, margin)
         detail = (f"k={side.ks[0]}: " if side else "") + check.detail
         out.append(replace(check, detail=detail, family=UNCACHED_GAIN))

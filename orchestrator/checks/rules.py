@@ -51,6 +51,12 @@ def margin_for(metric: str, reference: float, regime: str, model_error: Mapping[
     return ref * (PRACTICAL_MARGIN + float((model_error or {}).get(regime, 0.0)))
 
 
+def cell_error(model_error: Mapping[str, float] | None) -> dict[str, float]:
+    """The model error a check against a fixed threshold adds: a replayed cell's own interval holds its validated
+    error already (`storage.model_error`), so only an unknown one (NaN, its verdict inconclusive) is passed on."""
+    return {regime: (e if e != e else 0.0) for regime, e in (model_error or {}).items()}
+
+
 def too_few(e: stats.Estimate) -> bool:
     """Whether an estimate rests on fewer prompts than a verdict needs (0: a count, or not known)."""
     return 0 < e.n < stats.MIN_VERDICT_PROMPTS

@@ -39,7 +39,7 @@ from orchestrator.checks.check import (
     threshold_check,
 )
 from orchestrator.checks.families import holm
-from orchestrator.checks.rules import margin_for
+from orchestrator.checks.rules import cell_error, margin_for
 from orchestrator.run.spec import parse_spec
 from storage import stats
 
@@ -176,7 +176,7 @@ def hybrid_speedup(
                 else Check(f"{hybrid} >= better part", task, UNCACHED, stats.INCONCLUSIVE, "no part ran here")
             )
         for regime in sorted(set(df["regime"]) - {UNCACHED}):
-            margin = margin_for("speedup", 1.0, regime, model_error)
+            margin = margin_for("speedup", 1.0, regime, cell_error(model_error))
             for _, r in cell_rows(df, hybrid, task, regime).sort_values("k").iterrows():
                 c = threshold_check(f"{hybrid} never loses to plain", task, regime, r, "speedup", ">=", 1.0, margin)
                 out.append(replace(c, detail=f"k={c.k}: {c.detail}"))
