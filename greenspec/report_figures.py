@@ -47,42 +47,49 @@ def _drafted(df: pd.DataFrame) -> pd.DataFrame:
     return df[(df["strategy"] != "plain") & df["speedup"].notna()]
 
 
+def _family_panels(data: pd.DataFrame, title: str, x_title: str, groups, trace) -> object:
+    """One panel per regime of `data`; in each, a trace per group (`groups(part)` yields (family, frame)) made by
+    `trace(family, frame, showlegend)`; each family in the legend once; plain's 1.0 dashed."""
+    regimes = sorted(data["regime"].unique())
+    fig = _panels(regimes, title)
+    shown: set[str] = set()
+    for col, regime in enumerate(regimes, start=1):
+        for family, part in groups(data[data["regime"] == regime]):
+            fig.add_trace(trace(family, part, family not in shown), row=1, col=col)
+            shown.add(family)
+        fig.add_hline(y=1.0, line_dash="dash", line_color="#888", row=1, col=col)
+        fig.update_xaxes(title_text=x_title, row=1, col=col)
+    fig.update_yaxes(title_text="speedup vs plain", row=1, col=1)
+    return fig
+
+
 def speedup_acceptance(df: pd.DataFrame, colours: dict[str, str]):
     """Each drafted cell's speedup (with its 95% interval) against its acceptance, one panel per regime."""
     import plotly.graph_objects as go
 
     data = _drafted(df)[lambda d: d["acceptance"].notna()]
-    regimes = sorted(data["regime"].unique())
-    if not regimes:
+    if data.empty:
         return None
-    fig = _panels(regimes, "Speedup against acceptance (each cell; bars: 95% interval over prompts)")
-    shown: set[str] = set()
-    for col, regime in enumerate(regimes, start=1):
-        for family, part in data[data["regime"] == regime].groupby("draft", sort=True):
-            hi = part["speedup_hi"].fillna(part["speedup"]) - part["speedup"]
-            lo = part["speedup"] - part["speedup_lo"].fillna(part["speedup"])
-            text = part["strategy"] + " / " + part["task"] + " / k=" + part["k"].astype(str) + " / " + part["measure"]
-            fig.add_trace(
-                go.Scatter(
-                    x=part["acceptance"],
-                    y=part["speedup"],
-                    mode="markers",
-                    name=family,
-                    legendgroup=family,
-                    showlegend=family not in shown,
-                    marker={"color": colours[family], "size": 7, "opacity": 0.8},
-                    text=text,
-                    error_y={"type": "data", "array": hi, "arrayminus": lo, "thickness": 1, "width": 0},
-                    hovertemplate="%{text}<br>acceptance %{x:.3f}<br>speedup %{y:.2f}x<extra></extra>",
-                ),
-                row=1,
-                col=col,
-            )
-            shown.add(family)
-        fig.add_hline(y=1.0, line_dash="dash", line_color="#888", row=1, col=col)
-        fig.update_xaxes(title_text="acceptance", row=1, col=col)
-    fig.update_yaxes(title_text="speedup vs plain", row=1, col=1)
-    return fig
+
+    def trace(family: str, part: pd.DataFrame, showlegend: bool):
+        hi = part["speedup_hi"].fillna(part["speedup"]) - part["speedup"]
+        lo = part["speedup"] - part["speedup_lo"].fillna(part["speedup"])
+        text = part["strategy"] + " / " + part["task"] + " / k=" + part["k"].astype(str) + " / " + part["measure"]
+        return go.Scatter(
+            x=part["acceptance"],
+            y=part["speedup"],
+            mode="markers",
+            name=family,
+            legendgroup=family,
+            showlegend=showlegend,
+            marker={"color": colours[family], "size": 7, "opacity": 0.8},
+            text=text,
+            error_y={"type": "data", "array": hi, "arrayminus": lo, "thickness": 1, "width": 0},
+            hovertemplate="%{text}<br>acceptance %{x:.3f}<br>speedup %{y:.2f}x<extra></extra>",
+        )
+
+    title = "Speedup against acceptance (each cell; bars: 95% interval over prompts)"
+    return _family_panels(data, title, "acceptance", lambda part: part.groupby("draft", sort=True), trace)
 
 
 def speedup_k(df: pd.DataFrame, colours: dict[str, str]):
@@ -90,35 +97,29 @@ def speedup_k(df: pd.DataFrame, colours: dict[str, str]):
     import plotly.graph_objects as go
 
     data = _drafted(df)
-    regimes = sorted(data["regime"].unique())
-    if not regimes or data["k"].nunique() < 2:
+    if data.empty or data["k"].nunique() < 2:
         return None
-    fig = _panels(regimes, "Speedup against k (each strategy, the mean over its tasks)")
-    shown: set[str] = set()
-    for col, regime in enumerate(regimes, start=1):
-        part = data[data["regime"] == regime]
-        lines = part.groupby(["draft", "strategy", "k"], as_index=False)["speedup"].mean()
-        for (family, strategy), line in lines.groupby(["draft", "strategy"], sort=True):
-            fig.add_trace(
-                go.Scatter(
-                    x=line["k"],
-                    y=line["speedup"],
-                    mode="lines+markers",
-                    name=family,
-                    legendgroup=family,
-                    showlegend=family not in shown,
-                    line={"color": colours[family], "width": 1.5},
-                    text=[strategy] * len(line),
-                    hovertemplate="%{text}<br>k=%{x}<br>speedup %{y:.2f}x<extra></extra>",
-                ),
-                row=1,
-                col=col,
-            )
-            shown.add(family)
-        fig.add_hline(y=1.0, line_dash="dash", line_color="#888", row=1, col=col)
-        fig.update_xaxes(title_text="k", row=1, col=col)
-    fig.update_yaxes(title_text="speedup vs plain", row=1, col=1)
-    return fig
+
+    def lines(part: pd.DataFrame):
+        means = part.groupby(["draft", "strategy", "k"], as_index=False)["speedup"].mean()
+        for (family, _), line in means.groupby(["draft", "strategy"], sort=True):
+            yield family, line
+
+    def trace(family: str, line: pd.DataFrame, showlegend: bool):
+        return go.Scatter(
+            x=line["k"],
+            y=line["speedup"],
+            mode="lines+markers",
+            name=family,
+            legendgroup=family,
+            showlegend=showlegend,
+            line={"color": colours[family], "width": 1.5},
+            text=line["strategy"],
+            hovertemplate="%{text}<br>k=%{x}<br>speedup %{y:.2f}x<extra></extra>",
+        )
+
+    title = "Speedup against k (each strategy, the mean over its tasks)"
+    return _family_panels(data, title, "k", lines, trace)
 
 
 VALIDATION = (
