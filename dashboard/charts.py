@@ -215,22 +215,21 @@ def power_trace(samples: pd.DataFrame, t0: float, t1: float, label: str) -> go.F
     return _finish(fig, f"Power trace ({label})")
 
 
-def queue_progress(status: dict) -> go.Figure:
-    """Stacked bars of cell states per kind (train, reference, sweep)."""
-    rows = [
-        {"kind": kind, "state": state, "cells": n}
-        for kind in ("train", "reference", "sweep")
-        for state, n in status.get(kind, {}).items()
-    ]
-    colors = {"done": "#2ca02c", "running": "#1f77b4", "pending": "#c7c7c7", "failed": "#d62728"}
+STATE_COLOURS = {"done": "#2ca02c", "running": "#1f77b4", "pending": "#c7c7c7", "failed": "#d62728"}
+
+
+def queue_progress(groups: dict[str, dict[str, int]]) -> go.Figure:
+    """Stacked bars of cell states per group of kinds (training, reference, replay, timed, ...;
+    `orchestrator.cli.status_lines.kind_groups`), in the order a run meets them."""
+    rows = [{"kind": g, "state": s, "cells": n} for g, c in groups.items() for s, n in c.items()]
     fig = px.bar(
         pd.DataFrame(rows, columns=["kind", "state", "cells"]),
         x="cells",
         y="kind",
         color="state",
         orientation="h",
-        color_discrete_map=colors,
-        category_orders={"state": ["done", "running", "pending", "failed"]},
+        color_discrete_map=STATE_COLOURS,
+        category_orders={"state": list(STATE_COLOURS), "kind": list(groups)},
     )
-    fig.update_layout(height=240)
-    return _finish(fig, "Queue by state")
+    fig.update_layout(height=90 + 40 * max(len(groups), 1), margin={"t": 40})
+    return _finish(fig, "Queue by kind and state")

@@ -3,11 +3,9 @@ is going; failures, instance bases."""
 
 from __future__ import annotations
 
-import pandas as pd
-import plotly.express as px
 import streamlit as st
 
-from dashboard import reads, ui
+from dashboard import charts, reads, ui
 from dashboard.app import page_filters
 from greenspec.report import notes_and_tags
 from orchestrator.cli.status_lines import kind_groups
@@ -15,7 +13,6 @@ from storage.browse import spec_toml
 from storage.columns import OVERVIEW_COLUMNS, SUMMARY
 
 REFRESH_S = 5  # how often the queue redraws while cells are pending or running
-STATE_COLOURS = {"done": "#2ca02c", "running": "#1f77b4", "pending": "#c7c7c7", "failed": "#d62728"}
 
 RESULT_COLUMNS = OVERVIEW_COLUMNS  # storage.columns: the summary's columns the overview shows
 RESULT_FORMATS = ui.column_formats(SUMMARY, RESULT_COLUMNS)
@@ -41,22 +38,6 @@ def _states(c: dict) -> str:
     return f"{c['done']} done, {c['running']} running, {c['pending']} pending, {c['failed']} failed"
 
 
-def queue_chart(groups: dict[str, dict[str, int]]):
-    """Stacked bars of cell states per kind (training, reference, replay, timed, ...), in the order a run meets them."""
-    rows = [{"kind": g, "state": s, "cells": n} for g, c in groups.items() for s, n in c.items()]
-    fig = px.bar(
-        pd.DataFrame(rows, columns=["kind", "state", "cells"]),
-        x="cells",
-        y="kind",
-        color="state",
-        orientation="h",
-        color_discrete_map=STATE_COLOURS,
-        category_orders={"state": list(STATE_COLOURS), "kind": list(groups)},
-    )
-    fig.update_layout(height=90 + 40 * max(len(groups), 1), title="Queue by kind and state", margin={"t": 40})
-    return fig
-
-
 def live(status: dict) -> bool:
     """Whether any cell still waits or runs (then the queue keeps refreshing)."""
     return bool(status["cells"]["pending"] or status["cells"]["running"])
@@ -79,7 +60,7 @@ def queue(f: ui.Filters, was_live: bool) -> None:
     groups = {g: c for g, c in kind_groups(counts).items() if sum(c.values())}
     st.progress(finished / total if total else 0.0, text=f"{finished}/{total} cells finished")
     st.markdown(" · ".join(f"**{g}** {_states(c)}" for g, c in groups.items()) or "No cells yet.")
-    st.plotly_chart(queue_chart(groups))
+    st.plotly_chart(charts.queue_progress(groups))
     if live(counts):
         st.caption(f"Run in progress: refreshing every {REFRESH_S} s.")
     results = f.apply(reads.summary(f.url, f.exp_id, data, f.pooled))

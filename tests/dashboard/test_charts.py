@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from dashboard import charts
+from orchestrator.cli.status_lines import kind_groups
 from storage import browse
 from storage.db import open_db
 from storage.queries import power_frame, status_counts, summary_frame
@@ -117,6 +118,6 @@ def test_power_trace_and_power_vs_k(frames):
 
 
 def test_queue_progress_stacks_states(frames):
-    fig = charts.queue_progress(frames["status"])
+    fig = charts.queue_progress(kind_groups(frames["status"]))
     by_state = {t.name: sum(t.x) for t in fig.data}
     assert by_state["done"] == 67 and by_state["failed"] == 1
