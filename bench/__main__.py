@@ -1,6 +1,7 @@
 """`make bench`: run every benchmark side by side with its reference and write BENCHMARKS.md.
 
-Usage: python -m bench [igtree|decoding|orchestrator|dashboard|drafts|training|confidence|costmodel|replay ...] [--quick]
+Usage: python -m bench [igtree|decoding|orchestrator|dashboard|drafts|training|confidence|costmodel|replay|million ...]
+       [--quick]
        python -m bench training --scaling [--tokens N]   (training over 1, 2, 4, ... workers: `bench.scaling`)
 
 Each suite owns one region of BENCHMARKS.md, between `<!-- bench:NAME -->` and `<!-- /bench:NAME -->`: a full
@@ -18,7 +19,18 @@ import re
 import sys
 from pathlib import Path
 
-SUITES = ("igtree", "decoding", "orchestrator", "dashboard", "drafts", "training", "confidence", "costmodel", "replay")
+SUITES = (
+    "igtree",
+    "decoding",
+    "orchestrator",
+    "dashboard",
+    "drafts",
+    "training",
+    "confidence",
+    "costmodel",
+    "replay",
+    "million",
+)
 OUT = Path(__file__).resolve().parents[1] / "BENCHMARKS.md"
 
 

@@ -6,49 +6,36 @@ olifant cells the key of the train cell that builds their instance base (which i
 source, tokenizer, window, backend and order). A distilled instance base (`labels = "verifier"`) is a
 distill cell that needs a label cell; both hash the verifier too. Running a spec again adds nothing; adding k=12 adds only the
 cells with k=12.
+
+`expand` lists the cells; `iter_cells` makes them one at a time, `grid_keys` yields their keys alone (what `greenspec
+validate` checks: a million-cell grid in seconds and a few bytes a cell); the sweep and replay cells are streamed by
+`orchestrator.run.sweep_grid`, which does each coordinate's work once, and the keys are `orchestrator.run.cell_keys`'.
 """
 
 from __future__ import annotations
 
-import hashlib
-import itertools
-import json
-from dataclasses import dataclass, replace
-from importlib.metadata import PackageNotFoundError, version
+from collections.abc import Iterator
 from typing import Any
 
-from orchestrator.run.spec import CorpusSection, Spec, StrategySection
+from orchestrator.run.cell_keys import (  # noqa: F401 (re-exported: the keys' public names)
+    GREENSPEC_VERSION,
+    content_key,
+    sampling_identity,
+    verifier_identity,
+)
+from orchestrator.run.spec import CorpusSection, Spec
+from orchestrator.run.sweep_grid import (  # noqa: F401 (re-exported: the grid's public names)
+    COST_ROLE,
+    TaskPrompts,
+    coordinate,
+    grid_plans,
+    stratified,
+    sweep_cells,
+    sweep_keys,
+)
 from storage.cell_spec import CellParams, CellSpec
-from workers.decoding.passes import width_band
 from workers.drafts.registry import Requirement
 from workers.training.artifacts import VERIFIER_KINDS, chain
-
-try:
-    GREENSPEC_VERSION = version("greenspec")
-except PackageNotFoundError:  # running from a source tree without installing
-    GREENSPEC_VERSION = "0+unknown"
-
-
-@dataclass(frozen=True)
-class TaskPrompts:
-    """The prompts of one task, as loaded from its source (index = position among usable documents)."""
-
-    task: str
-    texts: tuple[str, ...]
-    skipped_short: int = 0
-
-
-def content_key(payload: dict[str, Any]) -> str:
-    """sha256 over canonical JSON of the values that determine a result, plus greenspec's version."""
-    blob = json.dumps({"greenspec": GREENSPEC_VERSION, **payload}, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(blob.encode()).hexdigest()
-
-
-def verifier_identity(spec: Spec) -> dict[str, Any]:
-    """The verifier fields that change its outputs."""
-    v = spec.verifier
-    return {"model": v.model, "revision": v.revision, "tokenizer": v.tokenizer or v.model, "dtype": v.dtype}
-
 
 # Corpus keys that change how an artifact is built, not what it holds: kept out of the key.
 NOT_IN_KEY = {"name", "shards", "memory_gb"}
@@ -114,9 +101,6 @@ def artifact_cells(spec: Spec) -> dict[Requirement, CellSpec]:
     return out
 
 
-COST_ROLE = "costmodel"  # the role under which a cell needs the experiment's round-cost table cell
-
-
 def table_widths(spec: Spec) -> dict:
     """The widths and regimes the grid's rounds use: chains up to the largest k, trees of every budget."""
     ks = [k for s in spec.strategies if s.tree is None for k in s.ks(spec.sweep.k)]
@@ -136,124 +120,39 @@ def cost_model_cell(spec: Spec, prompt: str | None) -> CellSpec | None:
     return CellSpec(key=content_key(ident), kind=COST_ROLE, params=CellParams(prompt=prompt))
 
 
-def sweep_cells(
-    spec: Spec, prompts: TaskPrompts, artifacts: dict[Requirement, CellSpec], costs: str | None = None
-) -> list[CellSpec]:
-    """Strategy x prompt x k x regime for one task; a draft that proposes nothing once per prompt and regime (k = 0).
-
-    With `[sweep] replay`, every greedy cell of a replayable strategy is also a replay cell (CPU; it needs its
-    prompt's reference and the cost model `costs`), and only the first `timed_prompts` prompts are timed."""
-    out = []
-    for s in (s for s in spec.strategies if s.runs_on(prompts.task)):
-        needs = {role: artifacts[req].key for role, req in s.options.requires().items()}
-        corpus = next((r.corpus for r in s.options.requires().values()), None)
-        draft = {"draft": s.draft, **s.options.identity(), **needs}
-        for i, text in enumerate(prompts.texts):
-            for k, regime, temperature in itertools.product(
-                s.ks(spec.sweep.k), s.regimes_in(spec.sweep.regimes), spec.sweep.temperatures
-            ):
-                coords = dict(
-                    strategy=s.name,
-                    draft=s.draft,
-                    task=prompts.task,
-                    corpus=corpus,
-                    prompt_index=i,
-                    k=k,
-                    regime=regime,
-                    temperature=temperature,
-                )
-                out += _coordinate_cells(spec, s, text, coords, draft, needs, costs)
-    return out
+def _head(
+    spec: Spec, prompts: list[TaskPrompts]
+) -> tuple[dict[Requirement, CellSpec], CellSpec | None, list[CellSpec]]:
+    """The grid's cells before its sweep: the artifact cells, the cost model's (or None) and the references."""
+    artifacts = artifact_cells(spec)
+    costs = cost_model_cell(spec, next((t for p in prompts for t in p.texts), None))
+    return artifacts, costs, [c for p in prompts for c in reference_cells(spec, p)]
 
 
-def _coordinate_cells(
-    spec: Spec,
-    s: StrategySection,
-    text: str,
-    coords: dict[str, Any],
-    draft: dict[str, Any],
-    needs: dict[str, str],
-    costs: str | None,
-) -> list[CellSpec]:
-    """One coordinate's cells for one prompt: its replay cell (greedy, replayable, `[sweep] replay`), then its timed
-    sweep cell unless replay alone covers this prompt."""
-    temperature = coords["temperature"]
-    sampling = sampling_identity(spec, temperature)
-    ident = {
-        "kind": "sweep",
-        "verifier": verifier_identity(spec),
-        "prompt": text,
-        "k": coords["k"],
-        "regime": coords["regime"],
-        "max_new_tokens": spec.sweep.max_new_tokens,
-        **draft,
-        **sampling,
-    }
-    key = content_key(ident)
-    cell_needs = {**needs, COST_ROLE: costs} if s.auto and costs else needs
-    params = CellParams(prompt=text, options=s.options.model_dump(), needs=cell_needs)
-    if sampling:  # one reproducible stream per cell
-        params = replace(
-            params, top_k=sampling["top_k"], top_p=sampling["top_p"], seed=int(key[:8], 16) ^ spec.experiment.seed
-        )
-    out = []
-    if spec.sweep.replay and temperature == 0 and s.replayable:
-        replay_params = replace(params, needs={**cell_needs, COST_ROLE: costs})
-        out.append(
-            CellSpec(key=content_key({**ident, "kind": "replay"}), kind="replay", **coords, params=replay_params)
-        )
-    if spec.sweep.timed(coords["prompt_index"], temperature) or not s.replayable:
-        out.append(CellSpec(key=key, kind="sweep", **coords, params=params))
-    return out
+def iter_cells(spec: Spec, prompts: list[TaskPrompts], linked: bool = False) -> Iterator[CellSpec]:
+    """Every cell of the grid, made one at a time (`expand` lists them): artifact cells first, then the cost model,
+    references, sweep and replay cells (`orchestrator.run.sweep_grid`). With `linked`, each sweep and replay cell
+    names its prompt's reference cell, as `orchestrator.run.prepare.link_references` would."""
+    artifacts, costs, refs = _head(spec, prompts)
+    yield from artifacts.values()
+    if costs:
+        yield costs
+    yield from refs
+    links = {(c.task, c.params.prompt): c.key for c in refs} if linked else None
+    yield from sweep_cells(spec, grid_plans(spec, prompts, artifacts, costs.key if costs else None), links)
 
 
-def sampling_identity(spec: Spec, temperature: float) -> dict[str, Any]:
-    """What sampling adds to a cell's key: nothing at temperature 0 (greedy keys stay as they were)."""
-    if temperature == 0:
-        return {}
-    sw = spec.sweep
-    return {"temperature": temperature, "top_k": sw.top_k, "top_p": sw.top_p, "seed": spec.experiment.seed}
+def grid_keys(spec: Spec, prompts: list[TaskPrompts]) -> Iterator[str]:
+    """The keys of every cell of the grid, in `expand`'s order, without making its sweep and replay cells."""
+    artifacts, costs, refs = _head(spec, prompts)
+    yield from (c.key for c in [*artifacts.values(), *([costs] if costs else []), *refs])
+    yield from sweep_keys(grid_plans(spec, prompts, artifacts, costs.key if costs else None))
 
 
 def expand(spec: Spec, prompts: list[TaskPrompts]) -> list[CellSpec]:
-    """Every cell of the grid: artifact cells first, then the cost model, references, sweep and replay cells."""
-    artifacts = artifact_cells(spec)
-    costs = cost_model_cell(spec, next((t for p in prompts for t in p.texts), None))
-    refs = [c for p in prompts for c in reference_cells(spec, p)]
-    sweeps = [c for p in prompts for c in sweep_cells(spec, p, artifacts, costs.key if costs else None)]
-    return list(artifacts.values()) + ([costs] if costs else []) + refs + timed_sample(spec, sweeps)
-
-
-def coordinate(c: CellSpec) -> tuple:
-    """A sweep or replay cell's coordinate: what its prompts are sampled over."""
-    return (c.strategy, c.task, c.k, c.regime, c.temperature or 0.0)
-
-
-def timed_sample(spec: Spec, cells: list[CellSpec]) -> list[CellSpec]:
-    """With replay and `timed_coordinates = N`: the timed greedy cells of N coordinates only, plain's always, the
-    rest a sample stratified over regime x pass-width band x draft (`stratified`), seeded with the experiment's seed
-    (the same grid always samples the same ones); replayed cells, sampled ones (temperature > 0) and those of drafts
-    that cannot be replayed all stay."""
-    n = spec.sweep.timed_coordinates
-    if not spec.sweep.replay or n is None:
-        return cells
-    replayed = {coordinate(c) for c in cells if c.kind == "replay"}
-    drafts = {coordinate(c): c.draft or "" for c in cells if c.kind == "sweep" and coordinate(c) in replayed}
-    plain = {c for c in drafts if c[2] == 0}
-    others = {c: d for c, d in drafts.items() if c not in plain}
-    chosen = plain | set(stratified(spec.experiment.seed, others, n - len(plain)))
-    return [c for c in cells if c.kind != "sweep" or coordinate(c) not in replayed or coordinate(c) in chosen]
-
-
-def stratified(seed: int, drafts: dict[tuple, str], n: int) -> list[tuple]:
-    """Up to n coordinates, taking one from each stratum (regime, width band, draft) in turn, each stratum's in the
-    order of a hash seeded with `seed`: every stratum is timed before any is timed twice."""
-
-    def rank(coord: tuple) -> str:
-        return hashlib.sha256(json.dumps([seed, *coord]).encode()).hexdigest()
-
-    strata: dict[tuple, list[tuple]] = {}
-    for c in sorted(drafts, key=rank):
-        strata.setdefault((c[3], width_band(c[0], c[2]), drafts[c]), []).append(c)
-    rounds = itertools.zip_longest(*strata.values())
-    return [c for layer in rounds for c in layer if c is not None][: max(0, n)]
+    """Every cell of the grid: artifact cells first, then the cost model, references, sweep and replay cells. With
+    replay and `timed_coordinates = N`, the timed greedy cells of N coordinates only, plain's always, the rest a
+    sample stratified over regime x pass-width band x draft (`stratified`), seeded with the experiment's seed (the
+    same grid always samples the same ones); replayed cells, sampled ones (temperature > 0) and those of drafts that
+    cannot be replayed all stay."""
+    return list(iter_cells(spec, prompts))

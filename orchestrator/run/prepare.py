@@ -13,7 +13,9 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
-from orchestrator.run.cells import TaskPrompts, expand
+import numpy as np
+
+from orchestrator.run.cells import TaskPrompts, grid_keys, iter_cells
 from orchestrator.run.inputs import materialize
 from orchestrator.run.model_names import check_model_names
 from orchestrator.run.spec import BUILTIN, Spec
@@ -137,7 +139,7 @@ def _collision(a: CellSpec, b: CellSpec) -> str:
     """One line saying why two cells have the same key."""
     if a.kind in ARTIFACT_KINDS:
         return f"corpora {a.corpus!r} and {b.corpus!r} are the same source with the same options; keep one"
-    if a.kind == "sweep" and a.strategy != b.strategy:
+    if a.kind in ("sweep", "replay") and a.strategy != b.strategy:
         return (
             f"strategies {a.strategy!r} and {b.strategy!r} are the same draft with the same options "
             f"(k={a.k}, {a.regime}); change one's options or drop it"
@@ -158,9 +160,20 @@ def check_unique(cells: list[CellSpec]) -> None:
         seen[c.key] = c
 
 
+def check_unique_keys(spec: Spec, prompts: list[TaskPrompts]) -> None:
+    """`check_unique` over the grid without holding its cells: 8 bytes a cell (its key's first 64 bits, from
+    `grid_keys`), the cells made again only where two keys share those bits, to tell a true collision (refused with
+    the same line) from two keys that only begin alike."""
+    heads = np.sort(np.fromiter((int(key[:16], 16) for key in grid_keys(spec, prompts)), dtype=np.uint64))
+    repeated = {int(h) for h in heads[1:][heads[1:] == heads[:-1]]}
+    if repeated:
+        check_unique([c for c in iter_cells(spec, prompts) if int(c.key[:16], 16) in repeated])
+
+
 def link_references(cells: list[CellSpec]) -> list[CellSpec]:
     """Each sweep and replay cell names the reference cell of its prompt (`params.reference`): results are matched by
-    the prompt they were made for, never by position. A replay cell also needs it (it replays from its tokens)."""
+    the prompt they were made for, never by position. A replay cell also needs it (it replays from its tokens).
+    (`prepare` makes them linked: `iter_cells(..., linked=True)`.)"""
     refs = {(c.task, c.params.prompt): c.key for c in cells if c.kind == "reference"}
     out = []
     for c in cells:
@@ -175,7 +188,7 @@ def link_references(cells: list[CellSpec]) -> list[CellSpec]:
 def check_grid(spec: Spec) -> None:
     """What `validate` can check without data or models: strategies or corpora that would collide."""
     stand_in = [TaskPrompts(task=t.name, texts=(f"<prompt of {t.name}>",)) for t in spec.tasks]
-    check_unique(expand(spec, stand_in))
+    check_unique_keys(spec, stand_in)
 
 
 def check_corpora(spec: Spec) -> None:
@@ -201,7 +214,7 @@ def validate_spec(spec: Spec) -> None:
     check_corpora(spec)
     preflight_models(spec)
     if all(t.path and not t.path.startswith(BUILTIN) for t in spec.tasks):
-        check_unique(expand(spec, load_prompts(spec)))
+        check_unique_keys(spec, load_prompts(spec))
 
 
 def prepare(spec: Spec) -> tuple[Spec, list[TaskPrompts], list[CellSpec]]:
@@ -212,9 +225,9 @@ def prepare(spec: Spec) -> tuple[Spec, list[TaskPrompts], list[CellSpec]]:
     check_corpora(spec)
     preflight_models(spec)
     prompts = load_prompts(spec)
-    cells = expand(spec, prompts)
+    cells = list(iter_cells(spec, prompts, linked=True))
     check_unique(cells)
-    return spec, prompts, link_references(cells)
+    return spec, prompts, cells
 
 
 def runner_config(spec: Spec, threads: int | None) -> RunnerConfig:
