@@ -54,7 +54,7 @@ def generations(verifier, table, prompt_ids, n_new: int) -> pd.DataFrame:
     from workers.decoding.passes import width_band
     from workers.drafts import make_draft
 
-    rows = []
+    rows, total, t0 = [], len(REGIMES) * len(cells()) * len(prompt_ids), time.perf_counter()
     for regime in REGIMES:
         for name, options, k, tree in cells():
             draft = make_draft(name, **options)
@@ -63,6 +63,11 @@ def generations(verifier, table, prompt_ids, n_new: int) -> pd.DataFrame:
             strategy = f"{name}-tree" if tree else name
             for i, p in enumerate(prompt_ids):
                 first, second = (generate(verifier, draft, p, decode) for _ in range(2))
+                done, spent = len(rows) + 1, time.perf_counter() - t0
+                eta = spent / done * (total - done)
+                print(
+                    f"  {done}/{total} generations timed twice, {spent:.0f} s, about {eta:.0f} s left", file=sys.stderr
+                )
                 rows.append(
                     {
                         "regime": regime,
