@@ -190,24 +190,7 @@ def export(  # wide: click passes each of the command's options as one parameter
     from orchestrator.cli.export import write_summary
 
     fmt = output_format(fmt, out)
-    if map_file and compare_with != "paper":
-        raise GreenspecError("--map pairs names for --compare paper; add --compare paper")
-    if generations and (pooled or compare_with):
-        raise GreenspecError(
-            f"--generations writes one row per generation: --{'pooled' if pooled else 'compare'} does not apply"
-        )
-    if validation and (generations or pooled or compare_with or costs_table):
-        other = next(
-            o
-            for o, on in (
-                ("generations", generations),
-                ("pooled", pooled),
-                ("compare", compare_with),
-                ("costs", costs_table),
-            )
-            if on
-        )
-        raise GreenspecError(f"--validation writes the cost model's validation table: --{other} does not apply")
+    _refuse_combinations(map_file, compare_with, pooled, generations, validation, costs_table)
     check_out(obj, out, force)
     experiment = _repredicted(obj, experiment, costs_table)
     Session = _reader(obj.db)
@@ -227,6 +210,21 @@ def export(  # wide: click passes each of the command's options as one parameter
             return
         write_summary(s, experiment, fmt, out, pooled, all_versions, generations)
         _say_superseded(s, experiment, all_versions)
+
+
+def _refuse_combinations(
+    map_file, compare_with, pooled: bool, generations: bool, validation: bool, costs_table
+) -> None:
+    """export's options that do not go together, refused in one line."""
+    if map_file and compare_with != "paper":
+        raise GreenspecError("--map pairs names for --compare paper; add --compare paper")
+    if generations and (pooled or compare_with):
+        raise GreenspecError(
+            f"--generations writes one row per generation: --{'pooled' if pooled else 'compare'} does not apply"
+        )
+    given = {"generations": generations, "pooled": pooled, "compare": compare_with, "costs": costs_table}
+    if validation and (other := next((name for name, on in given.items() if on), None)):
+        raise GreenspecError(f"--validation writes the cost model's validation table: --{other} does not apply")
 
 
 def _say_superseded(session, experiment: str | None, all_versions: bool) -> None:
