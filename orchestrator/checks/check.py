@@ -172,15 +172,18 @@ def compare(
     metric: str,
     side: str = ">",
     model_error: Mapping[str, float] | None = None,
+    paired: tuple[Side, Side] | None = None,
 ) -> Judged:
     """ "A's `metric` `side` B's": the difference's interval against 0, beyond the practical margin on speed
     (`rules.margin_for`: 2% of B's figure plus the regime's `model_error`); a tie where two speed cells made the same
-    rounds on every prompt."""
-    d = difference(df, prompts, a, b, metric)
+    rounds on every prompt. `paired`: the sides the prompts' difference is taken between, where they are not A's and
+    B's cells (`cross_fitted`)."""
+    pa, pb = paired or (a, b)
+    d = difference(df, prompts, pa, pb, metric)
     ea, eb = _summary_side(df, a, metric), _summary_side(df, b, metric)
     margin = margin_for(metric, eb.value, a.regime, model_error)
     j = judge(d, 0.0, side, margin)
-    same = _same_rounds(prompts, a, b) if metric not in EXACT and prompts is not None else 0
+    same = _same_rounds(prompts, pa, pb) if metric not in EXACT and prompts is not None else 0
     if same:
         j = Judgement(stats.TIE, 0.0)
     how = "paired" if prompts is not None else "from the cells' intervals"
@@ -243,6 +246,46 @@ def best_side(df: pd.DataFrame, strategy: str, task: str, regime: str) -> Side |
     return None if k is None else Side(strategy, task, regime, (k,))
 
 
+SELECT_SEED = 0  # the seeded split of a task's prompts into two halves, each choosing the best k the other is judged at
+CHOSEN = -1  # the k label of rows taken at the k the other half chose
+
+
+def halves(prompts: pd.DataFrame, task: str) -> tuple[set, set]:
+    """The task's prompts (`pair`) split in two seeded halves."""
+    pairs = sorted(prompts.loc[prompts["task"] == task, "pair"].unique(), key=str)
+    order = np.random.default_rng(SELECT_SEED).permutation(len(pairs))
+    first = {pairs[i] for i in order[: len(pairs) // 2]}
+    return first, set(pairs) - first
+
+
+def _best_k_on(rows: pd.DataFrame, pairs: set) -> int | None:
+    """The k with the highest ratio of summed tokens/s to plain's over these prompts."""
+    sums = rows[rows["pair"].isin(pairs)].groupby("k")[["tokens_per_s", "plain_tokens_per_s"]].sum(min_count=1)
+    speed = (sums["tokens_per_s"] / sums["plain_tokens_per_s"]).dropna()
+    return None if speed.empty else int(speed.idxmax())
+
+
+def cross_fitted(prompts: pd.DataFrame | None, a: str, b: str, task: str, regime: str):
+    """A's and B's best k chosen out of sample: each half of the task's prompts is judged at the k the other half
+    chose (so every prompt is judged, none by the k it chose: no winner's curse). (per-prompt rows relabelled k =
+    CHOSEN, A's side, B's side, a note naming the k chosen); None without per-prompt figures or with a half empty."""
+    if prompts is None or prompts.empty:
+        return None
+    one, two = halves(prompts, task)
+    rows, sides, notes = [], [], []
+    for strategy in (a, b):
+        g = prompts[(prompts["strategy"] == strategy) & (prompts["task"] == task) & (prompts["regime"] == regime)]
+        g = one_measure(g)
+        ks = [_best_k_on(g, choose) for choose in (two, one)]
+        if None in ks or not one or not two:
+            return None
+        rows += [g[(g["k"] == k) & g["pair"].isin(judged)] for k, judged in zip(ks, (one, two))]
+        sides.append(Side(strategy, task, regime, (CHOSEN,)))
+        notes.append(f"{strategy} {ks[0]}, {ks[1]}")
+    note = f"; best k chosen on the other half of the prompts ({'; '.join(notes)})"
+    return pd.concat(rows).assign(k=CHOSEN), *sides, note
+
+
 def _passes(df: pd.DataFrame, strategies: tuple[str, str], task: str, regime: str) -> str:
     """ "; tokens/pass a vs b" at each one's best speedup: timing-free, so a speedup gap between equal figures
     is the machine's noise ("" without the column)."""
@@ -270,12 +313,15 @@ def best_speedup_check(
     model_error: Mapping[str, float] | None = None,
 ) -> Check | None:
     """A's best speedup against B's best (each at its own best k), paired over prompts, beyond the speed margin; None
-    where either is missing."""
+    where either is missing. With per-prompt figures each prompt is judged at the k chosen on the other half of the
+    prompts (`cross_fitted`); the figures shown are the cells at the best k over all prompts."""
     sa, sb = best_side(df, a, task, regime), best_side(df, b, task, regime)
     if sa is None or sb is None:
         return None
-    j = compare(df, prompts, sa, sb, "speedup", side, model_error)
-    detail = f"k={sa.ks[0]} vs k={sb.ks[0]}: {j.detail}" + _passes(df, (a, b), task, regime)
+    fitted = cross_fitted(prompts, a, b, task, regime)
+    judged, paired, note = (fitted[0], fitted[1:3], fitted[3]) if fitted else (prompts, None, "")
+    j = compare(df, judged, sa, sb, "speedup", side, model_error, paired)
+    detail = f"k={sa.ks[0]} vs k={sb.ks[0]}: {j.detail}" + _passes(df, (a, b), task, regime) + note
     return Check(target, task, regime, j.verdict, detail, figure=j.figure, p=j.p)
 
 

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from orchestrator.checks.breakeven import BREAK_EVEN, NEAR, cached_break_even, in_range  # noqa: F401 (re-exported)
-from orchestrator.checks.check import Check, Side, best_side, compare, ks_of, one_measure, threshold_check
+from orchestrator.checks.check import Check, Side, best_side, compare, cross_fitted, ks_of, one_measure, threshold_check
 from orchestrator.checks.families import holm
 from orchestrator.checks.rules import Judgement, all_of, cell_error, margin_for
 from storage import stats
@@ -114,9 +114,11 @@ def beats_ngram(
             out.append(Check(target, task, UNCACHED, stats.INCONCLUSIVE, "missing"))
             continue
         acc = compare(df, prompts, a, b, "acceptance")
-        speed = compare(df, prompts, sa, sb, "speedup", ">", model_error)
+        fitted = cross_fitted(prompts, strategy, ngram, task, UNCACHED)
+        judged, paired, note = (fitted[0], fitted[1:3], fitted[3]) if fitted else (prompts, None, "")
+        speed = compare(df, judged, sa, sb, "speedup", ">", model_error, paired)
         j = all_of([acc, speed])
-        detail = f"acceptance {acc.detail}; speedup {speed.detail}"
+        detail = f"acceptance {acc.detail}; speedup {speed.detail}{note}"
         out.append(Check(target, task, UNCACHED, j.verdict, detail, p=j.p, family=BEATS_NGRAM))
     return out
 
