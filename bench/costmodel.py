@@ -2,15 +2,17 @@
 width band, against the machine's own timing noise.
 
 On a real verifier (fp32, CPU): the table is measured as the accelerator worker measures it (`measure_round_costs`:
-every regime, widths 0..8 and a token tree of 5, the grid's contexts, three interleaved repeats), then a small grid is
-timed in full: plain, ngram and prompt lookup at k = 1, 4 and 8 (and lookup's chain as a tree of 5) over a few prompts
-(the first 50 words of Python's documentation topics) in each regime, each generation timed twice after a warm-up.
+every regime, widths 0..8 and a token tree of 5, the grid's contexts, interleaved repeats) and a small grid is timed
+in full: plain, ngram and prompt lookup at k = 1, 4 and 8 (and lookup's chain as a tree of 5) over a few prompts (the
+first 50 words of Python's documentation topics) in each regime, after a warm-up of each cell. Table and grid take
+turns, twice (2 table repeats, the grid, 2 more repeats, the grid again): each generation is timed in both passes,
+minutes apart, and the table is built from all four repeats.
 The prediction is the table's seconds for the generation's recorded passes plus its draft's measured seconds (what a
 replayed generation gets; replay makes the same passes, `tests/workers/decoding/test_replay.py`).
 
 Per regime and width band: |predicted / measured - 1| of tokens/s against the first timed run (median, p90), the
-median signed error (bias, > 0 predicted too fast), the noise (|t2 / t1 - 1| / sqrt 2: what an exact predictor would
-show), and per regime the Spearman of the strategies' speedups over plain, predicted against measured.
+median signed error (bias, > 0 predicted too fast), the noise (|t2 / t1 - 1| / sqrt 2 between the two passes: what
+an exact predictor would show against one timing), and per regime the Spearman of the strategies' speedups over plain, predicted against measured.
 
 Usage: python -m bench costmodel [--quick]   (both verifiers, SmolLM2-135M then Gemma 3 270M, 3 prompts x 100 new
 tokens, the paper's length; --quick: SmolLM2 alone, 2 prompts x 16 new tokens, not recorded)
@@ -47,41 +49,69 @@ def cells() -> list[tuple[str, dict, int, bool]]:
     return out + [("lookup", {"max_ngram": 3}, TREE, True)]
 
 
-def generations(verifier, table, prompt_ids, n_new: int) -> pd.DataFrame:
-    """One row per regime x cell x prompt: the two timed runs and the table's prediction."""
-    from workers.costmodel import predict_generation
+def timed_pass(verifier, prompt_ids, n_new: int, progress) -> list:
+    """One pass over the grid: every regime x cell x prompt generated once after a warm-up of its cell."""
     from workers.decoding import REGIMES, DecodeOptions, generate, warmup
-    from workers.decoding.passes import width_band
     from workers.drafts import make_draft
 
-    rows, total, t0 = [], len(REGIMES) * len(cells()) * len(prompt_ids), time.perf_counter()
+    out = []
     for regime in REGIMES:
         for name, options, k, tree in cells():
             draft = make_draft(name, **options)
             decode = DecodeOptions(regime, k, n_new, trees=tree)
             warmup(verifier, draft, prompt_ids[0], decode)
-            strategy = f"{name}-tree" if tree else name
             for i, p in enumerate(prompt_ids):
-                first, second = (generate(verifier, draft, p, decode) for _ in range(2))
-                done, spent = len(rows) + 1, time.perf_counter() - t0
-                eta = spent / done * (total - done)
-                print(
-                    f"  {done}/{total} generations timed twice, {spent:.0f} s, about {eta:.0f} s left", file=sys.stderr
-                )
-                rows.append(
-                    {
-                        "regime": regime,
-                        "strategy": strategy,
-                        "k": k,
-                        "band": width_band(strategy, k),
-                        "prompt": i,
-                        "n_tokens": first.n_tokens,
-                        "wall_s": first.wall_s,
-                        "second_s": second.wall_s,
-                        "predicted_s": predict_generation(table, regime, first.passes, first.draft_s, tree),
-                    }
-                )
-    return pd.DataFrame(rows)
+                out.append((regime, name, k, tree, i, generate(verifier, draft, p, decode)))
+                progress()
+    return out
+
+
+def generations(verifier, prompt_ids, n_new: int, max_context: int, min_context: int):
+    """The table and the grid measured in turn, twice: table repeats, a pass over the grid, table repeats, the grid
+    again, so that a slow spell of the machine falls on table and generations alike and the second pass times the
+    same generations minutes later (its difference from the first is the noise an exact predictor would show). One
+    row per regime x cell x prompt: both runs and the prediction of the table from all its repeats for the first
+    run's passes; (rows, table, rounds timed, seconds in the table, seconds in the grid)."""
+    from workers.costmodel import build_table, predict_generation
+    from workers.decoding import REGIMES
+    from workers.decoding.passes import width_band
+    from workers.decoding.roundtimer import measure_round_costs
+
+    total, count, t0 = 2 * len(REGIMES) * len(cells()) * len(prompt_ids), [0], time.perf_counter()
+
+    def progress():
+        count[0] += 1
+        spent = time.perf_counter() - t0
+        eta = spent / count[0] * (total - count[0])
+        print(f"  {count[0]}/{total} generations, {spent:.0f} s, about {eta:.0f} s left", file=sys.stderr)
+
+    samples, runs, table_s = [], [], 0.0
+    for _ in range(2):
+        t = time.perf_counter()
+        _, part = measure_round_costs(
+            verifier, prompt_ids[0], 8, (TREE,), max_context=max_context, min_context=min_context, repeats=2
+        )
+        samples += part
+        table_s += time.perf_counter() - t
+        runs.append(timed_pass(verifier, prompt_ids, n_new, progress))
+    table = build_table("bench", "cpu", samples)
+    rows = []
+    for (regime, name, k, tree, i, first), (*_, second) in zip(*runs):
+        strategy = f"{name}-tree" if tree else name
+        rows.append(
+            {
+                "regime": regime,
+                "strategy": strategy,
+                "k": k,
+                "band": width_band(strategy, k),
+                "prompt": i,
+                "n_tokens": first.n_tokens,
+                "wall_s": first.wall_s,
+                "second_s": second.wall_s,
+                "predicted_s": predict_generation(table, regime, first.passes, first.draft_s, tree),
+            }
+        )
+    return pd.DataFrame(rows), table, len(samples), table_s, time.perf_counter() - t0 - table_s
 
 
 def speedups(df: pd.DataFrame, wall: str) -> pd.Series:
@@ -135,7 +165,6 @@ def verifier_section(name: str, quick: bool) -> str:
     """One verifier's table measured, its grid timed twice and predicted, the error table."""
     import torch
 
-    from workers.decoding.roundtimer import measure_round_costs
     from workers.tokenizer import load_tokenizer
     from workers.verifier import load_verifier
 
@@ -146,22 +175,17 @@ def verifier_section(name: str, quick: bool) -> str:
     tok = load_tokenizer(name)
     prompt_ids = [list(tok(p).input_ids) for p in prompts(n_prompts)]
     lo, hi = min(map(len, prompt_ids)), max(map(len, prompt_ids)) + n_new
-    t0 = time.perf_counter()
-    table, samples = measure_round_costs(verifier, prompt_ids[0], 8, (TREE,), max_context=hi, min_context=lo)
-    measure_s = time.perf_counter() - t0
-    t1 = time.perf_counter()
-    gens = generations(verifier, table, prompt_ids, n_new)
-    timed_s = time.perf_counter() - t1
+    gens, table, rounds, measure_s, timed_s = generations(verifier, prompt_ids, n_new, hi, lo)
     noise = ", ".join(f"{r} {v:.1%}" for r, v in table.noise.items())
     return "\n".join(
         [
             f"### {name}",
             "",
-            f"fp32, CPU, {torch.get_num_threads()} torch threads. The table: {len(samples)} timed rounds (every "
-            f"regime, widths 0-8 and a tree of {TREE}, contexts {lo}-{hi} tokens) in {measure_s:.0f} s; its repeats' "
-            f"own spread {noise}. Then {len(gens)} generations timed twice each ({n_prompts} prompts x {n_new} new "
-            f"tokens; plain, ngram and prompt lookup at k = {', '.join(map(str, KS))}, lookup as a tree of {TREE}) "
-            f"in {timed_s:.0f} s.",
+            f"fp32, CPU, {torch.get_num_threads()} torch threads. The table: {rounds} timed rounds (every regime, "
+            f"widths 0-8 and a tree of {TREE}, contexts {lo}-{hi} tokens, 2 + 2 repeats) in {measure_s:.0f} s; its "
+            f"repeats' own spread {noise}. The grid: {len(gens)} generations ({n_prompts} prompts x {n_new} new "
+            f"tokens; plain, ngram and prompt lookup at k = {', '.join(map(str, KS))}, lookup as a tree of {TREE}), "
+            f"each timed in two passes over the grid, {timed_s:.0f} s; the table's repeats measured before each pass.",
             "",
             error_table(gens).to_markdown(index=False, floatfmt=".3f"),
         ]
