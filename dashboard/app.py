@@ -30,6 +30,7 @@ PAGES = [
     ("energy.py", "Energy", ":material/bolt:"),
     ("texts.py", "Texts", ":material/article:"),
     ("paper.py", "Paper", ":material/compare:"),
+    ("compare.py", "Compare", ":material/compare_arrows:"),
     ("costs.py", "Cost model", ":material/show_chart:"),
 ]
 

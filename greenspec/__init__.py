@@ -66,6 +66,14 @@ class Results:
         with self.Session() as s:
             return generations_export(s, experiment, all_versions)
 
+    def compare(self, a: str | None, b: str) -> pd.DataFrame:
+        """Experiments `a` (the newest when None) and `b` side by side: the cells both ran, each figure of both with
+        its interval, B - A, and whether the intervals miss each other (`greenspec.compare`; `export --compare B`)."""
+        from orchestrator.cli.export import compare_experiments
+
+        with self.Session() as s:
+            return compare_experiments(s, a, b)
+
     def validation(self, experiment: str | None = None) -> pd.DataFrame:
         """The round-cost table's validation on the experiment (newest when None): per regime (band "all") and width
         band, the generations both timed and replayed, median and p90 |predicted / measured - 1| of tokens/s, the

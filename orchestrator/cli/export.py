@@ -263,3 +263,34 @@ def write_validation(session: Session, experiment: str | None, fmt: str, out: st
 
     df = prediction_error(session, _experiment(session, experiment))
     write_output(render(df, fmt, shown=list(df.columns)), out)
+
+
+def compare_experiments(session: Session, a: str | None, b: str) -> pd.DataFrame:
+    """Experiment `a` (the newest when None) and `b` side by side (`greenspec.compare`)."""
+    from greenspec.compare import compare_frames
+
+    left = export_frame(session, a)
+    name_a = str(left["experiment"].iloc[0]) if len(left) else str(a)
+    if name_a == b:
+        raise GreenspecError(f"--compare {b}: that is the experiment itself; name another one (or --experiment)")
+    return compare_frames(left, export_frame(session, b), name_a, b)
+
+
+def write_comparison_of_experiments(session: Session, a: str | None, b: str, fmt: str, out: str) -> pd.DataFrame:
+    """Write two experiments side by side to `out`: csv and parquet every column, markdown and latex the keys and
+    each side's speedup, acceptance and tokens/s with its interval in one cell."""
+    from greenspec.compare import shown_columns
+
+    df = compare_experiments(session, a, b)
+    if fmt in ("markdown", "latex"):
+        shown = shown_columns(df)
+        text = df[shown].copy()
+        for name in shown:
+            if f"{name}_lo" in df and f"{name}_hi" in df:
+                text[name] = [
+                    interval_text(v, lo, hi) for v, lo, hi in zip(df[name], df[f"{name}_lo"], df[f"{name}_hi"])
+                ]
+        write_output(text.to_markdown(index=False, floatfmt=".3g") if fmt == "markdown" else latex_table(text), out)
+    else:
+        write_output(render(df, fmt, list(df.columns)), out)
+    return df

@@ -134,9 +134,9 @@ def _failure_line(r) -> str:
 @click.option(
     "--compare",
     "compare_with",
-    type=click.Choice(["paper"]),
     default=None,
-    help="Instead: the run's numbers beside the seed paper's, cell by cell, with differences.",
+    help="Instead: `paper` (the run's numbers beside the seed paper's) or another experiment's name (the cells both "
+    "ran, side by side), cell by cell, with differences.",
 )
 @click.option("--pooled", is_flag=True, help="Ratios of sums over each cell instead of the paper's per-prompt means.")
 @click.option(
@@ -183,6 +183,7 @@ def export(  # wide: click passes each of the command's options as one parameter
     Example:
       greenspec export --format latex --out table.tex
       greenspec export --compare paper --format markdown --map names.toml
+      greenspec export --experiment demo --compare demo@laptop --format markdown
       greenspec export --generations --out generations.csv
       greenspec export --validation --format markdown
       greenspec export --costs 1 --format markdown
@@ -202,6 +203,14 @@ def export(  # wide: click passes each of the command's options as one parameter
             from orchestrator.cli.paper_compare import write_comparison
 
             click.echo(write_comparison(s, experiment, fmt, out, map_file).describe(), err=True)
+            return
+        if compare_with:
+            from orchestrator.cli.export import write_comparison_of_experiments
+
+            _experiment_names(s, compare_with, obj.db)
+            done = write_comparison_of_experiments(s, experiment, compare_with, fmt, out)
+            only = f"{done.attrs['only_a']} cells of the first only, {done.attrs['only_b']} of {compare_with} only"
+            click.echo(f"export: {len(done)} cells both ran; {only}", err=True)
             return
         if validation:
             from orchestrator.cli.export import write_validation

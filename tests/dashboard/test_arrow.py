@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
 TIMEOUT_S = 60
-PAGES = ("overview", "findings", "throughput", "acceptance", "energy", "texts", "paper", "costs")
+PAGES = ("overview", "findings", "throughput", "acceptance", "energy", "texts", "paper", "compare", "costs")
 FALLBACK = ("Serialization of dataframe to Arrow table was unsuccessful", "Applying automatic fixes")
 
 
