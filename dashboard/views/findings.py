@@ -55,7 +55,10 @@ for col, verdict in zip(st.columns(5), (HOLDS, FAILS, TIE, INCONCLUSIVE, NOT_TES
 errors = frame.attrs.get("model_error", {})
 if errors:
     known = ", ".join(f"{r} {'unknown' if e != e else f'{e:.1%}'}" for r, e in errors.items())
-    st.caption(f"Model error of replayed speeds, added to each speed margin: {known}.")
+    st.caption(
+        f"Model error of replayed speeds (the spread of each regime's validated width-band errors), added to the "
+        f"margin of every paired comparison and to the break-even; a cell's own interval holds its band's: {known}."
+    )
 for i, name in enumerate(SECTIONS):
     part = frame[frame["section"] == name]
     if len(part):
