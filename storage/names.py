@@ -37,19 +37,33 @@ class Rename:
 
 
 def renames(session: Session, exp_id: int, cells: Iterable[CellSpec]) -> dict[tuple[str, str | None, str], list[int]]:
-    """(field, old name, new name) -> ids of the stored cells the spec makes again under another name."""
-    want = {c.key: c for c in cells}
-    rows = session.execute(
-        select(Cell.id, Cell.key, *(getattr(Cell, f) for f in NAME_FIELDS)).where(Cell.experiment_id == exp_id)
-    ).all()
+    """(field, old name, new name) -> ids of the stored cells the spec makes again under another name. Streams
+    `cells` in chunks, each looked up by key (nothing to look up in an experiment with no stored cell)."""
     out: dict[tuple[str, str | None, str], list[int]] = {}
-    for row in rows:
-        if (c := want.get(row.key)) is None:
-            continue
-        for field in NAME_FIELDS:
-            old, new = getattr(row, field), getattr(c, field)
-            if new is not None and old != new:
-                out.setdefault((field, old, new), []).append(row.id)
+    if session.scalar(select(Cell.id).where(Cell.experiment_id == exp_id).limit(1)) is None:
+        return out
+    chunk: dict[str, CellSpec] = {}
+
+    def look_up() -> None:
+        rows = session.execute(
+            select(Cell.id, Cell.key, *(getattr(Cell, f) for f in NAME_FIELDS)).where(
+                Cell.experiment_id == exp_id, Cell.key.in_(list(chunk))
+            )
+        ).all()
+        for row in rows:
+            c = chunk[row.key]
+            for field in NAME_FIELDS:
+                old, new = getattr(row, field), getattr(c, field)
+                if new is not None and old != new:
+                    out.setdefault((field, old, new), []).append(row.id)
+        chunk.clear()
+
+    for c in cells:
+        chunk[c.key] = c
+        if len(chunk) >= _CHUNK:
+            look_up()
+    if chunk:
+        look_up()
     return out
 
 

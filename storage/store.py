@@ -66,44 +66,59 @@ def upsert_experiment(session: Session, name: str, spec_text: str, spec_hash: st
     return exp
 
 
+INSERT_CHUNK = 5_000  # cells inserted per statement batch: memory bounded whatever the grid's size
+
+
+def _cell_row(exp_id: int, c: CellSpec, now) -> dict:
+    return {
+        "experiment_id": exp_id,
+        "key": c.key,
+        "kind": c.kind,
+        "state": "pending",
+        "strategy": c.strategy,
+        "draft": c.draft,
+        "task": c.task,
+        "corpus": c.corpus,
+        "prompt_index": c.prompt_index,
+        "k": c.k,
+        "regime": c.regime,
+        "temperature": c.temperature,
+        "params": c.params.to_json(),
+        "attempts": 0,
+        "created_at": now,
+    }
+
+
 def add_cells(session: Session, exp_id: int, cells: Iterable[CellSpec]) -> int:
-    """Insert the cells whose key is new; refresh the params of unfinished known ones. Returns how many were added."""
+    """Insert the cells whose key is new; refresh the params of unfinished known ones (they are derived from the
+    spec: keep them current). Streams `cells` in chunks; holds the experiment's stored keys. Returns how many were
+    added."""
     have = dict(
         session.execute(select(Cell.key, Cell.id).where(Cell.experiment_id == exp_id, Cell.state != "done")).all()
     )
     done = set(session.scalars(select(Cell.key).where(Cell.experiment_id == exp_id, Cell.state == "done")))
-    now = utcnow()
-    rows, refresh = [], []
+    now, added = utcnow(), 0
+    rows: list[dict] = []
+    refresh: list[dict] = []
+
+    def flush() -> None:
+        if rows:
+            session.execute(Cell.__table__.insert(), rows)
+        if refresh:
+            session.execute(update(Cell), refresh)
+        rows.clear()
+        refresh.clear()
+
     for c in cells:
         if c.key in have:
-            refresh.append(
-                {"id": have[c.key], "params": c.params.to_json()}
-            )  # params are derived from the spec: keep current
+            refresh.append({"id": have[c.key], "params": c.params.to_json()})
         elif c.key not in done:
-            rows.append(
-                {
-                    "experiment_id": exp_id,
-                    "key": c.key,
-                    "kind": c.kind,
-                    "state": "pending",
-                    "strategy": c.strategy,
-                    "draft": c.draft,
-                    "task": c.task,
-                    "corpus": c.corpus,
-                    "prompt_index": c.prompt_index,
-                    "k": c.k,
-                    "regime": c.regime,
-                    "temperature": c.temperature,
-                    "params": c.params.to_json(),
-                    "attempts": 0,
-                    "created_at": now,
-                }
-            )
-    if rows:
-        session.execute(Cell.__table__.insert(), rows)
-    if refresh:
-        session.execute(update(Cell), refresh)
-    return len(rows)
+            rows.append(_cell_row(exp_id, c, now))
+            added += 1
+        if len(rows) + len(refresh) >= INSERT_CHUNK:
+            flush()
+    flush()
+    return added
 
 
 def pending_cells(session: Session, exp_id: int, kinds: Iterable[str]) -> list[CellSpec]:
@@ -145,11 +160,17 @@ def pending_cells(session: Session, exp_id: int, kinds: Iterable[str]) -> list[C
     ]
 
 
-def stale_cells(session: Session, exp_id: int, keys: set[str]) -> list[int]:
-    """Ids of the experiment's unfinished cells (pending, running or failed) whose key is not in `keys`: cells of an
-    earlier version of its spec, which the current one would run with other settings."""
-    rows = session.execute(select(Cell.id, Cell.key).where(Cell.experiment_id == exp_id, Cell.state != "done")).all()
-    return [r.id for r in rows if r.key not in keys]
+def stale_cells(session: Session, exp_id: int, keys: Iterable[str]) -> list[int]:
+    """Ids of the experiment's unfinished cells (pending, running or failed) whose key is not among `keys` (streamed:
+    only the stored unfinished keys are held): cells of an earlier version of its spec, which the current one would
+    run with other settings."""
+    unfinished = dict(
+        session.execute(select(Cell.key, Cell.id).where(Cell.experiment_id == exp_id, Cell.state != "done")).all()
+    )
+    if unfinished:
+        for key in keys:
+            unfinished.pop(key, None)
+    return list(unfinished.values())
 
 
 def drop_cells(session: Session, cell_ids: list[int]) -> int:

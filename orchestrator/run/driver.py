@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import signal
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -21,7 +22,7 @@ import ray
 from orchestrator.run.lease import ExperimentLease, LeaseHeld, LeaseLost  # noqa: F401 (LeaseHeld/Lost re-exported)
 from orchestrator.run.loop import SweepLoop
 from orchestrator.run.options import Interrupted, NoProgress, Progress, RunOptions, Sessions  # noqa: F401 (re-exported)
-from orchestrator.run.prepare import prepare
+from orchestrator.run.prepare import Grid, prepare
 from orchestrator.run.ray_startup import (
     interrupt_handled,
     interrupts_deferred,
@@ -120,7 +121,7 @@ def run(
 
 def _run_leased(
     spec: Spec,
-    cells: list,
+    cells: Grid,
     source: tuple[str, str | None],
     opts: RunOptions,
     Session: Sessions,
@@ -145,7 +146,7 @@ def _run_leased(
 
 
 def _register(
-    spec: Spec, cells: list, source: tuple[str, str | None], Session: Sessions, retry_failed: bool, opts: RunOptions
+    spec: Spec, cells: Grid, source: tuple[str, str | None], Session: Sessions, retry_failed: bool, opts: RunOptions
 ) -> tuple[int, int]:
     """Store the experiment and its new cells, put cells left running (and, retrying, failed ones) back to pending;
     (experiment id, cells added). An experiment name bound to another spec file is refused (unless `new_version`),
@@ -156,7 +157,7 @@ def _register(
         if (exp := store.find_experiment(s, name)) is not None:
             _refuse_derived(s, exp)
         _refuse_other_spec(s, name, source, opts.new_version)
-        _drop_or_refuse_stale(s, name, {c.key for c in cells}, opts.drop_stale)
+        _drop_or_refuse_stale(s, name, cells.keys(), opts.drop_stale)
         exp = store.upsert_experiment(s, name, spec_text, spec_hash(spec_text), spec_path)
         for renamed in rename_cells(s, exp.id, cells):
             logger.warning("experiment %s: %s", name, renamed.describe())
@@ -195,7 +196,7 @@ def _refuse_other_spec(s: Session, name: str, source: tuple[str, str | None], ne
     )
 
 
-def _drop_or_refuse_stale(s: Session, name: str, keys: set[str], drop: bool) -> None:
+def _drop_or_refuse_stale(s: Session, name: str, keys: Iterable[str], drop: bool) -> None:
     """A cell runs as it was keyed or not at all: unfinished cells the spec no longer makes (another max_new_tokens,
     a removed strategy or prompt) are refused in one line, before anything is written, or dropped with `drop`."""
     exp = store.find_experiment(s, name)

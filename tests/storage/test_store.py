@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import fields, replace
 
 import pytest
+from sqlalchemy import select
 
 from storage import store
 from storage.cell_spec import CellParams, CellSpec
@@ -80,6 +81,20 @@ def test_add_cells_adds_new_keys_once_and_refreshes_params_of_unfinished(session
     store.add_cells(session, exp.id, changed)
     q = {c.key: c for c in store.pending_cells(session, exp.id, ("sweep",))}
     assert q["g"].needs == (("ibase", "t2"),)
+
+
+def test_cells_stream_in_chunks_from_a_generator_and_stale_keys_stream_too(session, monkeypatch):
+    monkeypatch.setattr(store, "INSERT_CHUNK", 4)  # 11 cells: three batches, the last partial
+    exp = store.upsert_experiment(session, "e", "spec", "h", None)
+    grid = lambda n, prompt: (  # noqa: E731 - a fresh generator per pass, as the driver's grid is
+        CellSpec(key=f"c{i}", kind="sweep", params=CellParams(prompt=prompt)) for i in range(n)
+    )
+    assert store.add_cells(session, exp.id, grid(11, "p")) == 11
+    assert store.add_cells(session, exp.id, grid(13, "q")) == 2  # two new, eleven refreshed in batches
+    assert {c.params.prompt for c in store.pending_cells(session, exp.id, ("sweep",))} == {"q"}
+    stale = store.stale_cells(session, exp.id, (f"c{i}" for i in range(2, 13)))  # c0 and c1 no longer made
+    keys = dict(session.execute(select(Cell.id, Cell.key)).all())
+    assert sorted(keys[i] for i in stale) == ["c0", "c1"]
 
 
 def test_state_changes_and_dependents(session):
