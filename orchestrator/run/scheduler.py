@@ -33,6 +33,7 @@ from storage.store import ARTIFACT_KINDS
 
 # the accelerator's order: the cost model, the references (a replayed run's replays wait for them, and run on the
 # other cores while the labels follow), the verifier labels, then the timed cells
+COST = "costmodel"  # the round-cost table's cell kind
 KIND_ORDER = {"costmodel": -2, "reference": -1, "label": 0, "sweep": 1}
 REPLAY = "replay"  # replay cells run on CPU workers (workers.replay), in batches of one strategy
 REPLAY_BATCH = 64  # replay cells per CPU task: the draft loads once per task, the results come back together
@@ -97,6 +98,7 @@ class Scheduler:
         self.building: set[str] = set()  # artifact keys being built now
         self.built: set[str] = set(built)  # keys of built artifacts and of done cells others need (references, ...)
         self.running_batches = 0
+        self.measuring = 0  # round-cost table batches in flight: no CPU work starts beside them
         self.running_replays = 0
         self._changes = 0  # counts builds and requeued replays: what can make a waiting replay ready
         self._fruitless: int | None = None  # `_changes` when a replay scan last found no ready cell
@@ -109,7 +111,10 @@ class Scheduler:
 
     # -- artifacts
     def start_artifacts(self) -> list[CellSpec]:
-        """Every pending CPU artifact cell whose inputs are built, marked as building (submitted all at once)."""
+        """Every pending CPU artifact cell whose inputs are built, marked as building (submitted all at once); none
+        while the round-cost table is measured."""
+        if self.measuring and not self.overlap:
+            return []
         ready = [c for c in self.artifacts if self._inputs_ready(c)]
         self.artifacts = [c for c in self.artifacts if not self._inputs_ready(c)]
         out = [replace(c, attempts=c.attempts + 1) for c in ready]
@@ -171,8 +176,8 @@ class Scheduler:
         replaying = bool(self.replays or self.running_replays)
         while self.queue and len(batch) < self.batch_size:
             c = self.queue.popleft()
-            if not self._inputs_ready(c) or (replaying and c.kind == "sweep"):
-                waiting.append(c)  # timed cells wait for the replays: nothing else on the cores they are timed on
+            if not self._inputs_ready(c) or (replaying and c.kind == "sweep") or (c.kind == COST and self._cpu_busy()):
+                waiting.append(c)  # timed cells and the round-cost table wait: nothing else on the cores they time
                 continue
             if batch and (c.strategy, c.kind) != (batch[0].strategy, batch[0].kind):
                 self.queue.appendleft(c)
@@ -181,10 +186,17 @@ class Scheduler:
         self.queue.extendleft(reversed(waiting))
         if batch:
             self.running_batches += 1
+            self.measuring += batch[0].kind == COST
         return [replace(c, attempts=c.attempts + 1) for c in batch]
 
-    def batch_finished(self) -> None:
+    def _cpu_busy(self) -> bool:
+        """Whether CPU work (training, replays) runs now, beside which a table would time a loaded machine, unlike
+        the timed cells it predicts (they run alone, after the replays); never with `overlap`, which allows it."""
+        return not self.overlap and bool(self.building or self.running_replays)
+
+    def batch_finished(self, cells: Iterable[CellSpec] = ()) -> None:
         self.running_batches -= 1
+        self.measuring -= any(c.kind == COST for c in cells)
 
     def accelerator_waits_for_replays(self, min_replays: int) -> bool:
         """Whether the accelerator worker has nothing to do until the replays end: no batch of it in flight, every
@@ -197,7 +209,7 @@ class Scheduler:
     def next_replay_batch(self, max_running: int, size: int = REPLAY_BATCH) -> list[CellSpec]:
         """Up to `size` ready replay cells of one strategy and artifacts (one draft load), while fewer than
         `max_running` replay tasks run; [] if none is ready. Replays run beside training and the accelerator."""
-        if self.running_replays >= max_running or not self.replays:
+        if self.running_replays >= max_running or not self.replays or (self.measuring and not self.overlap):
             return []
         state = self._changes
         if state == self._fruitless:

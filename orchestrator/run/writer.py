@@ -122,10 +122,10 @@ class ResultWriter:
                 if isinstance(ev, Built):
                     self._built(s, ev)
                 elif isinstance(ev, BatchDone):
-                    self.sched.batch_finished()
+                    self.sched.batch_finished(ev.cells)
                     self._store_outcomes(s, ev)
                 elif isinstance(ev, BatchLost):
-                    self.sched.batch_finished()
+                    self.sched.batch_finished(ev.cells)
                     self._batch_lost(s, ev)
                 else:
                     self.sched.replay_finished()

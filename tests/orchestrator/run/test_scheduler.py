@@ -188,3 +188,23 @@ def test_worker_threads_are_the_specs_or_every_core_less_one_with_work_beside_it
     assert worker_threads(None, beside=True, cpus=1) == 1
     assert worker_threads(1, beside=False, cpus=8) == 1
     assert worker_threads(3, beside=True, cpus=8) == 3
+
+
+def test_the_round_cost_table_is_measured_on_quiet_cores():
+    """The table waits while replays run on the CPU workers, and while it is measured no training or replay starts
+    (it would time a loaded machine, unlike the timed cells it predicts); with `overlap` both may run beside it."""
+    train = cell(1, kind="train", strategy=None, corpus="c")
+    cells = [train, cell(2, kind="costmodel", strategy=None), cell(3, kind="replay", needs=(("costmodel", "k2"),))]
+    s = Scheduler(cells, batch_size=4, max_attempts=3, in_flight=2)
+    s.running_replays = 1  # a replay of an earlier start still running
+    assert s.next_batch() == []  # the table waits for it
+    s.running_replays = 0
+    (table,) = s.next_batch()
+    assert table.kind == "costmodel" and s.measuring == 1
+    assert s.start_artifacts() == [] and s.next_replay_batch(4) == []  # nothing starts beside it
+    s.batch_finished([table])
+    s.artifact_built(table)  # done: a prerequisite of the replays
+    assert s.measuring == 0 and [c.id for c in s.start_artifacts()] == [1]
+    beside = Scheduler(cells, batch_size=4, max_attempts=3, in_flight=2, overlap=True)
+    beside.running_replays = 1
+    assert [c.kind for c in beside.next_batch()] == ["costmodel"] and [c.id for c in beside.start_artifacts()] == [1]
