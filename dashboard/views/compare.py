@@ -28,20 +28,25 @@ def compared(url: str, a: str, b: str, data: tuple) -> pd.DataFrame:
         return compare_experiments(s, a, b)
 
 
-f = page_filters()
-others = [n for n in reads.experiments(f.url)["name"] if n != f.experiment]
-if not others:
-    st.info(
-        f"Only **{f.experiment}** is stored in this database: run another spec (or `greenspec costs repredict`) "
-        "to compare with."
+def show(f) -> None:
+    """The page: pick the other experiment, then the cells both ran."""
+    others = [n for n in reads.experiments(f.url)["name"] if n != f.experiment]
+    if not others:
+        st.info(
+            f"Only **{f.experiment}** is stored in this database: run another spec (or `greenspec costs repredict`) "
+            "to compare with."
+        )
+        return
+    other = st.selectbox("Compare with", others, key="compare_with")
+    frame = compared(f.url, f.experiment, other, f.version)
+    st.caption(
+        f"A = **{f.experiment}**, B = **{other}**: {len(frame)} cells both ran; {frame.attrs.get('only_a', 0)} only "
+        f"in A, {frame.attrs.get('only_b', 0)} only in B. Differences are B - A; two runs' prompts are not paired, so "
+        f"no interval of a difference is claimed. The same table: `greenspec export -e {f.experiment} --compare "
+        f"{other}`."
     )
-    st.stop()
-other = st.selectbox("Compare with", others, key="compare_with")
-frame = compared(f.url, f.experiment, other, f.version)
-st.caption(
-    f"A = **{f.experiment}**, B = **{other}**: {len(frame)} cells both ran; {frame.attrs.get('only_a', 0)} only in A, "
-    f"{frame.attrs.get('only_b', 0)} only in B. Differences are B - A; two runs' prompts are not paired, so no "
-    f"interval of a difference is claimed. The same table: `greenspec export -e {f.experiment} --compare {other}`."
-)
-shown = [c for c in frame.columns if not c.endswith(("_lo", "_hi")) and c not in ("a", "b")]
-ui.frame_block(frame[shown], "Cells both ran", "compare", empty="No cell ran in both.", column_config=FORMATS)
+    shown = [c for c in frame.columns if not c.endswith(("_lo", "_hi")) and c not in ("a", "b")]
+    ui.frame_block(frame[shown], "Cells both ran", "compare", empty="No cell ran in both.", column_config=FORMATS)
+
+
+show(page_filters())
