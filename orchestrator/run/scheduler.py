@@ -98,7 +98,7 @@ class Scheduler:
         self.building: set[str] = set()  # artifact keys being built now
         self.built: set[str] = set(built)  # keys of built artifacts and of done cells others need (references, ...)
         self.running_batches = 0
-        self.measuring = 0  # round-cost table batches in flight: no CPU work starts beside them
+        self.measuring: set[str] = set()  # round-cost table cells in flight: no CPU work starts beside them
         self.running_replays = 0
         self._changes = 0  # counts builds and requeued replays: what can make a waiting replay ready
         self._fruitless: int | None = None  # `_changes` when a replay scan last found no ready cell
@@ -122,8 +122,10 @@ class Scheduler:
         return out
 
     def artifact_built(self, cell: CellSpec) -> None:
-        """A CPU artifact or a label cell finished: cells that need it may go."""
+        """A CPU artifact or a label cell finished (or a prerequisite: a reference, the round-cost table): cells that
+        need it may go."""
         self.building.discard(cell.key)
+        self.measuring.discard(cell.key)
         self.built.add(cell.key)
         self._changes += 1
 
@@ -186,7 +188,7 @@ class Scheduler:
         self.queue.extendleft(reversed(waiting))
         if batch:
             self.running_batches += 1
-            self.measuring += batch[0].kind == COST
+            self.measuring.update(c.key for c in batch if c.kind == COST)
         return [replace(c, attempts=c.attempts + 1) for c in batch]
 
     def _cpu_busy(self) -> bool:
@@ -196,7 +198,7 @@ class Scheduler:
 
     def batch_finished(self, cells: Iterable[CellSpec] = ()) -> None:
         self.running_batches -= 1
-        self.measuring -= any(c.kind == COST for c in cells)
+        self.measuring.difference_update(c.key for c in cells)
 
     def accelerator_waits_for_replays(self, min_replays: int) -> bool:
         """Whether the accelerator worker has nothing to do until the replays end: no batch of it in flight, every

@@ -200,11 +200,11 @@ def test_the_round_cost_table_is_measured_on_quiet_cores():
     assert s.next_batch() == []  # the table waits for it
     s.running_replays = 0
     (table,) = s.next_batch()
-    assert table.kind == "costmodel" and s.measuring == 1
+    assert table.kind == "costmodel" and s.measuring == {table.key}
     assert s.start_artifacts() == [] and s.next_replay_batch(4) == []  # nothing starts beside it
     s.batch_finished([table])
     s.artifact_built(table)  # done: a prerequisite of the replays
-    assert s.measuring == 0 and [c.id for c in s.start_artifacts()] == [1]
+    assert not s.measuring and [c.id for c in s.start_artifacts()] == [1]
     beside = Scheduler(cells, batch_size=4, max_attempts=3, in_flight=2, overlap=True)
     beside.running_replays = 1
     assert [c.kind for c in beside.next_batch()] == ["costmodel"] and [c.id for c in beside.start_artifacts()] == [1]
