@@ -272,12 +272,14 @@ def cross_fitted(prompts: pd.DataFrame | None, a: str, b: str, task: str, regime
     if prompts is None or prompts.empty:
         return None
     one, two = halves(prompts, task)
+    if not one or not two:
+        return None
     rows, sides, notes = [], [], []
     for strategy in (a, b):
         g = prompts[(prompts["strategy"] == strategy) & (prompts["task"] == task) & (prompts["regime"] == regime)]
         g = one_measure(g)
         ks = [_best_k_on(g, choose) for choose in (two, one)]
-        if None in ks or not one or not two:
+        if None in ks:
             return None
         rows += [g[(g["k"] == k) & g["pair"].isin(judged)] for k, judged in zip(ks, (one, two))]
         sides.append(Side(strategy, task, regime, (CHOSEN,)))

@@ -181,12 +181,12 @@ def interval_text(value, lo, hi) -> str | None:
     return f"{text} [{lo:.{d}f}, {hi:.{d}f}]"
 
 
-def with_intervals(df: pd.DataFrame, shown: list[str]) -> pd.DataFrame:
-    """`df[shown]` with each figure that has `_lo` / `_hi` columns written with its interval in one text cell."""
+def with_intervals(df: pd.DataFrame, shown: list[str], figures=INTERVAL_METRICS) -> pd.DataFrame:
+    """`df[shown]` with each of `figures` that has `_lo` / `_hi` columns written with its interval in one text cell."""
     out = df[shown].copy()
     for name in shown:
         lo, hi = f"{name}_lo", f"{name}_hi"
-        if name in INTERVAL_METRICS and lo in df and hi in df and lo not in shown:
+        if name in figures and lo in df and hi in df and lo not in shown:
             out[name] = [interval_text(v, a, b) for v, a, b in zip(df[name], df[lo], df[hi])]
     return out
 
@@ -284,12 +284,7 @@ def write_comparison_of_experiments(session: Session, a: str | None, b: str, fmt
     df = compare_experiments(session, a, b)
     if fmt in ("markdown", "latex"):
         shown = shown_columns(df)
-        text = df[shown].copy()
-        for name in shown:
-            if f"{name}_lo" in df and f"{name}_hi" in df:
-                text[name] = [
-                    interval_text(v, lo, hi) for v, lo, hi in zip(df[name], df[f"{name}_lo"], df[f"{name}_hi"])
-                ]
+        text = with_intervals(df, shown, figures=shown)
         write_output(text.to_markdown(index=False, floatfmt=".3g") if fmt == "markdown" else latex_table(text), out)
     else:
         write_output(render(df, fmt, list(df.columns)), out)

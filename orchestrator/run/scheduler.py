@@ -28,13 +28,13 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import replace
 
+from orchestrator.run.sweep_grid import COST_ROLE as COST  # the round-cost table's cell kind
 from storage.cell_spec import CellSpec
 from storage.store import ARTIFACT_KINDS
 
 # the accelerator's order: the cost model, the references (a replayed run's replays wait for them, and run on the
 # other cores while the labels follow), the verifier labels, then the timed cells
-COST = "costmodel"  # the round-cost table's cell kind
-KIND_ORDER = {"costmodel": -2, "reference": -1, "label": 0, "sweep": 1}
+KIND_ORDER = {COST: -2, "reference": -1, "label": 0, "sweep": 1}
 REPLAY = "replay"  # replay cells run on CPU workers (workers.replay), in batches of one strategy
 REPLAY_BATCH = 64  # replay cells per CPU task: the draft loads once per task, the results come back together
 
