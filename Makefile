@@ -78,8 +78,8 @@ demo: install
 # in about 42 minutes; the same curve on Shakespeare (examples/study-shakespeare.toml, up to its 1.35M tokens): 11,019
 # cells in about 9 minutes; and the paper's questions on a second verifier, Gemma 3 270M (examples/study-gemma.toml:
 # code and Shakespeare, 50 prompts each, with its own curve on code): 18,420 cells in about 26 minutes; about 1 h 50
-# min in all, each step measured on its own (BENCHMARKS.md, "The study", "The learning curve", "A second
-# verifier"). Results in study.db (`greenspec --db sqlite:///study.db resume -e NAME` continues an interrupted one).
+# min in all, each step timed on its own, not since the round-cost table (BENCHMARKS.md, "The studies", has their
+# acceptance). Results in study.db (`greenspec --db sqlite:///study.db resume -e NAME` continues an interrupted one).
 study: install
 	$(BIN)/greenspec --db sqlite:///study.db demo --spec examples/study.toml
 	$(BIN)/greenspec --db sqlite:///study.db run examples/study-code.toml
