@@ -178,7 +178,11 @@ class Scheduler:
         replaying = bool(self.replays or self.running_replays)
         while self.queue and len(batch) < self.batch_size:
             c = self.queue.popleft()
-            if not self._inputs_ready(c) or (replaying and c.kind == "sweep") or (c.kind == COST and self._cpu_busy()):
+            if (
+                not self._inputs_ready(c)
+                or (replaying and c.kind == "sweep")
+                or (c.kind == COST and self._replays_beside())
+            ):
                 waiting.append(c)  # timed cells and the round-cost table wait: nothing else on the cores they time
                 continue
             if batch and (c.strategy, c.kind) != (batch[0].strategy, batch[0].kind):
@@ -191,10 +195,11 @@ class Scheduler:
             self.measuring.update(c.key for c in batch if c.kind == COST)
         return [replace(c, attempts=c.attempts + 1) for c in batch]
 
-    def _cpu_busy(self) -> bool:
-        """Whether CPU work (training, replays) runs now, beside which a table would time a loaded machine, unlike
-        the timed cells it predicts (they run alone, after the replays); never with `overlap`, which allows it."""
-        return not self.overlap and bool(self.building or self.running_replays)
+    def _replays_beside(self) -> bool:
+        """Whether replays run on the CPU workers now, beside which a table would time a loaded machine, unlike the
+        timed cells it predicts (they run alone, after the replays); never with `overlap`, which allows it. (Training
+        beside it is ruled out already: without `overlap` no accelerator batch starts while an artifact builds.)"""
+        return not self.overlap and self.running_replays > 0
 
     def batch_finished(self, cells: Iterable[CellSpec] = ()) -> None:
         self.running_batches -= 1
