@@ -1,4 +1,4 @@
-"""Benchmark: how well the round-cost table (`workers.costmodel.RoundCosts`) predicts real generations, per regime and
+"""Benchmark: how well the round-cost table (`workers.decoding.costmodel.RoundCosts`) predicts real generations, per regime and
 width band, against the machine's own timing noise.
 
 On a real verifier (fp32, CPU): the table is measured as the accelerator worker measures it (`measure_round_costs`:
@@ -72,8 +72,8 @@ def generations(verifier, prompt_ids, n_new: int, max_context: int, min_context:
     same generations minutes later (its difference from the first is the noise an exact predictor would show). One
     row per regime x cell x prompt: both runs and the prediction of the table from all its repeats for the first
     run's passes; (rows, table, rounds timed, seconds in the table, seconds in the grid)."""
-    from workers.costmodel import build_table, predict_generation
     from workers.decoding import REGIMES
+    from workers.decoding.costmodel import build_table, predict_generation
     from workers.decoding.passes import width_band
     from workers.decoding.roundtimer import measure_round_costs
 
@@ -123,8 +123,8 @@ def speedups(df: pd.DataFrame, wall: str) -> pd.Series:
 
 def error_table(df: pd.DataFrame) -> pd.DataFrame:
     """Per regime (band "all") and width band: pairs, median and p90 error, bias, noise; Spearman per regime."""
-    from storage.model_error import median_interval
-    from workers.costmodel import error_summary, spearman
+    from analysis.model_error import median_interval
+    from workers.decoding.costmodel import error_summary, spearman
 
     df = df.assign(
         bias=df["wall_s"] / df["predicted_s"] - 1,

@@ -77,7 +77,7 @@ def _render(page: str, url: str) -> tuple[float, float, float, float]:
 
 def _cli_tables(url: str) -> dict[str, float]:
     """Seconds for the export table (CSV) and `status --json` counts, in process."""
-    from orchestrator.cli.export import export_frame, render
+    from greenspec.frames import export_frame, render
     from storage.db import open_db
     from storage.queries import status_counts
 

@@ -107,8 +107,8 @@ def cells_table(df: pd.DataFrame) -> str:
 
 
 def main(argv: list[str]) -> int:
+    from analysis.summary import summary_frame
     from storage.db import open_db
-    from storage.queries import summary_frame
 
     url = argv[0] if argv else "sqlite:///greenspec.db"
     experiment = argv[1] if len(argv) > 1 else "demo"

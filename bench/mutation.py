@@ -75,10 +75,10 @@ TARGETS = {
     # the summary queries: storage/summary.py since the SQL aggregates moved out of storage/queries.py
     "summary": Target(
         "summary",
-        ("storage/summary.py", "storage/intervals.py", "storage/queries.py"),
+        ("storage/summary.py", "analysis/intervals.py", "storage/queries.py"),
         ("tests/storage/test_summary*.py", "tests/dashboard/test_reads*.py"),
     ),
-    "tables": Target("tables", ("dashboard/tables.py",), ("tests/dashboard/test_tables*.py",)),
+    "tables": Target("tables", ("analysis/tables.py",), ("tests/analysis/test_tables*.py",)),
     # the IGTree lookup: the module, or its lookup file once workers.igtree is a package
     "igtree": Target(
         "igtree",

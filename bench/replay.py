@@ -4,7 +4,7 @@ drafts over SmolLM2 references, and the time a 10,000-cell grid takes at that ra
 The grid: the session drafts (ngram, lookup, suffix) and an olifant and a hybrid draft over an instance base of the
 demo's pydoc training text, k = 1..8 and token trees of 4, 8 and 16 nodes, in the three regimes, over SmolLM2's
 greedy references of pydoc prompts (the references are made once, by the real verifier, and not timed here). Each
-Ray task replays a batch of 64 cells of one strategy, as the driver sends them (`workers.training.ray_tasks.replay_task`).
+Ray task replays a batch of 64 cells of one strategy, as the driver sends them (`workers.replay.task.replay_task`).
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def replay_rate(all_jobs: list, cpus: int) -> tuple[float, int, float]:
     import ray
 
     from bench.training import _ray_init
-    from workers.training.ray_tasks import replay_task
+    from workers.replay.task import replay_task
 
     _ray_init(cpus)
     try:

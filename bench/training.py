@@ -65,8 +65,8 @@ def demo_chain():
 
 
 def generate_token_file(n_tokens: int, folder: Path, chain, seed: int = 0):
-    """Write `n_tokens` synthetic tokens (+ offsets) with the word chain; returns a workers.training.instances.TokenFile."""
-    from workers.training.instances import TokenFile
+    """Write `n_tokens` synthetic tokens (+ offsets) with the word chain; returns a workers.igtree.instances.TokenFile."""
+    from workers.igtree.instances import TokenFile
 
     (starts, lengths, flat), (row_start, dst, key) = chain
     rng = np.random.default_rng(seed)
@@ -105,10 +105,10 @@ def generate_token_file(n_tokens: int, folder: Path, chain, seed: int = 0):
 
 def run_one(cfg: dict) -> dict:
     """Train one configuration (in this process) and measure it."""
+    from workers.igtree.instances import TokenFile
     from workers.igtree.partitioned import BuildTarget, build_partitioned, local_map, plan_training
     from workers.memwatch import PeakRss
     from workers.training.ibase import build_in_memory
-    from workers.training.instances import TokenFile
     from workers.training.ray_tasks import RayMap
 
     tf = TokenFile(**cfg["tf"])
@@ -155,8 +155,8 @@ def run_one(cfg: dict) -> dict:
 def tokenise_one(cfg: dict) -> dict:
     """Tokenise the demo corpora's text (real text, Mistral tokenizer) with 1 process or Ray workers; tokens/s."""
     from workers.corpora import TextSource
+    from workers.igtree.instances import tokenize_parallel, tokenize_source
     from workers.tokenizer import load_tokenizer
-    from workers.training.instances import tokenize_parallel, tokenize_source
 
     source = TextSource(name="demo", path=cfg["text"])
     tok = load_tokenizer("mistral")
@@ -284,7 +284,7 @@ def run(
 
 def _token_file(n: int, folder: Path, chain):
     """The synthetic token file of `n` tokens in `folder`: reused when a previous run left it complete."""
-    from workers.training.instances import TokenFile
+    from workers.igtree.instances import TokenFile
 
     meta = folder / f"synthetic-{n}.json"
     if meta.exists():

@@ -7,7 +7,7 @@ import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
 
-from dashboard.tables import PLAIN
+from analysis.tables import PLAIN
 
 TEMPLATE = "plotly_white"
 REGIME_ORDER = ["uncached", "cached"]
@@ -129,7 +129,7 @@ def acceptance_vs_k(summary: pd.DataFrame) -> go.Figure:
 
 def learning_curve_chart(points: pd.DataFrame, k: int) -> dict:
     """Acceptance against the base's tokens (log axis), one line per draft family, one panel per regime, with each
-    point's 95% interval over prompts as error bars (`storage.curve.curve_points`); as a dict (`show_chart`)."""
+    point's 95% interval over prompts as error bars (`analysis.curve.curve_points`); as a dict (`show_chart`)."""
     df = points.assign(
         plus=points["acceptance_hi"] - points["acceptance"], minus=points["acceptance"] - points["acceptance_lo"]
     )
@@ -220,7 +220,7 @@ STATE_COLOURS = {"done": "#2ca02c", "running": "#1f77b4", "pending": "#c7c7c7", 
 
 def queue_progress(groups: dict[str, dict[str, int]]) -> go.Figure:
     """Stacked bars of cell states per group of kinds (training, reference, replay, timed, ...;
-    `orchestrator.cli.status_lines.kind_groups`), in the order a run meets them."""
+    `greenspec.status.kind_groups`), in the order a run meets them."""
     rows = [{"kind": g, "state": s, "cells": n} for g, c in groups.items() for s, n in c.items()]
     fig = px.bar(
         pd.DataFrame(rows, columns=["kind", "state", "cells"]),

@@ -15,14 +15,15 @@ import tomllib
 import pandas as pd
 import streamlit as st
 
-from dashboard import tables
+from analysis import tables
+from analysis.model_error import error_bounds, with_model_error
+from analysis.summary import summarize
 from dashboard.launch import DB_ENV
 from storage import browse, costs
 from storage import queries as sq
 from storage import summary as ssum
 from storage.browse import GridPoint, Selection
 from storage.db import DEFAULT_URL, reader_sessions
-from storage.model_error import error_bounds, with_model_error
 
 logger = logging.getLogger(__name__)
 
@@ -114,9 +115,7 @@ def summary(url: str, exp_id: int, data: Version, pooled: bool = False) -> pd.Da
     its 95% interval over prompts (a replayed speed figure's with the cost table's validated error)."""
     with _session(url) as s:
         bounds = error_bounds(costs.prediction_pairs(s, exp_id))
-    return with_model_error(
-        ssum.summarize(_sums(url, exp_id, data), _prompts(url, exp_id, data), pooled=pooled), bounds
-    )
+    return with_model_error(summarize(_sums(url, exp_id, data), _prompts(url, exp_id, data), pooled=pooled), bounds)
 
 
 @st.cache_data(max_entries=ENTRIES, show_spinner=False)
@@ -206,7 +205,7 @@ def spec(url: str, exp_id: int) -> dict:
 
 @st.cache_data(max_entries=ENTRIES, show_spinner=False)
 def learning_curve(url: str, exp_id: int, data: Version, k: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The learning curve at `k` (`storage.curve`): one point per corpus strategy and regime (acceptance against its
+    """The learning curve at `k` (`analysis.curve`): one point per corpus strategy and regime (acceptance against its
     base's tokens, with its interval) and the slope per decade of each draft family; both empty without two sizes."""
     from storage import curve
 

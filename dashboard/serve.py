@@ -20,14 +20,14 @@ def preload() -> None:
     import plotly.express  # noqa: F401
     import plotly.graph_objects  # noqa: F401
 
+    import analysis.paper  # noqa: F401
+    import analysis.paper_pairing  # noqa: F401
+    import analysis.tables  # noqa: F401
     import dashboard.charts  # noqa: F401
-    import dashboard.tables  # noqa: F401
     import dashboard.tokens  # noqa: F401
     import storage.browse  # noqa: F401
     import storage.costs  # noqa: F401
-    import storage.paper  # noqa: F401
     import storage.summary  # noqa: F401
-    import workers.paper  # noqa: F401
 
 
 def main() -> int:

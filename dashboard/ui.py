@@ -9,9 +9,9 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from analysis.columns import BOUNDS, Column
 from dashboard import charts, reads, tables
 from storage.browse import PICK_ORDER, GridPoint, Selection
-from storage.columns import BOUNDS, Column
 
 FILTERS_KEY = "gs_filters"
 START_POLL_S = 5  # the start page checks this often whether a run has begun
@@ -174,7 +174,7 @@ def frame_block(df: pd.DataFrame, title: str, key: str, empty: str = "Nothing he
 
 
 def column_formats(columns: tuple[Column, ...], shown: list[str]) -> dict:
-    """Streamlit's header and number format of each `shown` column that declares one in `storage.columns` (an
+    """Streamlit's header and number format of each `shown` column that declares one in `analysis.columns` (an
     interval bound as "<label> 95% lo"), for `st.dataframe(column_config=...)`."""
     out = {}
     for c in columns:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orchestrator.cli.export import export_frame, generations_export
+from greenspec.frames import export_frame, generations_export
 from storage.costs import prediction_error
 from storage.db import DEFAULT_URL, open_reader
 from storage.queries import experiment_id, experiment_info, experiments_frame, failures_frame, status_counts
@@ -69,7 +69,7 @@ class Results:
     def compare(self, a: str | None, b: str) -> pd.DataFrame:
         """Experiments `a` (the newest when None) and `b` side by side: the cells both ran, each figure of both with
         its interval, B - A, and whether the intervals miss each other (`greenspec.compare`; `export --compare B`)."""
-        from orchestrator.cli.export import compare_experiments
+        from greenspec.frames import compare_experiments
 
         with self.Session() as s:
             return compare_experiments(s, a, b)
@@ -127,7 +127,7 @@ class Results:
         """The export table of `experiment`'s replayed generations re-predicted for the device of the stored cost
         table `table` (id or name), labelled `predicted_for`; the one call here that writes: the derived experiment
         `<experiment>@<table>` (`greenspec costs repredict`), reused while the replays are the same."""
-        from orchestrator.cli.repredict import repredict
+        from greenspec.repredict import repredict
 
         done = repredict(self.url, experiment, str(table))
         with self.Session() as s:

@@ -3,12 +3,12 @@ grid can answer, each with its verdict, and those it cannot answer, each with th
 
 One frame (`findings_frame`, read from a database by `read_findings`) behind every place a user looks:
 `Results.findings`, `greenspec findings`, `greenspec demo`'s printout, the top of the HTML report and the dashboard's
-Findings page. The verdicts are `orchestrator.checks`' (claims, targets, trees): each read off a 95% interval over
+Findings page. The verdicts are `analysis.checks`' (claims, targets, trees): each read off a 95% interval over
 prompts, speed beyond a practical margin, a family of verdicts Holm-corrected. The strategies each check compares are
 read off the experiment's stored spec (`experiments.spec_toml`), as the demo reads its own.
 
 The model error. A replayed cell's time is the round-cost table's prediction; its validated error per regime and
-width band is already inside every replayed speed interval the checks read (`storage.model_error`, applied by
+width band is already inside every replayed speed interval the checks read (`analysis.model_error`, applied by
 `summary_frame`), so a cell against a fixed threshold (speedup > 1) adds no second margin. A paired difference of two
 replayed cells (bootstrapped over prompts from their predicted figures) and the break-even's line carry it as a
 margin instead: the spread of the regime's band errors (`model_errors`), what two bands erring differently can move
@@ -30,15 +30,15 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from orchestrator.checks.breakeven import TARGET as BREAK_EVEN
-from orchestrator.checks.check import UNCACHED, Check, one_measure
-from orchestrator.checks.claims import BEATS_NGRAM, UNCACHED_GAIN, check_claims, own_domains, session_4gram
-from orchestrator.checks.families import DECISIVE, family_of
-from orchestrator.checks.rules import ALPHA, PRACTICAL_MARGIN, TOO_FEW
-from orchestrator.checks.targets import Roles, check_all, roles
-from orchestrator.checks.trees import tree_checks, tree_roles
+from analysis import stats
+from analysis.checks.breakeven import TARGET as BREAK_EVEN
+from analysis.checks.check import UNCACHED, Check, one_measure
+from analysis.checks.claims import BEATS_NGRAM, UNCACHED_GAIN, check_claims, own_domains, session_4gram
+from analysis.checks.families import DECISIVE, family_of
+from analysis.checks.rules import ALPHA, PRACTICAL_MARGIN, TOO_FEW
+from analysis.checks.targets import Roles, check_all, roles
+from analysis.checks.trees import tree_checks, tree_roles
 from orchestrator.run.spec import parse_spec
-from storage import stats
 from workers.errors import GreenspecError, SpecError
 
 PAPER, OUTPUT, FUTURE, TREES = "paper's claims", "output check", "future-work targets", 'token trees and k = "auto"'
@@ -76,11 +76,11 @@ def model_errors(
 ) -> dict[str, float]:
     """{regime: relative model error of replayed speeds} for the checks' `model_error`.
 
-    With `bounds` (`storage.model_error.error_bounds`: per regime and width band the 95% interval of the median
+    With `bounds` (`analysis.model_error.error_bounds`: per regime and width band the 95% interval of the median
     ln(predicted / measured)): the spread of the regime's bands, max upper bound less min lower bound. A paired
     difference of two replayed speedups, or the break-even's line through them, is off by at most that much of its
     reference where two bands (or a band and plain) err differently; a cell against a fixed threshold adds nothing,
-    its own interval holds its error (`orchestrator.checks.rules.cell_error`). A regime validated without bounds
+    its own interval holds its error (`analysis.checks.rules.cell_error`). A regime validated without bounds
     (fewer than MIN_PAIRS pairs in every band) or with replayed cells and no pair at all: NaN, its speed verdicts
     inconclusive. Without `bounds`: 0 for a validated regime (at least one pair), NaN for one with none."""
     out: dict[str, float] = {}
@@ -249,9 +249,9 @@ def findings_frame(
     bounds: Mapping[tuple[str, str], tuple] | None = None,
 ) -> pd.DataFrame:
     """One row per verdict (COLUMNS) in SECTIONS order, and one "not testable here" row per claim or target the
-    grid cannot answer, with the reason. `summary`: `storage.queries.summary_frame`; `spec`: the experiment's Spec or
+    grid cannot answer, with the reason. `summary`: `analysis.summary.summary_frame`; `spec`: the experiment's Spec or
     stored TOML; `prompts`: `storage.summary.prompt_frame` (pairs the comparisons); `errors`:
-    `storage.costs.prediction_error` (the model error per regime); `bounds`: `storage.model_error.error_bounds` (per
+    `storage.costs.prediction_error` (the model error per regime); `bounds`: `analysis.model_error.error_bounds` (per
     regime and band; `model_errors`)."""
     parsed, why = _spec(spec)
     if summary.empty:
@@ -277,9 +277,10 @@ def findings_frame(
 def read_findings(session, experiment: str | None = None) -> pd.DataFrame:
     """`findings_frame` of a stored experiment (the newest when None); GreenspecError naming the known experiments
     when there is no such experiment."""
+    from analysis.model_error import error_bounds
+    from analysis.summary import summary_frame
     from storage.costs import prediction_error, prediction_pairs
-    from storage.model_error import error_bounds
-    from storage.queries import experiment_id, experiment_info, experiments_frame, summary_frame
+    from storage.queries import experiment_id, experiment_info, experiments_frame
     from storage.summary import prompt_frame
 
     exp_id = experiment_id(session, experiment)

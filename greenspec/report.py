@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from orchestrator.cli.outputs import check_out_path
+from greenspec.outputs import check_out_path
 from storage.db import display_url
 
 if TYPE_CHECKING:
@@ -108,7 +108,7 @@ def paper_tables(df: pd.DataFrame) -> str:
     """The paper's Tables 1-4, 6 and 7 over the run (one measure per cell: the replayed figure where there is one),
     from the same definitions as the dashboard's pages; Table 5 (redundancy of the texts) needs every text and is on
     the dashboard's Texts page."""
-    from dashboard.tables import PAPER_TABLES, paper_rows, paper_table, styled  # deferred: pandas Styler and jinja2
+    from analysis.tables import PAPER_TABLES, paper_rows, paper_table, styled  # deferred: pandas Styler and jinja2
 
     out = []
     for key, spec in PAPER_TABLES.items():

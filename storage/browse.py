@@ -148,6 +148,17 @@ def references_frame(session: Session, exp_id: int) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["task", "prompt_index", "prompt_text", "text"])
 
 
+def reference_tokens_frame(session: Session, exp_id: int) -> pd.DataFrame:
+    """Every reference continuation of an experiment: task, prompt_index, tokens (verifier ids), text."""
+    cols = ["task", "prompt_index", "tokens", "text"]
+    rows = session.execute(
+        select(*(getattr(Reference, c) for c in cols))
+        .where(Reference.experiment_id == exp_id)
+        .order_by(Reference.task, Reference.prompt_index)
+    ).all()
+    return pd.DataFrame(rows, columns=cols)
+
+
 def spec_toml(session: Session, exp_id: int) -> str:
     """The experiment's stored spec text ("" when absent)."""
     return session.scalar(select(Experiment.spec_toml).where(Experiment.id == exp_id)) or ""

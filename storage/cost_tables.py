@@ -23,8 +23,8 @@ from sqlalchemy import func, inspect, select
 from sqlalchemy.orm import Session
 
 from storage.models import CostModel, CostTable, Generation, Reference, Reprediction
-from workers.costmodel import RoundCosts
 from workers.costtables import CostTableError, default_name, device_description
+from workers.decoding.costmodel import RoundCosts
 
 TABLE_COLUMNS = ["id", "name", "verifier", "device", "dtype", "threads", "agreement", "energy", "noise", "created_at"]
 

@@ -1,4 +1,4 @@
-"""Reads of the round-cost table (`workers.costmodel.RoundCosts`) and of how well it predicts: the experiment's stored
+"""Reads of the round-cost table (`workers.decoding.costmodel.RoundCosts`) and of how well it predicts: the experiment's stored
 table, and the prediction error of its generations per regime and width band. Sessions are opened by the caller.
 
 Validation pairs a replayed generation with the timed generation of the same coordinate (strategy, task, k,
@@ -26,7 +26,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from storage.models import CostModel, Generation
-from workers.costmodel import RoundCosts, error_summary, interpolate, spearman
+from workers.decoding.costmodel import RoundCosts, error_summary, interpolate, spearman
 from workers.decoding.passes import BANDS, width_band
 
 PLAIN = "plain"  # the strategy every speedup is taken against

@@ -289,7 +289,7 @@ class Generation(Base):
 
 
 class CostModel(Base):
-    """The verifier's measured round-cost table on one device (`workers.costmodel.RoundCosts`), measured on the
+    """The verifier's measured round-cost table on one device (`workers.decoding.costmodel.RoundCosts`), measured on the
     accelerator worker for an experiment: predicts replayed generations and k = "auto"'s lengths."""
 
     __tablename__ = "cost_models"

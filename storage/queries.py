@@ -3,7 +3,6 @@
 Example:
     >>> with Session() as s:
     ...     counts = status_counts(s)           # {"cells": {...}, "sweep": {...}, "generations": n}
-    ...     table = summary_frame(s, "demo")    # one row per strategy x task x k x regime (SQL GROUP BY)
 """
 
 from __future__ import annotations
@@ -14,19 +13,13 @@ import pandas as pd
 from sqlalchemy import case, func, literal, select
 from sqlalchemy.orm import Session
 
-from storage.costs import prediction_pairs
-from storage.model_error import error_bounds, with_model_error
 from storage.models import CELL_KINDS, CELL_STATES, Artifact, Cell, Experiment, Generation, InstanceBase, PowerSample
-from storage.summary import (  # noqa: F401 (SUMMARY_COLUMNS: re-exported)
-    SUMMARY_COLUMNS,
+from storage.summary import (
     Versions,
     first_accepted_expr,
     first_drafted_expr,
-    group_sums,
     latest_generations,
-    prompt_frame,
     rounds_expr,
-    summarize,
     version_expr,
 )
 
@@ -218,21 +211,6 @@ def power_frame(session: Session, exp_id: int, t0: float | None = None, t1: floa
     if t1 is not None:
         stmt = stmt.where(PowerSample.t_s <= t1)
     return pd.DataFrame(session.execute(stmt).all(), columns=["t_s", "source", "power_w", "energy_j", "measured"])
-
-
-def summary_frame(
-    session: Session, experiment: str | None = None, pooled: bool = False, versions: Versions | None = None
-) -> pd.DataFrame:
-    """The export table of one experiment (newest when None): per-prompt means, or pooled, each figure with its 95%
-    interval over prompts (a replayed speed figure's with the cost table's validated error, `storage.model_error`),
-    its rows marked current or older by `versions`; see `storage.summary`."""
-    exp_id = experiment_id(session, experiment)
-    if exp_id is None:
-        return pd.DataFrame(columns=SUMMARY_COLUMNS)
-    name = session.scalar(select(Experiment.name).where(Experiment.id == exp_id))
-    sums, prompts = group_sums(session, exp_id, versions), prompt_frame(session, exp_id, versions)
-    bounds = error_bounds(prediction_pairs(session, exp_id))
-    return with_model_error(summarize(sums, prompts, pooled=pooled, experiment=name), bounds)
 
 
 def timing_spread(session: Session, exp_id: int | None) -> dict | None:

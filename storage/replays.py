@@ -1,5 +1,5 @@
 """What the driver reads around replayed generations: done prerequisite cells, references by key, and the timed twin
-of a replayed generation (and the reverse), whose rounds must be the same (`workers.replay.rounds_differ`)."""
+of a replayed generation (and the reverse), whose rounds must be the same (`workers.replay.batch.rounds_differ`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from storage.cell_spec import CellParams
 from storage.models import Cell, Generation, Reference
-from workers.replay import ROUND_LISTS
+from workers.replay.batch import ROUND_LISTS
 
 
 def done_keys(session: Session, exp_id: int, kinds: Iterable[str]) -> set[str]:

@@ -1,7 +1,7 @@
 """An experiment re-predicted with another device's round-cost table, written as a derived experiment.
 
 At temperature 0 a replayed generation's passes depend on the draft and the stored reference only, so its time on
-any device is that device's table over those passes (`workers.costmodel.predict_generation`) plus the draft's own
+any device is that device's table over those passes (`workers.decoding.costmodel.predict_generation`) plus the draft's own
 measured seconds. The derived experiment holds copies of the source's *replayed* generations only (never a timed
 one: a timed row measured its own device and stays what it measured), each with its wall and verify seconds,
 tokens/s, predicted wall time and energy recomputed with the table (energy: the predicted seconds at the mean
@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session
 
 from storage.cost_tables import replay_signature, row_samples
 from storage.models import Cell, CostModel, CostTable, Experiment, Generation, Reference, Reprediction
-from workers.costmodel import RoundCosts, predict_generation
+from workers.decoding.costmodel import RoundCosts, predict_generation
 from workers.metrics import tokens_per_s
 
 CHUNK = 2000  # generations copied per batch

@@ -9,15 +9,16 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("greenspec", "orchestrator", "workers", "storage", "dashboard")
+PACKAGES = ("greenspec", "orchestrator", "workers", "storage", "analysis", "dashboard")
 # the driver's side (its entry points, Ray's start-up, the loop, the accelerator worker's handle) and the worker
-# adapters (the CPU trainer, the accelerator, artifact copies between nodes)
+# adapters (the CPU trainer and artifact copies between nodes, the replay task, the accelerator)
 RAY_MODULES = {
     "orchestrator.run.driver",
     "orchestrator.run.ray_startup",
     "orchestrator.run.dispatcher",
     "orchestrator.run.accelerator_actor",
     "workers.training.ray_tasks",
+    "workers.replay.task",
     "workers.accelerator",
 }
 
@@ -174,6 +175,55 @@ def test_no_import_cycles_counting_imports_inside_functions():
     graph = {m: {i for i in imports(p) if i in mods and i != m} for m, p in mods.items()}
     cycles = [c for c in all_cycles(graph) if frozenset(c) not in ALLOWED_CYCLES]
     assert cycles == []
+
+
+# The layers, lowest first (docs/architecture.md): a module may import its own layer and those below it, never one
+# above, counting imports inside functions. `orchestrator` holds two: its engine (the spec, its cells, the Ray driver
+# that `greenspec.run` calls) below the library, and its commands, a shell over everything, at the top.
+LAYERS = (
+    "workers",  # the science: corpora, IGTree, drafts, the verifier, decoding, replay, metrics, power
+    "storage",  # SQL: models, engine, migrations, queries
+    "analysis",  # what the rows say: summaries, intervals, model error, verdicts, curves, the paper's tables
+    "orchestrator.run",  # the engine: the spec, its cells, the scheduler and the Ray driver
+    "greenspec",  # the library: results as frames, findings, the report, compare, re-predict, `run`
+    "dashboard",  # a shell: the Streamlit app, read-only
+    "orchestrator.cli",  # a shell: the `greenspec` commands (parse, call the library, print)
+)
+
+
+def layer(module: str) -> int:
+    """The index in LAYERS of the longest layer name that is `module` or a package above it."""
+    found = [(len(name), i) for i, name in enumerate(LAYERS) if module == name or module.startswith(name + ".")]
+    assert found, f"{module} is in no layer: add its package to LAYERS"
+    return max(found)[1]
+
+
+def test_every_import_points_down_the_layers():
+    mods = modules()
+    up = [
+        f"{m} ({LAYERS[layer(m)]}) imports {i} ({LAYERS[layer(i)]})"
+        for m, p in sorted(mods.items())
+        if m != "orchestrator"  # the bare package's __init__: empty (a test below keeps it so)
+        for i in sorted(imports(p))
+        if i in mods and layer(i) > layer(m)
+    ]
+    assert up == []
+
+
+def test_the_orchestrator_package_itself_imports_nothing():
+    """`orchestrator/__init__.py` belongs to neither of its two layers, so it must not import either."""
+    assert not {i for i in imports(modules()["orchestrator"]) if i.split(".")[0] in PACKAGES}
+
+
+def test_no_cycle_between_subpackages():
+    """Counting imports inside functions, no two rooms (a package's subpackages and flat modules: `workers.decoding`,
+    `workers.drafts`, `workers.runner`, `storage.queries`, ...) import each other, directly or around a loop."""
+    mods = modules()
+    room = {m: ".".join(m.split(".")[:2]) for m in mods}
+    graph: dict[str, set[str]] = {r: set() for r in room.values()}
+    for m, p in mods.items():
+        graph[room[m]] |= {room[i] for i in imports(p) if i in mods and room[i] != room[m]}
+    assert all_cycles(graph) == []
 
 
 def test_no_file_over_400_lines():

@@ -16,10 +16,12 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
-from workers.power.base import PowerSample
+from workers.power.base import EnergyWindow, PowerSample
+from workers.power.energy import j_per_100_tokens, tokens_per_j
+from workers.power.sampler import PowerSampler
 
 if TYPE_CHECKING:
     from workers.decoding import GenerationResult
@@ -44,7 +46,7 @@ class SweepJob:
     top_k: int = 0
     top_p: float = 1.0
     seed: int | None = None
-    costs: str | None = None  # k = "auto": the experiment's round-cost table (workers.costmodel JSON)
+    costs: str | None = None  # k = "auto": the experiment's round-cost table (workers.decoding.costmodel JSON)
     repeats: int | None = None  # timed runs of this generation (None: the worker's [sweep] repeats)
 
     def __post_init__(self):
@@ -69,7 +71,7 @@ class ReplayJob:
     vocab_size: int
     eos_id: int | None
     max_new_tokens: int
-    costs: str | None = None  # k = "auto": the experiment's round-cost table (workers.costmodel JSON)
+    costs: str | None = None  # k = "auto": the experiment's round-cost table (workers.decoding.costmodel JSON)
 
 
 @dataclass(frozen=True)
@@ -198,7 +200,7 @@ class CostModelRecord:
 
     verifier: str
     device: str
-    costs: str  # `workers.costmodel.RoundCosts` as JSON
+    costs: str  # `workers.decoding.costmodel.RoundCosts` as JSON
     samples: tuple[tuple[str, str, int, int, float], ...]  # (regime, kind, n, context, seconds) per timed round
     measure_s: float
     started_at: float  # epoch s
@@ -288,3 +290,34 @@ def generation_record(
     shared = {name: _frozen(getattr(res, name)) for name in FROM_RESULT}
     shared["bridged"] = bool(shared["bridged"])
     return GenerationRecord(n_prompt_tokens=n_prompt_tokens, text=text, device=device, **shared, **extra)
+
+
+def energy_record(window: EnergyWindow, n_tokens: int) -> EnergyRecord:
+    """A window's joules as stored with a generation: mean watts, J per 100 tokens, tokens per joule."""
+    return EnergyRecord(
+        energy_j=window.energy_j,
+        mean_power_w=window.mean_power_w,
+        power_source=window.source_label,
+        power_measured=window.measured,
+        j_per_100_tokens=j_per_100_tokens(window.energy_j, n_tokens),
+        tokens_per_j=tokens_per_j(window.energy_j, n_tokens),
+    )
+
+
+def attach_energy(outcomes: list[JobOutcome], sampler: PowerSampler) -> list[JobOutcome]:
+    """Each outcome with its generation's (label pass's, cost measurement's) energy over its [started_at, ended_at]
+    window."""
+    out = []
+    for o in outcomes:
+        if o.label is not None:
+            w = sampler.window(o.label.started_at, o.label.ended_at)
+            o = replace(o, label=replace(o.label, energy=energy_record(w, o.label.n_tokens)))
+        if o.cost_model is not None:
+            w = sampler.window(o.cost_model.started_at, o.cost_model.ended_at)
+            o = replace(o, cost_model=replace(o.cost_model, energy=energy_record(w, 0)))
+        g = o.generation
+        if g is not None:
+            w = sampler.window(g.started_at, g.ended_at)
+            o = replace(o, generation=replace(g, energy=energy_record(w, len(g.tokens))))
+        out.append(o)
+    return out

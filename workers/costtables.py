@@ -33,7 +33,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from workers.costmodel import RoundCosts
+from workers.decoding.costmodel import RoundCosts
 from workers.decoding.passes import REGIMES
 from workers.errors import GreenspecError
 

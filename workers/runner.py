@@ -23,9 +23,9 @@ from workers.contracts import (
     LabelRecord,
     ReferenceRecord,
     SweepJob,
+    attach_energy,
     generation_record,
 )
-from workers.power.attribution import attach_energy
 from workers.power.base import PowerSample
 
 if TYPE_CHECKING:

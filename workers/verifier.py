@@ -61,7 +61,7 @@ class Verifier:
         self.last_shape: tuple[int, int, int] = (0, 0, 0)  # the last forward's (tokens fed, tokens cached, rows kept)
 
     def _shape(self, fed: int, cached: int, keep: int) -> None:
-        """Note a forward's shape, which is what its cost depends on (`workers.costmodel`)."""
+        """Note a forward's shape, which is what its cost depends on (`workers.decoding.costmodel`)."""
         self.last_shape = (fed, cached, keep if 0 < keep < fed else fed)
 
     def sync(self) -> None:

@@ -9,7 +9,7 @@ import streamlit as st
 
 from dashboard import reads, ui
 from dashboard.app import page_filters
-from orchestrator.cli.export import compare_experiments
+from greenspec.frames import compare_experiments
 
 FORMATS = {
     **{

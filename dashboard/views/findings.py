@@ -7,10 +7,10 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from analysis.stats import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE, TIE
 from dashboard import reads, ui
 from dashboard.app import page_filters
 from greenspec.findings import RULES, SECTIONS, read_findings, tally
-from storage.stats import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE, TIE
 
 SHOWN = ["verdict", "target", "task", "regime", "k", "estimate", "lo", "hi", "prompts", "family", "correction"]
 FORMATS = {

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import streamlit as st
 
+from analysis.columns import OVERVIEW_COLUMNS, SUMMARY
 from dashboard import charts, reads, ui
 from dashboard.app import page_filters
 from greenspec.report import notes_and_tags
-from orchestrator.cli.status_lines import kind_groups
+from greenspec.status import kind_groups
 from storage.browse import spec_toml
-from storage.columns import OVERVIEW_COLUMNS, SUMMARY
 
 REFRESH_S = 5  # how often the queue redraws while cells are pending or running
 
-RESULT_COLUMNS = OVERVIEW_COLUMNS  # storage.columns: the summary's columns the overview shows
+RESULT_COLUMNS = OVERVIEW_COLUMNS  # analysis.columns: the summary's columns the overview shows
 RESULT_FORMATS = ui.column_formats(SUMMARY, RESULT_COLUMNS)
 IBASE_COLUMNS = {
     "corpus": "corpus",

@@ -5,12 +5,13 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from analysis.columns import COMPARE_PAGE_COLUMNS, COMPARISON
+from analysis.paper import TASK_NAMES, load_results, redundancy_frame, run_frame
+from analysis.paper_pairing import compare_run, paper_names
 from dashboard import reads, ui
 from dashboard.app import page_filters
-from storage.columns import COMPARE_PAGE_COLUMNS, COMPARISON
+from storage.browse import reference_tokens_frame, spec_toml
 from storage.latency import latency_frame
-from storage.paper import compare_run, experiment_spec, paper_names, reference_tokens_frame
-from workers.paper import TASK_NAMES, load_results, redundancy_frame, run_frame
 
 SECTIONS = [  # (title, metrics, key)
     ("Throughput and speedup (Tables 1 and 2, Figure 1)", ("tokens_per_s", "speedup"), "paper_speed"),
@@ -28,7 +29,7 @@ SECTIONS = [  # (title, metrics, key)
     ),
     ("Draft latency (§2.3, `greenspec latency SPEC`)", ("latency_ms",), "paper_latency"),
 ]
-COLUMNS = COMPARE_PAGE_COLUMNS  # storage.columns: the comparison's columns this page shows
+COLUMNS = COMPARE_PAGE_COLUMNS  # analysis.columns: the comparison's columns this page shows
 NONE = "(none)"
 
 
@@ -50,11 +51,11 @@ def redundancy(url: str, exp_id: int, data: tuple) -> pd.DataFrame:
 def spec_text(url: str, exp_id: int) -> str:
     """The experiment's stored spec (its strategies' drafts pair the paper's baselines with the run's names)."""
     with reads._session(url) as s:
-        return experiment_spec(s, exp_id)
+        return spec_toml(s, exp_id)
 
 
 def name_maps(summary: pd.DataFrame, paired: tuple[dict[str, str], dict[str, str]]) -> dict[str, dict[str, str]]:
-    """Let the user pair the run's tasks and strategies that the rule (`storage.paper`) left unpaired with the
+    """Let the user pair the run's tasks and strategies that the rule (`analysis.paper_pairing`) left unpaired with the
     paper's (default: none); a map file's tables."""
     paper_tasks = list(TASK_NAMES.values())
     paper_strategies = sorted({s for s in load_results()["strategy"] if s and "|" not in s})

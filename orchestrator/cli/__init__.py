@@ -1,4 +1,4 @@
-"""The `greenspec` command line: a thin shell over `orchestrator.run`, `orchestrator.checks` and `workers`."""
+"""The `greenspec` command line: a thin shell over `orchestrator.run`, `analysis.checks` and `workers`."""
 
 import os
 

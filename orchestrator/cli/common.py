@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from orchestrator.cli.outputs import check_out_path
+from greenspec.outputs import check_out_path
 from storage.db import sqlite_path
 from workers.errors import GreenspecError
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import click
 
+from greenspec.outputs import write_failed
 from orchestrator.cli.common import FORCE, Context, check_out
-from orchestrator.cli.outputs import write_failed
 from workers.errors import GreenspecError
 
 
@@ -250,7 +250,7 @@ def repredict(obj: Context, experiment: str | None, table: str) -> None:
     Example:
       greenspec costs repredict --experiment demo --costs 1
     """
-    from orchestrator.cli.repredict import repredict as do_repredict
+    from greenspec.repredict import repredict as do_repredict
 
     done = do_repredict(obj.db, experiment, table)
     how = "reused" if done.reused else "written"

@@ -15,6 +15,7 @@ from typing import Callable
 
 import pandas as pd
 
+from analysis.summary import summary_frame
 from orchestrator.cli.progress import BarProgress
 from orchestrator.run.inputs import materialize
 from orchestrator.run.spec_paths import load_spec
@@ -25,7 +26,6 @@ from storage.queries import (
     experiment_id,
     identical_pass_noise,
     plain_texts,
-    summary_frame,
     timing_spread,
 )
 from workers.errors import GreenspecError

@@ -1,7 +1,7 @@
 """`greenspec export --compare paper`: a run's numbers beside the seed paper's, cell by cell, with differences.
 
 Only matched rows are written: the run's tasks and strategies are paired with the paper's by the rule of
-`storage.paper` (or a `--map` file), and what is left out is counted on one line.
+`analysis.paper_pairing` (or a `--map` file), and what is left out is counted on one line.
 
 The run side is the export's summary (one row per strategy x task x k x regime), the draft latencies stored by
 `greenspec latency` for the experiment, and Table 5 (the paper's redundancy definitions) over the greedy
@@ -12,28 +12,29 @@ from __future__ import annotations
 
 import pandas as pd
 
-from storage.columns import COMPARE_TEXT_COLUMNS
+from analysis.columns import COMPARE_TEXT_COLUMNS
+from analysis.paper_pairing import Comparison, compare_run
 from storage.db import Session
-from storage.paper import Comparison, compare_run
 
-SHOWN = COMPARE_TEXT_COLUMNS  # what markdown and latex show (`storage.columns`)
+SHOWN = COMPARE_TEXT_COLUMNS  # what markdown and latex show (`analysis.columns`)
 
 
 def comparison(session: Session, experiment: str | None, map_file: str | None = None) -> Comparison:
     """The comparison of one experiment (newest when None): the run's names paired with the paper's by the rule of
-    `storage.paper` (and `map_file`), rows without a counterpart and paper numbers without a cell left out, counted."""
-    from orchestrator.cli.export import export_frame
+    `analysis.paper_pairing` (and `map_file`), rows without a counterpart and paper numbers without a cell left out, counted."""
+    from analysis.paper import redundancy_frame, run_frame
+    from analysis.paper_pairing import paper_names, read_map
+    from greenspec.frames import export_frame
+    from storage.browse import reference_tokens_frame, spec_toml
     from storage.latency import latency_frame
-    from storage.paper import experiment_spec, paper_names, read_map, reference_tokens_frame
     from storage.queries import experiment_id
-    from workers.paper import redundancy_frame, run_frame
 
     summary = export_frame(session, experiment)
     name = str(summary["experiment"].iloc[0])
     exp_id = experiment_id(session, name)
     refs = reference_tokens_frame(session, exp_id)
     run = run_frame(summary, latency_frame(session, name), redundancy_frame(refs))
-    names = paper_names(run, experiment_spec(session, exp_id), read_map(map_file) if map_file else None)
+    names = paper_names(run, spec_toml(session, exp_id), read_map(map_file) if map_file else None)
     return compare_run(run, names)
 
 
@@ -47,7 +48,7 @@ def write_comparison(
 ) -> Comparison:
     """Write the comparison to `out` ("-" is stdout): csv and parquet keep every column, markdown and latex SHOWN;
     what was matched and left out, for the CLI's line."""
-    from orchestrator.cli.export import render, write_output
+    from greenspec.frames import render, write_output
 
     result = comparison(session, experiment, map_file)
     df = result.table

@@ -1,7 +1,7 @@
 """The CLI's progress: a bar with done/total, failed, ETA and the strategy being run (rich) on a terminal; on
 anything else (a log file, CI) a plain line every `LINE_EVERY_S` seconds and at the end, as tqdm and Ray Tune print.
 
-Both count the cells by kind (training, reference, replay, timed, ...: `orchestrator.cli.status_lines.kind_groups`)
+Both count the cells by kind (training, reference, replay, timed, ...: `greenspec.status.kind_groups`)
 and state, as `greenspec status` does, when the run tells them (`kinds`, from `storage.queries.status_counts`). The
 ETA then weighs the cells left by their kind's measured cost in this run (`KindEta`: a replay costs milliseconds, a
 timed cell seconds, a training minutes), and says "estimating" until every kind with cells left has one; without
@@ -15,7 +15,7 @@ import time
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from orchestrator.cli.status_lines import kind_groups
+from greenspec.status import kind_groups
 from orchestrator.run.options import left_text
 
 LINE_EVERY_S = 30.0

@@ -33,7 +33,7 @@ def _repredicted(obj: Context, experiment: str | None, costs_table: str | None) 
     """With --costs: the experiment re-predicted with that table (`greenspec costs repredict`), by name."""
     if costs_table is None:
         return experiment
-    from orchestrator.cli.repredict import repredict
+    from greenspec.repredict import repredict
 
     done = repredict(obj.db, experiment, costs_table)
     click.echo(f"{done.name}: {done.label}; its timed generations are not shown", err=True)
@@ -52,7 +52,7 @@ def status(obj: Context, as_json: bool, experiment: str | None) -> None:
       greenspec status --json
     """
     from greenspec.report import notes_and_tags
-    from orchestrator.cli.status_lines import empty_counts, kind_groups, status_lines
+    from greenspec.status import empty_counts, kind_groups, status_lines
     from storage import queries
 
     _refuse_missing_file(obj.db, experiment)
@@ -188,7 +188,7 @@ def export(  # wide: click passes each of the command's options as one parameter
       greenspec export --validation --format markdown
       greenspec export --costs 1 --format markdown
     """
-    from orchestrator.cli.export import write_summary
+    from greenspec.frames import write_summary
 
     fmt = output_format(fmt, out)
     _refuse_combinations(map_file, compare_with, pooled, generations, validation, costs_table)
@@ -205,7 +205,7 @@ def export(  # wide: click passes each of the command's options as one parameter
             click.echo(write_comparison(s, experiment, fmt, out, map_file).describe(), err=True)
             return
         if compare_with:
-            from orchestrator.cli.export import write_comparison_of_experiments
+            from greenspec.frames import write_comparison_of_experiments
 
             _experiment_names(s, compare_with, obj.db)
             done = write_comparison_of_experiments(s, experiment, compare_with, fmt, out)
@@ -213,7 +213,7 @@ def export(  # wide: click passes each of the command's options as one parameter
             click.echo(f"export: {len(done)} cells both ran; {only}", err=True)
             return
         if validation:
-            from orchestrator.cli.export import write_validation
+            from greenspec.frames import write_validation
 
             write_validation(s, experiment, fmt, out)
             return
@@ -239,7 +239,7 @@ def _refuse_combinations(
 def _say_superseded(session, experiment: str | None, all_versions: bool) -> None:
     """One line on stderr for each thing the export left out: generations superseded by a newer one of the same
     coordinate, version and prompt, and (without --all-versions) rows of an earlier version of the spec."""
-    from orchestrator.cli.export import hidden_rows, versions
+    from greenspec.frames import hidden_rows, versions
     from storage.queries import experiment_id
     from storage.summary import superseded
 

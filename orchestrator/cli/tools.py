@@ -9,8 +9,8 @@ import math
 
 import click
 
+from greenspec.outputs import write_failed
 from orchestrator.cli.common import FORCE, Context, check_out
-from orchestrator.cli.outputs import write_failed
 from workers.errors import GreenspecError
 
 MAX_POWER_S = 86_400  # `greenspec power --seconds`: at most a day

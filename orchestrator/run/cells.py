@@ -110,7 +110,7 @@ def table_widths(spec: Spec) -> dict:
 
 
 def cost_model_cell(spec: Spec, prompt: str | None) -> CellSpec | None:
-    """The accelerator cell that measures the verifier's round-cost table (`workers.costmodel`) on its device, when a
+    """The accelerator cell that measures the verifier's round-cost table (`workers.decoding.costmodel`) on its device, when a
     replay's predictions or a k = "auto" strategy need it; it times rounds over a real prompt's tokens (which do
     not enter its key: the cost does not depend on which tokens)."""
     if not (spec.sweep.replay or any(s.auto for s in spec.strategies)):

@@ -26,7 +26,7 @@ from orchestrator.run.options import RunOptions
 from orchestrator.run.spec import Spec
 from storage.cell_spec import CellSpec
 from workers.contracts import BatchOutcome, LabelJob, ReplayJob, SweepJob
-from workers.training.ray_tasks import replay_task
+from workers.replay.task import replay_task
 
 logger = logging.getLogger(__name__)
 

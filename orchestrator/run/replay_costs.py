@@ -18,7 +18,7 @@ from storage.cell_spec import CellSpec
 from storage.costs import stored_cost_model
 from storage.store import store_cost_model
 from workers.contracts import CostModelJob, EnergyRecord, GenerationRecord
-from workers.costmodel import predict_generation
+from workers.decoding.costmodel import predict_generation
 
 PREREQUISITE_KINDS = ("reference", COST_ROLE)  # done cells that other cells wait for (replays; k = "auto")
 

@@ -25,7 +25,7 @@ from storage.models import CELL_KINDS, Reference
 from storage.queries import state_counts
 from storage.replays import coordinate_of, done_keys, measured_coordinates, references_by_key, twin_rounds
 from workers.contracts import JobOutcome, ReplayJob
-from workers.replay import rounds_differ
+from workers.replay.batch import rounds_differ
 from workers.training.artifacts import BY_CELL_KIND
 
 logger = logging.getLogger(__name__)

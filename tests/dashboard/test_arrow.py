@@ -78,7 +78,8 @@ def _mixed_frames_page() -> None:
     """A page of the issue's frames: k mixing integers and "" (any k), a column mixing numbers and text."""
     import pandas as pd
 
-    from dashboard import tables, ui
+    from analysis import tables
+    from dashboard import ui
 
     frame = pd.DataFrame({"strategy": ["a", "b", "c"], "k": [3, "", 5], "note": [1.5, "n/a", 2.0]})
     ui.frame_block(frame, "mixed", "mixed")

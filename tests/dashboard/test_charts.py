@@ -5,11 +5,12 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from analysis.summary import summary_frame
 from dashboard import charts
-from orchestrator.cli.status_lines import kind_groups
+from greenspec.status import kind_groups
 from storage import browse
 from storage.db import open_db
-from storage.queries import power_frame, status_counts, summary_frame
+from storage.queries import power_frame, status_counts
 from tests.dashboard.populate import EXPERIMENT
 from tests.storage import known
 

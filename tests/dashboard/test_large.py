@@ -12,7 +12,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from bench.dashboard_db import EXPERIMENT, generate
-from orchestrator.cli.export import export_frame
+from greenspec.frames import export_frame
 from storage.db import open_db
 
 APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")

@@ -104,8 +104,8 @@ def test_the_server_preloads_the_pages_modules_but_not_their_caches_nor_torch():
     Streamlit caches (they belong to the server's runtime, which does not exist yet) and never torch (~300 MB)."""
     probe = (
         "import sys; from dashboard.serve import preload; preload(); "
-        "print(sorted(m for m in ('storage.summary', 'workers.paper', 'plotly.express', 'dashboard.reads', "
+        "print(sorted(m for m in ('storage.summary', 'analysis.paper', 'plotly.express', 'dashboard.reads', "
         "'dashboard.ui', 'torch') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
-    assert out.stdout.split() == ["['plotly.express',", "'storage.summary',", "'workers.paper']"], out.stderr
+    assert out.stdout.split() == ["['plotly.express',", "'storage.summary',", "'analysis.paper']"], out.stderr

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from analysis.paper import load_results
 from storage.db import open_db
 from storage.latency import store_latency
 from tests.dashboard.populate import populate
-from workers.paper import load_results
 
 APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
 TIMEOUT_S = 60

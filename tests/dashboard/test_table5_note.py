@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 from streamlit.testing.v1 import AppTest
 
-from dashboard import tables
+from analysis import tables
 from storage.db import sqlite_path
 from tests.dashboard.populate import populate
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from dashboard.tables import filter_frame
+from analysis.tables import filter_frame
 
 FRAME = pd.DataFrame(
     [

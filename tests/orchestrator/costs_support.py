@@ -1,6 +1,6 @@
 """A small replayed experiment built with the real decoding loop on a tiny real transformers verifier, for the cost
 table tests: greedy references, then per prompt, regime and strategy one generation timed on the verifier (twice:
-the run's own noise) and one replayed from the reference (`workers.decoding.replay`), both stored as a run stores
+the run's own noise) and one replayed from the reference (`workers.replay.verifier`), both stored as a run stores
 them, and the experiment's own round-cost table measured by `workers.decoding.roundtimer`.
 
 Strategies: plain (k = 0), the in-session n-gram (k = 3) and a fixed token tree of 3 nodes (`probe-tree`: the
@@ -21,14 +21,14 @@ from storage.db import open_db
 from storage.repredict import is_tree
 from tests.tiny_models import tiny_lm
 from workers.contracts import CostModelRecord, ReferenceRecord, generation_record
-from workers.costmodel import RoundCosts, build_table, predict_generation
 from workers.costtables import MeasureRequest, make_references, measure_loaded
 from workers.decoding import DecodeOptions, generate, greedy_reference
+from workers.decoding.costmodel import RoundCosts, build_table, predict_generation
 from workers.decoding.passes import REGIMES
-from workers.decoding.replay import replay_generate
 from workers.decoding.roundtimer import ProbeDraft, probe_tree
 from workers.drafts.ngram import NgramDraft
-from workers.drafts.plain import PlainDraft
+from workers.interfaces import PlainDraft
+from workers.replay.verifier import replay_generate
 from workers.verifier import Verifier
 
 VOCAB = 512

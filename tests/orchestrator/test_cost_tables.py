@@ -14,8 +14,8 @@ import pytest
 from sqlalchemy import select
 
 import greenspec
-from orchestrator.cli.export import export_frame
-from orchestrator.cli.repredict import repredict
+from greenspec.frames import export_frame
+from greenspec.repredict import repredict
 from orchestrator.run.driver import Derived, resume
 from orchestrator.run.options import RunOptions
 from storage.cost_tables import find_table, store_table, tables_frame
@@ -23,7 +23,6 @@ from storage.db import open_db
 from storage.models import Cell, CostModel, Experiment, Generation, Reference
 from storage.repredict import is_tree
 from tests.orchestrator import costs_support as cs
-from workers.costmodel import predict_generation
 from workers.costtables import (
     CostTableError,
     make_references,
@@ -31,6 +30,7 @@ from workers.costtables import (
     reference_agreement,
     table_file,
 )
+from workers.decoding.costmodel import predict_generation
 from workers.decoding.passes import REGIMES
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,11 +9,11 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
+from analysis.paper import COMPARE_COLUMNS, redundancy_frame
 from orchestrator.cli import main
 from storage.db import open_db
 from storage.latency import store_latency
 from tests.dashboard.populate import populate
-from workers.paper import COMPARE_COLUMNS, redundancy_frame
 
 
 @pytest.fixture(scope="module")

@@ -29,7 +29,7 @@ from storage.costs import (
 from storage.db import open_db
 from tests.storage.test_store import gen
 from workers.contracts import CostModelRecord, EnergyRecord
-from workers.costmodel import RoundCosts, build_table
+from workers.decoding.costmodel import RoundCosts, build_table
 
 SAMPLES = (
     ("cached", "first", 0, 76, 0.138),

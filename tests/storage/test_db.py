@@ -97,7 +97,8 @@ def _upgrade(engine, revision: str) -> None:
 
 
 def test_upgrade_0001_to_0002_to_head_keeps_generations(tmp_path):
-    from storage.queries import generations_frame, summary_frame
+    from analysis.summary import summary_frame
+    from storage.queries import generations_frame
 
     url = f"sqlite:///{tmp_path / 'old.db'}"
     engine = make_engine(url)

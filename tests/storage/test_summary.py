@@ -10,8 +10,9 @@ import math
 import pandas as pd
 import pytest
 
+from analysis.summary import summary_frame
 from storage.db import open_db
-from storage.queries import status_counts, summary_frame
+from storage.queries import status_counts
 from tests.storage.known import EXPERIMENT, build
 
 

@@ -32,9 +32,10 @@ import pandas as pd
 import pytest
 from sqlalchemy import insert
 
+from analysis.columns import SUMMARY_COLUMNS
+from analysis.summary import summary_frame
 from storage.db import open_db
 from storage.models import Cell, Experiment, Generation
-from storage.queries import SUMMARY_COLUMNS, summary_frame
 
 EXPERIMENT = "edges"
 INTERVALS = (

@@ -23,9 +23,9 @@ import math
 import pytest
 from sqlalchemy import insert
 
+from analysis.summary import summary_frame
 from storage.db import open_db
 from storage.models import Cell, Experiment, Generation
-from storage.queries import summary_frame
 from storage.summary import NO_PLAIN, Versions
 from tests.storage.known import EXPERIMENT, _generation, build
 

@@ -17,11 +17,11 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from orchestrator.run.spec import parse_spec
 from tests.workers.decoding.replay_checks import assert_same_rounds
 from workers.decoding import DecodeOptions, greedy_reference, speculative_generate
-from workers.decoding.replay import replay_generate
 from workers.drafts import make_draft
 from workers.errors import ModelError
 from workers.igtree import IGTree
 from workers.pretrained import BUILTIN_MODELS, convert, gguf_context_length, gguf_path, resolve_model
+from workers.replay.verifier import replay_generate
 from workers.tokenizer import load_tokenizer, tokenizer_id
 from workers.training.datastore import save_datastore
 from workers.verifier import load_verifier
@@ -211,7 +211,7 @@ def run(smol, drafts, references):
 
 
 def replayed(verifier, draft, prompt, ref, k, regime, trees=False):
-    """The generation replayed from its reference (`workers.decoding.replay`), no verifier pass."""
+    """The generation replayed from its reference (`workers.replay.verifier`), no verifier pass."""
     return replay_generate(draft, prompt, ref, verifier.vocab_size, DecodeOptions(regime, k, N_NEW, trees=trees))
 
 

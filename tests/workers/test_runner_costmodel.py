@@ -10,7 +10,7 @@ import pytest
 from tests.workers.power.power_trace import replayed, trace
 from tests.workers.test_runner import PROMPT, runner  # noqa: F401 (the module's tiny-Mistral runner fixture)
 from workers.contracts import CostModelJob, JobOutcome
-from workers.costmodel import RoundCosts
+from workers.decoding.costmodel import RoundCosts
 
 
 def test_a_cost_model_job_measures_the_runners_verifier(runner):  # noqa: F811

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from workers.drafts.base import common_prefix_len
+from workers.interfaces import common_prefix_len
 
 PRIOR_WEIGHT = 4.0  # observations worth as much as the confidence prior at one level
 LEVELS = 20  # confidences are binned to 1/LEVELS for the online statistics

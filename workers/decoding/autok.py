@@ -2,7 +2,7 @@
 
 The paper's cost model (section 5.1): a round that drafts n tokens costs c(n), and yields 1 + E[accepted | n]
 tokens, so the best length maximises (1 + E[accepted | n]) / c(n) (tokens per second; with `optimise = "energy"`
-c is in joules). c(n) is read off the experiment's round-cost table (`workers.costmodel.RoundCosts.curve`, measured
+c is in joules). c(n) is read off the experiment's round-cost table (`workers.decoding.costmodel.RoundCosts.curve`, measured
 once per verifier and device, stored with the experiment), at the prompt's length. E[accepted | n]:
 - a chain: sum_{i=1..n} a^i, a being this generation's acceptance so far ((accepted + 1) / (judged + 2));
 - a tree (best-first, `workers.drafts.trees`): the sum of the first n nodes' path probabilities, scaled by this
@@ -25,11 +25,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from workers.costmodel import RoundCosts
 from workers.decoding.costcurve import PassCosts, verifier_name
+from workers.decoding.costmodel import RoundCosts
 from workers.decoding.roundtimer import measure_round_costs
 from workers.decoding.tokentree import TokenTree
-from workers.drafts.base import Draft
+from workers.interfaces import Draft
 from workers.verifier import Verifier
 
 logger = logging.getLogger(__name__)
@@ -134,7 +134,7 @@ def decoding_plan(
 ) -> tuple[Draft, dict]:
     """The draft to run and the decoding's extra options for a strategy's options: token trees (`tree = N`), and
     k = "auto" (the draft wrapped in AutoLength over the regime's curve at this prompt's length, from `cost_model`,
-    the experiment's `workers.costmodel.RoundCosts` or its JSON; without it, a table of the verifier measured once per
+    the experiment's `workers.decoding.costmodel.RoundCosts` or its JSON; without it, a table of the verifier measured once per
     process, `_TABLES`). A replay (no verifier) needs the table: the timed run's lengths come from the same one."""
     trees = bool(options.get("tree"))
     if not options.get("auto"):

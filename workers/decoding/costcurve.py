@@ -1,5 +1,5 @@
 """The verifier's pass-cost curve (the paper's section 5.1 cost model): c(n) of a round drafting n tokens in one
-regime after one context, read off the round-cost table (`workers.costmodel.RoundCosts.curve`). No torch here: the
+regime after one context, read off the round-cost table (`workers.decoding.costmodel.RoundCosts.curve`). No torch here: the
 dashboard reads it.
 
 Example:

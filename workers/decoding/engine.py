@@ -22,7 +22,7 @@ from workers.decoding.rounds import GenerationResult, Tally
 from workers.decoding.sampling import EXACT, ExactRule
 from workers.decoding.seam import VerifierLike
 from workers.decoding.shapes import Chain, Tree
-from workers.drafts.base import Draft
+from workers.interfaces import Draft
 
 WARMUP_TOKENS = 8  # a warm-up's length at most: enough to run every kind of pass its regime makes
 

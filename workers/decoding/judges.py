@@ -13,7 +13,7 @@ import torch
 
 from workers.decoding.rounds import greedy_token, greedy_tokens
 from workers.decoding.sampling import EXACT, ExactRule, Warp, make_generator, sample, warped_probs
-from workers.drafts.base import Draft, common_prefix_len
+from workers.interfaces import Draft, common_prefix_len
 
 
 def accept_length(drafts: Sequence[int], targets: Sequence[int]) -> int:

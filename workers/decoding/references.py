@@ -1,5 +1,5 @@
 """Plain greedy decoding by transformers' own `generate`: the independent reference every speculative generation
-must equal at temperature 0 (and the reference cells replay reads, `workers.decoding.replay`).
+must equal at temperature 0 (and the reference cells replay reads, `workers.replay.verifier`).
 
 Example:
     >>> ref = greedy_reference(verifier, prompt_ids, 100)

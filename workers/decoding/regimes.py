@@ -30,7 +30,7 @@ from workers.decoding.judges import Judge, Row
 from workers.decoding.rounds import Tally, timed_pass
 from workers.decoding.seam import VerifierLike
 from workers.decoding.shapes import Feed, Shape
-from workers.drafts.base import Draft
+from workers.interfaces import Draft
 
 
 class Round(Protocol):

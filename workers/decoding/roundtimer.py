@@ -1,4 +1,4 @@
-"""Measure the round-cost table (`workers.costmodel.RoundCosts`): real rounds of the real decoding loop, timed.
+"""Measure the round-cost table (`workers.decoding.costmodel.RoundCosts`): real rounds of the real decoding loop, timed.
 
 For each regime, each pass width a run uses (n = 0..max_n drafted tokens, and each token-tree size) and a few
 context lengths (log-spaced over the run's), a `ProbeDraft` proposes a fixed draft and one round of the regime's own
@@ -28,8 +28,8 @@ from collections.abc import Sequence
 
 import torch
 
-from workers.costmodel import RoundCosts, Sample, build_table, log_spaced
 from workers.decoding.costcurve import verifier_name
+from workers.decoding.costmodel import RoundCosts, Sample, build_table, log_spaced
 from workers.decoding.engine import generate
 from workers.decoding.judges import GreedyJudge
 from workers.decoding.options import DecodeOptions
@@ -38,8 +38,7 @@ from workers.decoding.regimes import ROUNDS
 from workers.decoding.rounds import Tally
 from workers.decoding.shapes import Chain, Tree
 from workers.decoding.tokentree import TokenTree
-from workers.drafts.base import Draft
-from workers.drafts.plain import PlainDraft
+from workers.interfaces import Draft, PlainDraft
 
 logger = logging.getLogger(__name__)
 

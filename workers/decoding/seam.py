@@ -1,7 +1,7 @@
 """The verifier seam: what the rounds ask of a verifier, and all they ask.
 
 `workers.verifier.Verifier` (a transformers causal LM) implements it, and so does replay's stand-in
-(`workers.decoding.replay.ReferenceVerifier`), whose greedy tokens are read off a stored reference; the rounds
+(`workers.replay.verifier.ReferenceVerifier`), whose greedy tokens are read off a stored reference; the rounds
 cannot tell them apart, which is why a replayed generation makes a timed one's rounds and passes.
 
 Every pass returns logits (rows, V) of its last `keep` positions (all of them when keep is 0) and records its

@@ -32,7 +32,7 @@ from workers.decoding.judges import GreedyJudge, Judge, QRows, Row
 from workers.decoding.rounds import Tally, greedy_tokens, timed_draft, timed_pass
 from workers.decoding.seam import VerifierLike
 from workers.decoding.tokentree import TokenTree, attention_mask, position_ids, walk
-from workers.drafts.base import Draft
+from workers.interfaces import Draft
 
 
 @dataclass(frozen=True)

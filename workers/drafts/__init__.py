@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import inspect
 
-from workers.drafts.base import Draft
 from workers.drafts.registry import BuildContext, DraftEntry, DraftOptions, Requirement, lookup, names
 from workers.errors import DraftError
+from workers.interfaces import Draft
 
 
 def make_draft(name: str, **options) -> Draft:

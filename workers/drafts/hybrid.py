@@ -30,12 +30,12 @@ from pydantic import Field
 
 from workers.decoding.tokentree import TokenTree
 from workers.drafts.adaptive import AdaptiveLength
-from workers.drafts.base import Draft
 from workers.drafts.ngram import NgramTable
 from workers.drafts.olifant import IBaseOptions, check_confidence, check_tree, ibase_guess, load_ibase
 from workers.drafts.registry import BuildContext, DraftEntry
 from workers.drafts.trees import backoff, best_first_tree, merged
 from workers.errors import DraftError
+from workers.interfaces import Draft
 
 
 def session_match(table: NgramTable, history: Sequence[int]) -> tuple[int | None, int]:

@@ -24,9 +24,10 @@ from typing import TYPE_CHECKING, Annotated
 from pydantic import Field
 
 from workers.drafts.adaptive import AdaptiveLength, AdaptiveOptions
-from workers.drafts.base import Draft, common_prefix_len, continuation_ids
+from workers.drafts.base import continuation_ids
 from workers.drafts.registry import BuildContext, DraftEntry
 from workers.errors import DraftError, ModelError, first_line
+from workers.interfaces import Draft, common_prefix_len
 
 if TYPE_CHECKING:
     import torch

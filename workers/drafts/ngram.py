@@ -17,9 +17,10 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from workers.drafts.base import Draft, continuation_ids
+from workers.drafts.base import continuation_ids
 from workers.drafts.registry import BuildContext, DraftEntry, DraftOptions
 from workers.errors import DraftError
+from workers.interfaces import Draft
 
 UNITS = ("token", "word")
 

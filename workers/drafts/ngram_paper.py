@@ -35,10 +35,11 @@ from typing import Annotated
 
 from pydantic import Field
 
-from workers.drafts.base import Draft, continuation_ids
+from workers.drafts.base import continuation_ids
 from workers.drafts.ngram import NgramTable
 from workers.drafts.registry import BuildContext, DraftEntry, DraftOptions
 from workers.errors import DraftError
+from workers.interfaces import Draft
 
 ANCHOR = "a"  # any one-word text: the word after its space is encoded as it would be after any other word
 

@@ -23,10 +23,10 @@ from pydantic import Field, model_validator
 
 from workers.decoding.tokentree import TokenTree
 from workers.drafts.adaptive import AdaptiveLength, AdaptiveOptions
-from workers.drafts.base import Draft
 from workers.drafts.registry import BuildContext, DraftEntry, Requirement
 from workers.drafts.trees import backoff, best_first_tree
 from workers.errors import DraftError
+from workers.interfaces import Draft
 
 
 def load_ibase(ibase):

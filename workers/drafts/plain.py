@@ -2,20 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from workers.drafts.base import Draft
 from workers.drafts.registry import BuildContext, DraftEntry, DraftOptions
-
-
-class PlainDraft(Draft):
-    """No draft at all: the reference every speedup is measured against."""
-
-    name = "plain"
-
-    def propose(self, context: Sequence[int], k: int) -> list[int]:
-        """Nothing to propose."""
-        return []
+from workers.interfaces import PlainDraft
 
 
 class PlainOptions(DraftOptions):

@@ -19,9 +19,9 @@ from typing import Annotated
 import numpy as np
 from pydantic import Field, model_validator
 
-from workers.drafts.base import Draft
 from workers.drafts.registry import BuildContext, DraftEntry, DraftOptions
 from workers.errors import DraftError
+from workers.interfaces import Draft
 
 
 def first_continuation(ids: np.ndarray, n: int, k: int) -> np.ndarray | None:

@@ -19,9 +19,9 @@ from typing import Annotated
 
 from pydantic import Field, model_validator
 
-from workers.drafts.base import Draft
 from workers.drafts.registry import BuildContext, DraftEntry, DraftOptions, Requirement
 from workers.errors import DraftError
+from workers.interfaces import Draft
 from workers.training.datastore import Datastore, DatastoreError
 
 

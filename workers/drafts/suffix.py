@@ -30,9 +30,9 @@ from typing import Annotated
 import numpy as np
 from pydantic import Field
 
-from workers.drafts.base import Draft, common_prefix_len
 from workers.drafts.registry import BuildContext, DraftEntry, DraftOptions, Requirement
 from workers.errors import DraftError
+from workers.interfaces import Draft, common_prefix_len
 
 _request_ids = itertools.count()
 

@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from workers.igtree.build import tree_meta
+from workers.igtree.instances import TokenFile
 from workers.igtree.plan import IN_MEMORY_BYTES_PER_ROW, Plan, group_consecutive, plan_training
 from workers.igtree.spill import ClassTable, compact_dtype
 from workers.igtree.stages import (
@@ -51,7 +52,6 @@ from workers.igtree.stages import (
     stage_spill,
     stage_stats,
 )
-from workers.training.instances import TokenFile
 
 logger = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from workers.igtree.build import (
     top_arrays,
     top_of_counts,
 )
-from workers.training.instances import TokenFile, instance_offset, make_instances
+from workers.igtree.instances import TokenFile, instance_offset, make_instances
 
 INT64_MAX = np.iinfo(np.int64).max
 

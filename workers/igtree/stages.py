@@ -28,6 +28,7 @@ from workers.igtree.build import (
     weights_from_hists,
 )
 from workers.igtree.fileformat import Column, write_columns
+from workers.igtree.instances import TokenFile
 from workers.igtree.plan import (
     BUILD_BYTES_PER_ROW,
     STATS_BYTES_PER_ROW,
@@ -51,7 +52,6 @@ from workers.igtree.spill import (
     scan_token_range,
     spill_token_range,
 )
-from workers.training.instances import TokenFile
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
 # (function, keyword arguments per call, memory bytes: one for all or one per call, on_done=None, budget_bytes=None)

@@ -1,7 +1,7 @@
 """Whose joules: a generation's or label pass's window, and a training's share of the machine it shared.
 
 A generation or a label pass runs alone on the accelerator worker (one job at a time), so it is given the whole
-energy of its [started_at, ended_at] window (`attach_energy`). A training shares the machine with other
+energy of its [started_at, ended_at] window (`workers.contracts.attach_energy`). A training shares the machine with other
 trainings (and with the sweep, under `overlap`), over windows that overlap partly or not at all, so it is given a
 share (`attributed_energy_j`) of its window's energy E over wall time T, split in two:
 
@@ -23,13 +23,9 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import psutil
 
-from workers.contracts import EnergyRecord, JobOutcome
 from workers.power.base import EnergyWindow
-from workers.power.energy import j_per_100_tokens, tokens_per_j
 from workers.power.sampler import PowerSampler
 
 ATTRIBUTION = "idle per CPU capacity + CPU-time share"  # stored beside a training's energy (energy_attribution)
@@ -81,34 +77,3 @@ def training_energy_j(
         idle_floor_w(sampler, window),
         n_cpus or psutil.cpu_count() or 1,
     )
-
-
-def energy_record(window: EnergyWindow, n_tokens: int) -> EnergyRecord:
-    """A window's joules as stored with a generation: mean watts, J per 100 tokens, tokens per joule."""
-    return EnergyRecord(
-        energy_j=window.energy_j,
-        mean_power_w=window.mean_power_w,
-        power_source=window.source_label,
-        power_measured=window.measured,
-        j_per_100_tokens=j_per_100_tokens(window.energy_j, n_tokens),
-        tokens_per_j=tokens_per_j(window.energy_j, n_tokens),
-    )
-
-
-def attach_energy(outcomes: list[JobOutcome], sampler: PowerSampler) -> list[JobOutcome]:
-    """Each outcome with its generation's (label pass's, cost measurement's) energy over its [started_at, ended_at]
-    window."""
-    out = []
-    for o in outcomes:
-        if o.label is not None:
-            w = sampler.window(o.label.started_at, o.label.ended_at)
-            o = replace(o, label=replace(o.label, energy=energy_record(w, o.label.n_tokens)))
-        if o.cost_model is not None:
-            w = sampler.window(o.cost_model.started_at, o.cost_model.ended_at)
-            o = replace(o, cost_model=replace(o.cost_model, energy=energy_record(w, 0)))
-        g = o.generation
-        if g is not None:
-            w = sampler.window(g.started_at, g.ended_at)
-            o = replace(o, generation=replace(g, energy=energy_record(w, len(g.tokens))))
-        out.append(o)
-    return out

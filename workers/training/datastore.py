@@ -1,6 +1,6 @@
 """REST's datastore: a corpus's tokens and their suffix array in one file, searched memory-mapped.
 
-Build: tokenise a corpus (every document starts with BOS, as `workers.training.instances` does), concatenate the documents
+Build: tokenise a corpus (every document starts with BOS, as `workers.igtree.instances` does), concatenate the documents
 as REST does, sort all suffixes with `pydivsufsort` (libdivsufsort; integer alphabets of 32k are fine) and save
 one `.npy` of shape (2, n): row 0 the tokens, row 1 the suffix array. Query: `np.load(..., mmap_mode="r")`, so a
 datastore costs page cache, not process memory, and several workers share it.
@@ -37,8 +37,8 @@ from workers.contracts import ArtifactInfo, ArtifactJob
 from workers.corpora import TextSource
 from workers.errors import GreenspecError
 from workers.files import file_sha256
+from workers.igtree.instances import tokenize_source
 from workers.tokenizer import load_tokenizer, tokenizer_id
-from workers.training.instances import tokenize_source
 
 logger = logging.getLogger(__name__)
 

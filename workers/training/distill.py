@@ -2,7 +2,7 @@
 
 A pure artifact builder (`build(job: ArtifactJob) -> ArtifactInfo`, cell kind "distill") run on a CPU worker:
 it reads the label cell's manifest (`job.inputs["labels"]`: token file, offsets, labels written by
-`workers.training.labels`), makes the usual windowed instances from the tokens (`workers.training.instances.make_instances`),
+`workers.training.labels`), makes the usual windowed instances from the tokens (`workers.igtree.instances.make_instances`),
 replaces each target by the verifier's label at that position, and fits an IGTree in memory (the label cell's
 `max_tokens` bounds it). The tree loads like any native instance base, so the `olifant` and `hybrid` drafts
 use it unchanged.
@@ -18,7 +18,7 @@ from pathlib import Path
 from workers.contracts import ArtifactInfo, ArtifactJob
 from workers.errors import IBaseError
 from workers.igtree import IGTree
-from workers.training.instances import make_instances
+from workers.igtree.instances import make_instances
 from workers.training.labels import load_labelled
 
 logger = logging.getLogger(__name__)

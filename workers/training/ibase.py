@@ -33,6 +33,17 @@ from workers.corpora import TextSource
 from workers.errors import CorpusError, IBaseError
 from workers.files import file_sha256
 from workers.igtree import FORMAT_VERSION, ORDERS, IGTree, TimblIGTree, merge_counts
+from workers.igtree.instances import (
+    CountMap,
+    TokenFile,
+    local_bytes,
+    local_count_map,
+    make_instances,
+    shard_bounds,
+    source_fingerprint,
+    tokenize_parallel,
+    tokenize_source,
+)
 from workers.igtree.partitioned import (
     IN_MEMORY_BYTES_PER_ROW,
     BuildSummary,
@@ -46,17 +57,6 @@ from workers.igtree.partitioned import (
 )
 from workers.memwatch import PeakRss
 from workers.tokenizer import load_tokenizer, tokenizer_id
-from workers.training.instances import (
-    CountMap,
-    TokenFile,
-    local_bytes,
-    local_count_map,
-    make_instances,
-    shard_bounds,
-    source_fingerprint,
-    tokenize_parallel,
-    tokenize_source,
-)
 from workers.training.workdir import remove_tmp, training_lock, work_folder
 
 logger = logging.getLogger(__name__)

@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from workers.contracts import LabelJob, LabelRecord
-from workers.training.instances import tokenize_source
+from workers.igtree.instances import tokenize_source
 from workers.training.label_progress import progress_file
 
 logger = logging.getLogger(__name__)

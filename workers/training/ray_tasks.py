@@ -5,7 +5,7 @@ the Ray node whose disk holds the file. `RayMap` runs the training's stages (tok
 building) as Ray tasks, each declaring `memory=` so that concurrent trainings queue instead of running out of
 memory, pinned to the node that holds the training's work folder; `ray_count_map` spreads the in-memory path's
 counting over the cluster (the tokens travel through the object store). `build_task` builds the other artifact
-kinds, `replay_task` replays a batch of cells, `RaySession` connects to (or starts) a cluster.
+kinds, (the replay task is `workers.replay.task`), `RaySession` connects to (or starts) a cluster.
 
 Artifact copies between nodes (`ensure_local`, `replicate_to_accelerator`): an artifact is written to
 `[experiment] artifacts` on the node that built it, and stays there. A node that needs it and does not have it asks
@@ -39,6 +39,7 @@ from workers.errors import PowerError
 from workers.faults import inject_training
 from workers.files import file_sha256
 from workers.igtree import InstanceCounts
+from workers.igtree.instances import CHUNK_TOKENS, count_shard, local_count_map
 from workers.igtree.partitioned import Progress
 from workers.igtree.plan import CHUNK_BYTES_PER_TOKEN
 from workers.memwatch import machine_busy_cpu_s
@@ -46,7 +47,6 @@ from workers.power import PowerSampler, find_sources
 from workers.power.attribution import training_energy_j
 from workers.training.builders import build
 from workers.training.ibase import IBaseInfo, IBaseRequest, train_instance_base
-from workers.training.instances import CHUNK_TOKENS, count_shard, local_count_map
 from workers.training.manifest import artifact_manifest, ibase_manifest
 
 logger = logging.getLogger(__name__)
@@ -385,14 +385,3 @@ def build_task(job: ArtifactJob) -> ArtifactInfo:
         node_id=this_node(),
         meta={**info.meta, "manifest_path": where, "manifest_sha256": digest},
     )
-
-
-@ray.remote(num_cpus=1)
-def replay_task(jobs: list, tokenizer: str) -> list:
-    """A batch of replay jobs of one strategy on a CPU worker (`workers.replay.run_replay_batch`): the draft's
-    artifacts are fetched to this node first; each outcome names this node."""
-    from workers.replay import run_replay_batch  # deferred: it imports torch
-
-    for path in sorted({p for job in jobs for p in job.artifacts.values()}):
-        ensure_local(path)
-    return run_replay_batch(jobs, tokenizer, worker=this_node())

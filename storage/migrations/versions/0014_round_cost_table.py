@@ -1,4 +1,4 @@
-"""cost_models: the measured round-cost table (`workers.costmodel.RoundCosts` as JSON) replaces the linear model's
+"""cost_models: the measured round-cost table (`workers.decoding.costmodel.RoundCosts` as JSON) replaces the linear model's
 coefficients; its samples are timed rounds (regime, kind, n, context, seconds). A linear model stored before has no
 table (NULL): replay refuses it and the cost model is measured again.
 

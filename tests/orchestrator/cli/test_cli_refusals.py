@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.cli.outputs import OutputError, check_out_path, is_sqlite_file
+from greenspec.outputs import OutputError, check_out_path, is_sqlite_file
 from tests.orchestrator.conftest import cli
 from tests.storage.known import build
 

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from analysis.checks.targets import check_all, roles
+from analysis.checks.trees import tree_checks, tree_roles
+from analysis.summary import summary_frame
 from greenspec.findings import findings_markdown, read_findings
-from orchestrator.checks.targets import check_spec
-from orchestrator.checks.trees import tree_checks, tree_roles
 from orchestrator.cli.demo import DEMO_SPEC, redundancy_table, run_demo, summary_text
 from orchestrator.run.driver import RunOptions
 from orchestrator.run.inputs import materialize, uses_builtin
@@ -16,7 +17,7 @@ from orchestrator.run.spec import parse_spec
 from orchestrator.run.spec_paths import load_spec
 from storage.browse import spec_toml
 from storage.db import open_db
-from storage.queries import experiment_id, summary_frame
+from storage.queries import experiment_id
 from storage.summary import prompt_frame
 from tests.dashboard.populate import populate
 from workers.errors import SpecError
@@ -197,8 +198,9 @@ def test_targets_over_a_demo_database(tmp_path, tiny_verifier):
         df = summary_frame(s, "tiny-demo")
         exp = experiment_id(s, "tiny-demo")
         prompts = prompt_frame(s, exp)
-        checks = check_spec(df, spec_toml(s, exp), prompts)  # the roles from the stored spec, paired as the demo
-        tree_roles_ = tree_roles(parse_spec(spec_toml(s, exp)))
+        spec = parse_spec(spec_toml(s, exp))
+        checks = check_all(df, roles(spec), prompts)  # the roles from the stored spec, paired as the demo
+        tree_roles_ = tree_roles(spec)
     got = {(c.target, c.task, c.regime): c for c in checks}
     want = (
         {("exact match 1.0", "all", "all"), ("hybrid-pydoc >= better part", "pydoc", "uncached")}

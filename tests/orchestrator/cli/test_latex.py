@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import update
 
+from greenspec.frames import latex_escape
 from orchestrator.cli import main
-from orchestrator.cli.export import latex_escape
 from storage.db import open_db
 from storage.models import Cell, Generation
 from tests.dashboard.populate import populate

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import io
 
+from greenspec.status import kind_groups
 from orchestrator.cli.progress import ESTIMATING, KindEta, LineProgress, kinds_text
-from orchestrator.cli.status_lines import kind_groups
 from storage.models import CELL_KINDS, CELL_STATES
 
 # (kind, cells, seconds per cell at the run's concurrency): the order a replayed run meets them

@@ -303,9 +303,9 @@ def test_study_shakespeare_spec_gives_one_train_cell_per_size_up_to_the_whole_te
 def test_study_gemma_and_distill_specs_parse_with_their_cells():
     """examples/study-gemma.toml (Gemma on code and Shakespeare, 50 prompts each, its curve on code) and
     examples/study-distill.toml (10^6 labelled code tokens beside the 10^6 and 10^7 corpus bases) parse."""
+    from analysis.curve import corpus_sizes
     from orchestrator.run.cells import corpus_cell
     from orchestrator.run.spec_paths import check_paths, load_spec
-    from storage.curve import corpus_sizes
 
     root = Path(__file__).parents[3] / "examples"
     gemma = load_spec(root / "study-gemma.toml")
@@ -331,8 +331,8 @@ def test_a_file_without_def_or_class_gives_no_test_document():
 
 
 def test_max_tokens_takes_a_reproducible_prefix_of_the_code_train_set(roots, tmp_path):
+    from workers.igtree.instances import tokenize_source
     from workers.tokenizer import load_tokenizer
-    from workers.training.instances import tokenize_source
 
     code = write_code_corpus(tmp_path / "out", roots)
     source, tok = TextSource(name="code", path=str(code.train_path)), load_tokenizer("mistral")

@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 from sqlalchemy import select
 
-from orchestrator.checks.check import checks_table
-from orchestrator.checks.targets import exact_match
+from analysis.checks.check import checks_table
+from analysis.checks.targets import exact_match
+from analysis.summary import summary_frame
 from orchestrator.run.cells import expand
 from orchestrator.run.driver import RunOptions, run_spec_file
 from orchestrator.run.spec_paths import load_spec
 from storage.db import open_db
 from storage.models import Artifact, Cell, Generation, InstanceBase
-from storage.queries import summary_frame
 from workers.errors import SpecError
 from workers.igtree import IGTree
 from workers.training.labels import load_labelled

@@ -23,10 +23,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
+from analysis.summary import summary_frame
 from orchestrator.run.driver import RunOptions, resume, run_spec_file
 from storage.db import open_db
 from storage.models import Cell, Experiment, Generation, InstanceBase, PowerSample, Reference
-from storage.queries import status_counts, summary_frame
+from storage.queries import status_counts
 from tests.orchestrator.conftest import MAX_NEW_TOKENS, spec_writer
 from tests.orchestrator.run.greedy_checks import decoding_problems
 from workers.errors import GreenspecError

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 from tests.tiny_models import tiny_lm
-from workers.costmodel import RoundCosts
 from workers.decoding import REGIMES, autok, greedy_reference, speculative_generate
 from workers.decoding.autok import (
     AutoLength,
@@ -17,6 +16,7 @@ from workers.decoding.autok import (
     decoding_plan,
     tree_accepted,
 )
+from workers.decoding.costmodel import RoundCosts
 from workers.decoding.tokentree import TokenTree
 from workers.drafts import make_draft
 from workers.igtree import IGTree

@@ -21,8 +21,8 @@ from workers.decoding import (
     warmup,
 )
 from workers.drafts import make_draft
-from workers.drafts.base import Draft
 from workers.igtree import IGTree
+from workers.interfaces import Draft
 from workers.verifier import Verifier
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -30,7 +30,7 @@ def test_an_unknown_name_is_an_attribute_error():
 def test_the_cost_curves_and_the_stop_rule_import_without_torch():
     """The storage and the dashboard read round-cost tables and curves; they must not pay for torch."""
     code = (
-        "import sys, workers.costmodel, workers.decoding.costcurve, workers.decoding.adaptive, workers.decoding; "
+        "import sys, workers.decoding.costmodel, workers.decoding.costcurve, workers.decoding.adaptive, workers.decoding; "
         "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)

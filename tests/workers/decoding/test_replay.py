@@ -14,11 +14,11 @@ from workers.decoding import REGIMES, DecodeOptions, greedy_reference, speculati
 from workers.decoding.adaptive import AdaptiveLength
 from workers.decoding.autok import AutoLength
 from workers.decoding.costcurve import PassCosts
-from workers.decoding.replay import ReferenceVerifier, ReplayError, ReplayMismatch, replay_generate
 from workers.decoding.sampling import Warp
 from workers.drafts import make_draft
 from workers.igtree import IGTree
-from workers.replay import rounds_differ
+from workers.replay.batch import rounds_differ
+from workers.replay.verifier import ReferenceVerifier, ReplayError, ReplayMismatch, replay_generate
 from workers.training.datastore import save_datastore
 from workers.verifier import Verifier
 

@@ -26,8 +26,8 @@ from tests.workers.decoding.test_warping import hf_scores
 from workers.decoding import REGIMES, speculative_generate
 from workers.decoding.sampling import EXACT, ExactRule, Warp, make_generator, sample, warped_probs
 from workers.drafts import make_draft
-from workers.drafts.base import Draft
 from workers.igtree import IGTree
+from workers.interfaces import Draft
 from workers.verifier import Verifier
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -6,7 +6,7 @@ import random
 from collections.abc import Sequence
 
 from workers.decoding.tokentree import TokenTree
-from workers.drafts.base import Draft
+from workers.interfaces import Draft
 
 SHAPES = ("chain", "star", "binary", "deep_wide", "random")
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from workers.drafts import Draft, lookup, make_draft, names
-from workers.drafts.base import common_prefix_len, continuation_ids
+from workers.drafts.base import continuation_ids
 from workers.errors import DraftError
+from workers.interfaces import common_prefix_len
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

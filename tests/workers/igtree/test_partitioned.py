@@ -17,6 +17,7 @@ import pytest
 from workers.corpora import TextSource
 from workers.errors import IBaseError
 from workers.igtree import IGTree
+from workers.igtree.instances import TokenFile, make_instances
 from workers.igtree.partitioned import (
     BuildTarget,
     Plan,
@@ -26,7 +27,6 @@ from workers.igtree.partitioned import (
     plan_training,
 )
 from workers.training.ibase import IBaseRequest, train_instance_base
-from workers.training.instances import TokenFile, make_instances
 from workers.training.ray_tasks import train_distributed
 
 SMALL_GB = 0.004  # forces the pydoc corpus (~120k instances) into several partitions and class buckets

@@ -11,12 +11,10 @@ import psutil
 import pytest
 
 from tests.workers.power.power_trace import TraceSource, generation, label_pass, replayed, trace
-from workers.contracts import JobOutcome, ReferenceRecord
+from workers.contracts import JobOutcome, ReferenceRecord, attach_energy, energy_record
 from workers.power.attribution import (
-    attach_energy,
     attributed_energy_j,
     cpu_share,
-    energy_record,
     idle_floor_w,
     training_energy_j,
 )

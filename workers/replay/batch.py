@@ -1,0 +1,93 @@
+"""Replay on a CPU worker: a batch of `workers.contracts.ReplayJob`s replayed from their prompts' references
+(`workers.replay.verifier`, the decoding's own rounds against a stand-in verifier), and the check that a timed
+generation made the rounds its replay made (`rounds_differ`).
+
+Example:
+    >>> outcomes = run_replay_batch(jobs, "smollm2-135m", worker="node-1")   # one strategy's jobs
+    >>> rounds_differ(timed_record, outcomes[0].generation) is None
+    True
+"""
+
+from __future__ import annotations
+
+from workers.contracts import JobOutcome, generation_record
+from workers.decoding.autok import decoding_plan
+from workers.decoding.options import DecodeOptions
+from workers.drafts import BuildContext, Draft, build_draft
+from workers.errors import first_line
+from workers.replay.verifier import first_divergence, replay_generate
+from workers.tokenizer import load_tokenizer
+
+ROUND_LISTS = ("tokens_per_step", "accepted_per_step", "drafted_per_step")
+
+
+def rounds_differ(timed, replayed) -> str | None:
+    """None when a timed and a replayed generation (records or dicts of their per-round lists) made identical
+    rounds; else one line naming the first round that differs (the reference and the verifier disagree there: fp16 on
+    a GPU, a non-deterministic kernel). A list either side lacks is not compared."""
+
+    def rounds(g, name):
+        return list((g.get(name) if isinstance(g, dict) else getattr(g, name, None)) or [])
+
+    for name in ROUND_LISTS:
+        a, b = rounds(timed, name), rounds(replayed, name)
+        if not a or not b:
+            continue
+        at = first_divergence(a, b)
+        if at is not None:
+            return (
+                f"timed and replayed generations diverge at round {at} ({name}: timed {a[at : at + 1]}, replayed "
+                f"{b[at : at + 1]}): the verifier's greedy tokens differ from its stored reference"
+            )
+    return None
+
+
+_TOKENIZERS: dict[str, object] = {}
+_DRAFTS: dict[tuple, Draft] = {}
+MAX_DRAFTS = 4  # drafts kept loaded per worker process (a batch is one strategy; batches of a few alternate)
+
+
+def clear_caches() -> None:
+    """Forget the tokenizers and drafts this process loaded (a Ray worker keeps them between batches of a run)."""
+    _TOKENIZERS.clear()
+    _DRAFTS.clear()
+
+
+def _tokenizer(name: str):
+    """The verifier's tokenizer, loaded once per worker process (some drafts build on it)."""
+    if name not in _TOKENIZERS:
+        _TOKENIZERS[name] = load_tokenizer(name)
+    return _TOKENIZERS[name]
+
+
+def _draft(job, tokenizer: str) -> Draft:
+    """The job's draft, built once per worker process and strategy (its artifacts and options in the key)."""
+    key = (job.strategy, job.draft, tuple(sorted(job.artifacts.items())), repr(sorted(job.options.items())))
+    if key not in _DRAFTS:
+        while len(_DRAFTS) >= MAX_DRAFTS:
+            _DRAFTS.pop(next(iter(_DRAFTS)))
+        ctx = BuildContext(tokenizer=_tokenizer(tokenizer), device="cpu", artifacts=dict(job.artifacts))
+        _DRAFTS[key] = build_draft(job.draft, dict(job.options), ctx)
+    return _DRAFTS[key]
+
+
+def replay_job(job, tokenizer: str):
+    """One `workers.contracts.ReplayJob` replayed: its GenerationRecord (measure "replay"; times are the CPU's own:
+    the driver puts the cost model's prediction in)."""
+    draft = _draft(job, tokenizer)
+    draft, plan = decoding_plan(None, draft, dict(job.options), job.regime, job.prompt_tokens, job.k, job.costs)
+    options = DecodeOptions(job.regime, job.k, job.max_new_tokens, eos_id=job.eos_id, trees=plan.get("trees", False))
+    res = replay_generate(draft, job.prompt_tokens, job.reference, job.vocab_size, options)
+    return generation_record(res, len(job.prompt_tokens), job.text, "replay", measure="replay")
+
+
+def run_replay_batch(jobs, tokenizer: str, worker: str) -> list:
+    """Replay a batch of jobs (one strategy: its draft loads once); each outcome carries its record or its error's
+    first line, so one bad cell does not fail the batch."""
+    out = []
+    for job in jobs:
+        try:
+            out.append(JobOutcome(key=job.key, worker=worker, generation=replay_job(job, tokenizer)))
+        except Exception as err:  # noqa: BLE001 (recorded per cell, as the accelerator worker does)
+            out.append(JobOutcome(key=job.key, worker=worker, error=f"{type(err).__name__}: {first_line(err)}"))
+    return out

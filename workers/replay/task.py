@@ -1,0 +1,19 @@
+"""Replay's Ray task: a batch of replay jobs of one strategy on a CPU worker, its draft's artifacts fetched to that
+node first (`workers.training.ray_tasks.ensure_local`)."""
+
+from __future__ import annotations
+
+import ray
+
+from workers.training.ray_tasks import ensure_local, this_node
+
+
+@ray.remote(num_cpus=1)
+def replay_task(jobs: list, tokenizer: str) -> list:
+    """A batch of replay jobs of one strategy on a CPU worker (`workers.replay.batch.run_replay_batch`): the draft's
+    artifacts are fetched to this node first; each outcome names this node."""
+    from workers.replay.batch import run_replay_batch  # deferred: it imports torch
+
+    for path in sorted({p for job in jobs for p in job.artifacts.values()}):
+        ensure_local(path)
+    return run_replay_batch(jobs, tokenizer, worker=this_node())
