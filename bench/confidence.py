@@ -83,7 +83,7 @@ def measure(domain: str, train_path, test_path, tokenizer, max_test: int) -> lis
 def run(quick: bool = False) -> str:
     """The Markdown section."""
     from orchestrator.run.demo_corpora import write_demo_corpora
-    from workers.tokenizer import load_tokenizer
+    from workers.models.tokenizer import load_tokenizer
 
     tokenizer = load_tokenizer("mistral")
     with tempfile.TemporaryDirectory() as tmp:

@@ -165,7 +165,7 @@ def verifier_section(name: str, quick: bool) -> str:
     """One verifier's table measured, its grid timed twice and predicted, the error table."""
     import torch
 
-    from workers.tokenizer import load_tokenizer
+    from workers.models.tokenizer import load_tokenizer
     from workers.verifier import load_verifier
 
     n_prompts, n_new = (2, 16) if quick else (3, 100)

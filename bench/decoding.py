@@ -28,7 +28,7 @@ from workers.decoding.sampling import Warp
 from workers.drafts import make_draft
 from workers.igtree import IGTree
 from workers.metrics import acceptance_rate, mal, mean_accepted_tokens
-from workers.tokenizer import load_tokenizer
+from workers.models.tokenizer import load_tokenizer
 from workers.verifier import Verifier
 
 HEAD_SCALE = 16.0  # x the random head: T = 0.8 sampling about as peaked as a trained LM's; argmax unchanged

@@ -1,6 +1,6 @@
 """Benchmark: `lookup` against transformers' prompt lookup, and every draft side by side on the demo models.
 
-The verifier and the neural draft are the demo's small models (`workers.demo_models`, trained here on first use
+The verifier and the neural draft are the demo's small models (`workers.models.demo`, trained here on first use
 and cached); prompts are the first words of the demo tasks' test documents (both domains). Per domain, the
 corpus drafts (`olifant-<d>`, `rest-<d>`) are built from that domain's train file, as the demo builds them.
 Per draft x regime x k: acceptance, MAL, speedup over plain (plain measured in the same run, same prompts),
@@ -40,9 +40,9 @@ def demo_setup(work: Path, n_prompts: int):
 
     from orchestrator.run.demo_corpora import write_demo_corpora
     from workers.corpora import TextSource
-    from workers.demo_models import ensure_demo_models
-    from workers.tasks import load_prompts
-    from workers.tokenizer import load_tokenizer
+    from workers.corpora.tasks import load_prompts
+    from workers.models.demo import ensure_demo_models
+    from workers.models.tokenizer import load_tokenizer
     from workers.verifier import Verifier
 
     corpora = write_demo_corpora(work / "data")
@@ -189,7 +189,7 @@ def one_thread(fn):
 def run_lookup(quick: bool = False) -> str:
     """`lookup` vs transformers' prompt lookup on bench/decoding's random verifier, which loops (lookup's case)."""
     from bench.decoding import PROMPTS, build_verifier
-    from workers.tokenizer import load_tokenizer
+    from workers.models.tokenizer import load_tokenizer
 
     def measure_it() -> str:
         tok, verifier = load_tokenizer("mistral"), build_verifier()
@@ -282,7 +282,7 @@ def run_latency(quick: bool = False) -> str:
     """Draft cost alone (no verifier): ms per propose(k=8) over real prompts+text, and each index's size and build."""
     from orchestrator.run.demo_corpora import write_demo_corpora
     from workers.corpora import TextSource, iter_documents
-    from workers.tokenizer import load_tokenizer
+    from workers.models.tokenizer import load_tokenizer
     from workers.training.datastore import build_datastore
     from workers.training.ibase import IBaseRequest, train_instance_base
 

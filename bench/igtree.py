@@ -24,7 +24,7 @@ def real_text_tokens(max_tokens: int) -> tuple[np.ndarray, np.ndarray]:
     """Shakespeare's plays then Python's docs topics, Mistral-tokenised: (tokens, document offsets)."""
     import pydoc_data.topics
 
-    from workers.tokenizer import load_tokenizer
+    from workers.models.tokenizer import load_tokenizer
 
     tok = load_tokenizer("mistral")
     texts = [p.read_text() for p in sorted(PLAYS.glob("*/*.md"))]

@@ -28,7 +28,7 @@ def references(n: int):
 
     from orchestrator.run.demo_corpora import chunk_text, pydoc_texts, split_keys
     from workers.decoding import greedy_reference
-    from workers.tokenizer import load_tokenizer
+    from workers.models.tokenizer import load_tokenizer
     from workers.verifier import load_verifier
 
     torch.set_num_threads(2)

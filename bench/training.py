@@ -38,7 +38,7 @@ CHAINS = 4096
 
 def fit_chain(texts: list[str]):
     """(word token ids CSR: starts, lengths, flat ids; transition CSR: row starts, next words, cumulative probs)."""
-    from workers.tokenizer import load_tokenizer
+    from workers.models.tokenizer import load_tokenizer
 
     index: dict[str, int] = {}
     seq = np.array([index.setdefault(w, len(index)) for t in texts for w in t.split()], dtype=np.int64)
@@ -156,7 +156,7 @@ def tokenise_one(cfg: dict) -> dict:
     """Tokenise the demo corpora's text (real text, Mistral tokenizer) with 1 process or Ray workers; tokens/s."""
     from workers.corpora import TextSource
     from workers.igtree.instances import tokenize_parallel, tokenize_source
-    from workers.tokenizer import load_tokenizer
+    from workers.models.tokenizer import load_tokenizer
 
     source = TextSource(name="demo", path=cfg["text"])
     tok = load_tokenizer("mistral")

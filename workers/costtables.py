@@ -69,7 +69,7 @@ def measure_table(req: MeasureRequest, references: Sequence[Reference] = ()) -> 
     else made here in float32 on CPU."""
     import torch
 
-    from workers.tokenizer import load_tokenizer
+    from workers.models.tokenizer import load_tokenizer
     from workers.verifier import load_verifier
 
     before = torch.get_num_threads()

@@ -186,7 +186,7 @@ def load_verifier(
     `device`; failures raise ModelError in one line."""
     from transformers import AutoModelForCausalLM
 
-    from workers.pretrained import is_gguf, resolve_model
+    from workers.models.pretrained import is_gguf, resolve_model
 
     target = resolve_device(device)
     torch_dtype = dtype if dtype == "auto" else getattr(torch, dtype, None)

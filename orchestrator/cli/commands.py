@@ -30,7 +30,7 @@ logger = logging.getLogger("greenspec")
 
 def show_model_training() -> None:
     """The built-in models' training steps (minutes, on first use, before any cell runs) as the first progress."""
-    logging.getLogger("workers.demo_models").setLevel(logging.INFO)
+    logging.getLogger("workers.models.demo").setLevel(logging.INFO)
 
 
 def setup_logging(debug: bool) -> None:

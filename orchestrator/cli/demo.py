@@ -1,6 +1,6 @@
 """The demo kit and `greenspec demo`: the offline demo end to end, then a summary and the dashboard command.
 
-The kit: `orchestrator.run.demo_corpora` writes the offline corpora (Shakespeare, pydoc), `workers.demo_models`
+The kit: `orchestrator.run.demo_corpora` writes the offline corpora (Shakespeare, pydoc), `workers.models.demo`
 trains the small demo verifier and draft, `orchestrator.run.inputs` swaps a spec's `demo:` names for them (every
 run's `prepare` does), and `examples/demo.toml` is the grid.
 """
@@ -146,7 +146,7 @@ def run_demo(opts, spec_path: str | None = None, retrain: bool = False, echo: Ca
     echo(
         "greenspec demo: preparing corpora and small demo models (trained on first use, a few minutes; then cached)..."
     )
-    logging.getLogger("workers.demo_models").setLevel(logging.INFO)  # training steps are the demo's first progress
+    logging.getLogger("workers.models.demo").setLevel(logging.INFO)  # training steps are the demo's first progress
     spec = materialize(spec, retrain=retrain)
     echo(spec.summary())
     with BarProgress() as bar:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import platform
 from importlib.metadata import PackageNotFoundError, version
 
+from workers.models.pretrained import BUILTIN_MODELS, describe
 from workers.power import probe
 from workers.power.idle import describe_idle_floor, measure_idle_floor_w
-from workers.pretrained import BUILTIN_MODELS, describe
 
 
 def _version(dist: str) -> str:

@@ -40,7 +40,7 @@ def batches_in_flight(device: str, threads: int, cpus: int) -> int:
 def start_actor(spec: Spec, opts: RunOptions) -> tuple[ActorHandle, dict, int]:
     """Start the worker and wait for its verifier to load: (actor, its `info()`, batches to keep in flight).
     A verifier that cannot load is a `ModelError` in one line."""
-    from workers.accelerator import AcceleratorWorker  # deferred: it imports torch
+    from workers.accelerator.actor import AcceleratorWorker  # deferred: it imports torch
 
     cls = opts.worker_cls or AcceleratorWorker
     cpus = os.cpu_count() or 1

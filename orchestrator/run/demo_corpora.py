@@ -35,7 +35,7 @@ LICENSES_DIR = Path("/usr/share/common-licenses")  # on every Debian machine (ba
 TEST_FRACTION = 0.1  # share of a domain's words held out for test, in whole plays/topics
 # the license texts are few and long: a fifth of their words makes 20+ test documents (prompts)
 TEST_FRACTIONS = {"legal": 0.2}
-MIN_DOC_WORDS = 70  # a 50-word prompt plus a 20-word margin (see workers.tasks.PROMPT_MARGIN_WORDS)
+MIN_DOC_WORDS = 70  # a 50-word prompt plus a 20-word margin (see workers.corpora.tasks.PROMPT_MARGIN_WORDS)
 TARGET_DOC_WORDS = 150  # a chunk closes at the first unit boundary past this many words
 MAX_DOC_WORDS = 300  # a single longer unit (a long speech, a long paragraph) is cut at line boundaries
 TEST_DOC_WORDS = 70  # test documents close at the first bound past a prompt and its margin: 50+ prompts a domain

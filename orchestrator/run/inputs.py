@@ -42,7 +42,7 @@ DRAFT_VOCABS = {"draft-smollm2": "smollm2-135m"}  # a draft trained alone -> the
 
 def _model_dirs(wanted: set[str], retrain: bool) -> dict[str, str]:
     """The folders of the wanted built-in models (names without `demo:`), trained on first use."""
-    from workers.demo_models import ensure_demo_draft, ensure_demo_models  # deferred: it imports torch
+    from workers.models.demo import ensure_demo_draft, ensure_demo_models  # deferred: it imports torch
 
     corpora = write_demo_corpora(cache_dir() / "demo-data")
     out = {}

@@ -27,11 +27,11 @@ from orchestrator.run.spec_paths import check_paths, load_spec
 from storage.db import open_db
 from storage.latency import store_latency
 from workers.contracts import ArtifactJob
+from workers.corpora.tasks import load_prompts
 from workers.drafts import BuildContext, Draft, Requirement, build_draft
 from workers.errors import CorpusError, GreenspecError
 from workers.latency import LatencyOptions, LatencyRow, summarize_times, timbl_gap, time_proposals
-from workers.tasks import load_prompts
-from workers.tokenizer import load_tokenizer, tokenizer_id
+from workers.models.tokenizer import load_tokenizer, tokenizer_id
 from workers.training.artifacts import producer
 from workers.training.builders import build
 from workers.training.ibase import IBaseRequest, artifact_name, train_instance_base

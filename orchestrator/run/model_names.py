@@ -21,8 +21,8 @@ from orchestrator.run.spec import BUILTIN, Spec
 from orchestrator.run.spec_paths import BUILTIN_MODELS as DEMO_MODELS
 from orchestrator.run.spec_paths import model_options
 from workers.errors import SpecError
-from workers.pretrained import BUILTIN_MODELS as PRETRAINED
-from workers.pretrained import is_gguf
+from workers.models.pretrained import BUILTIN_MODELS as PRETRAINED
+from workers.models.pretrained import is_gguf
 
 logger = logging.getLogger(__name__)
 

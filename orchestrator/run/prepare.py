@@ -22,11 +22,11 @@ from orchestrator.run.model_names import check_model_names
 from orchestrator.run.spec import BUILTIN, Spec
 from orchestrator.run.spec_paths import check_paths, model_options
 from storage.cell_spec import CellSpec
+from workers.accelerator.runner import RunnerConfig
 from workers.corpora import scan_source
+from workers.corpora.tasks import load_prompts as read_prompts
 from workers.errors import CorpusError, ModelError, SpecError
-from workers.pretrained import gguf_context_length, is_gguf
-from workers.runner import RunnerConfig
-from workers.tasks import load_prompts as read_prompts
+from workers.models.pretrained import gguf_context_length, is_gguf
 from workers.training.artifacts import BY_CELL_KIND as ARTIFACT_KINDS
 
 logger = logging.getLogger(__name__)

@@ -13,8 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, field_validat
 from workers.corpora import TextSource
 from workers.drafts.registry import DraftEntry, DraftOptions, lookup
 from workers.errors import DraftError
-from workers.pretrained import BUILTIN_MODELS as PRETRAINED
-from workers.pretrained import GGUF_SUFFIX, gguf_ref
+from workers.models.pretrained import BUILTIN_MODELS as PRETRAINED
+from workers.models.pretrained import GGUF_SUFFIX, gguf_ref
 
 Regime = Literal["uncached", "cached", "cached-standard"]  # workers.decoding.REGIMES
 REGIMES: tuple[str, ...] = get_args(Regime)

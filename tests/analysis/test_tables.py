@@ -120,7 +120,7 @@ def test_segment_steps_splits_accepted_then_verifier_token():
 
 
 def test_decode_segments_rebuild_the_text():
-    from workers.tokenizer import load_tokenizer
+    from workers.models.tokenizer import load_tokenizer
 
     tok = load_tokenizer("mistral")
     text = PROMPTS["wikitext"][0][1].strip()

@@ -13,7 +13,7 @@ import random
 
 from storage.db import open_db
 from storage.models import Cell, Experiment, Generation, InstanceBase, PowerSample, Reference
-from workers.tokenizer import load_tokenizer, tokenizer_id
+from workers.models.tokenizer import load_tokenizer, tokenizer_id
 
 EXPERIMENT = "fixture"
 TASKS = ("wikitext", "pubmed")

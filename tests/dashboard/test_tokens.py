@@ -8,7 +8,7 @@ import pytest
 
 from dashboard import tokens
 from tests.dashboard.populate import PROMPTS
-from workers.tokenizer import load_tokenizer, mistral_tokenizer_dir
+from workers.models.tokenizer import load_tokenizer, mistral_tokenizer_dir
 
 
 def test_tokenizer_name_prefers_the_spec_key_then_the_verifier_model():

@@ -81,8 +81,8 @@ def _verifier_key(train_text: bytes) -> str:
     import torch
     import transformers
 
-    import workers.demo_models as trainer
-    import workers.tokenizer as tokenizer
+    import workers.models.demo as trainer
+    import workers.models.tokenizer as tokenizer
 
     h = hashlib.sha256(repr(sorted(VERIFIER_RECIPE.items())).encode())
     sources = [Path(m.__file__).read_bytes() for m in (trainer, tokenizer)]
@@ -102,8 +102,8 @@ def tiny_verifier(text_files) -> Path:
     from filelock import FileLock
 
     from tests.conftest import TEST_CACHE
-    from workers.demo_models import TinyLMSpec, token_streams, train_lm
-    from workers.tokenizer import load_tokenizer
+    from workers.models.demo import TinyLMSpec, token_streams, train_lm
+    from workers.models.tokenizer import load_tokenizer
 
     root = Path(TEST_CACHE) / "tiny-verifier"
     root.mkdir(parents=True, exist_ok=True)

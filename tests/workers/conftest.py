@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import PreTrainedTokenizerFast
 
-from workers.tokenizer import load_tokenizer
+from workers.models.tokenizer import load_tokenizer
 
 
 @pytest.fixture(scope="module")

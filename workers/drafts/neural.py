@@ -40,7 +40,7 @@ def load_draft_model(model, device=None):
     if isinstance(model, str):
         from transformers import AutoModelForCausalLM
 
-        from workers.pretrained import resolve_model
+        from workers.models.pretrained import resolve_model
 
         try:
             model = AutoModelForCausalLM.from_pretrained(resolve_model(model), dtype="auto")
@@ -57,7 +57,7 @@ def needs_bridge(tokenizer, verifier_tokenizer) -> bool:
     """True when both tokenizers are given and their vocabularies differ."""
     if tokenizer is None or verifier_tokenizer is None or tokenizer is verifier_tokenizer:
         return False
-    from workers.tokenizer import tokenizer_id
+    from workers.models.tokenizer import tokenizer_id
 
     return tokenizer_id(tokenizer) != tokenizer_id(verifier_tokenizer)
 
@@ -73,7 +73,7 @@ class NeuralDraft(Draft):
         if isinstance(tokenizer, str) or (
             tokenizer is None and isinstance(model, str) and verifier_tokenizer is not None
         ):
-            from workers.tokenizer import load_tokenizer
+            from workers.models.tokenizer import load_tokenizer
 
             tokenizer = load_tokenizer(tokenizer or model)  # a name: "mistral", a local directory or a hub id
         self.model = load_draft_model(model, device)

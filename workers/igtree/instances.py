@@ -30,7 +30,7 @@ import numpy as np
 from workers.corpora import TextSource, iter_documents
 from workers.errors import CorpusError
 from workers.igtree.counting import PAD, InstanceCounts, count_instances, merge_counts
-from workers.tokenizer import load_tokenizer
+from workers.models.tokenizer import load_tokenizer
 
 logger = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ from workers.decoding.autok import decoding_plan
 from workers.decoding.options import DecodeOptions
 from workers.drafts import BuildContext, Draft, build_draft
 from workers.errors import first_line
+from workers.models.tokenizer import load_tokenizer
 from workers.replay.verifier import first_divergence, replay_generate
-from workers.tokenizer import load_tokenizer
 
 ROUND_LISTS = ("tokens_per_step", "accepted_per_step", "drafted_per_step")
 

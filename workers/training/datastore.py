@@ -38,7 +38,7 @@ from workers.corpora import TextSource
 from workers.errors import GreenspecError
 from workers.files import file_sha256
 from workers.igtree.instances import tokenize_source
-from workers.tokenizer import load_tokenizer, tokenizer_id
+from workers.models.tokenizer import load_tokenizer, tokenizer_id
 
 logger = logging.getLogger(__name__)
 

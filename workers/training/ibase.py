@@ -56,7 +56,7 @@ from workers.igtree.partitioned import (
     plan_training,
 )
 from workers.memwatch import PeakRss
-from workers.tokenizer import load_tokenizer, tokenizer_id
+from workers.models.tokenizer import load_tokenizer, tokenizer_id
 from workers.training.workdir import remove_tmp, training_lock, work_folder
 
 logger = logging.getLogger(__name__)

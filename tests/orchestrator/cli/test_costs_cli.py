@@ -19,7 +19,7 @@ from workers.costtables import table_file
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory) -> Path:
     """A tiny Llama over the offline Mistral tokenizer's vocabulary, saved with the tokenizer (a local model folder)."""
-    from workers.tokenizer import load_tokenizer
+    from workers.models.tokenizer import load_tokenizer
 
     out = tmp_path_factory.mktemp("tiny-model")
     cs.tiny_model(hidden=32, vocab=32000).save_pretrained(out)

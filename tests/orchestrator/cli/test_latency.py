@@ -122,7 +122,7 @@ def test_bad_counts_are_one_line(spec_path, tmp_path):
 def test_contexts_may_outnumber_the_sweeps_prompts(spec_path):
     from orchestrator.run.latency import prompt_contexts
     from orchestrator.run.spec_paths import load_spec
-    from workers.tokenizer import load_tokenizer
+    from workers.models.tokenizer import load_tokenizer
 
     spec = load_spec(spec_path)  # its task sweeps 2 prompts; its file holds more usable documents
     tok = load_tokenizer("mistral")

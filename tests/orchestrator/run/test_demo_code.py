@@ -23,7 +23,7 @@ from orchestrator.run.demo_code import (
     write_code_corpus,
 )
 from workers.corpora import TextSource, iter_documents
-from workers.tasks import load_prompts
+from workers.corpora.tasks import load_prompts
 
 N_DISTS = 12
 
@@ -222,7 +222,7 @@ def test_the_real_corpus_from_this_venv(tmp_path, monkeypatch):
     group, no test file or copy of one in train, the JSONL rows and the stamp. Tokens are estimated from a sample."""
     from tokenizers import Tokenizer
 
-    from workers.pretrained import resolve_model
+    from workers.models.pretrained import resolve_model
 
     real = _real_groups()
     planned = {
@@ -332,7 +332,7 @@ def test_a_file_without_def_or_class_gives_no_test_document():
 
 def test_max_tokens_takes_a_reproducible_prefix_of_the_code_train_set(roots, tmp_path):
     from workers.igtree.instances import tokenize_source
-    from workers.tokenizer import load_tokenizer
+    from workers.models.tokenizer import load_tokenizer
 
     code = write_code_corpus(tmp_path / "out", roots)
     source, tok = TextSource(name="code", path=str(code.train_path)), load_tokenizer("mistral")

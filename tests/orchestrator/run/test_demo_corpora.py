@@ -17,8 +17,8 @@ from orchestrator.run.demo_corpora import (
     write_demo_corpora,
 )
 from workers.corpora import TextSource, iter_documents
+from workers.corpora.tasks import load_prompts
 from workers.errors import CorpusError
-from workers.tasks import load_prompts
 
 
 @pytest.fixture(scope="module")

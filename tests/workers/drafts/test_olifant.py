@@ -54,7 +54,7 @@ def test_olifant_loads_either_backend_from_a_trained_path(tmp_path):
     from pydoc_data.topics import topics
 
     from workers.corpora import TextSource
-    from workers.tokenizer import load_tokenizer
+    from workers.models.tokenizer import load_tokenizer
     from workers.training.ibase import IBaseRequest, train_instance_base
 
     corpus = tmp_path / "c.txt"

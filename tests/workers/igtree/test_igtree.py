@@ -40,7 +40,7 @@ def real_text():
     """Shakespeare + Python docs, Mistral-tokenised: ~45k training and ~8k held-out instances."""
     import pydoc_data.topics
 
-    from workers.tokenizer import load_tokenizer
+    from workers.models.tokenizer import load_tokenizer
 
     tok = load_tokenizer("mistral")
     topics = [pydoc_data.topics.topics[k] for k in sorted(pydoc_data.topics.topics)]

@@ -51,7 +51,7 @@ def pydoc_instances():
     """~25k training and ~4k held-out instances of Mistral-tokenised Python docs."""
     import pydoc_data.topics
 
-    from workers.tokenizer import load_tokenizer
+    from workers.models.tokenizer import load_tokenizer
 
     tok = load_tokenizer("mistral")
     topics = [pydoc_data.topics.topics[k] for k in sorted(pydoc_data.topics.topics)]

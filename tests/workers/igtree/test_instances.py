@@ -21,7 +21,7 @@ TEXT = "Hello world, this is one.\n\nSecond doc here.\n\nThird.\n"
 
 @pytest.fixture(scope="module")
 def tok():
-    from workers.tokenizer import load_tokenizer
+    from workers.models.tokenizer import load_tokenizer
 
     return load_tokenizer("mistral")
 

@@ -134,7 +134,7 @@ def test_build_from_a_corpus_file_with_the_mistral_tokenizer(tmp_path):
     assert info.meta["tokens"] == store.n_tokens > 20 and info.meta["docs"] == 2 and info.build_s > 0
     assert store.sa.tolist() == naive_sa(store.tokens.tolist())
     assert is_mapped(store.tokens) and is_mapped(store.sa)  # memory-mapped, not read into the process
-    from workers.tokenizer import load_tokenizer
+    from workers.models.tokenizer import load_tokenizer
 
     tok = load_tokenizer("mistral")
     context = tok("To be, or not").input_ids

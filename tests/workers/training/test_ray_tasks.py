@@ -12,7 +12,7 @@ from workers.corpora import TextSource
 from workers.errors import CorpusError, IBaseError
 from workers.igtree import IGTree, TimblIGTree
 from workers.igtree.instances import make_instances
-from workers.tokenizer import load_tokenizer, tokenizer_id
+from workers.models.tokenizer import load_tokenizer, tokenizer_id
 from workers.training.ibase import IBaseInfo, IBaseRequest, train_instance_base
 from workers.training.ray_tasks import ENERGY_ATTRIBUTION, train_sharded, train_task
 

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from workers.corpora import TextSource
+from workers.corpora.tasks import PAPER_TASKS, PROMPT_MARGIN_WORDS, first_words, load_prompts
 from workers.errors import CorpusError
-from workers.tasks import PAPER_TASKS, PROMPT_MARGIN_WORDS, first_words, load_prompts
 
 
 def _doc(tag: str, n_words: int) -> str:

@@ -1,4 +1,4 @@
-"""workers.runner.SweepRunner: typed jobs in, typed records out, drafts built through the registry."""
+"""workers.accelerator.runner.SweepRunner: typed jobs in, typed records out, drafts built through the registry."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from tests.workers.power.power_trace import generation, replayed, trace
+from workers.accelerator.runner import RunnerConfig, SweepRunner, fastest
 from workers.contracts import JobOutcome, SweepJob
 from workers.errors import DraftError
-from workers.runner import RunnerConfig, SweepRunner, fastest
 
 PROMPT = "The quick brown fox jumps over the lazy dog and the quick brown fox"
 

@@ -20,9 +20,9 @@ from workers.decoding import DecodeOptions, greedy_reference, speculative_genera
 from workers.drafts import make_draft
 from workers.errors import ModelError
 from workers.igtree import IGTree
-from workers.pretrained import BUILTIN_MODELS, convert, gguf_context_length, gguf_path, resolve_model
+from workers.models.pretrained import BUILTIN_MODELS, convert, gguf_context_length, gguf_path, resolve_model
+from workers.models.tokenizer import load_tokenizer, tokenizer_id
 from workers.replay.verifier import replay_generate
-from workers.tokenizer import load_tokenizer, tokenizer_id
 from workers.training.datastore import save_datastore
 from workers.verifier import load_verifier
 

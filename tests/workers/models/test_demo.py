@@ -10,7 +10,8 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, MistralForCausalLM
 
 from orchestrator.run.demo_corpora import chunk_text, pydoc_texts, shakespeare_texts
-from workers.demo_models import (
+from workers.errors import CorpusError
+from workers.models.demo import (
     DEMO_DRAFT,
     DEMO_VERIFIER,
     CandidateSampler,
@@ -21,8 +22,7 @@ from workers.demo_models import (
     lr_factor,
     mistral_config,
 )
-from workers.errors import CorpusError
-from workers.tokenizer import load_tokenizer, tokenizer_id
+from workers.models.tokenizer import load_tokenizer, tokenizer_id
 
 TINY_VERIFIER = TinyLMSpec(
     hidden_size=32,

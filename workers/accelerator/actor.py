@@ -1,4 +1,4 @@
-"""The single accelerator worker: a thin Ray actor over `workers.runner.SweepRunner`.
+"""The single accelerator worker: a thin Ray actor over `workers.accelerator.runner.SweepRunner`.
 
 It holds the custom `accelerator` resource, so exactly one runs per cluster and timed generations never
 share the device. It is never restarted by Ray: when it dies, the driver starts a fresh one and retries the
@@ -12,9 +12,9 @@ import traceback
 
 import ray
 
+from workers.accelerator.runner import RunnerConfig, SweepRunner
 from workers.contracts import BatchOutcome, JobOutcome, LabelJob, SweepJob
 from workers.faults import corrupt, inject
-from workers.runner import RunnerConfig, SweepRunner
 from workers.training.ray_tasks import ensure_local, this_node
 
 logger = logging.getLogger(__name__)

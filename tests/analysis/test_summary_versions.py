@@ -23,10 +23,11 @@ import math
 import pytest
 from sqlalchemy import insert
 
+from analysis.intervals import NO_PLAIN
 from analysis.summary import summary_frame
 from storage.db import open_db
 from storage.models import Cell, Experiment, Generation
-from storage.summary import NO_PLAIN, Versions
+from storage.summary import Versions
 from tests.storage.known import EXPERIMENT, _generation, build
 
 

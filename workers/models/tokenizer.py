@@ -17,7 +17,7 @@ from pathlib import Path
 
 from workers.errors import ModelError
 from workers.files import cache_dir
-from workers.pretrained import resolve_model
+from workers.models.pretrained import resolve_model
 
 logger = logging.getLogger(__name__)
 

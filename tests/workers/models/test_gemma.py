@@ -22,7 +22,7 @@ from workers.decoding import greedy_reference, speculative_generate
 from workers.drafts import make_draft
 from workers.errors import ModelError
 from workers.igtree import IGTree
-from workers.pretrained import (
+from workers.models.pretrained import (
     BUILTIN_MODELS,
     BuiltinModel,
     GgufPart,
@@ -31,7 +31,7 @@ from workers.pretrained import (
     gguf_context_length,
     gguf_path,
 )
-from workers.tokenizer import load_tokenizer
+from workers.models.tokenizer import load_tokenizer
 from workers.verifier import layer_masks, load_verifier
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -1,6 +1,6 @@
 """The accelerator worker's core: one verifier loaded once, drafts loaded lazily, jobs run and measured.
 
-Pure Python/torch (no Ray): `workers.accelerator` wraps it in a Ray actor. A job comes in as a
+Pure Python/torch (no Ray): `workers.accelerator.actor` wraps it in a Ray actor. A job comes in as a
 `workers.contracts.SweepJob` and goes out as a `JobOutcome` with its generation or reference record.
 """
 
@@ -81,8 +81,8 @@ class SweepRunner:
     def __init__(self, cfg: RunnerConfig):
         import torch
 
+        from workers.models.tokenizer import load_tokenizer
         from workers.power import PowerSampler, find_sources
-        from workers.tokenizer import load_tokenizer
         from workers.verifier import Verifier, load_verifier
 
         if cfg.threads:

@@ -37,7 +37,7 @@ import torch
 from workers.corpora import TextSource, iter_documents
 from workers.errors import CorpusError, ModelError
 from workers.files import cache_dir
-from workers.tokenizer import load_tokenizer, tokenizer_id
+from workers.models.tokenizer import load_tokenizer, tokenizer_id
 
 logger = logging.getLogger(__name__)
 
