@@ -74,17 +74,22 @@ class Results:
         with self.Session() as s:
             return compare_experiments(s, a, b)
 
-    def validation(self, experiment: str | None = None) -> pd.DataFrame:
+    def validation(self, experiment: str | None = None, timed_in: str | None = None) -> pd.DataFrame:
         """The round-cost table's validation on the experiment (newest when None): per regime (band "all") and width
         band, the generations both timed and replayed, median and p90 |predicted / measured - 1| of tokens/s, the
-        bias, the run's own timing noise and Spearman of the speedups (`storage.costs.prediction_error`)."""
+        bias, the run's own timing noise and Spearman of the speedups (`storage.costs.prediction_error`). With
+        `timed_in`, a re-predicted experiment is checked against the generations timed in that one (the same prompts
+        run on the device its table was measured on), and the noise is that run's."""
         with self.Session() as s:
-            exp_id = experiment_id(s, experiment)
-            if exp_id is None:
-                raise NoResults(
-                    f"no experiment {experiment!r} in {self.url}" if experiment else f"no experiment in {self.url}"
-                )
-            return prediction_error(s, exp_id)
+            exp_id = self._experiment(s, experiment)
+            timed = None if timed_in is None else self._experiment(s, timed_in)
+            return prediction_error(s, exp_id, timed)
+
+    def _experiment(self, session, name: str | None) -> int:
+        exp_id = experiment_id(session, name)
+        if exp_id is None:
+            raise NoResults(f"no experiment {name!r} in {self.url}" if name else f"no experiment in {self.url}")
+        return exp_id
 
     def findings(self, experiment: str | None = None) -> pd.DataFrame:
         """The paper's claims and the future-work, tree and auto-k targets the experiment (newest when None) can

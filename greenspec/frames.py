@@ -258,11 +258,13 @@ def write_summary(
     write_output(render(df, fmt, shown_columns(df)), out)
 
 
-def write_validation(session: Session, experiment: str | None, fmt: str, out: str) -> None:
-    """Write the experiment's cost-model validation (`storage.costs.prediction_error`) to `out` ("-" is stdout)."""
+def write_validation(session: Session, experiment: str | None, fmt: str, out: str, timed_in: str | None = None) -> None:
+    """Write the experiment's cost-model validation (`storage.costs.prediction_error`) to `out` ("-" is stdout); with
+    `timed_in`, its replayed cells against the generations timed in that experiment."""
     from storage.costs import prediction_error
 
-    df = prediction_error(session, _experiment(session, experiment))
+    timed = None if timed_in is None else _experiment(session, timed_in)
+    df = prediction_error(session, _experiment(session, experiment), timed)
     write_output(render(df, fmt, shown=list(df.columns)), out)
 
 

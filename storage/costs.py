@@ -141,12 +141,14 @@ def _greedy_rows(session: Session, exp_id: int) -> pd.DataFrame:
     return df.sort_values("id").drop_duplicates([*PAIR, "measure"], keep="last")
 
 
-def prediction_pairs(session: Session, exp_id: int) -> pd.DataFrame:
+def prediction_pairs(session: Session, exp_id: int, timed_from: int | None = None) -> pd.DataFrame:
     """One row per generation both timed and replayed: the coordinate, its width band, the prompt, the measured
     tokens/s (the timed row's first run) and the predicted one (the replayed row), and the predicted over measured
-    minus 1, signed (`bias`: positive is predicted too fast) and absolute (`error`)."""
+    minus 1, signed (`bias`: positive is predicted too fast) and absolute (`error`). With `timed_from`, the timed rows
+    are that experiment's (the same prompts run on the device a re-prediction is for), the replayed ones `exp_id`'s."""
     df = _greedy_rows(session, exp_id)
-    timed = df[df["measure"] == "timed"]
+    times = df if timed_from is None else _greedy_rows(session, timed_from)
+    timed = times[times["measure"] == "timed"]
     replay = df[(df["measure"] == "replay") & df["predicted_wall_s"].gt(0)]
     pairs = timed.merge(replay, on=PAIR, suffixes=("", "_replay"))
     pairs["measured_tokens_per_s"] = pairs["n_tokens"] / pairs["first_s"]
@@ -185,13 +187,15 @@ def _error_row(regime: str, band: str, p: pd.DataFrame, noise: pd.Series, ranked
     return [regime, band, len(p), med, p90, bias, noise_med, len(noise), *ranked]
 
 
-def prediction_error(session: Session, exp_id: int) -> pd.DataFrame:
-    """Per regime (band "all") and per regime and width band: the generations both timed and replayed (`pairs`),
+def prediction_error(session: Session, exp_id: int, timed_from: int | None = None) -> pd.DataFrame:
+    """Per regime (band "all") and per regime and width band: the generations both timed and replayed (`pairs`; with
+    `timed_from`, timed in that experiment, see `prediction_pairs`),
     the median and 90th percentile |predicted / measured - 1| of tokens/s, the median signed error (`bias`), the
     run's own timing noise (median over `noise_pairs` generations timed twice), and, per regime, Spearman's rank
     agreement of the coordinates' speedups over plain, timed against replayed (`coordinates` of them, each with at
     least MIN_RANKED_PROMPTS timed prompts)."""
-    pairs, noise = prediction_pairs(session, exp_id), timing_noise(session, exp_id)
+    pairs = prediction_pairs(session, exp_id, timed_from)
+    noise = timing_noise(session, exp_id if timed_from is None else timed_from)
     out = []
     for regime in sorted(set(pairs["regime"]) | set(noise["regime"])):
         p, nz = pairs[pairs["regime"] == regime], noise[noise["regime"] == regime]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 import pandas as pd
-from sqlalchemy import case, func, literal, select
+from sqlalchemy import and_, case, func, literal, select
 from sqlalchemy.orm import Session
 
 from storage.models import CELL_KINDS, CELL_STATES, Artifact, Cell, Experiment, Generation, InstanceBase, PowerSample
@@ -86,6 +86,30 @@ def status_counts(session: Session, experiment: str | None = None) -> dict:
         **by_kind,  # every kind (train, datastore, distill, label, reference, sweep), so the kinds add up to cells
         "generations": int(session.scalar(gens) or 0),
     }
+
+
+def timed_twins_s(session: Session, exp_id: int) -> list[tuple[str, float]]:
+    """(key, predicted seconds) of every pending or running timed sweep cell whose replayed twin is stored (the same
+    strategy, task, k, regime and prompt, `measure` "replay"): the round-cost table's prediction of one run of its
+    generation, which the progress's ETA takes for timed cells until the first of them has run."""
+    G = Generation
+    twin = and_(
+        G.experiment_id == Cell.experiment_id,
+        G.strategy == Cell.strategy,
+        G.task == Cell.task,
+        G.k == Cell.k,
+        G.regime == Cell.regime,
+        G.prompt_index == Cell.prompt_index,
+        G.measure == "replay",
+    )
+    stmt = (
+        select(Cell.key, func.max(G.wall_s))
+        .join(G, twin)
+        .where(Cell.experiment_id == exp_id, Cell.kind == "sweep", Cell.state.in_(("pending", "running")))
+        .where(Cell.temperature == 0)
+        .group_by(Cell.key)
+    )
+    return [(key, float(wall)) for key, wall in session.execute(stmt).all() if wall is not None]
 
 
 def failures_frame(session: Session, exp_id: int | None = None) -> pd.DataFrame:

@@ -4,8 +4,9 @@ anything else (a log file, CI) a plain line every `LINE_EVERY_S` seconds and at 
 Both count the cells by kind (training, reference, replay, timed, ...: `greenspec.status.kind_groups`)
 and state, as `greenspec status` does, when the run tells them (`kinds`, from `storage.queries.status_counts`). The
 ETA then weighs the cells left by their kind's measured cost in this run (`KindEta`: a replay costs milliseconds, a
-timed cell seconds, a training minutes), and says "estimating" until every kind with cells left has one; without
-the kinds it is the run's own overall rate (`eta_text`)."""
+timed cell seconds, a training minutes); a kind none of whose cells has finished takes the seconds the run predicts
+for it (the timed cells: their replayed twins' predicted time), and the ETA says "estimating" while a kind with cells
+left has neither; without the kinds it is the run's own overall rate (`eta_text`)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from greenspec.status import kind_groups
-from orchestrator.run.options import left_text
+from orchestrator.run.options import PREDICTED, left_text
 
 LINE_EVERY_S = 30.0
 ETA_AFTER = 0.01  # the share of the run's cells done before its rate predicts the rest
@@ -46,11 +47,13 @@ class KindEta:
 
     def __init__(self):
         self.cost: dict[str, list[float]] = {}  # kind -> [seconds, cells]
+        self.predicted: dict[str, float] = {}  # kind -> seconds per cell, before any of its cells has finished
         self.finished: dict[str, int] | None = None
         self.last = 0.0
 
-    def observe(self, groups: dict[str, dict[str, int]], now: float) -> None:
-        """The cells by kind and state at `now` (`kind_groups`)."""
+    def observe(self, groups: dict[str, dict[str, int]], now: float, predicted: dict[str, float] | None = None) -> None:
+        """The cells by kind and state at `now` (`kind_groups`), and the run's predicted seconds per cell by kind."""
+        self.predicted = dict(predicted or {})
         finished = {g: c["done"] + c["failed"] for g, c in groups.items()}
         if self.finished is None:
             self.finished, self.last = finished, now
@@ -65,8 +68,9 @@ class KindEta:
         self.finished = finished
 
     def per_cell(self, kind: str) -> float | None:
+        """The kind's measured seconds per cell in this run, else the run's prediction for it, else None."""
         seconds, cells = self.cost.get(kind, (0.0, 0))
-        return seconds / cells if cells else None
+        return seconds / cells if cells else self.predicted.get(kind)
 
     def left_s(self, groups: dict[str, dict[str, int]]) -> float | None:
         """Seconds left: each kind's cells still pending or running at its cost per cell; None while a kind with
@@ -120,7 +124,7 @@ class LineProgress:
     def kinds(self, counts: dict) -> None:
         """The cells by kind and state (`storage.queries.status_counts`), as the run goes."""
         self.groups = kind_groups(counts)
-        self.eta.observe(self.groups, self.clock())
+        self.eta.observe(self.groups, self.clock(), counts.get(PREDICTED))
 
     def update(self, done: int, failed: int, label: str, stage: str = "") -> None:
         """A line every `every_s` seconds, and at once when the run moves to another stage (training, references,
@@ -190,7 +194,7 @@ class BarProgress:
 
     def kinds(self, counts: dict) -> None:
         self._groups = kind_groups(counts)
-        self._eta.observe(self._groups, self._clock())
+        self._eta.observe(self._groups, self._clock(), counts.get(PREDICTED))
 
     def update(self, done: int, failed: int, label: str, stage: str = "") -> None:
         if self._task is None:

@@ -157,6 +157,12 @@ def _failure_line(r) -> str:
     help="Instead: the cost model's validation per regime and width band (pairs, error, bias, noise, Spearman).",
 )
 @click.option(
+    "--timed-in",
+    default=None,
+    help="With --validation: the replayed cells checked against the generations timed in this experiment (the same "
+    "prompts run on the device a --costs table was measured on).",
+)
+@click.option(
     "--all-versions", is_flag=True, help="Also the rows of an earlier version of the spec, marked version = older."
 )
 @COSTS
@@ -172,6 +178,7 @@ def export(  # wide: click passes each of the command's options as one parameter
     map_file: str | None,
     generations: bool,
     validation: bool,
+    timed_in: str | None,
     all_versions: bool,
     costs_table: str | None,
     force: bool,
@@ -187,11 +194,12 @@ def export(  # wide: click passes each of the command's options as one parameter
       greenspec export --generations --out generations.csv
       greenspec export --validation --format markdown
       greenspec export --costs 1 --format markdown
+      greenspec export -e demo --costs 1 --validation --timed-in demo-1t
     """
     from greenspec.frames import write_summary
 
     fmt = output_format(fmt, out)
-    _refuse_combinations(map_file, compare_with, pooled, generations, validation, costs_table)
+    _refuse_combinations(map_file, compare_with, pooled, generations, validation, costs_table, timed_in)
     check_out(obj, out, force)
     experiment = _repredicted(obj, experiment, costs_table)
     Session = _reader(obj.db)
@@ -215,23 +223,28 @@ def export(  # wide: click passes each of the command's options as one parameter
         if validation:
             from greenspec.frames import write_validation
 
-            write_validation(s, experiment, fmt, out)
+            if timed_in:
+                _experiment_names(s, timed_in, obj.db)
+            write_validation(s, experiment, fmt, out, timed_in)
             return
         write_summary(s, experiment, fmt, out, pooled, all_versions, generations)
         _say_superseded(s, experiment, all_versions)
 
 
 def _refuse_combinations(
-    map_file, compare_with, pooled: bool, generations: bool, validation: bool, costs_table
+    map_file, compare_with, pooled: bool, generations: bool, validation: bool, costs_table, timed_in=None
 ) -> None:
     """export's options that do not go together, refused in one line."""
+    if timed_in and not validation:
+        raise GreenspecError("--timed-in names the run a validation is checked against; add --validation")
     if map_file and compare_with != "paper":
         raise GreenspecError("--map pairs names for --compare paper; add --compare paper")
     if generations and (pooled or compare_with):
         raise GreenspecError(
             f"--generations writes one row per generation: --{'pooled' if pooled else 'compare'} does not apply"
         )
-    given = {"generations": generations, "pooled": pooled, "compare": compare_with, "costs": costs_table}
+    given = {"generations": generations, "pooled": pooled, "compare": compare_with}
+    given["costs"] = costs_table and not timed_in  # a re-predicted experiment is validated against another run
     if validation and (other := next((name for name, on in given.items() if on), None)):
         raise GreenspecError(f"--validation writes the cost model's validation table: --{other} does not apply")
 

@@ -22,7 +22,7 @@ from orchestrator.run.accelerator_actor import IN_FLIGHT
 from orchestrator.run.cells import COST_ROLE
 from orchestrator.run.dispatcher import Dispatcher
 from orchestrator.run.lease import ExperimentLease
-from orchestrator.run.options import Interrupted, Progress, RunOptions, Sessions, left_text
+from orchestrator.run.options import PREDICTED, Interrupted, Progress, RunOptions, Sessions, left_text
 from orchestrator.run.ray_startup import check_interrupt, interrupt_handled
 from orchestrator.run.replay_costs import ReplayCosts
 from orchestrator.run.scheduler import REPLAY_BATCH, Scheduler
@@ -30,7 +30,7 @@ from orchestrator.run.spec import Spec
 from orchestrator.run.writer import ResultWriter, pending_work
 from storage.cell_spec import CellSpec
 from storage.models import Reference
-from storage.queries import status_counts
+from storage.queries import status_counts, timed_twins_s
 from workers.contracts import LabelJob, ReplayJob, SweepJob
 from workers.training.label_progress import progress_file, read_progress
 
@@ -44,6 +44,7 @@ WAIT_S = 1.0  # ray.wait timeout; bounds how late a Ctrl-C or a state change is 
 # them), it is stopped so that one more replay task runs, and started again for the timed cells: a restart costs
 # seconds (imports, the verifier's load), so only where at least this many replay cells are left for the freed CPU.
 RELEASE_MIN_REPLAYS = 4 * REPLAY_BATCH
+PREDICT_EVERY_S = 30.0  # how often the timed cells' prediction is read again while the replays are stored
 
 
 class SweepLoop:
@@ -77,6 +78,7 @@ class SweepLoop:
         self.label = self.stage = ""
         self._labelling: dict[str, Path] = {}  # running label cells' keys -> their progress files
         self._beat = time.monotonic()
+        self._predict_at, self._predicted = 0.0, {}
 
     def _report(self) -> None:
         _, done, failed = self.writer.counts()
@@ -84,10 +86,25 @@ class SweepLoop:
         self.progress.update(done, failed, self.label, self.stage)
 
     def _kinds(self) -> None:
-        """The cells by kind and state, for a progress that counts them and weighs its ETA by kind."""
-        if (tell := getattr(self.progress, "kinds", None)) is not None:
-            with self.writer.Session() as s:
-                tell(status_counts(s, self.spec.experiment.name))
+        """The cells by kind and state, for a progress that counts them and weighs its ETA by kind; with the timed
+        cells' predicted seconds (`PREDICTED`) while none of them has run."""
+        if (tell := getattr(self.progress, "kinds", None)) is None:
+            return
+        with self.writer.Session() as s:
+            counts = status_counts(s, self.spec.experiment.name)
+            if counts["sweep"]["done"] + counts["sweep"]["failed"] == 0 and time.monotonic() >= self._predict_at:
+                self._predict_at = time.monotonic() + PREDICT_EVERY_S
+                self._predicted = self._timed_prediction(timed_twins_s(s, self.exp_id))
+        tell({**counts, PREDICTED: self._predicted} if self._predicted else counts)
+
+    def _timed_prediction(self, twins: list[tuple[str, float]]) -> dict[str, float]:
+        """{"timed": seconds per cell}: the mean over the timed cells left of their replayed twins' predicted seconds,
+        times the runs each makes (twice for the `timed_twice` sample); {} before any twin is stored."""
+        if not twins:
+            return {}
+        sweep = self.spec.sweep
+        runs = [(sweep.timed_runs(key, 0.0) or 1) * wall for key, wall in twins]
+        return {"timed": sum(runs) / len(runs)}
 
     def run(self) -> None:
         total, done, failed = self.writer.start(self.sched.orphans)

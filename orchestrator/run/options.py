@@ -17,6 +17,9 @@ def left_text(seconds: float) -> str:
     return f"{seconds / 60:.0f}m" if seconds >= 90 else f"{seconds:.0f}s"
 
 
+PREDICTED = "predicted_s"  # in the counts a progress is told: {kind: seconds per cell} predicted before any has run
+
+
 class Progress(Protocol):
     """What the driver reports as it goes (the CLI draws it as a bar)."""
 

@@ -167,6 +167,27 @@ def test_prediction_error_by_hand(session, validated):
     assert uncached["noise"] == pytest.approx(0.3 / math.sqrt(2)) and math.isnan(uncached["median_error"])
 
 
+def test_a_re_prediction_is_validated_against_another_runs_timed_generations(session, validated):
+    """`timed_from`: the replayed rows are the experiment's, the timed rows (and the noise) the other run's, matched
+    by coordinate and prompt key; the experiment's own timed rows are never used."""
+    other = store.upsert_experiment(session, "on-target", "spec", "h2", None).id
+    for strategy, k, prompt, timed_s, _ in CACHED:  # the same prompts timed again, every one 2x slower
+        add_generation(session, other, strategy, k, "cached", prompt, "timed", 2 * timed_s)
+    add_generation(session, other, "plain", 0, "cached", 5, "timed", 1.0, runs=(1.0, 1.2))  # no replayed twin
+    session.commit()
+    pairs = prediction_pairs(session, validated, timed_from=other)
+    own = prediction_pairs(session, validated)
+    assert len(pairs) == len(own) == len(CACHED)
+    merged = own.merge(pairs, on=["strategy", "k", "regime", "prompt_index", "prompt_key"], suffixes=("", "_other"))
+    assert list(merged["predicted_tokens_per_s_other"]) == pytest.approx(list(merged["predicted_tokens_per_s"]))
+    assert list(merged["measured_tokens_per_s_other"]) == pytest.approx(list(merged["measured_tokens_per_s"] / 2))
+    table = prediction_error(session, validated, timed_from=other).set_index(["regime", "band"])
+    cached = table.loc[("cached", "all")]
+    assert cached["pairs"] == len(CACHED) and cached["noise_pairs"] == 1
+    assert cached["noise"] == pytest.approx(0.2 / math.sqrt(2))  # the other run's generation timed twice
+    assert ("uncached", "all") not in table.index  # the experiment's own timed-only uncached rows are not read
+
+
 def test_two_timed_prompts_rank_nothing(session):
     """A coordinate enters the Spearman of speedups only with at least three timed prompts."""
     exp = store.upsert_experiment(session, "e", "spec", "h", None)
@@ -215,3 +236,27 @@ def test_the_validation_table_exports_and_reads_through_the_library(session, val
     assert exported.loc[("cached", "k 2-4"), "median_error"] == pytest.approx(0.2)
     refused = CliRunner().invoke(main, ["--db", url, "export", "--validation", "--generations"])
     assert refused.exit_code != 0 and "--generations does not apply" in refused.output
+
+
+def test_a_validation_against_another_run_through_the_cli_and_the_library(session, validated):
+    other = store.upsert_experiment(session, "on-target", "spec", "h2", None).id
+    for strategy, k, prompt, timed_s, _ in CACHED:
+        add_generation(session, other, strategy, k, "cached", prompt, "timed", 2 * timed_s)
+    session.commit()
+    url = str(session.get_bind().url)
+    args = ["--db", url, "export", "-e", "e", "--validation", "--timed-in", "on-target", "--format", "csv"]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    exported = pd.read_csv(io.StringIO(res.stdout)).set_index(["regime", "band"])
+    library = greenspec.open_results(url).validation("e", timed_in="on-target").set_index(["regime", "band"])
+    expected = prediction_error(session, validated, timed_from=other).set_index(["regime", "band"])
+    for frame in (exported, library):
+        assert frame.loc[("cached", "all"), "median_error"] == pytest.approx(
+            expected.loc[("cached", "all"), "median_error"]
+        )
+    alone = CliRunner().invoke(main, ["--db", url, "export", "--timed-in", "on-target"])
+    assert alone.exit_code != 0 and "add --validation" in alone.output
+    missing = CliRunner().invoke(main, ["--db", url, "export", "--validation", "--timed-in", "nope"])
+    assert missing.exit_code != 0 and "nope" in missing.output
+    with pytest.raises(greenspec.NoResults, match="nope"):
+        greenspec.open_results(url).validation("e", timed_in="nope")

@@ -103,3 +103,34 @@ def test_kinds_text_leaves_out_kinds_without_cells():
     groups = kind_groups(counts({"replay": 10}, "replay"))
     groups["training"] = dict.fromkeys(CELL_STATES, 0)
     assert kinds_text(groups).startswith("reference 0/6, replay 10/1000 (50 running)")
+
+
+def test_timed_cells_take_the_runs_prediction_until_one_has_run():
+    """Before any timed cell has finished, their cost is what the run predicts for them (`predicted_s`, their replayed
+    twins' seconds), so the ETA is a figure once every other kind left has a measured cost; the first timed cell's
+    measured seconds then replace the prediction."""
+    eta = KindEta()
+    eta.observe(kind_groups(counts({"train": 3, "reference": 6, "replay": 900}, "replay")), 0.0, {"timed": 2.0})
+    groups = kind_groups(counts({"train": 3, "reference": 6, "replay": 950}, "replay"))
+    eta.observe(groups, 0.25, {"timed": 2.0})
+    assert eta.per_cell("timed") == 2.0
+    assert eta.left_s(groups) == 50 * 0.005 + 10 * 2.0  # replays at their measured cost, timed cells as predicted
+    eta.observe(kind_groups(counts({"train": 3, "reference": 6, "replay": 1000}, "sweep")), 0.5, {"timed": 2.0})
+    groups = kind_groups(counts({"train": 3, "reference": 6, "replay": 1000, "sweep": 1}, "sweep"))
+    eta.observe(groups, 3.5, {"timed": 2.0})
+    assert eta.per_cell("timed") == 3.0  # measured: the prediction no longer counts
+    no_prediction = KindEta()
+    no_prediction.observe(kind_groups(counts({"train": 3, "reference": 6, "replay": 900}, "replay")), 0.0)
+    no_prediction.observe(kind_groups(counts({"train": 3, "reference": 6, "replay": 950}, "replay")), 0.25)
+    assert no_prediction.left_s(kind_groups(counts({"train": 3, "reference": 6, "replay": 950}, "replay"))) is None
+
+
+def test_the_line_reads_the_prediction_from_the_counts():
+    out, clock = io.StringIO(), Clock()
+    with LineProgress(out, every_s=30, clock=clock) as p:
+        p.kinds({**counts({"train": 3, "reference": 6, "replay": 900}, "replay"), "predicted_s": {"timed": 4.0}})
+        p.start(total=1019, done=909, failed=0)
+        clock.t += 1
+        p.kinds({**counts({"train": 3, "reference": 6, "replay": 1000}, "sweep"), "predicted_s": {"timed": 4.0}})
+        p.update(1009, 0, "ngram (replay)", "timed cells")
+    assert " ETA 40s [" in out.getvalue().splitlines()[-1]  # 10 timed cells x 4 s predicted

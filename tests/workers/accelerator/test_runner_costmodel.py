@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from tests.workers.power.power_trace import replayed, trace
 from tests.workers.accelerator.test_runner import PROMPT, runner  # noqa: F401 (the module's tiny-Mistral runner fixture)
+from tests.workers.power.power_trace import replayed, trace
 from workers.contracts import CostModelJob, JobOutcome
 from workers.decoding.costmodel import RoundCosts
 

@@ -1,0 +1,40 @@
+"""`timed_twins_s`: the predicted seconds of the timed cells still to run, read off their replayed twins (the same
+strategy, task, k, regime and prompt) on a real SQLite file; what the progress's ETA takes before any timed cell ran."""
+
+from __future__ import annotations
+
+from sqlalchemy import insert
+
+from storage.db import open_db
+from storage.models import Cell, Experiment, Generation
+from storage.queries import timed_twins_s
+from tests.analysis.test_summary_edges import _generation
+
+
+def _cell(conn, exp_id: int, key: str, kind: str, state: str, prompt: int, k: int, temperature: float = 0.0) -> int:
+    strategy = "plain" if k == 0 else "ngram"
+    values = dict(experiment_id=exp_id, key=key, kind=kind, state=state, strategy=strategy, draft=strategy, task="t")
+    values |= dict(prompt_index=prompt, k=k, regime="uncached", temperature=temperature, params={})
+    return conn.execute(insert(Cell).values(**values)).inserted_primary_key[0]
+
+
+def test_each_timed_cell_left_takes_its_replayed_twins_seconds(tmp_path):
+    engine, Session = open_db(f"sqlite:///{tmp_path / 't.db'}")
+    with engine.begin() as conn:
+        exp_id = conn.execute(insert(Experiment).values(name="e", spec_toml="", spec_hash="")).inserted_primary_key[0]
+        other = conn.execute(insert(Experiment).values(name="o", spec_toml="", spec_hash="")).inserted_primary_key[0]
+        for name, prompt, k, wall in (("a", 0, 0, 2.0), ("b", 1, 0, 3.0), ("c", 0, 1, 1.5)):  # the replayed twins
+            cell_id = _cell(conn, exp_id, f"replay-{name}", "replay", "done", prompt, k)
+            row = _generation("a", cell_id, exp_id) | dict(prompt_index=prompt, k=k, wall_s=wall, measure="replay")
+            row |= dict(strategy="plain" if k == 0 else "ngram", draft="plain" if k == 0 else "ngram")
+            conn.execute(insert(Generation).values(**row))
+        _cell(conn, exp_id, "timed-a", "sweep", "pending", 0, 0)
+        _cell(conn, exp_id, "timed-c", "sweep", "running", 0, 1)
+        _cell(conn, exp_id, "timed-b", "sweep", "done", 1, 0)  # ran already: not left
+        _cell(conn, exp_id, "timed-none", "sweep", "pending", 5, 0)  # no twin stored yet
+        _cell(conn, exp_id, "sampled", "sweep", "pending", 0, 0, temperature=0.8)  # sampled: never replayed
+        _cell(conn, other, "elsewhere", "sweep", "pending", 0, 0)  # another experiment's
+    with Session() as s:
+        assert sorted(timed_twins_s(s, exp_id)) == [("timed-a", 2.0), ("timed-c", 1.5)]
+        assert timed_twins_s(s, other) == []  # its twins are not stored in it
+    engine.dispose()
