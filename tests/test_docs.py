@@ -167,7 +167,9 @@ def test_every_greenspec_command_shown_parses_as_written():
 def test_paths_make_targets_and_modules_named_exist():
     text = shown_text()
     paths = set(
-        re.findall(r"`((?:orchestrator|workers|storage|analysis|dashboard|greenspec|bench|tests|examples)/[\w./-]+)`", text)
+        re.findall(
+            r"`((?:orchestrator|workers|storage|analysis|dashboard|greenspec|bench|tests|examples)/[\w./-]+)`", text
+        )
     )
     assert len(paths) > 30
     missing = [p for p in sorted(paths - HYPOTHETICAL) if not (ROOT / p.split("::")[0]).exists()]
