@@ -207,7 +207,7 @@ def spec(url: str, exp_id: int) -> dict:
 def learning_curve(url: str, exp_id: int, data: Version, k: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The learning curve at `k` (`analysis.curve`): one point per corpus strategy and regime (acceptance against its
     base's tokens, with its interval) and the slope per decade of each draft family; both empty without two sizes."""
-    from storage import curve
+    from analysis import curve
 
     with _session(url) as s:
         text = browse.spec_toml(s, exp_id)

@@ -10,7 +10,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from analysis.columns import BOUNDS, Column
-from dashboard import charts, reads, tables
+from analysis import tables
+from dashboard import charts, reads
 from storage.browse import PICK_ORDER, GridPoint, Selection
 
 FILTERS_KEY = "gs_filters"

@@ -231,3 +231,24 @@ def db_url(request, tmp_path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'g.db'}"
     return request.getfixturevalue("pg_cluster").new_database()
+
+
+@pytest.fixture(scope="session")
+def fixture_db(tmp_path_factory) -> str:
+    """URL of a database holding the finished fixture experiment (tests/dashboard/populate.py; the dashboard's and
+    the paper tables' tests read it)."""
+    from tests.dashboard.populate import populate
+
+    url = f"sqlite:///{tmp_path_factory.mktemp('db') / 'fixture.db'}"
+    populate(url)
+    return url
+
+
+@pytest.fixture(scope="session")
+def live_db(tmp_path_factory) -> str:
+    """URL of a database whose sweep still has running and pending cells."""
+    from tests.dashboard.populate import populate
+
+    url = f"sqlite:///{tmp_path_factory.mktemp('live') / 'live.db'}"
+    populate(url, live=True)
+    return url

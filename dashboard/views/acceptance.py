@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import charts, reads, tables, ui
+from analysis import tables
+from dashboard import charts, reads, ui
 from dashboard.app import page_filters
 
 f = page_filters()

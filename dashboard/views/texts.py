@@ -6,7 +6,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import streamlit as st
 
-from dashboard import background, reads, tables, tokens, ui
+from analysis import tables
+from dashboard import background, reads, tokens, ui
 from dashboard.app import page_filters
 
 POLL_S = 1  # how often the drill-down checks whether the tokenizer has finished loading

@@ -223,8 +223,7 @@ def export(  # wide: click passes each of the command's options as one parameter
         if validation:
             from greenspec.frames import write_validation
 
-            if timed_in:
-                _experiment_names(s, timed_in, obj.db)
+            _experiment_names(s, timed_in, obj.db)  # refuses an unknown --timed-in (None checks nothing)
             write_validation(s, experiment, fmt, out, timed_in)
             return
         write_summary(s, experiment, fmt, out, pooled, all_versions, generations)

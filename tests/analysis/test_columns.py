@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from analysis.columns import COMPARISON, SUMMARY, k_text, names
-from storage import columns
+from analysis import columns
 
 # `greenspec export --format csv`'s public contract (docs/cli.md), in this order
 CSV_CONTRACT = [

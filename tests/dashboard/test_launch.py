@@ -108,4 +108,4 @@ def test_the_server_preloads_the_pages_modules_but_not_their_caches_nor_torch():
         "'dashboard.ui', 'torch') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
-    assert out.stdout.split() == ["['plotly.express',", "'storage.summary',", "'analysis.paper']"], out.stderr
+    assert out.stdout.split() == ["['analysis.paper',", "'plotly.express',", "'storage.summary']"], out.stderr

@@ -158,7 +158,7 @@ def versions_db(tmp_path_factory) -> str:
     from orchestrator.run.spec import parse_spec
     from storage.db import open_db
     from storage.models import Cell, Experiment
-    from tests.storage.test_summary_versions import V1, V2, _add
+    from tests.analysis.test_summary_versions import V1, V2, _add
 
     url = f"sqlite:///{tmp_path_factory.mktemp('versions') / 'v.db'}"
     v1 = SPEC.format(strategies=PLAIN_S + NGRAM_S, tokens=16)

@@ -24,7 +24,7 @@ from sqlalchemy import insert
 from storage.db import open_db
 from storage.models import Cell, Experiment, Generation
 from storage.queries import identical_pass_noise, timing_spread
-from tests.storage.test_summary_edges import ROWS, _generation
+from tests.analysis.test_summary_edges import ROWS, _generation
 
 RUNS = {"p": [2.0, 2.2], "c": [1.0, 1.5], "d": [1.2, 1.0, 1.1], "e": [1.0, 1.0], "a": [1.0], "b": None}
 
