@@ -9,8 +9,8 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from analysis.columns import BOUNDS, Column
 from analysis import tables
+from analysis.columns import BOUNDS, Column
 from dashboard import charts, reads
 from storage.browse import PICK_ORDER, GridPoint, Selection
 

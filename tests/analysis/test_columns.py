@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from analysis.columns import COMPARISON, SUMMARY, k_text, names
 from analysis import columns
+from analysis.columns import COMPARISON, SUMMARY, k_text, names
 
 # `greenspec export --format csv`'s public contract (docs/cli.md), in this order
 CSV_CONTRACT = [
