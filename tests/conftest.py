@@ -26,6 +26,10 @@ TEST_CACHE = os.environ.get("GREENSPEC_TEST_CACHE") or os.path.join(
     os.path.expanduser("~"), ".cache", "greenspec-tests"
 )
 os.environ["GREENSPEC_CACHE"] = TEST_CACHE
+# Every Ray worker of the tests' runs (the session's Ray, and the runs of drivers started as processes, which inherit
+# this) arms the fault seams its environment asks for (tests/faults.py); without a GREENSPEC_FAULT_* variable it
+# does nothing.
+os.environ["GREENSPEC_WORKER_SETUP"] = "tests.faults.install"
 
 
 SLOW_FIXTURES = {"ray_local", "tiny_verifier", "write_spec"}  # a real Ray, a trained model, a real sweep
@@ -116,6 +120,7 @@ def ray_local():
                 include_dashboard=False,
                 log_to_driver=False,
                 configure_logging=False,
+                runtime_env={"worker_process_setup_hook": os.environ["GREENSPEC_WORKER_SETUP"]},
             )
         except Exception:  # on a heavily loaded machine the raylet can miss its 30 s start window: try again
             ray.shutdown()

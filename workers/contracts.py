@@ -148,7 +148,6 @@ class LabelJob:
     overlap_tokens: int = 128
     batch_chunks: int = 4
     kind: str = "label"
-    strategy: str | None = None  # never set: label jobs belong to no strategy (fault seams read it)
 
 
 @dataclass(frozen=True)
@@ -191,7 +190,6 @@ class CostModelJob:
     repeats: int = 3
     budget_s: float | None = 120.0
     kind: str = "cost_model"
-    strategy: str | None = None  # never set: a cost model belongs to no strategy (fault seams read it)
 
 
 @dataclass(frozen=True)

@@ -11,13 +11,13 @@ from ray.actor import ActorHandle
 
 from orchestrator.run.options import RunOptions
 from orchestrator.run.prepare import runner_config
+from orchestrator.run.ray_startup import driver_settings
 from orchestrator.run.spec import Spec
 from workers.errors import ModelError
 
 logger = logging.getLogger(__name__)
 
 IN_FLIGHT = 2  # accelerator batches queued at once: the next is ready the moment one finishes
-FAULT_ENV = "GREENSPEC_FAULT_"  # fault-injection variables (workers/faults.py) reach the worker on any cluster
 
 
 def worker_threads(asked: int | None, beside: bool, cpus: int) -> int:
@@ -45,7 +45,7 @@ def start_actor(spec: Spec, opts: RunOptions) -> tuple[ActorHandle, dict, int]:
     cls = opts.worker_cls or AcceleratorWorker
     cpus = os.cpu_count() or 1
     threads = worker_threads(spec.verifier.threads, spec.experiment.overlap or spec.sweep.replay, cpus)
-    env = {**{k: v for k, v in os.environ.items() if k.startswith(FAULT_ENV)}, **opts.worker_env}
+    env = {**driver_settings(), **opts.worker_env}  # its own runtime environment: it inherits none of the driver's
     options = {"runtime_env": {"env_vars": env}} if env else {}
     actor = cls.options(**options).remote(runner_config(spec, threads))
     try:

@@ -114,15 +114,31 @@ def ray_up(opts: RunOptions) -> bool:
             include_dashboard=False,
             log_to_driver=False,
             configure_logging=False,
+            runtime_env=setup_hook(),
         )  # its workers inherit this process's environment, GREENSPEC_CACHE included
     return True
 
 
-SHARED_ENV = ("GREENSPEC_CACHE",)  # where artifacts, tokenizer copies and cost curves go (workers.files.cache_dir)
+SETTINGS_PREFIX = "GREENSPEC_"  # greenspec's settings: GREENSPEC_CACHE (workers.files.cache_dir), GREENSPEC_LEASE_S...
+SETUP_HOOK = "GREENSPEC_WORKER_SETUP"  # "module.function" every Ray worker of a run calls as it starts
+
+
+def driver_settings() -> dict[str, str]:
+    """The driver's greenspec settings (every GREENSPEC_* variable of its environment), for workers that do not
+    inherit it: the accelerator worker (a runtime environment of its own) and the workers of a cluster started
+    elsewhere, which then use the driver's cache."""
+    return {k: v for k, v in os.environ.items() if k.startswith(SETTINGS_PREFIX) and v}
+
+
+def setup_hook() -> dict | None:
+    """Ray's `worker_process_setup_hook` from `GREENSPEC_WORKER_SETUP` ("module.function", importable where the
+    workers run: logging, a profiler, the test suite's fault injection in tests/faults.py), or None."""
+    hook = os.environ.get(SETUP_HOOK)
+    return {"worker_process_setup_hook": hook} if hook else None
 
 
 def worker_runtime_env() -> dict | None:
-    """The driver's SHARED_ENV for every Ray worker of its job when it joins a cluster started elsewhere (whose workers
-    inherit another environment): they use the driver's cache (None when none is set: the workers' own default)."""
-    env = {k: os.environ[k] for k in SHARED_ENV if os.environ.get(k)}
-    return {"env_vars": env} if env else None
+    """The runtime environment of every Ray worker of the driver's job when it joins a cluster started elsewhere
+    (whose workers inherit another environment): the driver's settings and setup hook (None: neither is set)."""
+    env = {**({"env_vars": settings} if (settings := driver_settings()) else {}), **(setup_hook() or {})}
+    return env or None

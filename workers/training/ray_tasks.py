@@ -36,7 +36,6 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from workers.contracts import ArtifactInfo, ArtifactJob
 from workers.errors import PowerError
-from workers.faults import inject_training
 from workers.files import file_sha256
 from workers.igtree import InstanceCounts
 from workers.igtree.instances import CHUNK_TOKENS, count_shard, local_count_map
@@ -323,7 +322,6 @@ def train_with_energy(
 def train_task(req: IBaseRequest, power_sources: Sequence[str] = ("auto",), power_hz: float = 10.0) -> IBaseInfo:
     """Train one instance base on a Ray CPU worker (`train_with_energy`); the file is copied to the accelerator's
     node at once (`replicate_to_accelerator`), so losing this node afterwards loses nothing."""
-    inject_training()  # test seam: no-op unless GREENSPEC_FAULT_TRAIN_HANG is set
     info = train_with_energy(req, power_sources=power_sources, power_hz=power_hz)
     replicate_to_accelerator(info.path, info.sha256)
     replicate_to_accelerator(info.manifest_path, info.manifest_sha256)

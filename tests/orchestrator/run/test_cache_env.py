@@ -30,8 +30,16 @@ def test_a_ray_task_sees_the_tests_cache():
     assert Path(seen) != USER_CACHE
 
 
-def test_the_driver_hands_its_cache_to_the_workers(monkeypatch, tmp_path):
-    monkeypatch.setenv("GREENSPEC_CACHE", str(tmp_path))
-    assert worker_runtime_env() == {"env_vars": {"GREENSPEC_CACHE": str(tmp_path)}}
-    monkeypatch.delenv("GREENSPEC_CACHE")
+def test_the_driver_hands_its_settings_and_setup_hook_to_the_workers(monkeypatch, tmp_path):
+    for k in [k for k in os.environ if k.startswith("GREENSPEC_")]:
+        monkeypatch.delenv(k)
     assert worker_runtime_env() is None
+    monkeypatch.setenv("GREENSPEC_CACHE", str(tmp_path))
+    monkeypatch.setenv("GREENSPEC_LEASE_S", "")  # empty: not a setting
+    monkeypatch.setenv("OTHER_CACHE", "x")  # not greenspec's
+    assert worker_runtime_env() == {"env_vars": {"GREENSPEC_CACHE": str(tmp_path)}}
+    monkeypatch.setenv("GREENSPEC_WORKER_SETUP", "tests.faults.install")
+    assert worker_runtime_env() == {
+        "env_vars": {"GREENSPEC_CACHE": str(tmp_path), "GREENSPEC_WORKER_SETUP": "tests.faults.install"},
+        "worker_process_setup_hook": "tests.faults.install",
+    }

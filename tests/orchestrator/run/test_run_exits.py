@@ -20,7 +20,7 @@ def no_ray(opts):
 def test_failed_cells_exit_1_and_nothing_to_run_starts_no_ray(write_spec, tmp_path, monkeypatch):
     url = f"sqlite:///{tmp_path / 'g.db'}"
     spec = str(write_spec(k=[2], attempts=1, **{'regimes = ["uncached", "cached"]': 'regimes = ["cached"]'}))
-    monkeypatch.setenv("GREENSPEC_FAULT_RAISE", "ngram")  # reaches the accelerator worker (accelerator_actor.FAULT_ENV)
+    monkeypatch.setenv("GREENSPEC_FAULT_RAISE", "ngram")  # the driver's settings reach its accelerator worker
     code, out, err = cli("--db", url, "run", spec)
     assert code == 1, err
     assert out.strip().splitlines()[-1:] and out.strip().splitlines()[-1].startswith("2 cells failed: "), out + err
