@@ -30,6 +30,9 @@ os.environ["GREENSPEC_CACHE"] = TEST_CACHE
 # this) arms the fault seams its environment asks for (tests/faults.py); without a GREENSPEC_FAULT_* variable it
 # does nothing.
 os.environ["GREENSPEC_WORKER_SETUP"] = "tests.faults.install"
+# ... which Ray's workers import before they take their driver's sys.path: the repository's root on theirs
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)
 
 
 SLOW_FIXTURES = {"ray_local", "tiny_verifier", "write_spec"}  # a real Ray, a trained model, a real sweep
