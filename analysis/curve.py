@@ -125,6 +125,30 @@ def _slope(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return ((y - y.mean(axis=-1, keepdims=True)) * xc).sum(axis=-1) / (xc**2).sum()
 
 
+def _curvature(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The quadratic coefficient of a least-squares parabola through each row of y (..., n) against x (n >= 3): per
+    decade squared where x is log10 tokens; 0 where the points lie on a line."""
+    rows = np.atleast_2d(y)
+    c = np.polyfit(x, rows.T, 2)[0]
+    return c if np.ndim(y) > 1 else c[0]
+
+
+def _lack_of_fit(x: np.ndarray, value: np.ndarray, boot: np.ndarray, n: int) -> dict:
+    """Whether a straight line in log tokens fits the sizes' acceptance: the parabola's curvature with its paired
+    interval over prompts; "bends" where the interval excludes 0 (a slope is then an average over a curve, and no
+    extrapolation of it holds), "line fits" where it holds 0, "untested" under 3 sizes."""
+    if len(x) < 3:
+        return dict(curvature=np.nan, curvature_lo=np.nan, curvature_hi=np.nan, fit="untested (2 sizes)")
+    with np.errstate(invalid="ignore"):
+        finite = np.isfinite(boot).all(axis=1)
+        resampled = np.full(len(boot), np.nan)
+        resampled[finite] = _curvature(x, boot[finite])
+    lo, hi = stats.interval(resampled, n)
+    eps = 1e-9  # a parabola through collinear points: a curvature of 1e-17, not a bend
+    fit = "untested" if not (np.isfinite(lo) and np.isfinite(hi)) else "bends" if lo > eps or hi < -eps else "line fits"
+    return dict(curvature=float(_curvature(x, value)), curvature_lo=lo, curvature_hi=hi, fit=fit)
+
+
 def curve_points(gens: pd.DataFrame, sizes: Sizes, k: int, task: str | None = None) -> pd.DataFrame:
     """One row per strategy of `sizes` and regime at `k`: family, tokens, acceptance with its interval, prompts."""
     rows = []
@@ -156,7 +180,8 @@ def curve_points(gens: pd.DataFrame, sizes: Sizes, k: int, task: str | None = No
 
 def curve_slopes(gens: pd.DataFrame, sizes: Sizes, k: int, task: str | None = None) -> pd.DataFrame:
     """Per family and regime with two sizes or more: acceptance gained per decade of tokens, with its paired 95%
-    interval over prompts, and the verdict of "acceptance grows with the base" (slope > 0)."""
+    interval over prompts, the verdict of "acceptance grows with the base" (slope > 0), and with three sizes or more
+    whether a line fits them at all (`_lack_of_fit`)."""
     rows = []
     for regime in sorted(gens["regime"].dropna().unique()):
         table = _prompt_table(gens, sizes, k, regime, task)
@@ -181,6 +206,7 @@ def curve_slopes(gens: pd.DataFrame, sizes: Sizes, k: int, task: str | None = No
                     slope_hi=hi,
                     verdict=stats.verdict(lo, hi, 0.0, ">"),
                     n_prompts=n,
+                    **_lack_of_fit(x, value, boot, n),
                 )
             )
     return pd.DataFrame(rows)

@@ -139,14 +139,18 @@ def report(url: str, experiment: str, k: int, task: str | None = None) -> str:
         out.append(f"| {r.family} | {int(r.tokens):,} | {r.regime} | {acc} | {speedup} | {r.n_prompts} |")
     out += [
         "",
-        "Pooled acceptance gained per decade of tokens (least squares over log10 tokens; paired bootstrap):",
+        "Pooled acceptance gained per decade of tokens (least squares over log10 tokens; paired bootstrap over "
+        "prompts), and whether a line fits the sizes at all (a parabola's curvature per decade squared, its "
+        "interval over the same resamples; a slope over a curve that bends is an average, extrapolated nowhere):",
         "",
     ]
-    out.append("| draft | regime | sizes | slope per decade | grows? | prompts |")
-    out.append("|---|---|---:|---|---|---:|")
+    out.append("| draft | regime | sizes | slope per decade | grows? | curvature | line fits? | prompts |")
+    out.append("|---|---|---:|---|---|---|---|---:|")
     for r in curve_slopes(gens, sizes, k, task).itertuples():
         slope = _fmt(r.slope_per_decade, r.slope_lo, r.slope_hi)
-        out.append(f"| {r.family} | {r.regime} | {r.sizes} | {slope} | {r.verdict} | {r.n_prompts} |")
+        bend = "" if pd.isna(r.curvature) else _fmt(r.curvature, r.curvature_lo, r.curvature_hi)
+        row = f"| {r.family} | {r.regime} | {r.sizes} | {slope} | {r.verdict} | {bend} | {r.fit} | {r.n_prompts} |"
+        out.append(row)
     if reference is not None:
         out += ["", f"Against `{reference}` (the 4-gram over the generation's own text) on the same prompts:", ""]
         for family in sorted({f for f, _ in sizes.values()}):

@@ -45,6 +45,8 @@ if not points.empty:
     ui.show_chart(charts.learning_curve_chart(points, curve_k))
     ui.frame_block(
         slopes,
-        f"Learning curve: pooled acceptance gained per decade of tokens (k = {curve_k}, paired 95% interval over prompts)",
+        f"Learning curve: pooled acceptance gained per decade of tokens (k = {curve_k}, paired 95% interval over "
+        "prompts) and whether a line fits the sizes (curvature per decade squared: it bends where the interval "
+        "excludes 0)",
         "learning_curve",
     )

@@ -57,6 +57,23 @@ def test_the_slope_per_decade_and_its_verdict():
     assert rest["verdict"] == "inconclusive"
 
 
+def test_a_line_fits_a_straight_curve_and_not_a_bent_one():
+    straight = curve_slopes(gens(), SIZES, k=5).set_index("family")
+    assert straight.loc["olifant", "fit"] == "line fits"  # 0.1, 0.2, 0.3 a decade apart: on a line
+    assert straight.loc["olifant", "curvature"] == pytest.approx(0.0, abs=1e-12)
+    assert straight.loc["rest", "fit"] == "untested (2 sizes)" and pd.isna(straight.loc["rest", "curvature"])
+    g = gens()
+    # every prompt: 0.1, 0.3, 0.35 at 10^5, 10^6, 10^7 (a curve flattening), +-0.05 at 10^7 from prompt to prompt
+    g.loc[g["strategy"] == "oli-6", "accepted"] = 3
+    g.loc[g["strategy"] == "oli-7", "accepted"] = [3.0, 4.0, 3.0, 4.0]
+    bent = curve_slopes(g, SIZES, k=5).set_index("family").loc["olifant"]
+    # parabola through (0, 0.1), (1, 0.3), (2, 0.35): c = (0.35 - 2 * 0.3 + 0.1) / 2 = -0.075 per decade squared
+    assert bent["curvature"] == pytest.approx(-0.075)
+    assert bent["curvature_hi"] < 0 and bent["fit"] == "bends"
+    g.loc[g["strategy"] == "oli-7", "accepted"] = [2.0, 6.0, 2.0, 6.0]  # 0.2 or 0.6 at 10^7: the bend is not sure
+    assert curve_slopes(g, SIZES, k=5).set_index("family").loc["olifant", "fit"] == "line fits"
+
+
 def test_the_crossing_is_the_first_size_beyond_the_reference_or_none():
     assert crossing(gens(), SIZES, "olifant", "ngram", 5, "uncached").startswith(
         "olifant clears ngram from 10^7 tokens"
