@@ -1,7 +1,8 @@
-"""A grid of about 10^6 replayed cells (`bench/million.toml`): `greenspec validate` on it, and what `greenspec run`
+"""A grid of about 10^6 replayed cells (`bench/million.toml`): `greenspec validate` on it, what `greenspec run`
 does with it before its first Ray call (`orchestrator.run.prepare.prepare`, then the experiment's cells inserted into
-a fresh SQLite database as the driver registers them, the grid streamed in chunks), each timed in a fresh process
-with its peak memory.
+a fresh SQLite database as the driver registers them, the grid streamed in chunks), the same registration again on
+that database (what a resume after kill -9 does before its first Ray call: every cell found, none added), and
+`greenspec status` over it, each timed in a fresh process with its peak memory.
 
 The first call may build the built-in code corpus (minutes, once per machine; not timed): every timed call finds it
 prepared, as the issue's figure assumes. `--quick` validates a grid of 100 prompts per task (108,900 sweep cells).
@@ -23,36 +24,39 @@ TARGET_S, TARGET_MIB = 30, 1024  # the issue's bound for `validate` on 10^6 cell
 
 # Each step in its own interpreter, which prints its cell count and its own peak RSS (not its children's).
 CHILD = """
-import json, resource, sys
-path, step = sys.argv[1], sys.argv[2]
+import json, os, resource, sys
+path, step, db = sys.argv[1], sys.argv[2], sys.argv[3]
+cells = None
 if step == "validate":
     from orchestrator.cli import main
     main(["validate", path], standalone_mode=False)
-    cells = None
+elif step == "status":
+    from orchestrator.cli import main
+    main(["--db", f"sqlite:///{db}", "status"], standalone_mode=False)
 else:  # what `greenspec run` does before its first Ray call: prepare, register the experiment, insert every cell
-    import tempfile
     from orchestrator.run.prepare import prepare
     from orchestrator.run.spec_paths import load_spec
     from storage import store
     from storage.db import open_db
+    if step == "prepare" and os.path.exists(db):
+        os.remove(db)  # a fresh database each time; "again" registers on the one left
     _, _, grid = prepare(load_spec(path))
-    with tempfile.TemporaryDirectory() as d:
-        engine, Session = open_db(f"sqlite:///{d}/million.db")
-        with Session() as s:
-            exp = store.upsert_experiment(s, "million", "", "", None)
-            stale = store.stale_cells(s, exp.id, grid.keys())
-            cells = store.add_cells(s, exp.id, grid)
-            s.commit()
-        engine.dispose()
+    engine, Session = open_db(f"sqlite:///{db}")
+    with Session() as s:
+        exp = store.upsert_experiment(s, "million", "", "", None)
+        stale = store.stale_cells(s, exp.id, grid.keys())
+        cells = store.add_cells(s, exp.id, grid)
+        s.commit()
+    engine.dispose()
 print(json.dumps({"cells": cells, "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 
 
-def _once(spec: Path, step: str) -> tuple[float, dict]:
-    """(wall seconds, the child's report) of one step in a fresh interpreter."""
+def _once(spec: Path, step: str, db: Path) -> tuple[float, dict]:
+    """(wall seconds, the child's report) of one step in a fresh interpreter, on the SQLite file `db`."""
     t0 = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-c", CHILD, str(spec), step], capture_output=True, text=True, cwd=SPEC.parents[1]
+        [sys.executable, "-c", CHILD, str(spec), step, str(db)], capture_output=True, text=True, cwd=SPEC.parents[1]
     )
     wall = time.perf_counter() - t0
     if done.returncode != 0:
@@ -60,9 +64,9 @@ def _once(spec: Path, step: str) -> tuple[float, dict]:
     return wall, json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def measure(spec: Path, step: str, repeats: int) -> tuple[float, float, int | None]:
+def measure(spec: Path, step: str, repeats: int, db: Path) -> tuple[float, float, int | None]:
     """(median wall seconds, largest peak RSS in MiB, cells) over `repeats` runs of a step."""
-    runs = [_once(spec, step) for _ in range(repeats)]
+    runs = [_once(spec, step, db) for _ in range(repeats)]
     return (
         statistics.median(w for w, _ in runs),
         max(r["rss_mib"] for _, r in runs),
@@ -77,10 +81,15 @@ def run(quick: bool = False) -> str:
         if quick:
             spec = Path(d) / "million-quick.toml"
             spec.write_text(text.replace("prompts = 900", "prompts = 100"))
-        _once(spec, "validate")  # builds the code corpus on a machine that has none yet: not timed
+        db = Path(d) / "million.db"
+        _once(spec, "validate", db)  # builds the code corpus on a machine that has none yet: not timed
         repeats = 1 if quick else REPEATS
-        v_wall, v_rss, _ = measure(spec, "validate", repeats)
-        p_wall, p_rss, cells = measure(spec, "prepare", repeats)
+        v_wall, v_rss, _ = measure(spec, "validate", repeats, db)
+        p_wall, p_rss, cells = measure(spec, "prepare", repeats, db)
+        a_wall, a_rss, added = measure(spec, "again", repeats, db)
+        s_wall, s_rss, _ = measure(spec, "status", repeats, db)
+        if added:
+            raise RuntimeError(f"registering the same grid again added {added} cells")
         summary = subprocess.run(
             [sys.executable, "-m", "orchestrator.cli", "validate", str(spec)], capture_output=True, text=True
         ).stdout
@@ -103,6 +112,9 @@ def run(quick: bool = False) -> str:
             f"| <= {TARGET_S} s, <= {TARGET_MIB:,} MiB for 10^6 |",
             f"| the run's registration (`prepare`, then every cell inserted into SQLite, streamed) | {cells:,} | "
             f"{p_wall:.1f} s | {p_rss:,.0f} MiB | |",
+            f"| the same registration again on that database (a resume's, before its first Ray call: 0 added) | "
+            f"{cells:,} | {a_wall:.1f} s | {a_rss:,.0f} MiB | |",
+            f"| `greenspec status` over it (every cell pending) | {cells:,} | {s_wall:.1f} s | {s_rss:,.0f} MiB | |",
         ]
     )
 
