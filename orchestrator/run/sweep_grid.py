@@ -122,17 +122,21 @@ def coordinate(c: CellSpec) -> tuple:
 
 
 def stratified(seed: int, drafts: dict[tuple, str], n: int) -> list[tuple]:
-    """Up to n coordinates, taking one from each stratum (regime, width band, draft) in turn, each stratum's in the
-    order of a hash seeded with `seed`: every stratum is timed before any is timed twice."""
+    """Up to n coordinates, taking one from each (regime, width band) in turn, and within one the drafts in turn,
+    each draft's coordinates in the order of a hash seeded with `seed`: every regime x band is timed before any is
+    timed twice (the model's error is validated, and carried into intervals, per regime and band), and every stratum
+    (regime, band, draft) before any twice where the bands hold as many drafts."""
 
     def rank(coord: tuple) -> str:
         return hashlib.sha256(json.dumps([seed, *coord]).encode()).hexdigest()
 
-    strata: dict[tuple, list[tuple]] = {}
+    def in_turn(lists) -> list[tuple]:
+        return [c for layer in itertools.zip_longest(*lists) for c in layer if c is not None]
+
+    bands: dict[tuple, dict[str, list[tuple]]] = {}
     for c in sorted(drafts, key=rank):
-        strata.setdefault((c[3], width_band(c[0], c[2]), drafts[c]), []).append(c)
-    rounds = itertools.zip_longest(*strata.values())
-    return [c for layer in rounds for c in layer if c is not None][: max(0, n)]
+        bands.setdefault((c[3], width_band(c[0], c[2])), {}).setdefault(drafts[c], []).append(c)
+    return in_turn(in_turn(by_draft.values()) for by_draft in bands.values())[: max(0, n)]
 
 
 def timed_choice(spec: Spec, drafts: dict[tuple, str]) -> set[tuple]:

@@ -142,3 +142,15 @@ def test_the_timed_sample_covers_every_stratum_before_any_twice():
     assert len(strata) == 12 and {(c[3], width_band(c[0], c[2]), drafts[c]) for c in picked} == strata
     assert stratified(0, drafts, 13)[:12] == picked and len(stratified(0, drafts, 99)) == len(drafts)
     assert stratified(1, drafts, 12) != picked  # another seed, another sample of the k 2-4 band
+
+
+def test_every_regime_and_band_is_timed_before_any_draft_is_added_to_one():
+    """Five drafts, 3 regimes x 3 bands, 9 coordinates: one in every regime x band (its model error validated), not
+    one draft's every band first."""
+    names = ("ngram", "lookup", "suffix", "olifant", "rest")
+    drafts = {(s, "t", k, r, 0.0): s for s in names for k in (1, 3, 8) for r in ("uncached", "cached", "c-std")}
+    picked = stratified(0, drafts, 9)
+    assert {(c[3], width_band(c[0], c[2])) for c in picked} == {(c[3], width_band(c[0], c[2])) for c in drafts}
+    second = stratified(0, drafts, 18)[9:]  # the second round: in each regime x band another draft than its first
+    first = {(c[3], width_band(c[0], c[2])): c[0] for c in picked}
+    assert all(c[0] != first[(c[3], width_band(c[0], c[2]))] for c in second)
