@@ -24,6 +24,14 @@ def _fmt(value: float, lo: float, hi: float, digits: int = 3) -> str:
     return f"{value:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
 
 
+def _speedup(row) -> str:
+    """A speedup with its interval, or with why it has none (a replayed speed whose regime and band no timed
+    generation validated: `analysis.model_error`)."""
+    if pd.notna(row["speedup_lo"]) and pd.notna(row["speedup_hi"]):
+        return _fmt(row["speedup"], row["speedup_lo"], row["speedup_hi"], 2) + "x"
+    return f"{row['speedup']:.2f}x (no interval: no validated model error here)"
+
+
 def _labels(labels: pd.DataFrame) -> list[str]:
     """What the verifier's labels cost, as Markdown lines ([] without any)."""
     if not len(labels):
@@ -134,7 +142,7 @@ def report(url: str, experiment: str, k: int, task: str | None = None) -> str:
     out.append("|---|---:|---|---|---|---:|")
     for r in points.itertuples():
         sp = speed.loc[(r.strategy, r.regime)] if (r.strategy, r.regime) in speed.index else None
-        speedup = "" if sp is None else _fmt(sp["speedup"], sp["speedup_lo"], sp["speedup_hi"], 2) + "x"
+        speedup = "" if sp is None else _speedup(sp)
         acc = _fmt(r.acceptance, r.acceptance_lo, r.acceptance_hi)
         out.append(f"| {r.family} | {int(r.tokens):,} | {r.regime} | {acc} | {speedup} | {r.n_prompts} |")
     out += [
