@@ -265,27 +265,56 @@ def _best_k_on(rows: pd.DataFrame, pairs: set) -> int | None:
     return None if speed.empty else int(speed.idxmax())
 
 
-def cross_fitted(prompts: pd.DataFrame | None, a: str, b: str, task: str, regime: str):
-    """A's and B's best k chosen out of sample: each half of the task's prompts is judged at the k the other half
-    chose (so every prompt is judged, none by the k it chose: no winner's curse). (per-prompt rows relabelled k =
-    CHOSEN, A's side, B's side, a note naming the k chosen); None without per-prompt figures or with a half empty."""
+def held_out(prompts: pd.DataFrame | None, strategy: str, task: str, regime: str):
+    """A strategy's best k chosen out of sample: each half of the task's prompts judged at the k the other half
+    chose (so every prompt is judged, none by the k it chose: no winner's curse). (its per-prompt rows so judged,
+    relabelled k = CHOSEN; the two k chosen, the first half's first); None without per-prompt figures, with a half
+    empty or where a half ran no k."""
     if prompts is None or prompts.empty:
         return None
     one, two = halves(prompts, task)
     if not one or not two:
         return None
-    rows, sides, notes = [], [], []
-    for strategy in (a, b):
-        g = prompts[(prompts["strategy"] == strategy) & (prompts["task"] == task) & (prompts["regime"] == regime)]
-        g = one_measure(g)
-        ks = [_best_k_on(g, choose) for choose in (two, one)]
-        if None in ks:
-            return None
-        rows += [g[(g["k"] == k) & g["pair"].isin(judged)] for k, judged in zip(ks, (one, two))]
-        sides.append(Side(strategy, task, regime, (CHOSEN,)))
-        notes.append(f"{strategy} {ks[0]}, {ks[1]}")
+    g = prompts[(prompts["strategy"] == strategy) & (prompts["task"] == task) & (prompts["regime"] == regime)]
+    g = one_measure(g)
+    ks = (_best_k_on(g, two), _best_k_on(g, one))
+    if None in ks:
+        return None
+    rows = pd.concat([g[(g["k"] == k) & g["pair"].isin(judged)] for k, judged in zip(ks, (one, two))])
+    return rows.assign(k=CHOSEN), ks
+
+
+def cross_fitted(prompts: pd.DataFrame | None, a: str, b: str, task: str, regime: str):
+    """A's and B's best k chosen out of sample (`held_out`): (their per-prompt rows so judged, relabelled k =
+    CHOSEN, A's side, B's side, a note naming the k chosen); None where either has none."""
+    chosen = [held_out(prompts, strategy, task, regime) for strategy in (a, b)]
+    if None in chosen:
+        return None
+    notes = [f"{strategy} {ks[0]}, {ks[1]}" for strategy, (_, ks) in zip((a, b), chosen)]
     note = f"; best k chosen on the other half of the prompts ({'; '.join(notes)})"
-    return pd.concat(rows).assign(k=CHOSEN), *sides, note
+    sides = [Side(strategy, task, regime, (CHOSEN,)) for strategy in (a, b)]
+    return pd.concat([rows for rows, _ in chosen]), *sides, note
+
+
+def held_out_threshold_check(
+    df: pd.DataFrame, prompts: pd.DataFrame | None, target: str, strategy: str, task: str, regime: str, margin: float
+) -> Check | None:
+    """ "A strategy's speedup at its best k > 1" judged out of sample: each half of the prompts at the k the other
+    half chose (`held_out`), the ratio of summed tokens/s to plain's over all prompts so judged, against 1 beyond
+    `margin` (the regime's model error included: the per-prompt figures carry none). A k whose replayed cell has no
+    validated model error (its summary interval is NaN) makes it inconclusive. None without per-prompt figures."""
+    chosen = held_out(prompts, strategy, task, regime)
+    if chosen is None:
+        return None
+    rows, ks = chosen
+    e = stats.ratio_of_sums(rows["tokens_per_s"].astype(float), rows["plain_tokens_per_s"].astype(float))
+    cells = cell_rows(df, strategy, task, regime)
+    unknown = any(cells.loc[cells["k"] == k, "speedup_lo"].isna().any() for k in ks) if "speedup_lo" in cells else False
+    j = judge(e, 1.0, ">", float("nan") if unknown else margin)
+    text = interval_text(e, unit="x") + (f" (margin {margin:.2f})" if margin else "")
+    why = "; a chosen k's replayed speed has no validated model error" if unknown else ""
+    detail = f"k={ks[0]}, {ks[1]} (each half of the prompts at the k the other chose): {text}{why}"
+    return Check(target, task, regime, j.verdict, detail, figure=e, k=ks[0], p=j.p)
 
 
 def _passes(df: pd.DataFrame, strategies: tuple[str, str], task: str, regime: str) -> str:

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from analysis.checks.check import CHOSEN, Side, checks_table, combine, compare, cross_fitted, halves
+from analysis.checks.claims import uncached_speedups
 from analysis.checks.targets import (
     Roles,
     adaptive_speedup,
@@ -375,3 +376,38 @@ def test_a_target_reads_the_replayed_rows_of_a_coordinate_and_the_current_versio
     df.loc[1, ["speedup", "speedup_lo", "speedup_hi"]] = (1.5, 1.45, 1.55)  # the replayed row: every prompt
     (check,) = hybrid_speedup(df, "hybrid-x", ())
     assert check.verdict == HOLDS and check.detail == "k=3: 1.50x [1.45, 1.55], 20 prompts (margin 0.02)"
+
+
+def test_a_single_cell_at_its_best_k_is_judged_on_the_other_half_of_the_prompts():
+    """ "olifant uncached speedup > 1" at its best k. Twenty prompts, plain at 10 tok/s: at k=3 olifant runs 21 tok/s on
+    one seeded half and 8 on the other, at k=5 the reverse. In-sample either k looks 1.45x (the summary's cell, [1.40,
+    1.50]: holds); judged out of sample every prompt runs at its unlucky k, 0.8x: does not hold. A chosen k whose
+    replayed cell has no validated model error (a NaN interval) makes it inconclusive; without per-prompt figures the
+    cell at the in-sample best k is judged."""
+    pairs = [f"p{i}" for i in range(20)]
+    one, two = halves(pd.DataFrame({"task": "x", "pair": pairs}), "x")
+    cells = {
+        ("olifant-x", "x", k, "uncached"): [(21.0 if p in lucky else 8.0, 10.0, 4, 9) for p in pairs]
+        for k, lucky in {3: one, 5: two}.items()
+    }
+    df = frame(grid("olifant-x", "x", [1.45, 1.45], [0.3, 0.3], ks=(3, 5)))
+    (held,) = uncached_speedups(df, {"olifant-x": "x"}, prompts=prompts_frame(cells))
+    assert held.verdict == FAILS and held.figure.value == pytest.approx(0.8)
+    assert held.detail.startswith("k=5, 3 (each half of the prompts at the k the other chose): 0.80x [0.80, 0.80]")
+    (in_sample,) = uncached_speedups(df, {"olifant-x": "x"})
+    assert in_sample.verdict == HOLDS and in_sample.detail.startswith("k=3: 1.45x")
+    lucky = {3: one, 5: one}  # k=3 and k=5 both 21 on one half, 8 on the other: 1.45x out of sample too
+    for k, half in lucky.items():
+        cells[("olifant-x", "x", k, "uncached")] = [(21.0 if p in half else 8.0, 10.0, 4, 9) for p in pairs]
+    (both,) = uncached_speedups(df, {"olifant-x": "x"}, {"uncached": 0.05}, prompts_frame(cells))
+    assert both.figure.value == pytest.approx(1.45) and "(margin 0.07)" in both.detail  # 2% + the model's 5%
+    assert both.verdict == HOLDS and 1.07 < both.figure.lo < 1.45  # the prompts' 0.8x or 2.1x: a wide interval
+    (wide,) = uncached_speedups(df, {"olifant-x": "x"}, {"uncached": 0.40}, prompts_frame(cells))
+    assert "(margin 0.42)" in wide.detail and wide.verdict == INCONCLUSIVE  # a model error of 40%: 1.42 in it
+    cells = {key: [(21.0, 10.0, 4, 9)] * 20 for key in cells}  # 2.1x on every prompt at either k: k=3 chosen
+    df.loc[df["k"] == 3, ["speedup_lo", "speedup_hi"]] = float("nan")  # k=3 replayed, its band never validated
+    (unknown,) = uncached_speedups(df, {"olifant-x": "x"}, prompts=prompts_frame(cells))
+    assert unknown.verdict == INCONCLUSIVE and "no validated model error" in unknown.detail
+    df.loc[df["k"] == 3, ["speedup_lo", "speedup_hi"]] = [1.40, 1.50]
+    (known,) = uncached_speedups(df, {"olifant-x": "x"}, prompts=prompts_frame(cells))
+    assert known.verdict == HOLDS
