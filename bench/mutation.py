@@ -58,7 +58,7 @@ TARGETS = {
     # the decoding's rounds (one per regime) and their two shapes (chains, token trees), the package's core
     "decoding": Target(
         "decoding",
-        ("workers/decoding/regimes.py", "workers/decoding.py"),
+        ("workers/decoding/regimes.py",),
         ("tests/workers/decoding/test_decoding*.py", "tests/workers/decoding/test_sampling.py"),
     ),
     "shapes": Target(
@@ -69,20 +69,20 @@ TARGETS = {
     # the greedy and sampling judges: the same tests guard them
     "judges": Target(
         "judges",
-        ("workers/decoding/judges.py", "workers/judges.py"),
+        ("workers/decoding/judges.py",),
         ("tests/workers/decoding/test_decoding*.py", "tests/workers/decoding/test_sampling.py"),
     ),
-    # the summary queries: storage/summary.py since the SQL aggregates moved out of storage/queries.py
+    # the summary queries (storage/summary.py) and the intervals over them
     "summary": Target(
         "summary",
         ("storage/summary.py", "analysis/intervals.py", "storage/queries.py"),
-        ("tests/storage/test_summary*.py", "tests/dashboard/test_reads*.py"),
+        ("tests/analysis/test_summary*.py", "tests/dashboard/test_reads*.py"),
     ),
     "tables": Target("tables", ("analysis/tables.py",), ("tests/analysis/test_tables*.py",)),
-    # the IGTree lookup: the module, or its lookup file once workers.igtree is a package
+    # the IGTree lookup
     "igtree": Target(
         "igtree",
-        ("workers/igtree/lookup.py", "workers/igtree/tree.py", "workers/igtree.py"),
+        ("workers/igtree/tree.py",),
         ("tests/workers/igtree/test_igtree*.py",),
     ),
     # the energy figures: window integration and the labelled estimate, against the replayed-trace tests

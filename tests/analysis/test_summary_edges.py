@@ -1,6 +1,6 @@
 """The summary's edge cases on a second hand-made database: rounds without a draft, one-token drafts, rounds or
 first-accepted counts stored as NULL, the engine's `first_checked`, a missing reference, and partial energy (an
-earlier version of a cell is never averaged in: tests/storage/test_summary.py). Every expected number is worked out by hand below (as in tests/storage/test_summary.py).
+earlier version of a cell is never averaged in: tests/analysis/test_summary.py). Every expected number is worked out by hand below (as in tests/analysis/test_summary.py).
 
 | gen | k | prompt | accepted per round | drafted | n  | wall s | draft s | energy J | ROUGE-L | exact | stored as     |
 |-----|---|--------|--------------------|---------|----|--------|---------|----------|---------|-------|---------------|

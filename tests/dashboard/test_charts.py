@@ -57,7 +57,7 @@ def test_figure1_speedup_vs_k_values(hand):
     assert list(uncached.x) == [2, 3] and list(uncached.y) == pytest.approx([2.4, 1.25])
     assert list(_trace(fig, "ngram", 2).y) == pytest.approx([1.25])  # 25 / 20
     assert {a.text for a in fig.layout.annotations} >= {"uncached", "cached"}
-    # one task: error bars are the 95% intervals over prompts, k=2 [2.0, 4.0] (tests/storage/test_summary_versions.py)
+    # one task: error bars are the 95% intervals over prompts, k=2 [2.0, 4.0] (tests/analysis/test_summary_versions.py)
     assert uncached.error_y.array[0] == pytest.approx(4.0 - 2.4) and uncached.error_y.arrayminus[0] == pytest.approx(
         0.4
     )

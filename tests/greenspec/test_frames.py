@@ -149,7 +149,7 @@ PROMPTS = ("first prompt text", "second prompt text")
 
 @pytest.fixture(scope="module")
 def versions_db(tmp_path_factory) -> str:
-    """tests/storage/test_summary_versions.py's two spec versions, stored as a run stores them: v1 (ngram and plain,
+    """tests/analysis/test_summary_versions.py's two spec versions, stored as a run stores them: v1 (ngram and plain,
     16 tokens), then v2 (plain alone, 12 tokens) as the experiment's spec; reference cells keyed as the real grid
     expansion keys them."""
     from sqlalchemy import insert
