@@ -30,6 +30,9 @@ import numpy as np
 import pandas as pd
 
 from analysis import stats
+from analysis.checks.check import Check
+from analysis.checks.families import holm
+from analysis.checks.rules import judge
 
 Sizes = Mapping[str, tuple[str, float]]  # strategy -> (family, tokens)
 
@@ -180,8 +183,8 @@ def curve_points(gens: pd.DataFrame, sizes: Sizes, k: int, task: str | None = No
 
 def curve_slopes(gens: pd.DataFrame, sizes: Sizes, k: int, task: str | None = None) -> pd.DataFrame:
     """Per family and regime with two sizes or more: acceptance gained per decade of tokens, with its paired 95%
-    interval over prompts, the verdict of "acceptance grows with the base" (slope > 0), and with three sizes or more
-    whether a line fits them at all (`_lack_of_fit`)."""
+    interval over prompts, the verdict of "acceptance grows with the base" (slope > 0; the curve's verdicts one family,
+    Holm-corrected: `_holm`), and with three sizes or more whether a line fits them at all (`_lack_of_fit`)."""
     rows = []
     for regime in sorted(gens["regime"].dropna().unique()):
         table = _prompt_table(gens, sizes, k, regime, task)
@@ -209,7 +212,27 @@ def curve_slopes(gens: pd.DataFrame, sizes: Sizes, k: int, task: str | None = No
                     **_lack_of_fit(x, value, boot, n),
                 )
             )
-    return pd.DataFrame(rows)
+    return _holm(pd.DataFrame(rows))
+
+
+GROWS = "acceptance grows with the base"  # the curve's family of verdicts: one per draft family and regime
+
+
+def _holm(slopes: pd.DataFrame) -> pd.DataFrame:
+    """The slopes' "grows" verdicts as one family, Holm-corrected (`analysis.checks.families`): each read off its
+    interval against 0 (`rules.judge`: no verdict under 10 prompts), `before` its verdict at 95% alone."""
+    if slopes.empty:
+        return slopes
+    checks = []
+    for r in slopes.itertuples():
+        j = judge(stats.Estimate(r.slope_per_decade, r.slope_lo, r.slope_hi, r.n_prompts), 0.0, ">")
+        checks.append(Check(GROWS, r.family, r.regime, j.verdict, "", p=j.p, family=GROWS))
+    corrected = holm(checks)
+    return slopes.assign(
+        verdict=[c.verdict for c in corrected],
+        before=[c.before or c.verdict for c in corrected],
+        correction=f"Holm over {len(checks)}" if len(checks) > 1 else "none (one verdict)",
+    )
 
 
 def crossing(

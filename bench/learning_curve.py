@@ -148,7 +148,7 @@ def report(url: str, experiment: str, k: int, task: str | None = None) -> str:
     out += [
         "",
         "Pooled acceptance gained per decade of tokens (least squares over log10 tokens; paired bootstrap over "
-        "prompts), and whether a line fits the sizes at all (a parabola's curvature per decade squared, its "
+        "prompts; \"grows?\" read off its interval, the table's verdicts one family Holm-corrected), and whether a line fits the sizes at all (a parabola's curvature per decade squared, its "
         "interval over the same resamples; a slope over a curve that bends is an average, extrapolated nowhere):",
         "",
     ]

@@ -17,14 +17,15 @@ SIZES = {
 }
 
 
-def gens() -> pd.DataFrame:
-    """4 prompts x 10 drafted tokens: olifant accepts 1, 2, 3 (0.1, 0.2, 0.3 at 10^5, 10^6, 10^7) on every prompt;
-    REST 1 then 3 on prompts 0-1 and 3 then 1 on prompts 2-3 (no trend); the 4-gram 2.5 of 10 on every prompt."""
+def gens(n: int = 4) -> pd.DataFrame:
+    """n prompts x 10 drafted tokens: olifant accepts 1, 2, 3 (0.1, 0.2, 0.3 at 10^5, 10^6, 10^7) on every prompt;
+    REST 1 then 3 on the first half of the prompts and 3 then 1 on the other (no trend); the 4-gram 2.5 of 10 on
+    every prompt."""
     rows = []
-    for p in range(4):
+    for p in range(n):
         for name, accepted in [("oli-5", 1), ("oli-6", 2), ("oli-7", 3), ("ngram", 2.5)]:
             rows.append((name, p, accepted))
-        rows += [("rest-5", p, 1 if p < 2 else 3), ("rest-6", p, 3 if p < 2 else 1)]
+        rows += [("rest-5", p, 1 if p < n // 2 else 3), ("rest-6", p, 3 if p < n // 2 else 1)]
     return pd.DataFrame(
         [
             dict(strategy=s, task="code", k=5, regime="uncached", prompt_index=p, accepted=a, drafted=10)
@@ -46,7 +47,7 @@ def test_points_carry_their_acceptance_and_interval():
 
 
 def test_the_slope_per_decade_and_its_verdict():
-    slopes = curve_slopes(gens(), SIZES, k=5).set_index("family")
+    slopes = curve_slopes(gens(12), SIZES, k=5).set_index("family")
     oli = slopes.loc["olifant"]
     assert oli["slope_per_decade"] == pytest.approx(0.1) and [oli["slope_lo"], oli["slope_hi"]] == pytest.approx(
         [0.1, 0.1]
@@ -54,7 +55,27 @@ def test_the_slope_per_decade_and_its_verdict():
     assert oli["verdict"] == "holds" and oli["sizes"] == 3
     rest = slopes.loc["rest"]  # +0.2 on two prompts, -0.2 on the other two: 0 on average, either sign resampled
     assert rest["slope_per_decade"] == pytest.approx(0.0) and rest["slope_lo"] < 0 < rest["slope_hi"]
-    assert rest["verdict"] == "inconclusive"
+    assert rest["verdict"] == "inconclusive" and set(slopes["correction"]) == {"Holm over 2"}
+    assert (
+        curve_slopes(gens(4), SIZES, k=5).set_index("family").loc["olifant", "verdict"] == "inconclusive"
+    )  # 4 prompts
+
+
+def test_the_curves_verdicts_are_one_family_corrected_by_holm():
+    """Twelve prompts; a draft family at 0.1, 0.2, 0.3 on eight prompts and 0.1, 0.2, 0.0 on four: alone its slope's
+    interval clears 0 (holds, one-sided p about 0.0045). Six such families are one family of six verdicts: Holm asks
+    the smallest p to be at most 2.5% / 6 (0.0042), none is, and all six are inconclusive, each saying it held
+    alone."""
+    g = gens(12)
+    g.loc[(g["strategy"] == "oli-7") & (g["prompt_index"] < 4), "accepted"] = 0
+    oli = g[g["strategy"].str.startswith("oli")]
+    alone = curve_slopes(oli, {n: SIZES[n] for n in SIZES if "oli" in n}, k=5)
+    assert alone["correction"].tolist() == ["none (one verdict)"] and alone["verdict"].tolist() == ["holds"]
+    six = pd.concat([oli.assign(strategy=oli["strategy"].str.replace("oli", f"d{i}")) for i in range(6)])
+    sizes = {n.replace("oli", f"d{i}"): (f"d{i}", t) for i in range(6) for n, (f, t) in SIZES.items() if f == "olifant"}
+    family = curve_slopes(six, sizes, k=5)
+    assert set(family["correction"]) == {"Holm over 6"} and len(family) == 6
+    assert set(family["verdict"]) == {"inconclusive"} and set(family["before"]) == {"holds"}
 
 
 def test_a_line_fits_a_straight_curve_and_not_a_bent_one():
