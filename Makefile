@@ -79,7 +79,8 @@ demo: install
 # in about 33 minutes; the same curve on Shakespeare (examples/study-shakespeare.toml, up to its 1.35M tokens): 11,054
 # cells in about 17 minutes; and the paper's questions on a second verifier, Gemma 3 270M (examples/study-gemma.toml:
 # code and Shakespeare, 50 prompts each, with its own curve on code): 18,453 cells in about 22 minutes; about 1 h 40
-# min in all, each step timed on its own (BENCHMARKS.md, "The studies"). Results in study.db (`greenspec --db sqlite:///study.db resume -e NAME` continues an interrupted one).
+# min in all, each step timed on its own (BENCHMARKS.md, "The studies"). Results in study.db (`greenspec --db
+# sqlite:///study.db resume -e NAME` continues an interrupted one).
 study: install
 	$(BIN)/greenspec --db sqlite:///study.db demo --spec examples/study.toml
 	$(BIN)/greenspec --db sqlite:///study.db run examples/study-code.toml
