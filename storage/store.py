@@ -16,7 +16,6 @@ Leases (`acquire_lease`, `renew_lease`, `release_lease`) keep a second driver of
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -90,18 +89,13 @@ def _cell_row(exp_id: int, c: CellSpec, now) -> dict:
     }
 
 
-def _params_hash(params: dict | None) -> int:
-    """A cell's params, canonical, hashed: what tells a changed one from the stored one (within one process)."""
-    return hash(json.dumps(params or {}, sort_keys=True, separators=(",", ":")))
-
-
 def add_cells(session: Session, exp_id: int, cells: Iterable[CellSpec]) -> int:
-    """Insert the cells whose key is new; refresh the params of unfinished known ones where they changed (they are
-    derived from the spec: keep them current; a resume of an unchanged spec writes nothing). Streams `cells` in
-    chunks; holds the experiment's stored keys and a hash of each unfinished one's params. Returns how many were
+    """Insert the cells whose key is new; refresh the params of unfinished known ones (they are derived from the
+    spec: keep them current). Streams `cells` in chunks; holds the experiment's stored keys. Returns how many were
     added."""
-    unfinished = select(Cell.key, Cell.id, Cell.params).where(Cell.experiment_id == exp_id, Cell.state != "done")
-    have = {key: (cid, _params_hash(params)) for key, cid, params in session.execute(unfinished)}
+    have = dict(
+        session.execute(select(Cell.key, Cell.id).where(Cell.experiment_id == exp_id, Cell.state != "done")).all()
+    )
     done = set(session.scalars(select(Cell.key).where(Cell.experiment_id == exp_id, Cell.state == "done")))
     now, added = utcnow(), 0
     rows: list[dict] = []
@@ -117,9 +111,7 @@ def add_cells(session: Session, exp_id: int, cells: Iterable[CellSpec]) -> int:
 
     for c in cells:
         if c.key in have:
-            cid, stored = have[c.key]
-            if _params_hash(params := c.params.to_json()) != stored:
-                refresh.append({"id": cid, "params": params})
+            refresh.append({"id": have[c.key], "params": c.params.to_json()})
         elif c.key not in done:
             rows.append(_cell_row(exp_id, c, now))
             added += 1
