@@ -1,7 +1,7 @@
 """`make bench`: run every benchmark side by side with its reference and write BENCHMARKS.md.
 
 Usage: python -m bench [igtree|decoding|orchestrator|dashboard|drafts|training|confidence|costmodel|replay|million|
-       repredict ...]
+       million_results|repredict ...]
        [--quick]
        python -m bench training --scaling [--tokens N]   (training over 1, 2, 4, ... workers: `bench.scaling`)
 
@@ -31,6 +31,7 @@ SUITES = (
     "costmodel",
     "replay",
     "million",
+    "million_results",
     "repredict",
 )
 OUT = Path(__file__).resolve().parents[1] / "BENCHMARKS.md"

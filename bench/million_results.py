@@ -1,0 +1,82 @@
+"""Reading 10^6 generations: `greenspec status`, `export` (the summary, and `--generations`: every row) and the
+library's `open_results(db).results()`, each in a fresh process with its wall time and peak RSS, over a database of
+about 10^6 generations written by `bench.dashboard_db.generate` (realistic shape, random values: not measurements).
+
+`--quick`: 10^5 generations. Run alone: `python -m bench.million_results [--quick]` prints the section.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.dashboard_db import EXPERIMENT, generate
+
+ROOT = Path(__file__).resolve().parents[1]
+FULL, QUICK = 1_000_000, 100_000
+
+CHILD = """
+import json, sys
+from orchestrator.cli import main
+url, step, out = sys.argv[1], sys.argv[2], sys.argv[3]
+if step == "status":
+    main(["--db", url, "status"], standalone_mode=False)
+elif step == "export":
+    main(["--db", url, "export", "--format", "csv", "--out", out, "--force"], standalone_mode=False)
+elif step == "generations":
+    main(["--db", url, "export", "--generations", "--out", out, "--force"], standalone_mode=False)
+else:
+    import greenspec
+    print(len(greenspec.open_results(url).results()), "rows", file=sys.stderr)
+hwm = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+print(json.dumps({"rss_mib": hwm / 1024}))  # VmHWM: this image's peak (ru_maxrss keeps the forking parent's)
+"""
+
+STEPS = {
+    "status": "`greenspec status`",
+    "export": "`greenspec export --format csv` (the summary: one row per cell with its intervals)",
+    "generations": "`greenspec export --generations` (every generation, one row each)",
+    "results": "`greenspec.open_results(db).results()` (the library's summary frame)",
+}
+
+
+def _once(url: str, step: str, out: Path) -> tuple[float, float]:
+    """(wall seconds, peak RSS MiB) of one step in a fresh interpreter."""
+    t0 = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", CHILD, url, step, str(out)], capture_output=True, text=True, cwd=ROOT)
+    wall = time.perf_counter() - t0
+    if done.returncode != 0:
+        raise RuntimeError(f"{step} failed: {(done.stderr or done.stdout).strip().splitlines()[-1:]}")
+    return wall, json.loads(done.stdout.strip().splitlines()[-1])["rss_mib"]
+
+
+def run(quick: bool = False) -> str:
+    n = QUICK if quick else FULL
+    with tempfile.TemporaryDirectory() as d:
+        url = f"sqlite:///{d}/generated.db"
+        t0 = time.perf_counter()
+        made = generate(url, n)
+        made_s = time.perf_counter() - t0
+        size_mib = Path(d, "generated.db").stat().st_size / 2**20
+        rows = [(step, *_once(url, step, Path(d) / f"{step}.csv")) for step in STEPS]
+    lines = [
+        "## 10^6 generations read back" if not quick else "## 10^5 generations read back (--quick)",
+        "",
+        f"[bench/million_results.py](bench/million_results.py): one experiment (`{EXPERIMENT}`) of "
+        f"{made.generations:,} generations written by `bench.dashboard_db.generate` ({made_s:.0f} s, a "
+        f"{size_mib:,.0f} MiB SQLite file with {made.power_samples:,} power samples; realistic shape, random values), "
+        "then each read in a fresh process: wall time and the process's peak RSS.",
+        "",
+        "| step | wall | peak RSS |",
+        "|---|---:|---:|",
+    ]
+    lines += [f"| {STEPS[step]} | {wall:.1f} s | {rss:,.0f} MiB |" for step, wall, rss in rows]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # `python -m bench.million_results [--quick]`: the section printed, BENCHMARKS.md left alone
+    print(run(quick="--quick" in sys.argv))
