@@ -131,9 +131,7 @@ def _slope(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 def _curvature(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """The quadratic coefficient of a least-squares parabola through each row of y (..., n) against x (n >= 3): per
     decade squared where x is log10 tokens; 0 where the points lie on a line."""
-    rows = np.atleast_2d(y)
-    c = np.polyfit(x, rows.T, 2)[0]
-    return c if np.ndim(y) > 1 else c[0]
+    return np.polyfit(x, np.asarray(y).T, 2)[0]
 
 
 def _lack_of_fit(x: np.ndarray, value: np.ndarray, boot: np.ndarray, n: int) -> dict:
@@ -142,10 +140,9 @@ def _lack_of_fit(x: np.ndarray, value: np.ndarray, boot: np.ndarray, n: int) -> 
     extrapolation of it holds), "line fits" where it holds 0, "untested" under 3 sizes."""
     if len(x) < 3:
         return dict(curvature=np.nan, curvature_lo=np.nan, curvature_hi=np.nan, fit="untested (2 sizes)")
-    with np.errstate(invalid="ignore"):
-        finite = np.isfinite(boot).all(axis=1)
-        resampled = np.full(len(boot), np.nan)
-        resampled[finite] = _curvature(x, boot[finite])
+    finite = np.isfinite(boot).all(axis=1)
+    resampled = np.full(len(boot), np.nan)
+    resampled[finite] = _curvature(x, boot[finite])
     lo, hi = stats.interval(resampled, n)
     eps = 1e-9  # a parabola through collinear points: a curvature of 1e-17, not a bend
     fit = "untested" if not (np.isfinite(lo) and np.isfinite(hi)) else "bends" if lo > eps or hi < -eps else "line fits"
@@ -207,7 +204,6 @@ def curve_slopes(gens: pd.DataFrame, sizes: Sizes, k: int, task: str | None = No
                     slope_per_decade=slope,
                     slope_lo=lo,
                     slope_hi=hi,
-                    verdict=stats.verdict(lo, hi, 0.0, ">"),
                     n_prompts=n,
                     **_lack_of_fit(x, value, boot, n),
                 )

@@ -22,10 +22,14 @@ SPEC = Path(__file__).with_name("million.toml")
 REPEATS = 3
 TARGET_S, TARGET_MIB = 30, 1024  # the issue's bound for `validate` on 10^6 cells, corpora prepared
 
+# A child's own peak RSS in MiB: VmHWM, the peak of this process image (ru_maxrss keeps the forking parent's peak)
+PEAK = 'next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:")) / 1024'
+
 # Each step in its own interpreter, which prints its cell count and its own peak RSS (not its children's).
-CHILD = """
-import json, os, resource, sys
-path, step, db = sys.argv[1], sys.argv[2], sys.argv[3]
+CHILD = (
+    """
+import json, os, sys
+step, path, db = sys.argv[1:4]
 cells = None
 if step == "validate":
     from orchestrator.cli import main
@@ -48,15 +52,18 @@ else:  # what `greenspec run` does before its first Ray call: prepare, register 
         cells = store.add_cells(s, exp.id, grid)
         s.commit()
     engine.dispose()
-print(json.dumps({"cells": cells, "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+print(json.dumps({"cells": cells, "rss_mib": %s}))
 """
+    % PEAK
+)
 
 
-def _once(spec: Path, step: str, db: Path) -> tuple[float, dict]:
-    """(wall seconds, the child's report) of one step in a fresh interpreter, on the SQLite file `db`."""
+def fresh(child: str, step: str, *args: str) -> tuple[float, dict]:
+    """(wall seconds, the report it printed last, as JSON) of the script `child` run as `child STEP ARGS...` in a
+    fresh interpreter at the repository's root."""
     t0 = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-c", CHILD, str(spec), step, str(db)], capture_output=True, text=True, cwd=SPEC.parents[1]
+        [sys.executable, "-c", child, step, *args], capture_output=True, text=True, cwd=SPEC.parents[1]
     )
     wall = time.perf_counter() - t0
     if done.returncode != 0:
@@ -66,7 +73,7 @@ def _once(spec: Path, step: str, db: Path) -> tuple[float, dict]:
 
 def measure(spec: Path, step: str, repeats: int, db: Path) -> tuple[float, float, int | None]:
     """(median wall seconds, largest peak RSS in MiB, cells) over `repeats` runs of a step."""
-    runs = [_once(spec, step, db) for _ in range(repeats)]
+    runs = [fresh(CHILD, step, str(spec), str(db)) for _ in range(repeats)]
     return (
         statistics.median(w for w, _ in runs),
         max(r["rss_mib"] for _, r in runs),
@@ -82,7 +89,7 @@ def run(quick: bool = False) -> str:
             spec = Path(d) / "million-quick.toml"
             spec.write_text(text.replace("prompts = 900", "prompts = 100"))
         db = Path(d) / "million.db"
-        _once(spec, "validate", db)  # builds the code corpus on a machine that has none yet: not timed
+        fresh(CHILD, "validate", str(spec), str(db))  # builds the code corpus on a machine that has none yet: not timed
         repeats = 1 if quick else REPEATS
         v_wall, v_rss, _ = measure(spec, "validate", repeats, db)
         p_wall, p_rss, cells = measure(spec, "prepare", repeats, db)

@@ -7,22 +7,21 @@ about 10^6 generations written by `bench.dashboard_db.generate` (realistic shape
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 from bench.dashboard_db import EXPERIMENT, generate
+from bench.million import PEAK, fresh
 
-ROOT = Path(__file__).resolve().parents[1]
 FULL, QUICK = 1_000_000, 100_000
 
-CHILD = """
+CHILD = (
+    """
 import json, sys
 from orchestrator.cli import main
-url, step, out = sys.argv[1], sys.argv[2], sys.argv[3]
+step, url, out = sys.argv[1:4]
 if step == "status":
     main(["--db", url, "status"], standalone_mode=False)
 elif step == "export":
@@ -32,9 +31,10 @@ elif step == "generations":
 else:
     import greenspec
     print(len(greenspec.open_results(url).results()), "rows", file=sys.stderr)
-hwm = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
-print(json.dumps({"rss_mib": hwm / 1024}))  # VmHWM: this image's peak (ru_maxrss keeps the forking parent's)
+print(json.dumps({"rss_mib": %s}))
 """
+    % PEAK
+)
 
 STEPS = {
     "status": "`greenspec status`",
@@ -42,16 +42,6 @@ STEPS = {
     "generations": "`greenspec export --generations` (every generation, one row each)",
     "results": "`greenspec.open_results(db).results()` (the library's summary frame)",
 }
-
-
-def _once(url: str, step: str, out: Path) -> tuple[float, float]:
-    """(wall seconds, peak RSS MiB) of one step in a fresh interpreter."""
-    t0 = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", CHILD, url, step, str(out)], capture_output=True, text=True, cwd=ROOT)
-    wall = time.perf_counter() - t0
-    if done.returncode != 0:
-        raise RuntimeError(f"{step} failed: {(done.stderr or done.stdout).strip().splitlines()[-1:]}")
-    return wall, json.loads(done.stdout.strip().splitlines()[-1])["rss_mib"]
 
 
 def run(quick: bool = False) -> str:
@@ -62,7 +52,7 @@ def run(quick: bool = False) -> str:
         made = generate(url, n)
         made_s = time.perf_counter() - t0
         size_mib = Path(d, "generated.db").stat().st_size / 2**20
-        rows = [(step, *_once(url, step, Path(d) / f"{step}.csv")) for step in STEPS]
+        rows = [(step, *fresh(CHILD, step, url, str(Path(d) / f"{step}.csv"))) for step in STEPS]
     lines = [
         "## 10^6 generations read back" if not quick else "## 10^5 generations read back (--quick)",
         "",
@@ -74,7 +64,7 @@ def run(quick: bool = False) -> str:
         "| step | wall | peak RSS |",
         "|---|---:|---:|",
     ]
-    lines += [f"| {STEPS[step]} | {wall:.1f} s | {rss:,.0f} MiB |" for step, wall, rss in rows]
+    lines += [f"| {STEPS[step]} | {wall:.1f} s | {r['rss_mib']:,.0f} MiB |" for step, wall, r in rows]
     return "\n".join(lines)
 
 

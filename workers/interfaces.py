@@ -3,10 +3,11 @@
 `workers.drafts` implements them (and may use decoding's token trees, sampling and length policies).
 
 Example:
-    >>> draft = make_draft("ngram", n=4)
-    >>> draft.reset()
-    >>> draft.propose([5, 6, 7, 8, 5, 6, 7], k=3)   # the session has seen 5 6 7 -> 8 once
-    [8, 5, 6]
+    >>> class Repeat(Draft):   # guesses that the last k tokens come again
+    ...     def propose(self, context, k):
+    ...         return list(context[-k:])
+    >>> Repeat().propose([5, 6, 7, 8], k=2), PlainDraft().propose([5, 6, 7, 8], k=2)
+    ([7, 8], [])
 """
 
 from __future__ import annotations

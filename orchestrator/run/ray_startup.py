@@ -140,5 +140,7 @@ def setup_hook() -> dict | None:
 def worker_runtime_env() -> dict | None:
     """The runtime environment of every Ray worker of the driver's job when it joins a cluster started elsewhere
     (whose workers inherit another environment): the driver's settings and setup hook (None: neither is set)."""
-    env = {**({"env_vars": settings} if (settings := driver_settings()) else {}), **(setup_hook() or {})}
+    env = setup_hook() or {}
+    if settings := driver_settings():
+        env["env_vars"] = settings
     return env or None

@@ -11,7 +11,7 @@ The sweep's order (`[sweep] order`):
 - `"paired"` (the default): prompt by prompt, every strategy and k of one (task, regime, temperature, prompt)
   back to back, plain first. Strategies that are compared (a draft and plain, a hybrid and its parts, an adaptive
   draft and its base) are then timed seconds apart: a paired measurement, robust to a machine whose speed drifts
-  over minutes (BENCHMARKS.md, "How the sweep is timed"). A batch still holds one strategy (its k values for that
+  over minutes. A batch still holds one strategy (its k values for that
   prompt), so a draft that kills the worker costs attempts to its own cells only; the worker keeps the drafts
   loaded.
 - `"strategy"`: each strategy's cells together (fewer draft loads, one draft in memory at a time).
