@@ -8,6 +8,13 @@ generation's first timed run (one timing, as the table's error would meet it). A
 (`[sweep] timed_twice`) gives the run's own timing noise: |t2 / t1 - 1| / sqrt(2), the error an exact predictor
 would show against one timing; its median per regime is the yardstick for the table's median error.
 
+The machine's drift is taken out first: a shared machine runs a few percent faster or slower over minutes, so a
+table measured at one moment meets timings made at others. The table and every timed greedy generation record the
+machine's pace (one fixed pass, timed: `workers.decoding.roundtimer.pace_seconds`); a timing is set at the table's
+pace by the ratio of the two (smoothed over `PACE_WINDOW` timed generations in run order, as the drift is slow), so
+`bias` and `error` are the table's own error. `raw_bias` keeps the error against the timing as measured, and `pace`
+the ratio (> 1: the machine ran slower than when the table was measured). Rows without a pace count at ratio 1.
+
 Example:
     >>> with Session() as s:
     ...     table = load_cost_model(s, exp_id)          # RoundCosts | None
@@ -33,6 +40,7 @@ PLAIN = "plain"  # the strategy every speedup is taken against
 COORD = ["strategy", "task", "k", "regime"]
 PAIR = [*COORD, "prompt_index", "prompt_key"]
 MIN_RANKED_PROMPTS = 3  # a coordinate enters the Spearman of speedups with at least this many timed prompts
+PACE_WINDOW = 5  # timed generations, in run order, whose median pace sets one timing at the table's pace
 ERROR_COLUMNS = [
     "regime",
     "band",
@@ -40,6 +48,8 @@ ERROR_COLUMNS = [
     "median_error",
     "p90_error",
     "bias",
+    "raw_error",
+    "drift",
     "noise",
     "noise_pairs",
     "coordinates",
@@ -132,31 +142,48 @@ def _greedy_rows(session: Session, exp_id: int) -> pd.DataFrame:
     timed row's measured seconds are its first run's."""
     g = Generation
     cols = [g.id, g.strategy, g.task, g.k, g.regime, g.prompt_index, g.prompt_key, g.measure, g.n_tokens, g.wall_s]
-    extra = [g.predicted_wall_s, g.wall_s_runs]
+    extra = [g.predicted_wall_s, g.wall_s_runs, g.pace_s]
     stmt = select(*cols, *extra).where(g.experiment_id == exp_id, g.temperature == 0)
-    df = pd.DataFrame(session.execute(stmt).all(), columns=[c.key for c in cols] + ["predicted_wall_s", "runs"])
+    names = [c.key for c in cols] + ["predicted_wall_s", "runs", "pace_s"]
+    df = pd.DataFrame(session.execute(stmt).all(), columns=names)
     df["prompt_key"] = df["prompt_key"].fillna("")
     df["first_s"] = [r[0] if r else w for r, w in zip(df["runs"], df["wall_s"])]
     df["band"] = [width_band(s, k) for s, k in zip(df["strategy"], df["k"])]
     return df.sort_values("id").drop_duplicates([*PAIR, "measure"], keep="last")
 
 
+def paces(session: Session, exp_id: int, times: pd.DataFrame) -> pd.Series:
+    """Per timed row of `times` (by index): the machine's pace at its timing over the pace when the experiment's
+    table was measured, the median over PACE_WINDOW timed rows around it in run order; 1.0 where either is not known."""
+    stored = stored_cost_model(session, exp_id)
+    ref = None if stored is None else stored.table.meta.get("pace_s")
+    timed = times[times["measure"] == "timed"].sort_values("id")
+    if not ref or timed.empty:
+        return pd.Series(1.0, index=timed.index)
+    ratio = (timed["pace_s"].astype(float) / float(ref)).rolling(PACE_WINDOW, center=True, min_periods=1).median()
+    return ratio.fillna(1.0)
+
+
 def prediction_pairs(session: Session, exp_id: int, timed_from: int | None = None) -> pd.DataFrame:
     """One row per generation both timed and replayed: the coordinate, its width band, the prompt, the measured
-    tokens/s (the timed row's first run) and the predicted one (the replayed row), and the predicted over measured
-    minus 1, signed (`bias`: positive is predicted too fast) and absolute (`error`). With `timed_from`, the timed rows
-    are that experiment's (the same prompts run on the device a re-prediction is for), the replayed ones `exp_id`'s."""
+    tokens/s (the timed row's first run) and the predicted one (the replayed row), the machine's `pace` at the timing,
+    and the predicted over measured minus 1 at the table's pace, signed (`bias`: positive is predicted too fast) and
+    absolute (`error`), and as measured (`raw_bias`; the module doc). With `timed_from`, the timed rows are that
+    experiment's (the same prompts run on the device a re-prediction is for; the pace its own table's), the replayed
+    ones `exp_id`'s."""
     df = _greedy_rows(session, exp_id)
     times = df if timed_from is None else _greedy_rows(session, timed_from)
-    timed = times[times["measure"] == "timed"]
+    timed = times[times["measure"] == "timed"].assign(pace=paces(session, timed_from or exp_id, times))
     replay = df[(df["measure"] == "replay") & df["predicted_wall_s"].gt(0)]
     pairs = timed.merge(replay, on=PAIR, suffixes=("", "_replay"))
     pairs["measured_tokens_per_s"] = pairs["n_tokens"] / pairs["first_s"]
     pairs["predicted_tokens_per_s"] = pairs["n_tokens_replay"] / pairs["predicted_wall_s_replay"]
-    pairs["bias"] = pairs["predicted_tokens_per_s"] / pairs["measured_tokens_per_s"] - 1
+    pairs["raw_bias"] = pairs["predicted_tokens_per_s"] / pairs["measured_tokens_per_s"] - 1
+    pairs["bias"] = (1 + pairs["raw_bias"]) / pairs["pace"] - 1
     pairs["error"] = pairs["bias"].abs()
-    keep = [*PAIR, "band", "n_tokens", "first_s", "predicted_wall_s_replay"]
-    out = pairs[[*keep, "measured_tokens_per_s", "predicted_tokens_per_s", "bias", "error"]]
+    pairs["paced_wall_s"] = pairs["first_s"] / pairs["pace"]
+    keep = [*PAIR, "band", "n_tokens", "first_s", "paced_wall_s", "predicted_wall_s_replay", "pace"]
+    out = pairs[[*keep, "measured_tokens_per_s", "predicted_tokens_per_s", "bias", "error", "raw_bias"]]
     return out.rename(columns={"predicted_wall_s_replay": "predicted_wall_s", "first_s": "wall_s"})
 
 
@@ -183,14 +210,17 @@ def _speedups(pairs: pd.DataFrame, wall: str) -> pd.Series:
 def _error_row(regime: str, band: str, p: pd.DataFrame, noise: pd.Series, ranked: tuple[int, float]) -> list:
     med, p90 = error_summary(p["error"])
     bias = float(np.median(p["bias"])) if len(p) else math.nan
+    raw = float(np.median(p["raw_bias"].abs())) if len(p) else math.nan
+    drift = float(np.median((p["pace"] - 1).abs())) if len(p) else math.nan
     noise_med = float(np.median(noise)) if len(noise) else math.nan
-    return [regime, band, len(p), med, p90, bias, noise_med, len(noise), *ranked]
+    return [regime, band, len(p), med, p90, bias, raw, drift, noise_med, len(noise), *ranked]
 
 
 def prediction_error(session: Session, exp_id: int, timed_from: int | None = None) -> pd.DataFrame:
     """Per regime (band "all") and per regime and width band: the generations both timed and replayed (`pairs`; with
     `timed_from`, timed in that experiment, see `prediction_pairs`),
-    the median and 90th percentile |predicted / measured - 1| of tokens/s, the median signed error (`bias`), the
+    the median and 90th percentile |predicted / measured - 1| of tokens/s at the table's pace, the median signed
+    error (`bias`), the median error as measured (`raw_error`), the median |pace - 1| of the timings (`drift`), the
     run's own timing noise (median over `noise_pairs` generations timed twice), and, per regime, Spearman's rank
     agreement of the coordinates' speedups over plain, timed against replayed (`coordinates` of them, each with at
     least MIN_RANKED_PROMPTS timed prompts)."""
@@ -199,7 +229,7 @@ def prediction_error(session: Session, exp_id: int, timed_from: int | None = Non
     out = []
     for regime in sorted(set(pairs["regime"]) | set(noise["regime"])):
         p, nz = pairs[pairs["regime"] == regime], noise[noise["regime"] == regime]
-        timed, replay = _speedups(p, "wall_s"), _speedups(p, "predicted_wall_s")
+        timed, replay = _speedups(p, "paced_wall_s"), _speedups(p, "predicted_wall_s")
         rho = spearman(timed.to_numpy(), replay.to_numpy()) if len(timed) else math.nan
         out.append(_error_row(regime, "all", p, nz["noise"], (len(timed), rho)))
         for band in BANDS:

@@ -286,6 +286,7 @@ class Generation(Base):
     passes: Mapped[list[Any] | None] = mapped_column(JSON)  # per verifier pass: [tokens fed, tokens cached, rows kept]
     drafted_per_step: Mapped[list[int] | None] = mapped_column(JSON)  # per round: tokens the draft proposed
     predicted_wall_s: Mapped[float | None] = mapped_column(Float)  # the cost model's wall time for its passes
+    pace_s: Mapped[float | None] = mapped_column(Float)  # a timed one: the machine's pace before it (validation)
 
 
 class CostModel(Base):

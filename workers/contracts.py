@@ -48,6 +48,7 @@ class SweepJob:
     seed: int | None = None
     costs: str | None = None  # k = "auto": the experiment's round-cost table (workers.decoding.costmodel JSON)
     repeats: int | None = None  # timed runs of this generation (None: the worker's [sweep] repeats)
+    pace: bool = False  # time the machine's pace before it (`workers.decoding.roundtimer.pace_seconds`)
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -116,6 +117,7 @@ class GenerationRecord:
     drafted_per_step: tuple[int, ...] = ()  # per round: tokens the draft proposed
     measure: str = "timed"  # "replay": computed from the reference without the verifier (`workers.replay`)
     predicted_wall_s: float | None = None  # the round-cost table's wall time for these passes (+ draft seconds)
+    pace_s: float | None = None  # the machine's pace just before the timed runs (`roundtimer.pace_seconds`)
 
 
 @dataclass(frozen=True)
@@ -265,8 +267,8 @@ class ArtifactInfo:
 
 
 # GenerationRecord's fields that a `workers.decoding.GenerationResult` lacks: set by the runner or replay, or later
-# (energy, by `workers.power.attribution`; predicted_wall_s, by the driver for a replayed cell)
-RECORD_ONLY = ("n_prompt_tokens", "text", "device", "energy", "wall_s_runs", "measure", "predicted_wall_s")
+# (energy, by `workers.power.attribution`; predicted_wall_s, by the driver; pace_s, by the runner before a timed run)
+RECORD_ONLY = ("n_prompt_tokens", "text", "device", "energy", "wall_s_runs", "measure", "predicted_wall_s", "pace_s")
 # GenerationResult's fields a record leaves out: the sampler's seed is the cell's, tree depths are not stored
 RESULT_ONLY = ("seed", "depth_per_step")
 FROM_RESULT = tuple(f.name for f in fields(GenerationRecord) if f.name not in RECORD_ONLY)

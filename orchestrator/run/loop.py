@@ -210,6 +210,7 @@ class SweepLoop:
             top_p=p.top_p,
             seed=p.seed,
             repeats=self.spec.sweep.timed_runs(c.key, c.temperature or 0.0) if c.kind == "sweep" else None,
+            pace=c.kind == "sweep" and self.spec.sweep.replay and not c.temperature,
         )
 
     def _dispatch(self) -> None:

@@ -102,7 +102,7 @@ RUNS = {("plain", 0): (1.0, 1.1), ("ngram", 0): (0.5, 0.6)}  # timed twice: nois
 
 
 def add_generation(
-    session, exp_id: int, strategy, k, regime, prompt, measure, wall_s, predicted=None, key=None, runs=None
+    session, exp_id: int, strategy, k, regime, prompt, measure, wall_s, predicted=None, key=None, runs=None, pace=None
 ):
     spec = CellSpec(
         key=f"{strategy}-{k}-{regime}-{prompt}-{measure}-{key}",
@@ -117,6 +117,7 @@ def add_generation(
     )
     g = replace(gen(tokens=(1, 2, 3, 4)), wall_s=wall_s, measure=measure, predicted_wall_s=predicted)
     g = replace(g, wall_s_runs=runs) if runs else g
+    g = replace(g, pace_s=pace)
     store.store_generation(session, cell_id(session, exp_id, spec), g)
 
 
@@ -186,6 +187,33 @@ def test_a_re_prediction_is_validated_against_another_runs_timed_generations(ses
     assert cached["pairs"] == len(CACHED) and cached["noise_pairs"] == 1
     assert cached["noise"] == pytest.approx(0.2 / math.sqrt(2))  # the other run's generation timed twice
     assert ("uncached", "all") not in table.index  # the experiment's own timed-only uncached rows are not read
+
+
+def test_the_machines_drift_is_taken_out_at_the_tables_pace(session):
+    """The table's pace 0.010 s; the timings made while the machine ran 10% slower (pace 0.011) and then at the table's
+    pace: set at the table's pace, every timing is predicted exactly, so the error is 0, while as timed the slow
+    spell's are 10% too fast. The pace is the median of PACE_WINDOW timings around each in run order, so one
+    stray pace (0.030, in the middle of the slow spell) moves nothing."""
+    exp = store.upsert_experiment(session, "e", "spec", "h", None)
+    table = replace(TABLE, meta={"threads": 2, "pace_s": 0.010})
+    store.store_cost_model(session, cell_id(session, exp.id, CellSpec(key="c", kind="cost_model")), record(table))
+    paces = [0.011] * 4 + [0.030] + [0.011] * 4 + [0.010] * 9
+    rows = [(s, k, p) for s, k in [("plain", 0), ("ngram", 3)] for p in range(9)]
+    for (strategy, k, prompt), pace in zip(rows, paces):
+        slow = 1.1 if pace > 0.0105 else 1.0
+        add_generation(session, exp.id, strategy, k, "cached", prompt, "timed", slow, pace=pace)
+        add_generation(session, exp.id, strategy, k, "cached", prompt, "replay", 1.0, predicted=1.0)
+    session.commit()
+    pairs = prediction_pairs(session, exp.id).sort_values(["strategy", "prompt_index"], ascending=[False, True])
+    assert list(pairs["pace"]) == pytest.approx([1.1] * 9 + [1.0] * 9)  # plain's timings first: the slow spell
+    assert list(pairs["error"]) == pytest.approx([0.0] * 18)
+    assert list(pairs["raw_bias"]) == pytest.approx([0.1] * 9 + [0.0] * 9)  # too fast as timed
+    table = prediction_error(session, exp.id).set_index(["regime", "band"])
+    row = table.loc[("cached", "all")]
+    assert row["median_error"] == pytest.approx(0.0) and row["raw_error"] == pytest.approx(0.05)
+    assert row["drift"] == pytest.approx(0.05)  # median |pace - 1|: 9 of 18 at 1.1, 9 at 1.0
+    # timed at the table's pace, ngram's speedup over plain is 1.0 as predicted; as timed it would be 1.1
+    assert table.loc[("cached", "plain"), "drift"] == pytest.approx(0.1)
 
 
 def test_two_timed_prompts_rank_nothing(session):

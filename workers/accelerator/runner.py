@@ -225,6 +225,7 @@ class SweepRunner:
     def _sweep(self, job: SweepJob) -> GenerationRecord:
         from workers.decoding import generate, warmup
         from workers.decoding.autok import decoding_plan
+        from workers.decoding.roundtimer import pace_seconds
 
         draft = self._draft_for(job)
         prompt_ids = self._prompt_ids(job.prompt)
@@ -237,13 +238,19 @@ class SweepRunner:
         if self.cfg.warmup and warm_key not in self._warm:  # first call pays allocation/JIT costs: not timed
             warmup(self.verifier, draft, prompt_ids, options)
             self._warm.add(warm_key)
+        pace_s = pace_seconds(self.verifier) if job.pace else None
         runs = [
             generate(self.verifier, draft, prompt_ids, options) for _ in range(max(1, job.repeats or self.cfg.repeats))
         ]
         res = fastest(runs, job.strategy)
         text = self.tokenizer.decode(list(res.tokens), skip_special_tokens=True)
         return generation_record(
-            res, len(prompt_ids), text, str(self.verifier.device), wall_s_runs=tuple(r.wall_s for r in runs)
+            res,
+            len(prompt_ids),
+            text,
+            str(self.verifier.device),
+            wall_s_runs=tuple(r.wall_s for r in runs),
+            pace_s=pace_s,
         )
 
     def attach_energy(self, outcomes: list[JobOutcome]) -> list[JobOutcome]:

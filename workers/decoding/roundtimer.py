@@ -12,6 +12,13 @@ n = 0 round is a fast-path reject. Between rounds the cache is cut back, so one 
 Widths run in turn, round after round, so a busy spell slows them all alike; a repeat that would end past
 `budget_s` is not started (one always runs, after one untimed warm round at the shortest context).
 
+The machine's pace: a shared machine's speed drifts by a few percent over minutes (other tenants, clocks), so a
+table measured at one moment meets timings made at others. `pace_seconds` times one fixed pass (an uncached
+forward over `PACE_TOKENS` fixed tokens, the median of `PACE_REPEATS`), the same on every call: the table records
+it before and after its rounds (`meta["pace_s"]`), and the accelerator worker records it before every timed greedy
+generation (`GenerationRecord.pace_s`). Their ratio is how much faster or slower the machine ran at that moment,
+which validation takes out (`storage.costs.prediction_pairs`) and reports as the run's drift.
+
 Example:
     >>> table, samples = measure_round_costs(verifier, prompt_ids, max_n=8, tree_sizes=(5,), max_context=200)
     >>> table.seconds("cached", "chain", 4, 150) > table.seconds("cached", "chain", 0, 150)
@@ -43,6 +50,8 @@ from workers.interfaces import Draft, PlainDraft
 logger = logging.getLogger(__name__)
 
 REPEATS = 3  # timed rounds per width and context; the table keeps their median
+PACE_TOKENS = 64  # the pace pass: an uncached forward over this many fixed tokens
+PACE_REPEATS = 5  # timed pace passes per call, after one untimed; their median
 
 
 def n_contexts(lo: int, hi: int) -> int:
@@ -140,6 +149,21 @@ def regime_rounds(
     return out
 
 
+def pace_seconds(verifier, repeats: int = PACE_REPEATS) -> float:
+    """The machine's pace now: the median seconds of one fixed pass (the module doc), after one untimed."""
+    ids = [(7 * i + 11) % verifier.vocab_size for i in range(PACE_TOKENS)]
+    times = []
+    with torch.inference_mode():
+        for r in range(repeats + 1):
+            verifier.sync()
+            t0 = time.perf_counter()
+            verifier.logits(ids, keep=1)
+            verifier.sync()
+            if r:
+                times.append(time.perf_counter() - t0)
+    return float(sorted(times)[len(times) // 2])
+
+
 def machine(verifier) -> dict[str, object]:
     """What a table was measured on: device, dtype, threads, library versions, processor."""
     import transformers
@@ -196,6 +220,7 @@ def measure_round_costs(
     tokens = (ids * math.ceil((max_context + top + 2) / len(ids)))[: max_context + top + 2]
     with torch.inference_mode():
         refs = references(verifier, tokens, contexts, top + 1)
+        pace = [pace_seconds(verifier)]
         for regime in regimes:  # warm: allocation and first-call costs, not timed
             regime_rounds(verifier, regime, tokens[: contexts[0]], refs[contexts[0]], max_n, tree_sizes)
         samples: list[Sample] = []
@@ -208,6 +233,8 @@ def measure_round_costs(
             for c in contexts:
                 for regime in regimes:
                     samples += regime_rounds(verifier, regime, tokens[:c], refs[c], max_n, tree_sizes)
-    table = build_table(verifier_name(verifier), str(verifier.device), samples, machine(verifier))
+        pace.append(pace_seconds(verifier))
+    meta = machine(verifier) | {"pace_s": sum(pace) / 2, "pace_runs": pace}
+    table = build_table(verifier_name(verifier), str(verifier.device), samples, meta)
     logger.info("round-cost table %s on %s from %d rounds", table.verifier, table.device, len(samples))
     return table, samples

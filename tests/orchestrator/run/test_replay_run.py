@@ -88,6 +88,10 @@ def test_replays_are_predicted_and_timed_cells_carry_their_prediction(replayed):
         assert predicted is not None and predicted > draft_s >= 0
         if measure == "replay":
             assert wall == predicted
+    # the machine's pace: the table's before and after its rounds, every timed greedy generation's before it
+    paces = rows(o, Generation.measure, Generation.pace_s)
+    assert all((p is not None and p > 0) == (m == "timed") for m, p in paces)
+    assert rows(o, CostModel.costs)[0][0]["meta"]["pace_s"] > 0
     timed = [(w, p) for m, w, p, _ in found if m == "timed"]
     ratios = sorted(p / w for w, p in timed)
     assert 0.2 < ratios[len(ratios) // 2] < 5  # the model is in the measured range, not off by orders

@@ -208,6 +208,14 @@ def test_repeats_time_the_same_generation_and_keep_the_fastest(runner, ibase_pat
         assert b.ended_at - b.started_at == pytest.approx(b.wall_s, rel=0.5)
 
 
+def test_a_paced_job_records_the_machines_pace_before_its_runs(runner):
+    """A replayed run's timed greedy job times the machine's pace first (`pace`); the generation is the same."""
+    job = SweepJob(key="p", kind="sweep", prompt=PROMPT, strategy="ng", draft="ngram", k=3, regime="cached")
+    plain, paced = runner.run(job).generation, runner.run(replace(job, pace=True)).generation
+    assert plain.pace_s is None and paced.pace_s > 0
+    assert paced.tokens == plain.tokens and paced.tokens_per_step == plain.tokens_per_step
+
+
 def test_fastest_refuses_runs_that_made_different_work():
     def run(tokens, steps, wall):
         return SimpleNamespace(tokens=tokens, tokens_per_step=steps, wall_s=wall)

@@ -6,6 +6,7 @@ with ties) match hand-worked values."""
 from __future__ import annotations
 
 import math
+import time
 
 import pytest
 
@@ -26,7 +27,7 @@ from workers.decoding.costmodel import (
     tokens_per_s_errors,
 )
 from workers.decoding.passes import PASSES
-from workers.decoding.roundtimer import measure_round_costs, n_contexts, probe_tree
+from workers.decoding.roundtimer import PACE_TOKENS, measure_round_costs, n_contexts, pace_seconds, probe_tree
 from workers.drafts import make_draft
 from workers.verifier import Verifier
 
@@ -114,6 +115,7 @@ def test_measuring_a_real_verifier_times_every_width_under_the_keys_its_passes_r
     )
     assert table.device == "cpu" and table.verifier.endswith("float32") and verifier.cache is None
     assert table.meta["threads"] == 1 and table.meta["dtype"] == "float32"
+    assert len(table.meta["pace_runs"]) == 2 and table.meta["pace_s"] == pytest.approx(sum(table.meta["pace_runs"]) / 2)
     contexts = log_spaced(8, 48, n_contexts(8, 48))  # 1 + round(log2 6) = 4
     for regime, passes in PASSES.items():
         assert table.widths(regime, "chain") == passes.widths(4), regime
@@ -135,6 +137,24 @@ def test_measuring_a_real_verifier_times_every_width_under_the_keys_its_passes_r
         for p in res.passes:
             kind, n, _ = PASSES[regime].key(p)
             assert f"{regime}/{kind}/{n}" in table.rows, (regime, p)
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_the_pace_is_one_fixed_pass_timed_and_follows_a_slower_machine():
+    """The same uncached pass on every call, leaving the cache alone; a machine 20 ms a pass slower (a forward that
+    sleeps) shows a pace at least 20 ms longer."""
+    verifier = Verifier(tiny_lm("llama", 0, vocab=300))
+    verifier.prefill([5, 6, 7])
+    fast = pace_seconds(verifier)
+    assert verifier.last_shape == (PACE_TOKENS, 0, 1) and verifier.cached_len == 3
+    forward = verifier.model.forward
+
+    def slow(*args, **kwargs):
+        time.sleep(0.02)
+        return forward(*args, **kwargs)
+
+    verifier.model.forward = slow
+    assert pace_seconds(verifier, repeats=3) >= fast + 0.02
 
 
 @pytest.mark.usefixtures("one_thread")
