@@ -11,7 +11,7 @@ would show against one timing; its median per regime is the yardstick for the ta
 The machine's drift is taken out first: a shared machine runs a few percent faster or slower over minutes, so a
 table measured at one moment meets timings made at others. The table and every timed greedy generation record the
 machine's pace (one fixed pass, timed: `workers.decoding.roundtimer.pace_seconds`); a timing is set at the table's
-pace by the ratio of the two (smoothed over `PACE_WINDOW` timed generations in run order, as the drift is slow), so
+pace by the ratio of the two (smoothed over a few timed generations in run order, as the drift is slow), so
 `bias` and `error` are the table's own error. `raw_bias` keeps the error against the timing as measured, and `pace`
 the ratio (> 1: the machine ran slower than when the table was measured). Rows without a pace count at ratio 1.
 
@@ -33,14 +33,13 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from storage.models import CostModel, Generation
-from workers.decoding.costmodel import RoundCosts, error_summary, interpolate, spearman
+from workers.decoding.costmodel import RoundCosts, error_summary, interpolate, pace_ratios, spearman
 from workers.decoding.passes import BANDS, width_band
 
 PLAIN = "plain"  # the strategy every speedup is taken against
 COORD = ["strategy", "task", "k", "regime"]
 PAIR = [*COORD, "prompt_index", "prompt_key"]
 MIN_RANKED_PROMPTS = 3  # a coordinate enters the Spearman of speedups with at least this many timed prompts
-PACE_WINDOW = 5  # timed generations, in run order, whose median pace sets one timing at the table's pace
 ERROR_COLUMNS = [
     "regime",
     "band",
@@ -154,14 +153,11 @@ def _greedy_rows(session: Session, exp_id: int) -> pd.DataFrame:
 
 def paces(session: Session, exp_id: int, times: pd.DataFrame) -> pd.Series:
     """Per timed row of `times` (by index): the machine's pace at its timing over the pace when the experiment's
-    table was measured, the median over PACE_WINDOW timed rows around it in run order; 1.0 where either is not known."""
+    table was measured (`workers.decoding.costmodel.pace_ratios`, in run order)."""
     stored = stored_cost_model(session, exp_id)
-    ref = None if stored is None else stored.table.meta.get("pace_s")
     timed = times[times["measure"] == "timed"].sort_values("id")
-    if not ref or timed.empty:
-        return pd.Series(1.0, index=timed.index)
-    ratio = (timed["pace_s"].astype(float) / float(ref)).rolling(PACE_WINDOW, center=True, min_periods=1).median()
-    return ratio.fillna(1.0)
+    ref = None if stored is None else stored.table.meta.get("pace_s")
+    return pd.Series(pace_ratios(list(timed["pace_s"]), ref), index=timed.index)
 
 
 def prediction_pairs(session: Session, exp_id: int, timed_from: int | None = None) -> pd.DataFrame:

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
+import pandas as pd
 
 from workers.decoding.costcurve import PassCosts
 from workers.decoding.passes import Shape, regime_passes
@@ -185,6 +186,18 @@ def log_spaced(lo: int, hi: int, n: int) -> list[int]:
     if hi <= lo or n <= 1:
         return [hi]
     return sorted({round(lo * (hi / lo) ** (i / (n - 1))) for i in range(n)})
+
+
+PACE_WINDOW = 5  # timings, in run order, whose median pace sets one of them at the table's pace
+
+
+def pace_ratios(paces: Sequence[float | None], table_pace: float | None, window: int = PACE_WINDOW) -> np.ndarray:
+    """Per timing in run order: the machine's pace then over the table's (`workers.decoding.roundtimer.pace_seconds`),
+    the median over `window` timings centred on it (the drift is slow, one pace is jittery); 1.0 where not known."""
+    if not table_pace or not len(paces):
+        return np.ones(len(paces))
+    ratio = pd.Series([np.nan if p is None else float(p) for p in paces]) / float(table_pace)
+    return ratio.rolling(window, center=True, min_periods=1).median().fillna(1.0).to_numpy()
 
 
 def tokens_per_s_errors(predicted_wall_s: Sequence[float], measured_wall_s: Sequence[float]) -> np.ndarray:

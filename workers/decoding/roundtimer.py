@@ -13,8 +13,8 @@ Widths run in turn, round after round, so a busy spell slows them all alike; a r
 `budget_s` is not started (one always runs, after one untimed warm round at the shortest context).
 
 The machine's pace: a shared machine's speed drifts by a few percent over minutes (other tenants, clocks), so a
-table measured at one moment meets timings made at others. `pace_seconds` times one fixed pass (an uncached
-forward over `PACE_TOKENS` fixed tokens, the median of `PACE_REPEATS`), the same on every call: the table records
+table measured at one moment meets timings made at others. `pace_seconds` times one fixed decoding step (one
+token after `PACE_TOKENS` fixed tokens in the cache, the median of `PACE_REPEATS`), the same on every call: the table records
 it before and after its rounds (`meta["pace_s"]`), and the accelerator worker records it before every timed greedy
 generation (`GenerationRecord.pace_s`). Their ratio is how much faster or slower the machine ran at that moment,
 which validation takes out (`storage.costs.prediction_pairs`) and reports as the run's drift.
@@ -50,7 +50,7 @@ from workers.interfaces import Draft, PlainDraft
 logger = logging.getLogger(__name__)
 
 REPEATS = 3  # timed rounds per width and context; the table keeps their median
-PACE_TOKENS = 64  # the pace pass: an uncached forward over this many fixed tokens
+PACE_TOKENS = 32  # the pace step: one token after this many fixed tokens in the cache
 PACE_REPEATS = 5  # timed pace passes per call, after one untimed; their median
 
 
@@ -150,17 +150,23 @@ def regime_rounds(
 
 
 def pace_seconds(verifier, repeats: int = PACE_REPEATS) -> float:
-    """The machine's pace now: the median seconds of one fixed pass (the module doc), after one untimed."""
-    ids = [(7 * i + 11) % verifier.vocab_size for i in range(PACE_TOKENS)]
-    times = []
-    with torch.inference_mode():
-        for r in range(repeats + 1):
-            verifier.sync()
-            t0 = time.perf_counter()
-            verifier.logits(ids, keep=1)
-            verifier.sync()
-            if r:
-                times.append(time.perf_counter() - t0)
+    """The machine's pace now: the median seconds of one fixed decoding step (one token fed after `PACE_TOKENS`
+    cached, the cache cut back after each), after one untimed; the verifier's own cache is left as it was."""
+    ids = [(7 * i + 11) % verifier.vocab_size for i in range(PACE_TOKENS + 1)]
+    saved, times = verifier.cache, []
+    try:
+        with torch.inference_mode():
+            verifier.prefill(ids[:-1], keep=1)
+            for r in range(repeats + 1):
+                verifier.sync()
+                t0 = time.perf_counter()
+                verifier.extend(ids[-1:])
+                verifier.sync()
+                if r:
+                    times.append(time.perf_counter() - t0)
+                verifier.crop(PACE_TOKENS)
+    finally:
+        verifier.cache = saved
     return float(sorted(times)[len(times) // 2])
 
 

@@ -141,12 +141,12 @@ def test_measuring_a_real_verifier_times_every_width_under_the_keys_its_passes_r
 
 @pytest.mark.usefixtures("one_thread")
 def test_the_pace_is_one_fixed_pass_timed_and_follows_a_slower_machine():
-    """The same uncached pass on every call, leaving the cache alone; a machine 20 ms a pass slower (a forward that
+    """The same decoding step on every call, leaving the cache as it was; a machine 20 ms a pass slower (a forward that
     sleeps) shows a pace at least 20 ms longer."""
     verifier = Verifier(tiny_lm("llama", 0, vocab=300))
     verifier.prefill([5, 6, 7])
     fast = pace_seconds(verifier)
-    assert verifier.last_shape == (PACE_TOKENS, 0, 1) and verifier.cached_len == 3
+    assert verifier.last_shape == (1, PACE_TOKENS, 1) and verifier.cached_len == 3
     forward = verifier.model.forward
 
     def slow(*args, **kwargs):
