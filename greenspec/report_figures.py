@@ -125,13 +125,14 @@ def speedup_k(df: pd.DataFrame, colours: dict[str, str]):
 VALIDATION = (
     ("median_error", "median |error|", "#0072B2"),
     ("abs_bias", "|bias|", "#D55E00"),
+    ("drift", "machine's drift", "#CC79A7"),
     ("noise", "timing noise", "#7F7F7F"),
 )
 
 
 def validation(errors: pd.DataFrame):
-    """The round-cost table's validation per regime (band "all"): median |predicted / measured - 1|, |bias| and the
-    run's own timing noise, side by side; None without validation pairs."""
+    """The round-cost table's validation per regime (band "all"): median |predicted / measured - 1| (at the table's
+    pace), |bias|, the machine's drift over the timings and the run's own timing noise, side by side; None without validation pairs."""
     import plotly.graph_objects as go
 
     rows = errors[(errors["band"] == "all") & (errors["pairs"] > 0)] if not errors.empty else errors

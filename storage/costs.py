@@ -151,12 +151,24 @@ def _greedy_rows(session: Session, exp_id: int) -> pd.DataFrame:
     return df.sort_values("id").drop_duplicates([*PAIR, "measure"], keep="last")
 
 
-def paces(session: Session, exp_id: int, times: pd.DataFrame) -> pd.Series:
-    """Per timed row of `times` (by index): the machine's pace at its timing over the pace when the experiment's
-    table was measured (`workers.decoding.costmodel.pace_ratios`, in run order)."""
-    stored = stored_cost_model(session, exp_id)
+PACE_KEY = ("device_name", "dtype", "threads")  # what a pace depends on besides the machine's drift
+
+
+def table_pace(session: Session, exp_id: int, timed_from: int | None = None) -> float | None:
+    """The pace a validation sets timings at: the experiment's table's; with `timed_from`, the predicting table's
+    where it was measured as the timed run's was (same processor, dtype and threads; a table measured alone and a
+    run's at one thread), else the timed run's own table's (its drift taken out, the two tables' moments left in)."""
+    own, timed = stored_cost_model(session, exp_id), stored_cost_model(session, timed_from or exp_id)
+    meta = [{} if t is None else t.table.meta for t in (own, timed)]
+    if meta[0].get("pace_s") and all(meta[0].get(k) == meta[1].get(k) for k in PACE_KEY):
+        return float(meta[0]["pace_s"])
+    return meta[1].get("pace_s")
+
+
+def paces(times: pd.DataFrame, ref: float | None) -> pd.Series:
+    """Per timed row of `times` (by index): the machine's pace at its timing over `ref`, the table's
+    (`workers.decoding.costmodel.pace_ratios`, in run order)."""
     timed = times[times["measure"] == "timed"].sort_values("id")
-    ref = None if stored is None else stored.table.meta.get("pace_s")
     return pd.Series(pace_ratios(list(timed["pace_s"]), ref), index=timed.index)
 
 
@@ -169,7 +181,7 @@ def prediction_pairs(session: Session, exp_id: int, timed_from: int | None = Non
     ones `exp_id`'s."""
     df = _greedy_rows(session, exp_id)
     times = df if timed_from is None else _greedy_rows(session, timed_from)
-    timed = times[times["measure"] == "timed"].assign(pace=paces(session, timed_from or exp_id, times))
+    timed = times[times["measure"] == "timed"].assign(pace=paces(times, table_pace(session, exp_id, timed_from)))
     replay = df[(df["measure"] == "replay") & df["predicted_wall_s"].gt(0)]
     pairs = timed.merge(replay, on=PAIR, suffixes=("", "_replay"))
     pairs["measured_tokens_per_s"] = pairs["n_tokens"] / pairs["first_s"]

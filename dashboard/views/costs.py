@@ -95,9 +95,15 @@ ui.frame_block(
     empty="No generation was both timed and replayed.",
     column_config={
         "pairs": st.column_config.NumberColumn("timed + replayed", help="generations both timed and replayed"),
-        "median_error": st.column_config.NumberColumn("median |pred / meas - 1|", format="percent"),
+        "median_error": st.column_config.NumberColumn(
+            "median |pred / meas - 1|", format="percent", help="each timing set at the table's pace (the drift out)"
+        ),
         "p90_error": st.column_config.NumberColumn("p90", format="percent"),
         "bias": st.column_config.NumberColumn("median pred / meas - 1", format="percent", help="> 0: too fast"),
+        "raw_error": st.column_config.NumberColumn("as timed", format="percent", help="median error, drift left in"),
+        "drift": st.column_config.NumberColumn(
+            "drift", format="percent", help="median |machine's pace at the timing / at the table - 1|"
+        ),
         "noise": st.column_config.NumberColumn(
             "timing noise", format="percent", help="generations timed twice: median |t2 / t1 - 1| / sqrt(2)"
         ),

@@ -24,6 +24,7 @@ from storage.costs import (
     regime_power_w,
     stored_cost_model,
     table_frame,
+    table_pace,
     width_band,
 )
 from storage.db import open_db
@@ -214,6 +215,22 @@ def test_the_machines_drift_is_taken_out_at_the_tables_pace(session):
     assert row["drift"] == pytest.approx(0.05)  # median |pace - 1|: 9 of 18 at 1.1, 9 at 1.0
     # timed at the table's pace, ngram's speedup over plain is 1.0 as predicted; as timed it would be 1.1
     assert table.loc[("cached", "plain"), "drift"] == pytest.approx(0.1)
+
+
+def test_a_re_prediction_is_paced_by_its_own_table_only_where_it_was_measured_alike(session):
+    """Timings of another run are set at the predicting table's pace when both tables were measured on the same
+    processor, dtype and threads; else at their own run's table's pace (a table at 2 threads is not a pace at 1)."""
+    exp, other = (store.upsert_experiment(session, n, "spec", n, None).id for n in ("derived", "timed"))
+    meta = {"device_name": "Xeon", "dtype": "float32", "threads": 1}
+    for key, exp_id, pace in (("a", exp, 0.010), ("b", other, 0.012)):
+        table = replace(TABLE, meta=meta | {"pace_s": pace})
+        store.store_cost_model(session, cell_id(session, exp_id, CellSpec(key=key, kind="cost_model")), record(table))
+    session.commit()
+    assert table_pace(session, exp, other) == 0.010 and table_pace(session, other) == 0.012
+    table = replace(TABLE, meta=meta | {"threads": 2, "pace_s": 0.006})
+    store.store_cost_model(session, cell_id(session, exp, CellSpec(key="c", kind="cost_model")), record(table))
+    session.commit()
+    assert table_pace(session, exp, other) == 0.012 and table_pace(session, exp) == 0.006
 
 
 def test_two_timed_prompts_rank_nothing(session):
