@@ -10,17 +10,12 @@ replayed figure's interval is then widened by it, as if the truth were the predi
 - speedup and energy ratio (against plain in the same regime, itself predicted): the band's error less plain's,
   [b_lo - p_hi, b_hi - p_lo], applied as to tokens/s.
 
-The pairs' error is the table's own, at the pace it was measured at (`storage.costs`: the machine's drift over the
-run taken out). A speedup or energy ratio is two predictions from one table, so a drift common to both cancels; a
-tokens/s or J per 100 tokens does not, so theirs is widened further by the drift the run's timings met
-(`drift_bounds`: the 2.5th to 97.5th percentile of ln(pace), [d_lo, d_hi], added to [b_lo, b_hi]).
-
 A band or a plain with fewer than `MIN_PAIRS` validation pairs has no known error: its replayed speed figures keep
 their point but lose their interval (blank bounds), so every verdict on them is inconclusive, and the note says so.
 
 Example (hand-worked in tests/analysis/test_model_error.py):
     >>> bounds = error_bounds(pairs)       # {(regime, band): (b_lo, b_hi, pairs)}
-    >>> widened = with_model_error(summary, bounds, drift_bounds(pairs))
+    >>> widened = with_model_error(summary, bounds)
 """
 
 from __future__ import annotations
@@ -60,14 +55,6 @@ def error_bounds(pairs: pd.DataFrame) -> dict[tuple[str, str], tuple[float, floa
     return out
 
 
-def drift_bounds(pairs: pd.DataFrame) -> tuple[float, float]:
-    """[d_lo, d_hi]: the 2.5th and 97.5th percentiles of ln(pace) over the pairs' timings (0, 0 without any)."""
-    if pairs.empty or "pace" not in pairs:
-        return 0.0, 0.0
-    lo, hi = np.percentile(np.log(pairs["pace"].astype(float).to_numpy()), [2.5, 97.5])
-    return min(0.0, float(lo)), max(0.0, float(hi))
-
-
 def _row_bounds(row, band: str, bounds) -> tuple | None:
     """The row's band's error bounds and its plain's, or None when either is not known."""
     own, plain = bounds.get((row["regime"], band)), bounds.get((row["regime"], "plain"))
@@ -86,9 +73,8 @@ def _note(row, known, band: str) -> str:
     return extra if note is None or (isinstance(note, float) and math.isnan(note)) or not note else f"{note}; {extra}"
 
 
-def with_model_error(df: pd.DataFrame, bounds: dict, drift: tuple[float, float] = (0.0, 0.0)) -> pd.DataFrame:
-    """The summary with every replayed row's speed intervals widened by its (regime, band) error, and its absolute
-    figures by the run's `drift` as well (module doc)."""
+def with_model_error(df: pd.DataFrame, bounds: dict) -> pd.DataFrame:
+    """The summary with every replayed row's speed intervals widened by its (regime, band) error (module doc)."""
     if df.empty or "measure" not in df or not (df["measure"] == "replay").any():
         return df
     out = df.copy()
@@ -102,7 +88,6 @@ def with_model_error(df: pd.DataFrame, bounds: dict, drift: tuple[float, float] 
             continue
         (b_lo, b_hi, _), (p_lo, p_hi, _) = known
         ratio = (b_lo - p_hi, b_hi - p_lo)
-        b_lo, b_hi = b_lo + drift[0], b_hi + drift[1]  # absolute figures meet the machine's drift too
         scaled = [("tokens_per_s", (b_lo, b_hi))]
         scaled += [] if band == "plain" else [("speedup", ratio), ("energy_ratio", ratio)]  # plain's are 1 exactly
         for name, (lo, hi) in scaled:

@@ -54,7 +54,7 @@ import pandas as pd
 
 from analysis.columns import SUMMARY_COLUMNS
 from analysis.intervals import cell_intervals
-from analysis.model_error import drift_bounds, error_bounds, with_model_error
+from analysis.model_error import error_bounds, with_model_error
 from storage.costs import prediction_pairs
 from storage.db import Session
 from storage.queries import experiment_id, experiment_info
@@ -126,6 +126,5 @@ def summary_frame(
         return pd.DataFrame(columns=SUMMARY_COLUMNS)
     name = experiment_info(session, exp_id)["name"]
     sums, prompts = group_sums(session, exp_id, versions), prompt_frame(session, exp_id, versions)
-    pairs = prediction_pairs(session, exp_id)
-    summary = summarize(sums, prompts, pooled=pooled, experiment=name)
-    return with_model_error(summary, error_bounds(pairs), drift_bounds(pairs))
+    bounds = error_bounds(prediction_pairs(session, exp_id))
+    return with_model_error(summarize(sums, prompts, pooled=pooled, experiment=name), bounds)

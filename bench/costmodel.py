@@ -11,14 +11,13 @@ The prediction is the table's seconds for the generation's recorded passes plus 
 replayed generation gets; replay makes the same passes, `tests/workers/decoding/test_replay.py`).
 
 The machine's pace (`workers.decoding.roundtimer.pace_seconds`, one fixed decoding step) is timed by each table
-measurement and before every generation; each timing is set at the table's pace (`pace_ratios`), as a run's
-validation does (`storage.costs`), so the error is the table's own and the machine's drift is reported apart.
+measurement and before every generation, as a run's validation records it (`storage.costs`).
 
-Per regime and width band: |predicted / measured - 1| of tokens/s against the first timed run at the table's pace
-(median, p90), the median signed error (bias, > 0 predicted too fast), the same error as timed (raw), the drift
-(median |pace ratio - 1|), the noise (|t2 / t1 - 1| / sqrt 2 between the two passes, both at the table's pace: what
-an exact predictor would show against one timing; raw: as timed), and per regime the Spearman of the strategies'
-speedups over plain, predicted against measured.
+Per regime and width band: |predicted / measured - 1| of tokens/s against the first timed run (median, p90), the
+median signed error (bias, > 0 predicted too fast), the error with each timing set at the table's pace (paced), the
+drift (median |pace ratio - 1|), the noise (|t2 / t1 - 1| / sqrt 2 between the two passes: what an exact predictor
+would show against one timing), and per regime the Spearman of the strategies' speedups over plain, predicted
+against measured. The load average before and after says how busy the machine was.
 
 Usage: python -m bench costmodel [--quick]   (both verifiers, SmolLM2-135M then Gemma 3 270M, 3 prompts x 100 new
 tokens, the paper's length; --quick: SmolLM2 alone, 2 prompts x 16 new tokens, not recorded)
@@ -104,9 +103,9 @@ def generations(verifier, prompt_ids, n_new: int, max_context: int, min_context:
         table_s += time.perf_counter() - t
         runs.append(timed_pass(verifier, prompt_ids, n_new, progress))
     table = build_table("bench", "cpu", samples, {"pace_s": sum(paces) / 2})
-    ratios = [pace_ratios([r[5] for r in run], table.meta["pace_s"]) for run in runs]
+    ratios = pace_ratios([r[5] for r in runs[0]], table.meta["pace_s"])
     rows = []
-    for (regime, name, k, tree, i, _, first), (*_, second), r1, r2 in zip(*runs, *ratios):
+    for (regime, name, k, tree, i, _, first), (*_, second), ratio in zip(*runs, ratios):
         strategy = f"{name}-tree" if tree else name
         rows.append(
             {
@@ -118,8 +117,7 @@ def generations(verifier, prompt_ids, n_new: int, max_context: int, min_context:
                 "n_tokens": first.n_tokens,
                 "wall_s": first.wall_s,
                 "second_s": second.wall_s,
-                "pace": r1,
-                "second_pace": r2,
+                "pace": ratio,
                 "predicted_s": predict_generation(table, regime, first.passes, first.draft_s, tree),
             }
         )
@@ -138,24 +136,21 @@ def error_table(df: pd.DataFrame) -> pd.DataFrame:
     from analysis.model_error import median_interval
     from workers.decoding.costmodel import error_summary, spearman
 
-    paced, second = df["wall_s"] / df["pace"], df["second_s"] / df["second_pace"]
     df = df.assign(
-        paced_s=paced,
-        bias=paced / df["predicted_s"] - 1,
-        raw=(df["wall_s"] / df["predicted_s"] - 1).abs(),
-        noise=(second / paced - 1).abs() / math.sqrt(2),
-        raw_noise=(df["second_s"] / df["wall_s"] - 1).abs() / math.sqrt(2),
+        bias=df["wall_s"] / df["predicted_s"] - 1,
+        paced=(df["wall_s"] / df["pace"] / df["predicted_s"] - 1).abs(),
+        noise=(df["second_s"] / df["wall_s"] - 1).abs() / math.sqrt(2),
     )
     rows = []
     for regime, g in df.groupby("regime", sort=False):
-        rho = spearman(speedups(g, "paced_s").to_numpy(), speedups(g, "predicted_s").to_numpy())
+        rho = spearman(speedups(g, "wall_s").to_numpy(), speedups(g, "predicted_s").to_numpy())
         for band, b in [("all", g), *g.groupby("band", sort=False)]:
             med, p90 = error_summary(b["bias"].abs())
             row = {"regime": regime, "band": band, "pairs": len(b), "median error": med, "p90 error": p90}
             lo, hi = median_interval(b["bias"].to_numpy())
             row |= {"bias": float(np.median(b["bias"])), "bias 95% CI": f"[{lo:+.3f}, {hi:+.3f}]"}
-            row |= {"raw error": float(np.median(b["raw"])), "drift": float(np.median((b["pace"] - 1).abs()))}
-            row |= {"noise": float(np.median(b["noise"])), "raw noise": float(np.median(b["raw_noise"]))}
+            row |= {"paced error": float(np.median(b["paced"])), "drift": float(np.median((b["pace"] - 1).abs()))}
+            row |= {"noise": float(np.median(b["noise"]))}
             row["within noise"] = "yes" if med <= row["noise"] and abs(row["bias"]) <= 0.03 else "no"
             rows.append(row | {"Spearman": rho if band == "all" else math.nan})
     return pd.DataFrame(rows)
@@ -170,12 +165,12 @@ def run(quick: bool = False, verifiers: tuple[str, ...] = VERIFIERS) -> str:
     for name in verifiers[:1] if quick else verifiers:
         parts += [verifier_section(name, quick), ""]
     parts += [
-        "error = |predicted / measured - 1| of tokens/s against the first timed run set at the table's pace; bias "
-        "its median signed value (> 0: predicted too fast) with a 95% bootstrap interval over generations; raw "
-        "error: against the timing as made; drift: median |pace ratio - 1| of the timings (the machine's pace then "
-        "over the table's); noise |t2 / t1 - 1| / sqrt 2 between the two passes at the table's pace (an exact "
-        "predictor's error against one timing; raw noise: as timed); within noise: median error <= noise and "
-        "|bias| <= 3%; Spearman of the speedups over plain, predicted against measured."
+        "error = |predicted / measured - 1| of tokens/s against the first timed run; bias its median signed value "
+        "(> 0: predicted too fast) with a 95% bootstrap interval over generations; paced error: with each timing set "
+        "at the table's pace; drift: median |pace ratio - 1| of the timings (the machine's pace then over the "
+        "table's); noise |t2 / t1 - 1| / sqrt 2 between the two passes (an exact predictor's error against one "
+        "timing); within noise: median error <= noise and |bias| <= 3%; Spearman of the speedups over plain, "
+        "predicted against measured."
     ]
     return "\n".join(parts)
 
@@ -194,7 +189,9 @@ def verifier_section(name: str, quick: bool) -> str:
     tok = load_tokenizer(name)
     prompt_ids = [list(tok(p).input_ids) for p in prompts(n_prompts)]
     lo, hi = min(map(len, prompt_ids)), max(map(len, prompt_ids)) + n_new
+    load = os.getloadavg()[0]
     gens, table, rounds, measure_s, timed_s = generations(verifier, prompt_ids, n_new, hi, lo)
+    load = f"load average {load:.1f} before, {os.getloadavg()[0]:.1f} after"
     noise = ", ".join(f"{r} {v:.1%}" for r, v in table.noise.items())
     return "\n".join(
         [
@@ -204,7 +201,8 @@ def verifier_section(name: str, quick: bool) -> str:
             f"widths 0-8 and a tree of {TREE}, contexts {lo}-{hi} tokens, 2 + 2 repeats) in {measure_s:.0f} s; its "
             f"repeats' own spread {noise}. The grid: {len(gens)} generations ({n_prompts} prompts x {n_new} new "
             f"tokens; plain, ngram and prompt lookup at k = {', '.join(map(str, KS))}, lookup as a tree of {TREE}), "
-            f"each timed in two passes over the grid, {timed_s:.0f} s; the table's repeats measured before each pass.",
+            f"each timed in two passes over the grid, {timed_s:.0f} s; the table's repeats measured before each pass; "
+            f"{load}.",
             "",
             error_table(gens).to_markdown(index=False, floatfmt=".3f"),
         ]

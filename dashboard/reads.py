@@ -16,7 +16,7 @@ import pandas as pd
 import streamlit as st
 
 from analysis import tables
-from analysis.model_error import drift_bounds, error_bounds, with_model_error
+from analysis.model_error import error_bounds, with_model_error
 from analysis.summary import summarize
 from dashboard.launch import DB_ENV
 from storage import browse, costs
@@ -114,9 +114,8 @@ def summary(url: str, exp_id: int, data: Version, pooled: bool = False) -> pd.Da
     """One row per strategy x task x k x regime x measure with speedup and energy ratio vs plain, each figure with
     its 95% interval over prompts (a replayed speed figure's with the cost table's validated error)."""
     with _session(url) as s:
-        pairs = costs.prediction_pairs(s, exp_id)
-    summary = summarize(_sums(url, exp_id, data), _prompts(url, exp_id, data), pooled=pooled)
-    return with_model_error(summary, error_bounds(pairs), drift_bounds(pairs))
+        bounds = error_bounds(costs.prediction_pairs(s, exp_id))
+    return with_model_error(summarize(_sums(url, exp_id, data), _prompts(url, exp_id, data), pooled=pooled), bounds)
 
 
 @st.cache_data(max_entries=ENTRIES, show_spinner=False)

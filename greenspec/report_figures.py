@@ -131,8 +131,8 @@ VALIDATION = (
 
 
 def validation(errors: pd.DataFrame):
-    """The round-cost table's validation per regime (band "all"): median |predicted / measured - 1| (at the table's
-    pace), |bias|, the machine's drift over the timings and the run's own timing noise, side by side; None without validation pairs."""
+    """The round-cost table's validation per regime (band "all"): median |predicted / measured - 1|, |bias|, the
+    machine's drift over the timings and the run's own timing noise, side by side; None without validation pairs."""
     import plotly.graph_objects as go
 
     rows = errors[(errors["band"] == "all") & (errors["pairs"] > 0)] if not errors.empty else errors

@@ -8,12 +8,14 @@ generation's first timed run (one timing, as the table's error would meet it). A
 (`[sweep] timed_twice`) gives the run's own timing noise: |t2 / t1 - 1| / sqrt(2), the error an exact predictor
 would show against one timing; its median per regime is the yardstick for the table's median error.
 
-The machine's drift is taken out first: a shared machine runs a few percent faster or slower over minutes, so a
-table measured at one moment meets timings made at others. The table and every timed greedy generation record the
-machine's pace (one fixed pass, timed: `workers.decoding.roundtimer.pace_seconds`); a timing is set at the table's
-pace by the ratio of the two (smoothed over a few timed generations in run order, as the drift is slow), so
-`bias` and `error` are the table's own error. `raw_bias` keeps the error against the timing as measured, and `pace`
-the ratio (> 1: the machine ran slower than when the table was measured). Rows without a pace count at ratio 1.
+The machine's drift is measured beside it: a shared machine runs faster or slower over minutes (other tenants,
+clocks), and the table is measured minutes before the timed cells. The table and every timed greedy generation
+record the machine's pace (one fixed decoding step, timed: `workers.decoding.roundtimer.pace_seconds`); `pace` is
+their ratio (> 1: the machine ran slower than when the table was measured; smoothed over a few timed generations in
+run order), `drift` its median distance from 1, and `paced_error` the error with each timing set at the table's pace.
+The pace does not replace the error as timed: a busy co-tenant slows the pace step (memory-bound) more than the
+compute-bound passes of long prompts, so a correction by it overshoots by one to two points where the machine is
+busy (BENCHMARKS.md, "Round-cost table"). A large drift says the error is not the table's alone.
 
 Example:
     >>> with Session() as s:
@@ -47,7 +49,7 @@ ERROR_COLUMNS = [
     "median_error",
     "p90_error",
     "bias",
-    "raw_error",
+    "paced_error",
     "drift",
     "noise",
     "noise_pairs",
@@ -174,9 +176,9 @@ def paces(times: pd.DataFrame, ref: float | None) -> pd.Series:
 
 def prediction_pairs(session: Session, exp_id: int, timed_from: int | None = None) -> pd.DataFrame:
     """One row per generation both timed and replayed: the coordinate, its width band, the prompt, the measured
-    tokens/s (the timed row's first run) and the predicted one (the replayed row), the machine's `pace` at the timing,
-    and the predicted over measured minus 1 at the table's pace, signed (`bias`: positive is predicted too fast) and
-    absolute (`error`), and as measured (`raw_bias`; the module doc). With `timed_from`, the timed rows are that
+    tokens/s (the timed row's first run) and the predicted one (the replayed row), the predicted over measured minus 1,
+    signed (`bias`: positive is predicted too fast) and absolute (`error`), the machine's `pace` at the timing and the
+    error with the timing set at the table's pace (`paced_bias`; the module doc). With `timed_from`, the timed rows are that
     experiment's (the same prompts run on the device a re-prediction is for; the pace its own table's), the replayed
     ones `exp_id`'s."""
     df = _greedy_rows(session, exp_id)
@@ -186,12 +188,11 @@ def prediction_pairs(session: Session, exp_id: int, timed_from: int | None = Non
     pairs = timed.merge(replay, on=PAIR, suffixes=("", "_replay"))
     pairs["measured_tokens_per_s"] = pairs["n_tokens"] / pairs["first_s"]
     pairs["predicted_tokens_per_s"] = pairs["n_tokens_replay"] / pairs["predicted_wall_s_replay"]
-    pairs["raw_bias"] = pairs["predicted_tokens_per_s"] / pairs["measured_tokens_per_s"] - 1
-    pairs["bias"] = (1 + pairs["raw_bias"]) / pairs["pace"] - 1
+    pairs["bias"] = pairs["predicted_tokens_per_s"] / pairs["measured_tokens_per_s"] - 1
     pairs["error"] = pairs["bias"].abs()
-    pairs["paced_wall_s"] = pairs["first_s"] / pairs["pace"]
-    keep = [*PAIR, "band", "n_tokens", "first_s", "paced_wall_s", "predicted_wall_s_replay", "pace"]
-    out = pairs[[*keep, "measured_tokens_per_s", "predicted_tokens_per_s", "bias", "error", "raw_bias"]]
+    pairs["paced_bias"] = (1 + pairs["bias"]) / pairs["pace"] - 1
+    keep = [*PAIR, "band", "n_tokens", "first_s", "predicted_wall_s_replay", "pace"]
+    out = pairs[[*keep, "measured_tokens_per_s", "predicted_tokens_per_s", "bias", "error", "paced_bias"]]
     return out.rename(columns={"predicted_wall_s_replay": "predicted_wall_s", "first_s": "wall_s"})
 
 
@@ -218,17 +219,17 @@ def _speedups(pairs: pd.DataFrame, wall: str) -> pd.Series:
 def _error_row(regime: str, band: str, p: pd.DataFrame, noise: pd.Series, ranked: tuple[int, float]) -> list:
     med, p90 = error_summary(p["error"])
     bias = float(np.median(p["bias"])) if len(p) else math.nan
-    raw = float(np.median(p["raw_bias"].abs())) if len(p) else math.nan
+    paced = float(np.median(p["paced_bias"].abs())) if len(p) else math.nan
     drift = float(np.median((p["pace"] - 1).abs())) if len(p) else math.nan
     noise_med = float(np.median(noise)) if len(noise) else math.nan
-    return [regime, band, len(p), med, p90, bias, raw, drift, noise_med, len(noise), *ranked]
+    return [regime, band, len(p), med, p90, bias, paced, drift, noise_med, len(noise), *ranked]
 
 
 def prediction_error(session: Session, exp_id: int, timed_from: int | None = None) -> pd.DataFrame:
     """Per regime (band "all") and per regime and width band: the generations both timed and replayed (`pairs`; with
     `timed_from`, timed in that experiment, see `prediction_pairs`),
-    the median and 90th percentile |predicted / measured - 1| of tokens/s at the table's pace, the median signed
-    error (`bias`), the median error as measured (`raw_error`), the median |pace - 1| of the timings (`drift`), the
+    the median and 90th percentile |predicted / measured - 1| of tokens/s, the median signed error (`bias`), the
+    median error with the timings set at the table's pace (`paced_error`), the median |pace - 1| (`drift`), the
     run's own timing noise (median over `noise_pairs` generations timed twice), and, per regime, Spearman's rank
     agreement of the coordinates' speedups over plain, timed against replayed (`coordinates` of them, each with at
     least MIN_RANKED_PROMPTS timed prompts)."""
@@ -237,7 +238,7 @@ def prediction_error(session: Session, exp_id: int, timed_from: int | None = Non
     out = []
     for regime in sorted(set(pairs["regime"]) | set(noise["regime"])):
         p, nz = pairs[pairs["regime"] == regime], noise[noise["regime"] == regime]
-        timed, replay = _speedups(p, "paced_wall_s"), _speedups(p, "predicted_wall_s")
+        timed, replay = _speedups(p, "wall_s"), _speedups(p, "predicted_wall_s")
         rho = spearman(timed.to_numpy(), replay.to_numpy()) if len(timed) else math.nan
         out.append(_error_row(regime, "all", p, nz["noise"], (len(timed), rho)))
         for band in BANDS:

@@ -95,12 +95,12 @@ ui.frame_block(
     empty="No generation was both timed and replayed.",
     column_config={
         "pairs": st.column_config.NumberColumn("timed + replayed", help="generations both timed and replayed"),
-        "median_error": st.column_config.NumberColumn(
-            "median |pred / meas - 1|", format="percent", help="each timing set at the table's pace (the drift out)"
-        ),
+        "median_error": st.column_config.NumberColumn("median |pred / meas - 1|", format="percent"),
         "p90_error": st.column_config.NumberColumn("p90", format="percent"),
         "bias": st.column_config.NumberColumn("median pred / meas - 1", format="percent", help="> 0: too fast"),
-        "raw_error": st.column_config.NumberColumn("as timed", format="percent", help="median error, drift left in"),
+        "paced_error": st.column_config.NumberColumn(
+            "at the table's pace", format="percent", help="median error, each timing set at the table's pace"
+        ),
         "drift": st.column_config.NumberColumn(
             "drift", format="percent", help="median |machine's pace at the timing / at the table - 1|"
         ),

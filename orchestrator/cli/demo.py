@@ -95,9 +95,11 @@ def prediction_text(Session, exp_id: int, noise: dict | None) -> str:
         else "timing noise: no generation was timed twice"
     )
     return (
-        f"{table}\npredicted vs timed tokens/s (replay's round-cost table; error = |predicted / measured - 1| with the"
-        " timing set at the table's pace, bias = its median signed value, > 0 predicted too fast; raw_error as timed;"
-        " drift = median |pace - 1| of the timings)\n" + err.to_markdown(index=False, floatfmt=".3f") + f"\n{line}"
+        f"{table}\npredicted vs timed tokens/s (replay's round-cost table; error = |predicted / measured - 1|, bias = its"
+        " median signed value, > 0 predicted too fast; paced_error with each timing set at the table's pace, drift ="
+        " median |the machine's pace then / at the table - 1|)\n"
+        + err.to_markdown(index=False, floatfmt=".3f")
+        + f"\n{line}"
     )
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.model_error import MIN_PAIRS, drift_bounds, error_bounds, median_interval, with_model_error
+from analysis.model_error import MIN_PAIRS, error_bounds, median_interval, with_model_error
 from analysis.summary import summary_frame
 from tests.storage.test_costs import session, validated  # noqa: F401 (fixtures)
 
@@ -57,28 +57,6 @@ def test_replayed_rows_are_widened_by_their_bands_error_by_hand():
     assert all(math.isnan(long[f"{n}_{b}"]) for n in FIGURES for b in ("lo", "hi"))
     assert "no validated model error for cached k 5+" in long["note"]
     assert timed["speedup_lo"] == 1.2 and pd.isna(timed["note"])  # measured: nothing to add
-
-
-def test_the_runs_drift_widens_absolute_figures_not_ratios():
-    """Timings met the machine 5% slower to 10% faster than the table's pace: tokens/s and J per 100 tokens widen by
-    it on top of the band's error; speedups and energy ratios (two predictions of one table) do not."""
-    paces = PAIRS.assign(pace=[1.05, 1 / 1.1, 1.0, 1.0, 1.05, 1 / 1.1, 1.0, 1.0])
-    lo, hi = drift_bounds(paces)
-    assert lo == pytest.approx(np.percentile(np.log(paces["pace"]), 2.5)) and lo < math.log(1 / 1.1) * 0.9
-    assert hi == pytest.approx(np.percentile(np.log(paces["pace"]), 97.5)) and hi > math.log(1.05) * 0.9
-    assert drift_bounds(PAIRS) == (0.0, 0.0) and drift_bounds(paces.assign(pace=1.2)) == (
-        0.0,
-        pytest.approx(0.1823, abs=1e-4),
-    )
-    df = pd.DataFrame([row("ngram", 3)])
-    still, drifted = (
-        with_model_error(df, error_bounds(PAIRS)).iloc[0],
-        with_model_error(df, error_bounds(PAIRS), (lo, hi)).iloc[0],
-    )
-    assert drifted["tokens_per_s_lo"] == pytest.approx(still["tokens_per_s_lo"] / math.exp(hi))
-    assert drifted["tokens_per_s_hi"] == pytest.approx(still["tokens_per_s_hi"] / math.exp(lo))
-    assert drifted["j_per_100_tokens_lo"] == pytest.approx(still["j_per_100_tokens_lo"] * math.exp(lo))
-    assert (drifted["speedup_lo"], drifted["speedup_hi"]) == (still["speedup_lo"], still["speedup_hi"])
 
 
 def test_the_export_table_carries_the_error(session, validated):  # noqa: F811

@@ -89,6 +89,7 @@ def test_figures_are_coloured_by_family_with_a_legend_and_the_validation_is_one(
                 "median_error": 0.03,
                 "p90_error": 0.08,
                 "bias": -0.02,
+                "drift": 0.005,
                 "noise": 0.01,
             }
             for r in ("cached", "uncached")

@@ -190,11 +190,11 @@ def test_a_re_prediction_is_validated_against_another_runs_timed_generations(ses
     assert ("uncached", "all") not in table.index  # the experiment's own timed-only uncached rows are not read
 
 
-def test_the_machines_drift_is_taken_out_at_the_tables_pace(session):
+def test_the_machines_drift_is_measured_beside_the_error(session):
     """The table's pace 0.010 s; the timings made while the machine ran 10% slower (pace 0.011) and then at the table's
-    pace: set at the table's pace, every timing is predicted exactly, so the error is 0, while as timed the slow
-    spell's are 10% too fast. The pace is the median of PACE_WINDOW timings around each in run order, so one
-    stray pace (0.030, in the middle of the slow spell) moves nothing."""
+    pace. As timed, the slow spell's predictions are 10% too fast (the error); set at the table's pace they are exact
+    (`paced_error` 0), and `drift` says how far the machine moved. The pace is the median of PACE_WINDOW timings
+    around each in run order, so one stray pace (0.030, in the middle of the slow spell) moves nothing."""
     exp = store.upsert_experiment(session, "e", "spec", "h", None)
     table = replace(TABLE, meta={"threads": 2, "pace_s": 0.010})
     store.store_cost_model(session, cell_id(session, exp.id, CellSpec(key="c", kind="cost_model")), record(table))
@@ -207,13 +207,12 @@ def test_the_machines_drift_is_taken_out_at_the_tables_pace(session):
     session.commit()
     pairs = prediction_pairs(session, exp.id).sort_values(["strategy", "prompt_index"], ascending=[False, True])
     assert list(pairs["pace"]) == pytest.approx([1.1] * 9 + [1.0] * 9)  # plain's timings first: the slow spell
-    assert list(pairs["error"]) == pytest.approx([0.0] * 18)
-    assert list(pairs["raw_bias"]) == pytest.approx([0.1] * 9 + [0.0] * 9)  # too fast as timed
+    assert list(pairs["bias"]) == pytest.approx([0.1] * 9 + [0.0] * 9)  # too fast as timed
+    assert list(pairs["paced_bias"]) == pytest.approx([0.0] * 18)
     table = prediction_error(session, exp.id).set_index(["regime", "band"])
     row = table.loc[("cached", "all")]
-    assert row["median_error"] == pytest.approx(0.0) and row["raw_error"] == pytest.approx(0.05)
+    assert row["median_error"] == pytest.approx(0.05) and row["paced_error"] == pytest.approx(0.0)
     assert row["drift"] == pytest.approx(0.05)  # median |pace - 1|: 9 of 18 at 1.1, 9 at 1.0
-    # timed at the table's pace, ngram's speedup over plain is 1.0 as predicted; as timed it would be 1.1
     assert table.loc[("cached", "plain"), "drift"] == pytest.approx(0.1)
 
 

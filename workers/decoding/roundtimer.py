@@ -17,7 +17,7 @@ table measured at one moment meets timings made at others. `pace_seconds` times 
 token after `PACE_TOKENS` fixed tokens in the cache, the median of `PACE_REPEATS`), the same on every call: the table records
 it before and after its rounds (`meta["pace_s"]`), and the accelerator worker records it before every timed greedy
 generation (`GenerationRecord.pace_s`). Their ratio is how much faster or slower the machine ran at that moment,
-which validation takes out (`storage.costs.prediction_pairs`) and reports as the run's drift.
+which validation reports beside the table's error as the run's drift (`storage.costs.prediction_pairs`).
 
 Example:
     >>> table, samples = measure_round_costs(verifier, prompt_ids, max_n=8, tree_sizes=(5,), max_context=200)
