@@ -13,11 +13,12 @@ Widths run in turn, round after round, so a busy spell slows them all alike; a r
 `budget_s` is not started (one always runs, after one untimed warm round at the shortest context).
 
 The machine's pace: a shared machine's speed drifts by a few percent over minutes (other tenants, clocks), so a
-table measured at one moment meets timings made at others. `pace_seconds` times one fixed decoding step (one
-token after `PACE_TOKENS` fixed tokens in the cache, the median of `PACE_REPEATS`), the same on every call: the table records
-it before and after its rounds (`meta["pace_s"]`), and the accelerator worker records it before every timed greedy
-generation (`GenerationRecord.pace_s`). Their ratio is how much faster or slower the machine ran at that moment,
-which validation reports beside the table's error as the run's drift (`storage.costs.prediction_pairs`).
+table measured at one moment meets timings made at others. `pace_seconds` times one fixed decoding step (one token
+after `PACE_TOKENS` fixed tokens in the cache, the median of `PACE_REPEATS`), the same on every call: the table
+records it before each repeat of its rounds and after the last (`meta["pace_s"]`: their median), and the
+accelerator worker before every timed greedy generation (`GenerationRecord.pace_s`). Their ratio is how much faster
+or slower the machine ran at that moment, which validation reports beside the table's error as the run's drift
+(`storage.costs.prediction_pairs`).
 
 Example:
     >>> table, samples = measure_round_costs(verifier, prompt_ids, max_n=8, tree_sizes=(5,), max_context=200)
@@ -33,6 +34,7 @@ import platform
 import time
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 
 from workers.decoding.costcurve import verifier_name
@@ -226,21 +228,22 @@ def measure_round_costs(
     tokens = (ids * math.ceil((max_context + top + 2) / len(ids)))[: max_context + top + 2]
     with torch.inference_mode():
         refs = references(verifier, tokens, contexts, top + 1)
-        pace = [pace_seconds(verifier)]
         for regime in regimes:  # warm: allocation and first-call costs, not timed
             regime_rounds(verifier, regime, tokens[: contexts[0]], refs[contexts[0]], max_n, tree_sizes)
         samples: list[Sample] = []
+        pace: list[float] = []
         t0 = time.perf_counter()
         for r in range(max(1, repeats)):
             elapsed = time.perf_counter() - t0
             if r and budget_s is not None and elapsed + elapsed / r > budget_s:
                 logger.info("round-cost table: %d of %d repeats within %.0f s", r, repeats, budget_s)
                 break
+            pace.append(pace_seconds(verifier))
             for c in contexts:
                 for regime in regimes:
                     samples += regime_rounds(verifier, regime, tokens[:c], refs[c], max_n, tree_sizes)
         pace.append(pace_seconds(verifier))
-    meta = machine(verifier) | {"pace_s": sum(pace) / 2, "pace_runs": pace}
+    meta = machine(verifier) | {"pace_s": float(np.median(pace)), "pace_runs": pace}
     table = build_table(verifier_name(verifier), str(verifier.device), samples, meta)
     logger.info("round-cost table %s on %s from %d rounds", table.verifier, table.device, len(samples))
     return table, samples
