@@ -1,6 +1,6 @@
 """A run's second step: what stands behind the spec's names is usable, checked before any write.
 
-Its names are found already (`orchestrator.run.resolve`); here each local corpus is read as training reads it, and
+With its names found and its built-ins made, each local corpus is read as training reads it, and
 each local model's config and weights are looked for (before the verifier is ever loaded), the verifier's context
 length held against prompt_words + max_new_tokens + k. Each refusal is one line naming the key at fault.
 """
@@ -111,6 +111,6 @@ def check_corpora(spec: Spec) -> None:
 
 def check_inputs(spec: Spec) -> None:
     """Refuse a corpus training could not read, a local model without a config or weights, and a grid longer than
-    the verifier's context (the spec's names resolved: `orchestrator.run.resolve`)."""
+    the verifier's context, of a spec whose names are found and built-ins made."""
     check_corpora(spec)
     preflight_models(spec)

@@ -71,7 +71,7 @@ def uses_builtin(spec: Spec) -> bool:
 
 def materialize(spec: Spec, retrain: bool = False, models: bool = True) -> Spec:
     """`build_builtins` for a command that has not checked the spec's names: unknown `demo:` names (and missing local
-    files) are refused first, before anything is built (a run's `orchestrator.run.resolve` checks them itself)."""
+    files) are refused first, before anything is built."""
     if not uses_builtin(spec):
         return spec
     check_paths(spec)

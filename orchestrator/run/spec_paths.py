@@ -1,5 +1,6 @@
-"""A spec file loaded (`load_spec`) with its paths: local ones made absolute beside the spec file, built-in `demo:`
-names, and the check that every local file a spec names exists (before anything is written).
+"""A spec file loaded (`load_spec`, or a stored spec's text: `read_spec`) with its local paths made absolute beside
+the spec file, and the check that every local file and `demo:` name a spec uses exists (before anything is built or
+written).
 
 Example:
     >>> spec = load_spec("examples/demo.toml")
@@ -11,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from orchestrator.run.spec import Spec, parse_spec
-from orchestrator.run.spec_sections import (  # noqa: F401 (re-exported: the spec's path helpers' public names)
+from orchestrator.run.spec_sections import (
     BUILTIN,
     BUILTIN_DATA,
     BUILTIN_MODELS,
