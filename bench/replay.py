@@ -46,7 +46,7 @@ def references(n: int):
 
 
 def jobs(pairs, ibase: str, vocab: int, eos: int | None) -> list:
-    from workers.contracts import ReplayJob
+    from workers.contracts import Coordinates, ReplayJob
 
     hybrid = {"corpus": "pydoc", "n": 6, "min_match": 5, "confidence": "share"}
     strategies = [  # (name, draft, options, k values, reads the instance base)
@@ -66,13 +66,9 @@ def jobs(pairs, ibase: str, vocab: int, eos: int | None) -> list:
             opts = {**options, "tree": k} if "tree" in options else options
             out.append(
                 ReplayJob(
-                    key=f"{name}-{k}-{regime}-{i}",
-                    strategy=name,
-                    draft=draft,
-                    options=opts,
-                    artifacts={"ibase": ibase} if reads else {},
-                    k=k,
-                    regime=regime,
+                    cell=Coordinates(
+                        f"{name}-{k}-{regime}-{i}", name, draft, opts, {"ibase": ibase} if reads else {}, k, regime
+                    ),
                     prompt_tokens=tuple(prompt),
                     reference=tuple(ref),
                     text="",
@@ -95,7 +91,7 @@ def replay_rate(all_jobs: list, cpus: int) -> tuple[float, int, float]:
     try:
         by_strategy: dict[str, list] = {}
         for j in all_jobs:
-            by_strategy.setdefault(j.strategy, []).append(j)
+            by_strategy.setdefault(j.cell.strategy, []).append(j)
         batches = [js[i : i + BATCH] for js in by_strategy.values() for i in range(0, len(js), BATCH)]
         ray.get([replay_task.remote(batches[0][:1], "smollm2-135m") for _ in range(cpus)])  # workers up, tokenizer
         t0 = time.perf_counter()

@@ -43,9 +43,14 @@ def _crash(code: int) -> None:
     os._exit(code)
 
 
+def _strategy(job) -> str | None:
+    """The strategy of a sweep job's cell (None for a reference, label or cost-model job)."""
+    return getattr(getattr(job, "cell", None), "strategy", None)
+
+
 def inject(job) -> None:
     """Apply the faults the environment asks for to this accelerator job (a sweep, label or cost-model job)."""
-    strategy = getattr(job, "strategy", None)
+    strategy = _strategy(job)
     if slow := os.environ.get("GREENSPEC_FAULT_SLOW"):
         time.sleep(float(slow))
     marker = os.environ.get("GREENSPEC_FAULT_CRASH_ONCE")
@@ -61,7 +66,7 @@ def inject(job) -> None:
 def corrupt(job, outcome):
     """The outcome with its generation's last token flipped when `GREENSPEC_FAULT_CORRUPT` names the strategy."""
     g = outcome.generation
-    strategy = getattr(job, "strategy", None)
+    strategy = _strategy(job)
     if g is None or not g.tokens or not strategy or os.environ.get("GREENSPEC_FAULT_CORRUPT") != strategy:
         return outcome
     tokens = (*g.tokens[:-1], g.tokens[-1] ^ 1)  # XOR 1 stays a valid id: 31999 -> 31998

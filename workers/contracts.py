@@ -3,11 +3,13 @@
 The driver builds a `SweepJob` per reference or sweep cell (a `LabelJob` per label cell, a `CostModelJob` per cost
 model cell) and sends a batch to the accelerator worker, which answers with a `BatchOutcome`: one `JobOutcome` per
 job (a `GenerationRecord`, a `ReferenceRecord`, a `LabelRecord` or a `CostModelRecord`, or an error) and the power
-samples taken meanwhile. `storage.store` writes them as they are; nothing is a dict.
+samples taken meanwhile; a replayed cell is a `ReplayJob` for a CPU worker. A sweep job and a replay job hold the
+cell's `Coordinates` (key, strategy, draft, options, artifacts, k, regime), built once from the cell.
+`storage.store` writes the outcomes as they are; nothing is a dict.
 
 Example:
-    >>> job = SweepJob(key="ab12", kind="sweep", prompt="The cat", strategy="plain", draft="plain", k=0,
-    ...                regime="uncached")
+    >>> cell = Coordinates(key="ab12", strategy="plain", draft="plain", k=0, regime="uncached")
+    >>> job = SweepJob(cell=cell, kind="sweep", prompt="The cat")
     >>> outcome = JobOutcome(key=job.key, worker="host:1:cpu", error="RuntimeError: boom")
     >>> outcome.ok
     False
@@ -30,18 +32,28 @@ KINDS = ("reference", "sweep")
 
 
 @dataclass(frozen=True)
-class SweepJob:
-    """One reference or sweep cell as the accelerator worker runs it."""
+class Coordinates:
+    """A cell's coordinates as a worker needs them, built once from the cell by the driver's loop: which cell (its
+    key), which strategy and draft with the draft's options, the files of the artifacts it reads, k and the regime.
+    A reference cell has its key alone."""
 
     key: str
-    kind: str  # "reference" | "sweep"
-    prompt: str
     strategy: str | None = None
     draft: str | None = None  # a registered draft name (workers.drafts.registry)
     options: Mapping[str, Any] = field(default_factory=dict)  # the draft's validated options, as stored
     artifacts: Mapping[str, str] = field(default_factory=dict)  # role -> path of each artifact the draft needs
     k: int = 0
     regime: str | None = None  # "uncached" | "cached" | "cached-standard"
+
+
+@dataclass(frozen=True)
+class SweepJob:
+    """One reference or sweep cell as the accelerator worker runs it: the cell's coordinates, its prompt and
+    sampling."""
+
+    cell: Coordinates
+    kind: str  # "reference" | "sweep"
+    prompt: str
     temperature: float = 0.0  # 0: greedy; > 0: speculative sampling with top_k, top_p, seed
     top_k: int = 0
     top_p: float = 1.0
@@ -54,18 +66,18 @@ class SweepJob:
         if self.kind not in KINDS:
             raise ValueError(f"SweepJob.kind={self.kind!r}; expected one of {KINDS}")
 
+    @property
+    def key(self) -> str:
+        """The cell's key: every job answers `key` (the actor and its outcomes name jobs by it)."""
+        return self.cell.key
+
 
 @dataclass(frozen=True)
 class ReplayJob:
-    """One greedy sweep cell replayed on a CPU worker from its prompt's reference (`workers.replay`)."""
+    """One greedy sweep cell replayed on a CPU worker from its prompt's reference (`workers.replay`): the cell's
+    coordinates and the reference it replays."""
 
-    key: str
-    strategy: str
-    draft: str
-    options: Mapping[str, Any]
-    artifacts: Mapping[str, str]  # role -> path of each artifact the draft needs
-    k: int
-    regime: str
+    cell: Coordinates
     prompt_tokens: tuple[int, ...]
     reference: tuple[int, ...]  # the verifier's greedy new tokens for the prompt
     text: str  # the reference's text (the replayed tokens are the reference's)
@@ -73,6 +85,11 @@ class ReplayJob:
     eos_id: int | None
     max_new_tokens: int
     costs: str | None = None  # k = "auto": the experiment's round-cost table (workers.decoding.costmodel JSON)
+
+    @property
+    def key(self) -> str:
+        """The cell's key (as `SweepJob.key`)."""
+        return self.cell.key
 
 
 @dataclass(frozen=True)

@@ -10,14 +10,37 @@ import ray
 from ray.actor import ActorHandle
 
 from orchestrator.run.options import RunOptions
-from orchestrator.run.prepare import runner_config
 from orchestrator.run.ray_startup import driver_settings
 from orchestrator.run.spec import Spec
+from workers.accelerator.runner import RunnerConfig
 from workers.errors import ModelError
 
 logger = logging.getLogger(__name__)
 
 IN_FLIGHT = 2  # accelerator batches queued at once: the next is ready the moment one finishes
+
+
+def runner_config(spec: Spec, threads: int | None) -> RunnerConfig:
+    """What the accelerator worker needs from the spec."""
+    v = spec.verifier
+    return RunnerConfig(
+        model=v.model,
+        tokenizer=v.tokenizer,
+        revision=v.revision,
+        dtype=v.dtype,
+        device=v.device,
+        max_new_tokens=spec.sweep.max_new_tokens,
+        warmup=spec.sweep.warmup,
+        power_sources=tuple(spec.power.sources),
+        power_hz=spec.power.hz,
+        idle_baseline_s=spec.power.idle_baseline_s,
+        threads=threads,
+        # labelling is long batched passes with little beside it (the replays of a distilled base wait for it):
+        # every core, unless `[verifier] threads` says otherwise
+        label_threads=v.threads or os.cpu_count(),
+        repeats=spec.sweep.repeats,
+        max_drafts=1 if spec.sweep.order == "strategy" else RunnerConfig.max_drafts,
+    )
 
 
 def worker_threads(asked: int | None, beside: bool, cpus: int) -> int:

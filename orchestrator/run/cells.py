@@ -10,11 +10,13 @@ cells with k=12.
 `expand` lists the cells; `iter_cells` makes them one at a time, `grid_keys` yields their keys alone (what `greenspec
 validate` checks: a million-cell grid in seconds and a few bytes a cell); the sweep and replay cells are streamed by
 `orchestrator.run.sweep_grid`, which does each coordinate's work once, and the keys are `orchestrator.run.cell_keys`'.
+A `Grid` is what a run registers: the cells made again on each pass over it, never all held at once.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from typing import Any
 
 from orchestrator.run.cell_keys import (  # noqa: F401 (re-exported: the keys' public names)
@@ -132,7 +134,7 @@ def _head(
 def iter_cells(spec: Spec, prompts: list[TaskPrompts], linked: bool = False) -> Iterator[CellSpec]:
     """Every cell of the grid, made one at a time (`expand` lists them): artifact cells first, then the cost model,
     references, sweep and replay cells (`orchestrator.run.sweep_grid`). With `linked`, each sweep and replay cell
-    names its prompt's reference cell, as `orchestrator.run.prepare.link_references` would."""
+    names its prompt's reference cell, as `link_references` does to listed cells."""
     artifacts, costs, refs = _head(spec, prompts)
     yield from artifacts.values()
     if costs:
@@ -156,3 +158,36 @@ def expand(spec: Spec, prompts: list[TaskPrompts]) -> list[CellSpec]:
     same grid always samples the same ones); replayed cells, sampled ones (temperature > 0) and those of drafts that
     cannot be replayed all stay."""
     return list(iter_cells(spec, prompts))
+
+
+def link_references(cells: list[CellSpec]) -> list[CellSpec]:
+    """Each sweep and replay cell names the reference cell of its prompt (`params.reference`): results are matched by
+    the prompt they were made for, never by position. A replay cell also needs it (it replays from its tokens).
+    (A `Grid` makes them linked as it makes them: `iter_cells(..., linked=True)`.)"""
+    refs = {(c.task, c.params.prompt): c.key for c in cells if c.kind == "reference"}
+    out = []
+    for c in cells:
+        if c.kind in ("sweep", "replay"):
+            ref = refs.get((c.task, c.params.prompt))
+            needs = {**c.params.needs, "reference": ref} if c.kind == "replay" and ref else c.params.needs
+            c = replace(c, params=replace(c.params, reference=ref, needs=needs))
+        out.append(c)
+    return out
+
+
+@dataclass(frozen=True)
+class Grid:
+    """A prepared spec's cells, made again on each pass and never all held at once (a grid of 10^6 cells is about
+    0.7 GB as objects): iterate it for the cells (references linked), `keys()` for their keys alone."""
+
+    spec: Spec
+    prompts: list[TaskPrompts]
+
+    def __iter__(self) -> Iterator[CellSpec]:
+        return iter_cells(self.spec, self.prompts, linked=True)
+
+    def keys(self) -> Iterator[str]:
+        return grid_keys(self.spec, self.prompts)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self.keys())

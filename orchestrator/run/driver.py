@@ -1,11 +1,12 @@
 """The run's entry points: spec -> cells -> the database, under the experiment's lease, then the loop on Ray.
 
-The driver is the database's one writer. `run` prepares the spec's cells (everything that can refuse bad input
-refuses before the first write), takes the experiment's lease (`orchestrator.run.lease`: one driver per experiment;
-a second refuses with the holder's name, or waits), registers the new cells, puts cells a dead driver left
-running back to pending, and runs the `SweepLoop` (`orchestrator.run.loop`) on Ray (`orchestrator.run.ray_startup`) when
-there is something to run; nothing to run, Ray is not started at all. Ctrl-C or SIGTERM ends in `Interrupted`
-with no cell left running and the Ray this run started shut down.
+The driver is the database's one writer. `run` prepares the spec's cells in one pass (`orchestrator.run.prepare`:
+resolve, check, expand; everything that can refuse bad input refuses before the first write), takes the
+experiment's lease (`orchestrator.run.lease`: one driver per experiment; a second refuses with the holder's name,
+or waits), registers the new cells, puts cells a dead driver left running back to pending, and runs the `SweepLoop`
+(`orchestrator.run.loop`) on Ray (`orchestrator.run.ray_startup`) when there is something to run; nothing to run,
+Ray is not started at all. Ctrl-C or SIGTERM ends in `Interrupted` with no cell left running and the Ray this run
+started shut down.
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ from pathlib import Path
 
 import ray
 
+from orchestrator.run.cells import Grid
 from orchestrator.run.lease import ExperimentLease, LeaseHeld, LeaseLost  # noqa: F401 (LeaseHeld/Lost re-exported)
 from orchestrator.run.loop import SweepLoop
 from orchestrator.run.options import Interrupted, NoProgress, Progress, RunOptions, Sessions  # noqa: F401 (re-exported)
-from orchestrator.run.prepare import Grid, prepare
+from orchestrator.run.prepare import prepare
 from orchestrator.run.ray_startup import (
     interrupt_handled,
     interrupts_deferred,
@@ -30,8 +32,8 @@ from orchestrator.run.ray_startup import (
     ray_up,
     sticky_interrupts,
 )
-from orchestrator.run.spec import Spec, parse_spec, spec_hash
-from orchestrator.run.spec_paths import load_spec, resolve_paths
+from orchestrator.run.spec import Spec, spec_hash
+from orchestrator.run.spec_paths import load_spec, read_spec
 from storage import store
 from storage.cost_tables import reprediction_of
 from storage.db import Session, guard, open_db, sqlite_path
@@ -95,9 +97,7 @@ def resume(
             text, spec_path = exp.spec_toml, exp.spec_path
     finally:
         engine.dispose()
-    base = Path(spec_path).parent if spec_path else Path.cwd()
-    spec = resolve_paths(parse_spec(text, spec_path or "<stored spec>"), base)
-    return run(spec, text, spec_path, opts, progress, retry_failed=retry_failed)
+    return run(read_spec(text, spec_path), text, spec_path, opts, progress, retry_failed=retry_failed)
 
 
 def run(

@@ -16,8 +16,9 @@ import logging
 
 from orchestrator.run.demo_code import write_code_corpus
 from orchestrator.run.demo_corpora import write_demo_corpora
-from orchestrator.run.spec import BUILTIN, Spec
-from orchestrator.run.spec_paths import check_paths, model_options, with_paths
+from orchestrator.run.spec import Spec
+from orchestrator.run.spec_paths import check_paths
+from orchestrator.run.spec_sections import BUILTIN, model_options, with_paths
 from workers.files import cache_dir
 
 logger = logging.getLogger(__name__)
@@ -69,11 +70,19 @@ def uses_builtin(spec: Spec) -> bool:
 
 
 def materialize(spec: Spec, retrain: bool = False, models: bool = True) -> Spec:
-    """Replace every `demo:` name by a real path, building corpora and (unless `models` is false: `validate`'s
-    cheap pass, which leaves model names as they are) models the first time."""
+    """`build_builtins` for a command that has not checked the spec's names: unknown `demo:` names (and missing local
+    files) are refused first, before anything is built."""
     if not uses_builtin(spec):
         return spec
-    check_paths(spec)  # unknown demo: names are refused before anything is built
+    check_paths(spec)
+    return build_builtins(spec, retrain, models)
+
+
+def build_builtins(spec: Spec, retrain: bool = False, models: bool = True) -> Spec:
+    """Replace every `demo:` name by a real path, building corpora and (unless `models` is false: `validate`'s
+    cheap pass, which leaves model names as they are) models the first time; the names are known (`check_paths`)."""
+    if not uses_builtin(spec):
+        return spec
     sources = (*(c.path for c in spec.corpora), *(t.path for t in spec.tasks))
     data = _data_paths({v.removeprefix(BUILTIN) for v in sources if v and v.startswith(BUILTIN)})
     wanted = (

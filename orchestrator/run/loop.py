@@ -31,7 +31,7 @@ from orchestrator.run.writer import ResultWriter, pending_work
 from storage.cell_spec import CellSpec
 from storage.models import Reference
 from storage.queries import status_counts, timed_twins_s
-from workers.contracts import LabelJob, ReplayJob, SweepJob
+from workers.contracts import Coordinates, LabelJob, ReplayJob, SweepJob
 from workers.training.label_progress import progress_file, read_progress
 
 logger = logging.getLogger(__name__)
@@ -195,16 +195,10 @@ class SweepLoop:
         if c.kind == COST_ROLE:
             return self.costs.job(c, self.spec)
         return SweepJob(
-            key=c.key,
+            cell=self._coordinates(c),
             kind=c.kind,
             prompt=p.prompt,
-            strategy=c.strategy,
-            draft=c.draft,
-            options=p.options,
-            artifacts=self._artifacts(c),
             costs=self.costs.model_json() if COST_ROLE in dict(c.needs) else None,
-            k=c.k or 0,
-            regime=c.regime,
             temperature=c.temperature or 0.0,
             top_k=p.top_k,
             top_p=p.top_p,
@@ -225,9 +219,11 @@ class SweepLoop:
                     self._labelling[c.key] = progress_file(self.spec.experiment.artifacts, c.key)
 
     # -- replays on CPU workers
-    def _artifacts(self, c: CellSpec) -> dict[str, str]:
-        """role -> file of the artifacts a cell's draft reads (its reference and the cost model are not files)."""
-        return {role: self.paths[key] for role, key in c.needs if role not in ("reference", COST_ROLE)}
+    def _coordinates(self, c: CellSpec) -> Coordinates:
+        """A reference, sweep or replay cell's coordinates as its worker needs them, with the files of the artifacts
+        its draft reads (its reference and the cost model are not files)."""
+        artifacts = {role: self.paths[key] for role, key in c.needs if role not in ("reference", COST_ROLE)}
+        return Coordinates(c.key, c.strategy, c.draft, c.params.options, artifacts, c.k or 0, c.regime)
 
     def _dispatch_replays(self) -> None:
         cpus = self.dispatcher.cpus()
@@ -239,14 +235,9 @@ class SweepLoop:
             self.stage = "replays"
 
     def _replay_job(self, c: CellSpec, ref: Reference) -> ReplayJob:
+        """What a CPU worker gets for a replayed cell: its coordinates and its prompt's reference."""
         return ReplayJob(
-            key=c.key,
-            strategy=c.strategy,
-            draft=c.draft,
-            options=c.params.options,
-            artifacts=self._artifacts(c),
-            k=c.k or 0,
-            regime=c.regime,
+            cell=self._coordinates(c),
             prompt_tokens=tuple(ref.prompt_tokens),
             reference=tuple(ref.tokens),
             text=ref.text,

@@ -17,9 +17,9 @@ import difflib
 import logging
 import os
 
-from orchestrator.run.spec import BUILTIN, Spec
-from orchestrator.run.spec_paths import BUILTIN_MODELS as DEMO_MODELS
-from orchestrator.run.spec_paths import model_options
+from orchestrator.run.spec import Spec
+from orchestrator.run.spec_sections import BUILTIN, model_options
+from orchestrator.run.spec_sections import BUILTIN_MODELS as DEMO_MODELS
 from workers.errors import SpecError
 from workers.models.pretrained import BUILTIN_MODELS as PRETRAINED
 from workers.models.pretrained import is_gguf
@@ -59,7 +59,7 @@ def _looks_like_hub_id(value: str) -> bool:
 def check_model_name(key: str, value: str, revision: str | None = None) -> None:
     """Refuse a model name that is no built-in, `demo:` name, local path or cached hub id, in one line."""
     if not value or value.startswith(BUILTIN) or is_gguf(value) or os.path.isabs(value):
-        return  # demo: names are checked by check_paths; local files and GGUFs by preflight_models
+        return  # demo: names are checked by check_paths; local files and GGUFs by input_checks.preflight_models
     if in_hub_cache(value, revision):
         return
     cache, offline = hub_cache()

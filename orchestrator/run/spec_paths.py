@@ -1,5 +1,6 @@
-"""A spec file loaded (`load_spec`) with its paths: local ones made absolute beside the spec file, built-in `demo:`
-names, and the check that every local file a spec names exists (before anything is written).
+"""A spec file loaded (`load_spec`, or a stored spec's text: `read_spec`) with its local paths made absolute beside
+the spec file, and the check that every local file and `demo:` name a spec uses exists (before anything is built or
+written).
 
 Example:
     >>> spec = load_spec("examples/demo.toml")
@@ -11,7 +12,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from orchestrator.run.spec import Spec, parse_spec
-from orchestrator.run.spec_sections import BUILTIN, StrategySection
+from orchestrator.run.spec_sections import (
+    BUILTIN,
+    BUILTIN_DATA,
+    BUILTIN_MODELS,
+    model_options,
+    path_options,
+    with_paths,
+)
 from workers.errors import SpecError
 from workers.files import cache_dir
 
@@ -52,23 +60,6 @@ def resolve_paths(spec: Spec, base: Path) -> Spec:
     )
 
 
-def with_paths(s: StrategySection, fn) -> StrategySection:
-    """`s` with `fn` applied to each of its draft's path options."""
-    opts = s.options
-    update = {f: fn(getattr(opts, f)) for f in opts.path_fields}
-    return s.model_copy(update={"options": opts.model_copy(update=update)}) if update else s
-
-
-def path_options(s: StrategySection) -> list[tuple[str, str]]:
-    """(key, value) of the strategy's set path options, keys as `strategies.NAME.OPTION`."""
-    return [(f"strategies.{s.name}.{f}", v) for f in s.options.path_fields if (v := getattr(s.options, f))]
-
-
-def model_options(s: StrategySection) -> list[tuple[str, str]]:
-    """(key, value) of the strategy's set model options (checked loadable before any write)."""
-    return [(f"strategies.{s.name}.{f}", v) for f in s.options.model_fields_ if (v := getattr(s.options, f))]
-
-
 def _default_artifacts() -> Path:
     return cache_dir() / "artifacts"
 
@@ -105,12 +96,6 @@ def check_paths(spec: Spec) -> None:
             )
 
 
-# demo:verifier and demo:draft: the toy pair over the Mistral tokenizer (trained together, `greenspec demo --toy`);
-# demo:draft-smollm2: the neural draft over smollm2-135m's vocabulary (trained alone, for the real verifier)
-BUILTIN_MODELS = ("verifier", "draft", "draft-smollm2")
-BUILTIN_DATA = tuple(f"{d}-{part}" for d in ("shakespeare", "pydoc", "legal", "code") for part in ("train", "test"))
-
-
 def load_spec(path: str | Path) -> Spec:
     """Read, validate and resolve a spec file (relative local paths become absolute, next to the spec)."""
     path = Path(path)
@@ -122,4 +107,11 @@ def load_spec(path: str | Path) -> Spec:
         raise SpecError(
             f"{path}: not UTF-8 text (byte {err.object[err.start]:#04x} at offset {err.start}); save the spec as UTF-8"
         ) from err
-    return resolve_paths(parse_spec(text, str(path)), path.parent)
+    return read_spec(text, str(path))
+
+
+def read_spec(text: str, spec_path: str | None) -> Spec:
+    """A spec's text parsed and its local paths made absolute beside `spec_path` (beside the working folder where
+    there is none: a stored spec without its file)."""
+    base = Path(spec_path).parent if spec_path else Path.cwd()
+    return resolve_paths(parse_spec(text, spec_path or "<stored spec>"), base)

@@ -21,13 +21,17 @@ REGIMES: tuple[str, ...] = get_args(Regime)
 Name = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")]
 PositiveInt = Annotated[int, Field(gt=0)]
 # Static upper bounds (a typo must not mean work that never ends); the verifier's context length bounds
-# prompt_words + max_new_tokens + k further, checked in orchestrator.run.prepare where its config is read.
+# prompt_words + max_new_tokens + k further, checked in orchestrator.run.input_checks where its config is read.
 MAX_K = 64
 MAX_NEW_TOKENS = 32_768
 MAX_PROMPTS = 100_000
 MAX_PROMPT_WORDS = 10_000
 KValue = Annotated[int, Field(gt=0, le=MAX_K)]
 BUILTIN = "demo:"  # built-in offline sources and models, made on demand (see orchestrator.run.inputs)
+# demo:verifier and demo:draft: the toy pair over the Mistral tokenizer (trained together, `greenspec demo --toy`);
+# demo:draft-smollm2: the neural draft over smollm2-135m's vocabulary (trained alone, for the real verifier)
+BUILTIN_MODELS = ("verifier", "draft", "draft-smollm2")
+BUILTIN_DATA = tuple(f"{d}-{part}" for d in ("shakespeare", "pydoc", "legal", "code") for part in ("train", "test"))
 PLAIN = "plain"  # the draft every speedup divides by (storage.summary.PLAIN)
 AUTO_MAX_K = 8  # k = "auto" on a chain: the longest draft a round may choose (the cells' k column)
 
@@ -251,6 +255,23 @@ class StrategySection(_Model):
 
 
 STRATEGY_KEYS = ("name", "draft", "k", "tasks", "regimes")  # a strategy's own keys; the rest are its draft's
+
+
+def with_paths(s: StrategySection, fn) -> StrategySection:
+    """`s` with `fn` applied to each of its draft's path options."""
+    opts = s.options
+    update = {f: fn(getattr(opts, f)) for f in opts.path_fields}
+    return s.model_copy(update={"options": opts.model_copy(update=update)}) if update else s
+
+
+def path_options(s: StrategySection) -> list[tuple[str, str]]:
+    """(key, value) of the strategy's set path options, keys as `strategies.NAME.OPTION`."""
+    return [(f"strategies.{s.name}.{f}", v) for f in s.options.path_fields if (v := getattr(s.options, f))]
+
+
+def model_options(s: StrategySection) -> list[tuple[str, str]]:
+    """(key, value) of the strategy's set model options (checked loadable before any write)."""
+    return [(f"strategies.{s.name}.{f}", v) for f in s.options.model_fields_ if (v := getattr(s.options, f))]
 
 
 def _refuse_unknown(draft: str, entry: DraftEntry, keys: dict[str, Any]) -> None:

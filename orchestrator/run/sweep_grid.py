@@ -191,7 +191,7 @@ def sweep_cells(
     spec: Spec, plans: list[tuple[TaskPrompts, list[list[Plan]]]], refs: dict[tuple[str, str], str] | None = None
 ) -> Iterator[CellSpec]:
     """Every sweep and replay cell, in order; with `refs` ((task, prompt) -> reference key) each names its prompt's
-    reference (`params.reference`, and a replay cell's needs), as `orchestrator.run.prepare.link_references` does."""
+    reference (`params.reference`, and a replay cell's needs)."""
     seed = spec.experiment.seed
     for plan, replay, i, text, encoded in _walk(plans):
         ref = refs.get((plan.coords["task"], text)) if refs is not None else None

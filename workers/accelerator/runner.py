@@ -59,7 +59,9 @@ def job_options(job: SweepJob, max_new_tokens: int, eos_id: int | None, trees: b
     from workers.decoding.options import DecodeOptions, Warp  # torch: the driver imports this module without it
 
     warp = Warp(job.temperature, job.top_k, job.top_p)
-    return DecodeOptions(job.regime, job.k, max_new_tokens, eos_id=eos_id, warp=warp, seed=job.seed, trees=trees)
+    return DecodeOptions(
+        job.cell.regime, job.cell.k, max_new_tokens, eos_id=eos_id, warp=warp, seed=job.seed, trees=trees
+    )
 
 
 def fastest(runs: list[GenerationResult], strategy: str = "?") -> GenerationResult:
@@ -210,16 +212,16 @@ class SweepRunner:
         released first (the paired order runs one prompt's strategies in turn; the strategy order needs only one)."""
         from workers.drafts import BuildContext, build_draft
 
-        key = (job.strategy, job.draft, tuple(sorted(job.artifacts.items())))
+        key = (job.cell.strategy, job.cell.draft, tuple(sorted(job.cell.artifacts.items())))
         if key in self._drafts:
             self._drafts.move_to_end(key)
             return self._drafts[key]
         while self._drafts and len(self._drafts) >= max(1, self.cfg.max_drafts):
             self._drafts.popitem(last=False)  # release before loading the next
-        ctx = BuildContext(tokenizer=self.tokenizer, device=self.verifier.device, artifacts=dict(job.artifacts))
-        draft = build_draft(job.draft, dict(job.options), ctx)
+        ctx = BuildContext(tokenizer=self.tokenizer, device=self.verifier.device, artifacts=dict(job.cell.artifacts))
+        draft = build_draft(job.cell.draft, dict(job.cell.options), ctx)
         self._drafts[key] = draft
-        logger.info("loaded draft %s for strategy %s", job.draft, job.strategy)
+        logger.info("loaded draft %s for strategy %s", job.cell.draft, job.cell.strategy)
         return draft
 
     def _sweep(self, job: SweepJob) -> GenerationRecord:
@@ -229,12 +231,12 @@ class SweepRunner:
 
         draft = self._draft_for(job)
         prompt_ids = self._prompt_ids(job.prompt)
-        k = job.k  # 0 for a draft that proposes nothing
+        k = job.cell.k  # 0 for a draft that proposes nothing
         draft, plan = decoding_plan(  # trees, auto (its curve from the experiment's round-cost table)
-            self.verifier, draft, dict(job.options), job.regime, prompt_ids, k, job.costs
+            self.verifier, draft, dict(job.cell.options), job.cell.regime, prompt_ids, k, job.costs
         )
         options = job_options(job, self.cfg.max_new_tokens, self.eos_id, plan["trees"])
-        warm_key = (job.strategy, k, job.regime)
+        warm_key = (job.cell.strategy, k, job.cell.regime)
         if self.cfg.warmup and warm_key not in self._warm:  # first call pays allocation/JIT costs: not timed
             warmup(self.verifier, draft, prompt_ids, options)
             self._warm.add(warm_key)
@@ -242,7 +244,7 @@ class SweepRunner:
         runs = [
             generate(self.verifier, draft, prompt_ids, options) for _ in range(max(1, job.repeats or self.cfg.repeats))
         ]
-        res = fastest(runs, job.strategy)
+        res = fastest(runs, job.cell.strategy)
         text = self.tokenizer.decode(list(res.tokens), skip_special_tokens=True)
         return generation_record(
             res,

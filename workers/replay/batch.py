@@ -62,12 +62,13 @@ def _tokenizer(name: str):
 
 def _draft(job, tokenizer: str) -> Draft:
     """The job's draft, built once per worker process and strategy (its artifacts and options in the key)."""
-    key = (job.strategy, job.draft, tuple(sorted(job.artifacts.items())), repr(sorted(job.options.items())))
+    cell = job.cell
+    key = (cell.strategy, cell.draft, tuple(sorted(cell.artifacts.items())), repr(sorted(cell.options.items())))
     if key not in _DRAFTS:
         while len(_DRAFTS) >= MAX_DRAFTS:
             _DRAFTS.pop(next(iter(_DRAFTS)))
-        ctx = BuildContext(tokenizer=_tokenizer(tokenizer), device="cpu", artifacts=dict(job.artifacts))
-        _DRAFTS[key] = build_draft(job.draft, dict(job.options), ctx)
+        ctx = BuildContext(tokenizer=_tokenizer(tokenizer), device="cpu", artifacts=dict(cell.artifacts))
+        _DRAFTS[key] = build_draft(cell.draft, dict(cell.options), ctx)
     return _DRAFTS[key]
 
 
@@ -75,8 +76,9 @@ def replay_job(job, tokenizer: str):
     """One `workers.contracts.ReplayJob` replayed: its GenerationRecord (measure "replay"; times are the CPU's own:
     the driver puts the cost model's prediction in)."""
     draft = _draft(job, tokenizer)
-    draft, plan = decoding_plan(None, draft, dict(job.options), job.regime, job.prompt_tokens, job.k, job.costs)
-    options = DecodeOptions(job.regime, job.k, job.max_new_tokens, eos_id=job.eos_id, trees=plan.get("trees", False))
+    cell = job.cell
+    draft, plan = decoding_plan(None, draft, dict(cell.options), cell.regime, job.prompt_tokens, cell.k, job.costs)
+    options = DecodeOptions(cell.regime, cell.k, job.max_new_tokens, eos_id=job.eos_id, trees=plan.get("trees", False))
     res = replay_generate(draft, job.prompt_tokens, job.reference, job.vocab_size, options)
     return generation_record(res, len(job.prompt_tokens), job.text, "replay", measure="replay")
 

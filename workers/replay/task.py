@@ -14,6 +14,6 @@ def replay_task(jobs: list, tokenizer: str) -> list:
     artifacts are fetched to this node first; each outcome names this node."""
     from workers.replay.batch import run_replay_batch  # deferred: it imports torch
 
-    for path in sorted({p for job in jobs for p in job.artifacts.values()}):
+    for path in sorted({p for job in jobs for p in job.cell.artifacts.values()}):
         ensure_local(path)
     return run_replay_batch(jobs, tokenizer, worker=this_node())

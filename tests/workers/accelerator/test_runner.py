@@ -10,10 +10,16 @@ import pytest
 
 from tests.workers.power.power_trace import generation, replayed, trace
 from workers.accelerator.runner import RunnerConfig, SweepRunner, fastest
-from workers.contracts import JobOutcome, SweepJob
+from workers.contracts import Coordinates, JobOutcome, SweepJob
 from workers.errors import DraftError
 
 PROMPT = "The quick brown fox jumps over the lazy dog and the quick brown fox"
+
+
+def sweep_job(key: str, kind: str = "sweep", prompt: str = PROMPT, **fields) -> SweepJob:
+    """A job of the cell `key`: the coordinates' fields (strategy, draft, options, ...) go to its `Coordinates`."""
+    sampling = {f: fields.pop(f) for f in ("temperature", "top_k", "top_p", "seed", "costs", "repeats") if f in fields}
+    return SweepJob(Coordinates(key, **fields), kind, prompt, **sampling)
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +61,7 @@ def ibase_path(runner, tmp_path_factory):
     """An IGTree trained on the verifier's own greedy text, so olifant drafts get accepted."""
     from workers.igtree import IGTree
 
-    ref = runner.run(SweepJob(key="r", kind="reference", prompt=PROMPT)).reference
+    ref = runner.run(sweep_job(key="r", kind="reference", prompt=PROMPT)).reference
     seq = list(ref.prompt_tokens) + list(ref.tokens)
     ctx = np.array([seq[i : i + 4] for i in range(len(seq) - 4)])
     path = tmp_path_factory.mktemp("ibase") / "t.igtree"
@@ -64,11 +70,11 @@ def ibase_path(runner, tmp_path_factory):
 
 
 def test_reference_and_every_draft_give_the_reference_tokens(runner, ibase_path):
-    ref = runner.run(SweepJob(key="r", kind="reference", prompt=PROMPT))
+    ref = runner.run(sweep_job(key="r", kind="reference", prompt=PROMPT))
     assert isinstance(ref, JobOutcome) and ref.ok and len(ref.reference.tokens) == 12
     jobs = [
-        SweepJob(key="p", kind="sweep", prompt=PROMPT, strategy="plain", draft="plain", regime="uncached"),
-        SweepJob(
+        sweep_job(key="p", kind="sweep", prompt=PROMPT, strategy="plain", draft="plain", regime="uncached"),
+        sweep_job(
             key="n",
             kind="sweep",
             prompt=PROMPT,
@@ -78,7 +84,7 @@ def test_reference_and_every_draft_give_the_reference_tokens(runner, ibase_path)
             k=3,
             regime="cached",
         ),
-        SweepJob(
+        sweep_job(
             key="o",
             kind="sweep",
             prompt=PROMPT,
@@ -89,7 +95,7 @@ def test_reference_and_every_draft_give_the_reference_tokens(runner, ibase_path)
             k=3,
             regime="uncached",
         ),
-        SweepJob(
+        sweep_job(
             key="s",
             kind="sweep",
             prompt=PROMPT,
@@ -112,7 +118,7 @@ def test_reference_and_every_draft_give_the_reference_tokens(runner, ibase_path)
 
 def test_drafts_stay_loaded_up_to_max_drafts_least_recent_released_first(runner):
     def job(strategy: str) -> SweepJob:
-        return SweepJob(
+        return sweep_job(
             key=strategy,
             kind="sweep",
             prompt=PROMPT,
@@ -139,10 +145,10 @@ def test_drafts_stay_loaded_up_to_max_drafts_least_recent_released_first(runner)
 
 def test_unknown_draft_or_option_is_a_draft_error(runner):
     with pytest.raises(DraftError, match="unknown draft 'medusa'"):
-        runner.run(SweepJob(key="x", kind="sweep", prompt=PROMPT, strategy="m", draft="medusa", k=2, regime="cached"))
+        runner.run(sweep_job(key="x", kind="sweep", prompt=PROMPT, strategy="m", draft="medusa", k=2, regime="cached"))
     with pytest.raises(DraftError, match="unknown key 'm'"):
         runner.run(
-            SweepJob(
+            sweep_job(
                 key="y",
                 kind="sweep",
                 prompt=PROMPT,
@@ -156,7 +162,7 @@ def test_unknown_draft_or_option_is_a_draft_error(runner):
 
 
 def test_sampled_jobs_are_reproducible_by_seed_and_record_first_token_counts(runner, ibase_path):
-    job = SweepJob(
+    job = sweep_job(
         key="t",
         kind="sweep",
         prompt=PROMPT,
@@ -177,7 +183,7 @@ def test_sampled_jobs_are_reproducible_by_seed_and_record_first_token_counts(run
 
 def test_repeats_time_the_same_generation_and_keep_the_fastest(runner, ibase_path):
     jobs = [
-        SweepJob(
+        sweep_job(
             key="o",
             kind="sweep",
             prompt=PROMPT,
