@@ -18,7 +18,7 @@ PROMPT = "The quick brown fox jumps over the lazy dog and the quick brown fox"
 
 def sweep_job(key: str, kind: str = "sweep", prompt: str = PROMPT, **fields) -> SweepJob:
     """A job of the cell `key`: the coordinates' fields (strategy, draft, options, ...) go to its `Coordinates`."""
-    sampling = {f: fields.pop(f) for f in ("temperature", "top_k", "top_p", "seed", "costs", "repeats") if f in fields}
+    sampling = {f: fields.pop(f) for f in ("temperature", "top_k", "top_p", "seed", "costs", "repeats", "pace") if f in fields}
     return SweepJob(Coordinates(key, **fields), kind, prompt, **sampling)
 
 
@@ -216,7 +216,7 @@ def test_repeats_time_the_same_generation_and_keep_the_fastest(runner, ibase_pat
 
 def test_a_paced_job_records_the_machines_pace_before_its_runs(runner):
     """A replayed run's timed greedy job times the machine's pace first (`pace`); the generation is the same."""
-    job = SweepJob(key="p", kind="sweep", prompt=PROMPT, strategy="ng", draft="ngram", k=3, regime="cached")
+    job = sweep_job("p", strategy="ng", draft="ngram", k=3, regime="cached")
     plain, paced = runner.run(job).generation, runner.run(replace(job, pace=True)).generation
     assert plain.pace_s is None and paced.pace_s > 0
     assert paced.tokens == plain.tokens and paced.tokens_per_step == plain.tokens_per_step
