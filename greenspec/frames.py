@@ -250,6 +250,11 @@ def write_summary(
     generations: bool = False,
 ) -> None:
     """Write the summary table, or with `generations` one row per generation, to `out` ("-" is stdout)."""
+    if generations and fmt == "csv":  # streamed, in bounded memory
+        from greenspec.generations_out import write_generations_csv
+
+        write_generations_csv(session, experiment, out, all_versions)
+        return
     if generations:
         df = generations_export(session, experiment, all_versions)
         write_output(render(df, fmt, shown=list(df.columns)), out)

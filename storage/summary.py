@@ -16,6 +16,7 @@ from sqlalchemy import Float, case, cast, func, literal, or_, select
 from sqlalchemy.orm import Session
 
 from storage.models import Generation as G
+from storage.stream import frame
 
 PLAIN = "plain"
 FASTPATH_REGIME = "cached"  # the regime with the first-token rejection fast path
@@ -168,8 +169,7 @@ def prompt_frame(session: Session, exp_id: int, versions: Versions | None = None
         case((G.drafted > 0, first_accepted_expr()), else_=0).label("first_accepted"),
         first_drafted_expr().label("first_drafted"),
     ).where(G.experiment_id == exp_id, G.id.in_(latest_generations(exp_id, versions)))
-    result = session.execute(stmt)
-    gens = pd.DataFrame(result.all(), columns=list(result.keys()))
+    gens = frame(session, stmt)
     plain_stmt = select(
         G.id,
         G.strategy,
@@ -178,9 +178,7 @@ def prompt_frame(session: Session, exp_id: int, versions: Versions | None = None
         G.prompt_key,
         *(getattr(G, c) for c in PROMPT_COLUMNS),
     ).where(G.experiment_id == exp_id, G.draft == PLAIN)
-    result = session.execute(plain_stmt)
-    plain = pd.DataFrame(result.all(), columns=list(result.keys()))
-    return with_plain_partners(gens, plain)
+    return with_plain_partners(gens, frame(session, plain_stmt))
 
 
 def with_plain_partners(gens: pd.DataFrame, plain: pd.DataFrame) -> pd.DataFrame:
