@@ -253,7 +253,8 @@ def write_summary(
     if generations and fmt == "csv":  # streamed, in bounded memory
         from greenspec.generations_out import write_generations_csv
 
-        write_generations_csv(session, experiment, out, all_versions)
+        exp_id = _experiment(session, experiment)
+        write_generations_csv(session, exp_id, out, versions(session, exp_id), all_versions, experiment)
         return
     if generations:
         df = generations_export(session, experiment, all_versions)

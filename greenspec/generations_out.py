@@ -4,7 +4,7 @@ at ten. The rows, their order and every byte written are those of the whole fram
 generations_export`, which Parquet, Markdown and LaTeX still render at once: their layout needs every row).
 
 Example:
-    >>> write_generations_csv(session, "demo", "generations.csv")   # doctest: +SKIP
+    >>> write_generations_csv(session, exp_id, "generations.csv", versions(session, exp_id))   # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -13,14 +13,12 @@ import sys
 from contextlib import contextmanager
 from itertools import chain
 
-from sqlalchemy import select
-
 from greenspec.outputs import write_failed
 from storage.cost_tables import prediction_label
 from storage.db import Session
-from storage.models import Generation
-from storage.queries import generations_export_stmt
-from storage.stream import CHUNK, frames
+from storage.queries import generations_export_frames, has_generations
+from storage.stream import CHUNK
+from storage.summary import Versions
 from workers.errors import GreenspecError
 
 
@@ -39,8 +37,7 @@ def _opened(out: str):
 
 def _none_shown(session: Session, exp_id: int, experiment: str | None, all_versions: bool) -> GreenspecError:
     """Why an export found no row: no generation at all, or (without `all_versions`) only older ones."""
-    stored = session.scalar(select(Generation.id).where(Generation.experiment_id == exp_id).limit(1))
-    if all_versions or stored is None:
+    if all_versions or not has_generations(session, exp_id):
         return GreenspecError(f"no generations stored for experiment {experiment or '(newest)'}; run a sweep first")
     return GreenspecError(
         f"experiment {experiment or '(newest)'}: every stored generation is of an earlier version of its spec; "
@@ -49,16 +46,19 @@ def _none_shown(session: Session, exp_id: int, experiment: str | None, all_versi
 
 
 def write_generations_csv(
-    session: Session, experiment: str | None, out: str, all_versions: bool = False, chunk: int = CHUNK
+    session: Session,
+    exp_id: int,
+    out: str,
+    versions: Versions | None = None,
+    all_versions: bool = False,
+    experiment: str | None = None,
+    chunk: int = CHUNK,
 ) -> int:
-    """Write `export --generations` as CSV to `out` ("-" is stdout), `chunk` rows at a time; the rows written. Nothing
+    """Write `export --generations` of experiment `exp_id` (named `experiment` in messages; its rows' `versions`,
+    `greenspec.frames.versions`) as CSV to `out` ("-" is stdout), `chunk` rows at a time; the rows written. Nothing
     is written where no row would be (one line saying why)."""
-    from greenspec.frames import _experiment, versions
-
-    exp_id = _experiment(session, experiment)
-    stmt = generations_export_stmt(exp_id, versions(session, exp_id), current_only=not all_versions)
     label = prediction_label(session, exp_id)
-    parts = frames(session, stmt, chunk)
+    parts = generations_export_frames(session, exp_id, versions, not all_versions, chunk)
     first = next(parts, None)
     if first is None:
         raise _none_shown(session, exp_id, experiment, all_versions)

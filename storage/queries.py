@@ -8,13 +8,14 @@ Example:
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import pandas as pd
 from sqlalchemy import and_, case, func, literal, select
 from sqlalchemy.orm import Session
 
 from storage.models import CELL_KINDS, CELL_STATES, Artifact, Cell, Experiment, Generation, InstanceBase, PowerSample
-from storage.stream import frame
+from storage.stream import CHUNK, frame, frames
 from storage.summary import (
     Versions,
     first_accepted_expr,
@@ -208,6 +209,19 @@ def generations_export_frame(session: Session, exp_id: int, versions: Versions |
     rounds, first accepted / first drafted as `storage.summary` counts them. Read in chunks, typed
     (`storage.stream`); `greenspec export --generations` streams the same rows (`generations_export_stmt`)."""
     return frame(session, generations_export_stmt(exp_id, versions))
+
+
+def generations_export_frames(
+    session: Session, exp_id: int, versions: Versions | None = None, current_only: bool = False, chunk: int = CHUNK
+) -> Iterator[pd.DataFrame]:
+    """`generations_export_frame`'s rows (`current_only`: the current version's) as frames of `chunk` rows each."""
+    return frames(session, generations_export_stmt(exp_id, versions, current_only), chunk)
+
+
+def has_generations(session: Session, exp_id: int) -> bool:
+    """Whether experiment `exp_id` stored any generation."""
+    stmt = select(Generation.id).where(Generation.experiment_id == exp_id).limit(1)
+    return session.scalar(stmt) is not None
 
 
 def instance_bases_frame(session: Session, exp_id: int | None = None) -> pd.DataFrame:

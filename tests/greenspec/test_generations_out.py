@@ -41,7 +41,8 @@ def whole_frame_csv(url: str, experiment: str | None, all_versions: bool) -> str
 def test_streamed_csv_is_the_whole_frames_bytes(generated, tmp_path, chunk, all_versions):
     out = tmp_path / "g.csv"
     with open_reader(generated)() as s:
-        rows = write_generations_csv(s, None, str(out), all_versions, chunk=chunk)
+        exp_id = experiment_id(s, None)
+        rows = write_generations_csv(s, exp_id, str(out), versions(s, exp_id), all_versions, chunk=chunk)
     expected = whole_frame_csv(generated, None, all_versions)
     assert out.read_text() == expected and rows == len(expected.splitlines()) - 1 > 100
 
