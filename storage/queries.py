@@ -15,7 +15,7 @@ from sqlalchemy import and_, case, func, literal, select
 from sqlalchemy.orm import Session
 
 from storage.models import CELL_KINDS, CELL_STATES, Artifact, Cell, Experiment, Generation, InstanceBase, PowerSample
-from storage.stream import CHUNK, frame, frames
+from storage.stream import CHUNK, chunks, frame
 from storage.summary import (
     Versions,
     first_accepted_expr,
@@ -211,11 +211,14 @@ def generations_export_frame(session: Session, exp_id: int, versions: Versions |
     return frame(session, generations_export_stmt(exp_id, versions))
 
 
-def generations_export_frames(
+def generations_export_rows(
     session: Session, exp_id: int, versions: Versions | None = None, current_only: bool = False, chunk: int = CHUNK
-) -> Iterator[pd.DataFrame]:
-    """`generations_export_frame`'s rows (`current_only`: the current version's) as frames of `chunk` rows each."""
-    return frames(session, generations_export_stmt(exp_id, versions, current_only), chunk)
+) -> tuple[list[str], Iterator[list]]:
+    """`generations_export_frame`'s columns, and its rows (`current_only`: the current version's) as the driver
+    gives them, `chunk` at a time. Its integer columns are never NULL (NOT NULL or coalesced), so a row prints as
+    the frame's row does."""
+    stmt = generations_export_stmt(exp_id, versions, current_only)
+    return list(stmt.selected_columns.keys()), chunks(session, stmt, chunk)
 
 
 def has_generations(session: Session, exp_id: int) -> bool:

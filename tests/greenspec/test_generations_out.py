@@ -11,8 +11,12 @@ import pytest
 from greenspec.frames import _current_only, labelled, versions
 from greenspec.generations_out import write_generations_csv
 from storage.db import open_reader
-from storage.queries import GENERATION_EXPORT_COLUMNS, experiment_id, generations_export_stmt
-from storage.stream import frames
+from storage.queries import (
+    GENERATION_EXPORT_COLUMNS,
+    experiment_id,
+    generations_export_rows,
+    generations_export_stmt,
+)
 from tests.greenspec.test_frames import greenspec, versions_db  # noqa: F401  (a fixture)
 
 
@@ -62,9 +66,9 @@ def test_the_cli_writes_the_same_bytes_with_an_older_version_stored(versions_db,
 def test_rows_are_read_a_chunk_at_a_time(generated):
     with open_reader(generated)() as s:
         exp_id = experiment_id(s, None)
-        stmt = generations_export_stmt(exp_id, versions(s, exp_id))
-        sizes = [len(part) for part in frames(s, stmt, chunk=64)]
-        total = len(s.execute(stmt).all())
+        total = len(s.execute(generations_export_stmt(exp_id, versions(s, exp_id))).all())
+        _, parts = generations_export_rows(s, exp_id, versions(s, exp_id), chunk=64)
+        sizes = [len(part) for part in parts]
     assert len(sizes) == math.ceil(total / 64) > 5 and max(sizes) == 64 and sum(sizes) == total
 
 
@@ -85,3 +89,16 @@ def test_no_current_generation_writes_nothing_and_says_why(versions_db, tmp_path
     res = greenspec("--db", url, "export", "--generations", "--out", str(out))
     assert res.returncode != 0 and "earlier version of its spec; pass --all-versions" in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1 and not out.exists()
+
+
+def test_a_repredicted_experiments_label_is_written_as_the_frame_writes_it(generated, tmp_path, monkeypatch):
+    label = 'predicted for t1 (cpu, "bf16", 1 thread)'  # a comma and quotes: quoted as pandas quotes them
+
+    monkeypatch.setattr("storage.cost_tables.prediction_label", lambda session, exp_id: label)
+    monkeypatch.setattr("greenspec.generations_out.prediction_label", lambda session, exp_id: label)
+    out = tmp_path / "l.csv"
+    with open_reader(generated)() as s:
+        exp_id = experiment_id(s, None)
+        write_generations_csv(s, exp_id, str(out), versions(s, exp_id), chunk=50)
+    expected = whole_frame_csv(generated, None, False)
+    assert out.read_text() == expected and '"predicted for t1 (cpu, ""bf16"", 1 thread)"' in expected
