@@ -21,6 +21,7 @@ from sqlalchemy import Float, Integer, String, Text
 from sqlalchemy.orm import Session
 
 CHUNK = 10_000  # rows per chunk: about 10 MiB as Python rows, under 2 MiB as typed columns
+JOIN = 16  # a whole read's chunks joined every JOIN chunks
 
 
 def _kind(sql_type) -> str:
@@ -34,20 +35,21 @@ def _kind(sql_type) -> str:
     return "object"
 
 
-def _column(values: tuple, kind: str) -> np.ndarray:
-    """One chunk's values of one column as a typed array (module doc)."""
+def _column(values: tuple, kind: str, memo: dict | None = None) -> np.ndarray:
+    """One chunk's values of one column as a typed array (module doc); text through `memo`, so that a read holds
+    one string object per distinct value, not one per row."""
     if kind == "int" and None not in values:
         return np.array(values, dtype=np.int64)
     if kind in ("int", "float"):
         return np.array(values, dtype=float)  # None becomes NaN
     out = np.empty(len(values), dtype=object)
-    out[:] = values
+    out[:] = values if memo is None else [memo.setdefault(v, v) for v in values]
     return out
 
 
-def _typed(rows: list, names: list[str], kinds: list[str]) -> dict[str, np.ndarray]:
+def _typed(rows: list, names: list[str], kinds: list[str], memos: dict[str, dict]) -> dict[str, np.ndarray]:
     columns = list(zip(*rows)) if rows else [() for _ in names]
-    return {name: _column(tuple(col), kind) for name, col, kind in zip(names, columns, kinds)}
+    return {name: _column(tuple(col), kind, memos.get(name)) for name, col, kind in zip(names, columns, kinds)}
 
 
 def chunks(session: Session, stmt, chunk: int = CHUNK) -> Iterator[list]:
@@ -66,21 +68,20 @@ def frames(session: Session, stmt, chunk: int = CHUNK) -> Iterator[pd.DataFrame]
     names = list(stmt.selected_columns.keys())
     kinds = [_kind(c.type) for c in stmt.selected_columns]
     for rows in chunks(session, stmt, chunk):
-        yield pd.DataFrame(_typed(rows, names, kinds))
+        yield pd.DataFrame(_typed(rows, names, kinds, {}))
 
 
 def frame(session: Session, stmt, chunk: int = CHUNK) -> pd.DataFrame:
-    """The statement's rows as one typed frame, read `chunk` rows at a time and joined column by column."""
+    """The statement's rows as one typed frame, read `chunk` rows at a time and joined column by column (every
+    `JOIN` chunks as they come, so that few small arrays are ever alive at once: freed, they would hold the heap)."""
     names = list(stmt.selected_columns.keys())
     kinds = [_kind(c.type) for c in stmt.selected_columns]
-    parts: dict[str, list[np.ndarray]] = {n: [] for n in names}
+    parts: dict[str, list[np.ndarray]] = {n: [_column((), kind)] for n, kind in zip(names, kinds)}
+    memos: dict[str, dict] = {n: {} for n, kind in zip(names, kinds) if kind == "text"}
     for rows in chunks(session, stmt, chunk):
-        for name, values in _typed(rows, names, kinds).items():
+        for name, values in _typed(rows, names, kinds, memos).items():
             parts[name].append(values)
-    joined = {}
-    for name, kind in zip(names, kinds):
-        arrays = parts.pop(name) or [_column((), kind)]
-        if kind == "int" and any(a.dtype != np.int64 for a in arrays):
-            arrays = [a.astype(float) for a in arrays]
-        joined[name] = np.concatenate(arrays)
-    return pd.DataFrame(joined)  # text: pandas' str (an all-None column stays objects, as inferred from rows)
+            if len(parts[name]) > JOIN:
+                parts[name] = [np.concatenate(parts[name])]  # an int column with a NULL: float64, as pandas types it
+    joined = {name: np.concatenate(parts.pop(name)) for name in names}
+    return pd.DataFrame(joined, copy=False)  # text: pandas' str (a column of NULLs alone stays objects, as inferred)

@@ -183,8 +183,9 @@ def prompt_frame(session: Session, exp_id: int, versions: Versions | None = None
 
 def with_plain_partners(gens: pd.DataFrame, plain: pd.DataFrame) -> pd.DataFrame:
     """`gens` with its plain partners' `PROMPT_COLUMNS` as `plain_*` (see `prompt_frame`); several plain strategies
-    of one prompt key are averaged, each at its newest generation."""
-    gens = gens.assign(pair=_pair_key(gens))
+    of one prompt key are averaged, each at its newest generation. `gens` gains the columns in place (no copy of its
+    rows) and is returned."""
+    gens["pair"] = _pair_key(gens)  # in place, and the partners joined on the keys alone: 10^6 rows copied never
     plain = plain.assign(pair=_pair_key(plain)).sort_values("id")
     newest = plain.groupby(["strategy", *PLAIN_KEYS, "pair"], dropna=False).tail(1)
     floats = newest[PROMPT_COLUMNS].astype(float)
@@ -194,4 +195,7 @@ def with_plain_partners(gens: pd.DataFrame, plain: pd.DataFrame) -> pd.DataFrame
         complete = by.count().eq(by.size(), axis=0)  # one plain without energy: no partial mean
         partner = by.mean().where(complete).reset_index()
     partner = partner.rename(columns={c: f"plain_{c}" for c in PROMPT_COLUMNS})
-    return gens.merge(partner, on=[*PLAIN_KEYS, "pair"], how="left")
+    joined = gens[[*PLAIN_KEYS, "pair"]].merge(partner, on=[*PLAIN_KEYS, "pair"], how="left")  # keys unique: in order
+    for c in PROMPT_COLUMNS:
+        gens[f"plain_{c}"] = joined[f"plain_{c}"].to_numpy()
+    return gens
