@@ -175,8 +175,9 @@ def _estimate(value: float, stats: np.ndarray, n: int, jack: np.ndarray) -> Esti
 
 def drawn_sums(blocks: list[np.ndarray], resamples: int = RESAMPLES, seed: int = SEED, batch: int = 64) -> list:
     """`weights(n) @ block` for every (prompts x columns) block, the blocks of one n in one matrix product per
-    `batch` of them (one wide product is several times faster than many narrow ones, and each column's sums are the
-    same); None for an empty block. `ratios_of_sums(..., sums=)` takes them: the summary's cells all at once."""
+    `batch` of them (one wide product is several times faster than many narrow ones; each column's sums are its own
+    product's to rounding: BLAS may add a narrow product's terms in another order); None for an empty block.
+    `ratios_of_sums(..., sums=)` takes them: the summary's cells all at once."""
     out: list = [None] * len(blocks)
     by_n: dict[int, list[int]] = {}
     for i, block in enumerate(blocks):
