@@ -3,6 +3,7 @@ written a chunk at a time."""
 
 from __future__ import annotations
 
+import io
 import math
 
 import pandas as pd
@@ -102,3 +103,12 @@ def test_a_repredicted_experiments_label_is_written_as_the_frame_writes_it(gener
         write_generations_csv(s, exp_id, str(out), versions(s, exp_id), chunk=50)
     expected = whole_frame_csv(generated, None, False)
     assert out.read_text() == expected and '"predicted for t1 (cpu, ""bf16"", 1 thread)"' in expected
+
+
+def test_the_summary_export_counts_the_older_rows_it_left_out(versions_db):  # noqa: F811
+    every = pd.read_csv(io.StringIO(greenspec("--db", versions_db, "export", "--all-versions").stdout))
+    res = greenspec("--db", versions_db, "export")
+    older = int((every["version"] == "older").sum())
+    assert res.returncode == 0 and older == 2
+    assert f"export: {older} rows of an earlier version of the spec left out (--all-versions shows them)" in res.stderr
+    assert "rows of an earlier version" not in greenspec("--db", versions_db, "export", "--all-versions").stderr
