@@ -19,7 +19,6 @@ from analysis.columns import INTERVAL_COLUMNS, INTERVAL_METRICS
 from storage.summary import PROMPT_COLUMNS
 
 NO_PLAIN = "no plain generation of the same prompts and max_new_tokens"
-CELLS = 64  # cells whose bootstrap draws are summed together: a few MiB of figures at a time
 
 
 FIGURE_COLUMNS = [
@@ -90,9 +89,9 @@ def _note(paired: int, prompts: int) -> str | None:
     return None
 
 
-def _cell_row(key, group: list[str], f: dict, num, den, sums, pooled: bool, prompts: int) -> dict:
-    """One cell's row of `cell_intervals` from its figures (`_figures`) and their drawn sums."""
-    estimates = dict(zip(INTERVAL_METRICS, stats.ratios_of_sums(num, den, sums=sums)))
+def _cell_row(key, group: list[str], f: dict, pooled: bool, prompts: int) -> dict:
+    """One cell's row of `cell_intervals` from its prompts' figures `f`."""
+    estimates = dict(zip(INTERVAL_METRICS, stats.ratios_of_sums(*_figures(f, pooled))))
     if pooled:
         estimates["speedup"], estimates["energy_ratio"] = _pooled_ratios(f)
     paired = np.isfinite(f["plain_tokens_per_s"])
@@ -112,18 +111,14 @@ def cell_intervals(prompts: pd.DataFrame, group: list[str], pooled: bool = False
     interval over prompts of every figure in `INTERVAL_METRICS` (`analysis.stats`, the same aggregation as the point
     estimates), the speedup and energy ratio paired with plain prompt by prompt, and a note where a cell has no plain
     of its own data version. A prompt without energy on either side leaves its cell's energy ratio empty (no partial
-    ratio). The cells' draws are summed `CELLS` cells at a time (`stats.drawn_sums`)."""
+    ratio)."""
     columns = [*group, "n_prompts", "speedup", "energy_ratio", *INTERVAL_COLUMNS, "note"]
     if prompts.empty:
         return pd.DataFrame(columns=columns)
     arrays = {c: prompts[c].to_numpy(dtype=float, na_value=np.nan) for c in FIGURE_COLUMNS}
     index = prompts["prompt_index"].to_numpy()
-    cells = list(prompts.groupby(group, sort=False, dropna=False).indices.items())
     rows = []
-    for lo in range(0, len(cells), CELLS):
-        batch = [(key, at, {c: a[at] for c, a in arrays.items()}) for key, at in cells[lo : lo + CELLS]]
-        figures = [_figures(f, pooled) for _, _, f in batch]
-        drawn = stats.drawn_sums([np.hstack(pair) for pair in figures])
-        for (key, at, f), (num, den), sums in zip(batch, figures, drawn):
-            rows.append(_cell_row(key, group, f, num, den, sums, pooled, len(np.unique(index[at]))))
+    for key, at in prompts.groupby(group, sort=False, dropna=False).indices.items():
+        f = {c: a[at] for c, a in arrays.items()}
+        rows.append(_cell_row(key, group, f, pooled, len(np.unique(index[at]))))
     return pd.DataFrame(rows, columns=columns)

@@ -173,37 +173,15 @@ def _estimate(value: float, stats: np.ndarray, n: int, jack: np.ndarray) -> Esti
     return Estimate(float(value), float(lo[0]), float(hi[0]), n)
 
 
-def drawn_sums(blocks: list[np.ndarray], resamples: int = RESAMPLES, seed: int = SEED, batch: int = 64) -> list:
-    """`weights(n) @ block` for every (prompts x columns) block, the blocks of one n in one matrix product per
-    `batch` of them (one wide product is several times faster than many narrow ones; each column's sums are its own
-    product's to rounding: BLAS may add a narrow product's terms in another order); None for an empty block.
-    `ratios_of_sums(..., sums=)` takes them: the summary's cells all at once."""
-    out: list = [None] * len(blocks)
-    by_n: dict[int, list[int]] = {}
-    for i, block in enumerate(blocks):
-        if len(block):
-            by_n.setdefault(len(block), []).append(i)
-    for n, at in by_n.items():
-        w = weights(n, resamples, seed)
-        for lo in range(0, len(at), batch):
-            part = at[lo : lo + batch]
-            widths = np.cumsum([blocks[i].shape[1] for i in part])[:-1]
-            for i, sums in zip(part, np.split(w @ np.hstack([blocks[i] for i in part]), widths, axis=1)):
-                out[i] = sums
-    return out
-
-
-def ratios_of_sums(num, den, resamples: int = RESAMPLES, seed: int = SEED, sums=None) -> list[Estimate]:
+def ratios_of_sums(num, den, resamples: int = RESAMPLES, seed: int = SEED) -> list[Estimate]:
     """sum(num[:, j]) / sum(den[:, j]) for every column j of two (prompts x figures) arrays, all from one set of
-    draws (one matrix product, or `sums`: its result from `drawn_sums` of `np.hstack([num, den])`): the summary's
-    many figures of one cell. A figure's n is its prompts with a nonzero denominator (a prompt that drafted nothing
-    says nothing about acceptance)."""
+    draws (one matrix product): the summary's many figures of one cell. A figure's n is its prompts with a nonzero
+    denominator (a prompt that drafted nothing says nothing about acceptance)."""
     num, den = np.atleast_2d(np.asarray(num, dtype=float).T).T, np.atleast_2d(np.asarray(den, dtype=float).T).T
     n = len(num)
     if not n:
         return [NAN] * num.shape[1]
-    if sums is None:
-        sums = weights(n, resamples, seed) @ np.hstack([num, den])
+    sums = weights(n, resamples, seed) @ np.hstack([num, den])
     c = num.shape[1]
     values = _ratio(num.sum(axis=0), den.sum(axis=0))
     stats = _ratio(sums[:, :c], sums[:, c:])

@@ -18,7 +18,6 @@ from analysis.stats import (
     HOLDS,
     INCONCLUSIVE,
     RESAMPLES,
-    drawn_sums,
     mean_rate,
     paired_difference,
     paired_ratio,
@@ -183,18 +182,3 @@ def test_verdict(lo, hi, threshold, side, want):
 def test_verdict_refuses_an_unknown_side():
     with pytest.raises(ValueError, match="side '!='"):
         verdict(0.0, 1.0, 0.5, "!=")
-
-
-def test_drawn_sums_of_many_cells_at_once_are_each_cells_own():
-    """The summary sums every cell's draws in a few wide products: each block's sums are its own product's, whatever
-    its neighbours (other n, an empty cell), to rounding (BLAS may add a narrow product's terms in another order)."""
-    rng = np.random.default_rng(7)
-    blocks = [rng.random((n, c)) * 100 for n, c in [(40, 14), (40, 14), (7, 3), (0, 14), (40, 2), (7, 14), (40, 14)]]
-    drawn = drawn_sums(blocks, batch=2)
-    assert drawn[3] is None
-    for block, sums in zip(blocks, drawn):
-        if len(block):
-            assert sums.shape == (RESAMPLES, block.shape[1])
-            np.testing.assert_allclose(sums, weights(len(block)) @ block, rtol=1e-12, atol=0)
-    num, den = blocks[0][:, :7], blocks[0][:, 7:]
-    assert ratios_of_sums(num, den, sums=weights(40) @ blocks[0]) == ratios_of_sums(num, den)
