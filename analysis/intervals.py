@@ -89,11 +89,29 @@ def _note(paired: int, prompts: int) -> str | None:
     return None
 
 
+def _cell_row(key, group: list[str], f: dict, pooled: bool, prompts: int) -> dict:
+    """One cell's row of `cell_intervals` from its prompts' figures `f`."""
+    estimates = dict(zip(INTERVAL_METRICS, stats.ratios_of_sums(*_figures(f, pooled))))
+    if pooled:
+        estimates["speedup"], estimates["energy_ratio"] = _pooled_ratios(f)
+    paired = np.isfinite(f["plain_tokens_per_s"])
+    partial = np.isnan(f["j_per_100_tokens"][paired]).any() or np.isnan(f["plain_j_per_100_tokens"][paired]).any()
+    if partial or not paired.any():
+        estimates["energy_ratio"] = stats.NAN
+    if not paired.any():
+        estimates["speedup"] = stats.NAN
+    row = dict(zip(group, key), n_prompts=prompts, note=_note(int(paired.sum()), len(paired)))
+    for name, e in estimates.items():
+        row |= {f"{name}_lo": e.lo, f"{name}_hi": e.hi}
+    return row | {"speedup": estimates["speedup"].value, "energy_ratio": estimates["energy_ratio"].value}
+
+
 def cell_intervals(prompts: pd.DataFrame, group: list[str], pooled: bool = False) -> pd.DataFrame:
-    """Per cell (the `group` columns: the summary's keys and version) of `prompt_frame`: n_prompts, the 95% bootstrap interval over prompts of every
-    figure in `INTERVAL_METRICS` (`analysis.stats`, the same aggregation as the point estimates), the speedup and
-    energy ratio paired with plain prompt by prompt, and a note where a cell has no plain of its own data version.
-    A prompt without energy on either side leaves its cell's energy ratio empty (no partial ratio)."""
+    """Per cell (the `group` columns: the summary's keys and version) of `prompt_frame`: n_prompts, the 95% bootstrap
+    interval over prompts of every figure in `INTERVAL_METRICS` (`analysis.stats`, the same aggregation as the point
+    estimates), the speedup and energy ratio paired with plain prompt by prompt, and a note where a cell has no plain
+    of its own data version. A prompt without energy on either side leaves its cell's energy ratio empty (no partial
+    ratio)."""
     columns = [*group, "n_prompts", "speedup", "energy_ratio", *INTERVAL_COLUMNS, "note"]
     if prompts.empty:
         return pd.DataFrame(columns=columns)
@@ -102,18 +120,5 @@ def cell_intervals(prompts: pd.DataFrame, group: list[str], pooled: bool = False
     rows = []
     for key, at in prompts.groupby(group, sort=False, dropna=False).indices.items():
         f = {c: a[at] for c, a in arrays.items()}
-        estimates = dict(zip(INTERVAL_METRICS, stats.ratios_of_sums(*_figures(f, pooled))))
-        if pooled:
-            estimates["speedup"], estimates["energy_ratio"] = _pooled_ratios(f)
-        paired = np.isfinite(f["plain_tokens_per_s"])
-        partial = np.isnan(f["j_per_100_tokens"][paired]).any() or np.isnan(f["plain_j_per_100_tokens"][paired]).any()
-        if partial or not paired.any():
-            estimates["energy_ratio"] = stats.NAN
-        if not paired.any():
-            estimates["speedup"] = stats.NAN
-        row = dict(zip(group, key), n_prompts=len(np.unique(index[at])), note=_note(int(paired.sum()), len(at)))
-        for name, e in estimates.items():
-            row |= {f"{name}_lo": e.lo, f"{name}_hi": e.hi}
-        row |= {"speedup": estimates["speedup"].value, "energy_ratio": estimates["energy_ratio"].value}
-        rows.append(row)
+        rows.append(_cell_row(key, group, f, pooled, len(np.unique(index[at]))))
     return pd.DataFrame(rows, columns=columns)

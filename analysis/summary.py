@@ -115,16 +115,23 @@ def summarize(
     return df[SUMMARY_COLUMNS].sort_values(order).reset_index(drop=True)
 
 
-def summary_frame(
-    session: Session, experiment: str | None = None, pooled: bool = False, versions: Versions | None = None
+def summary_frame(  # wide: what a caller already read is passed on, not read again
+    session: Session,
+    experiment: str | None = None,
+    pooled: bool = False,
+    versions: Versions | None = None,
+    prompts: pd.DataFrame | None = None,
+    pairs: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """The export table of one experiment (newest when None): per-prompt means, or pooled, each figure with its 95%
     interval over prompts (a replayed speed figure's with the cost table's validated error, `analysis.model_error`),
-    its rows marked current or older by `versions`; see `summarize`."""
+    its rows marked current or older by `versions`; see `summarize`. `prompts` (`prompt_frame` of the same
+    `versions`) and `pairs` (`storage.costs.prediction_pairs`) where the caller has read them already."""
     exp_id = experiment_id(session, experiment)
     if exp_id is None:
         return pd.DataFrame(columns=SUMMARY_COLUMNS)
     name = experiment_info(session, exp_id)["name"]
-    sums, prompts = group_sums(session, exp_id, versions), prompt_frame(session, exp_id, versions)
-    bounds = error_bounds(prediction_pairs(session, exp_id))
+    sums = group_sums(session, exp_id, versions)
+    prompts = prompt_frame(session, exp_id, versions) if prompts is None else prompts
+    bounds = error_bounds(prediction_pairs(session, exp_id) if pairs is None else pairs)
     return with_model_error(summarize(sums, prompts, pooled=pooled, experiment=name), bounds)

@@ -1,6 +1,7 @@
-"""Reading 10^6 generations: `greenspec status`, `export` (the summary, and `--generations`: every row) and the
-library's `open_results(db).results()`, each in a fresh process with its wall time and peak RSS, over a database of
-about 10^6 generations written by `bench.dashboard_db.generate` (realistic shape, random values: not measurements).
+"""Reading 10^6 generations: `greenspec status`, `export` (the summary, and `--generations`: every row), the
+library's `open_results(db).results()` and `greenspec report`, each in a fresh process with its wall time and peak
+RSS, over a database of about 10^6 generations written by `bench.dashboard_db.generate` (realistic shape, random
+values: not measurements).
 
 `--quick`: 10^5 generations. Run alone: `python -m bench.million_results [--quick]` prints the section.
 """
@@ -28,6 +29,8 @@ elif step == "export":
     main(["--db", url, "export", "--format", "csv", "--out", out, "--force"], standalone_mode=False)
 elif step == "generations":
     main(["--db", url, "export", "--generations", "--out", out, "--force"], standalone_mode=False)
+elif step == "report":
+    main(["--db", url, "report", "--out", out, "--force"], standalone_mode=False)
 else:
     import greenspec
     print(len(greenspec.open_results(url).results()), "rows", file=sys.stderr)
@@ -41,6 +44,7 @@ STEPS = {
     "export": "`greenspec export --format csv` (the summary: one row per cell with its intervals)",
     "generations": "`greenspec export --generations` (every generation, one row each)",
     "results": "`greenspec.open_results(db).results()` (the library's summary frame)",
+    "report": "`greenspec report` (the HTML report: the summary, the findings, the cost model's error)",
 }
 
 
@@ -52,7 +56,8 @@ def run(quick: bool = False) -> str:
         made = generate(url, n)
         made_s = time.perf_counter() - t0
         size_mib = Path(d, "generated.db").stat().st_size / 2**20
-        rows = [(step, *fresh(CHILD, step, url, str(Path(d) / f"{step}.csv"))) for step in STEPS]
+        out = {step: str(Path(d) / f"{step}.{'html' if step == 'report' else 'csv'}") for step in STEPS}
+        rows = [(step, *fresh(CHILD, step, url, out[step])) for step in STEPS]
     lines = [
         "## 10^6 generations read back" if not quick else "## 10^5 generations read back (--quick)",
         "",

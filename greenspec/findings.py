@@ -274,9 +274,10 @@ def findings_frame(
     return out.fillna({c: "" for c in ("task", "regime", "family", "correction", "reason", "detail")})
 
 
-def read_findings(session, experiment: str | None = None) -> pd.DataFrame:
+def read_findings(session, experiment: str | None = None, errors: pd.DataFrame | None = None) -> pd.DataFrame:
     """`findings_frame` of a stored experiment (the newest when None); GreenspecError naming the known experiments
-    when there is no such experiment."""
+    when there is no such experiment. `errors`: its `storage.costs.prediction_error` where the caller has it (the
+    report), read here otherwise; its generations are read once, for the summary and the paired checks alike."""
     from analysis.model_error import error_bounds
     from analysis.summary import summary_frame
     from storage.costs import prediction_error, prediction_pairs
@@ -290,12 +291,13 @@ def read_findings(session, experiment: str | None = None) -> pd.DataFrame:
             f"no experiment {experiment!r} (known: {names})" if experiment else "no experiment stored yet"
         )
     info = experiment_info(session, exp_id)
+    prompts, pairs = prompt_frame(session, exp_id), prediction_pairs(session, exp_id)
     frame = findings_frame(
-        summary_frame(session, info["name"]),
+        summary_frame(session, info["name"], prompts=prompts, pairs=pairs),
         info.get("spec_toml") or "",
-        prompt_frame(session, exp_id),
-        prediction_error(session, exp_id),
-        error_bounds(prediction_pairs(session, exp_id)),
+        prompts,
+        prediction_error(session, exp_id) if errors is None else errors,
+        error_bounds(pairs),
     )
     frame.attrs["experiment"] = info["name"]
     return frame

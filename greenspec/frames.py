@@ -100,9 +100,12 @@ def export_frame(
     current version's rows (`versions`), or every version's with `all_versions`."""
     exp_id = _experiment(session, experiment)
     df = summary_frame(session, experiment, pooled=pooled, versions=versions(session, exp_id))
+    older = int((df["version"] == "older").sum())
     df = _current_only(df, all_versions, experiment)
     rest = [c for c in df.columns if c not in EXPORT_COLUMNS]
-    return labelled(session, exp_id, df[EXPORT_COLUMNS + rest])
+    out = labelled(session, exp_id, df[EXPORT_COLUMNS + rest])
+    out.attrs["hidden_rows"] = 0 if all_versions else older  # what `hidden_rows` counts, counted here
+    return out
 
 
 def labelled(session: Session, exp_id: int, df: pd.DataFrame) -> pd.DataFrame:
@@ -248,14 +251,22 @@ def write_summary(
     pooled: bool = False,
     all_versions: bool = False,
     generations: bool = False,
-) -> None:
-    """Write the summary table, or with `generations` one row per generation, to `out` ("-" is stdout)."""
+) -> int | None:
+    """Write the summary table, or with `generations` one row per generation, to `out` ("-" is stdout); the summary's
+    rows of an earlier version left out (`hidden_rows`), None for generations."""
+    if generations and fmt == "csv":  # streamed, in bounded memory
+        from greenspec.generations_out import write_generations_csv
+
+        exp_id = _experiment(session, experiment)
+        write_generations_csv(session, exp_id, out, versions(session, exp_id), all_versions, experiment)
+        return None
     if generations:
         df = generations_export(session, experiment, all_versions)
         write_output(render(df, fmt, shown=list(df.columns)), out)
-        return
+        return None
     df = export_frame(session, experiment, pooled, all_versions)
     write_output(render(df, fmt, shown_columns(df)), out)
+    return df.attrs["hidden_rows"]
 
 
 def write_validation(session: Session, experiment: str | None, fmt: str, out: str, timed_in: str | None = None) -> None:

@@ -331,7 +331,10 @@ def export_command(data: ReportData) -> str:
 def write_report(results: Results, experiment: str | None, out: Path, force: bool = False) -> Path:
     """Write `out` (refusing to replace a file unless `force`, and never a database); its path."""
     check_out_path(str(out), "--out", force)
+    from greenspec.findings import read_findings
+
     data = results.report_data(experiment)
-    data = replace(data, findings=results.findings(data.info["name"]))
+    with results.Session() as s:  # the cost model's error as report_data read it, not read again
+        data = replace(data, findings=read_findings(s, data.info["name"], data.prediction_error))
     out.write_text(render(data), encoding="utf-8")
     return out

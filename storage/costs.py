@@ -35,6 +35,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from storage.models import CostModel, Generation
+from storage.stream import frames
 from workers.decoding.costmodel import RoundCosts, error_summary, interpolate, pace_ratios, spearman
 from workers.decoding.passes import BANDS, width_band
 
@@ -138,18 +139,26 @@ def curve_frame(table: RoundCosts, context: int, max_len: int = 8) -> pd.DataFra
     return pd.DataFrame(rows, columns=["regime", "n", "round_ms", "relative", "break_even"])
 
 
-def _greedy_rows(session: Session, exp_id: int) -> pd.DataFrame:
-    """The experiment's greedy generations, the columns validation reads (newest row per pair key and measure); a
-    timed row's measured seconds are its first run's."""
+def _greedy_rows(session: Session, exp_id: int, measure: str, rows: bool = True) -> pd.DataFrame:
+    """The experiment's greedy generations of one `measure`, the columns validation reads (newest row per pair key),
+    read in chunks (`storage.stream`); a timed row's measured seconds (`first_s`) are its first run's, and `runs`
+    keeps only the runs of a generation timed more than once (`timing_noise`'s). `rows=False`: none, the columns
+    alone."""
     g = Generation
     cols = [g.id, g.strategy, g.task, g.k, g.regime, g.prompt_index, g.prompt_key, g.measure, g.n_tokens, g.wall_s]
-    extra = [g.predicted_wall_s, g.wall_s_runs, g.pace_s]
-    stmt = select(*cols, *extra).where(g.experiment_id == exp_id, g.temperature == 0)
-    names = [c.key for c in cols] + ["predicted_wall_s", "runs", "pace_s"]
-    df = pd.DataFrame(session.execute(stmt).all(), columns=names)
+    stmt = select(*cols, g.predicted_wall_s, g.wall_s_runs.label("runs"), g.pace_s)
+    stmt = stmt.where(g.experiment_id == exp_id, g.temperature == 0, g.measure == measure).limit(None if rows else 0)
+    parts, bands = [], {}
+    for part in frames(session, stmt):
+        part["first_s"] = [r[0] if r else w for r, w in zip(part["runs"], part["wall_s"])]
+        part["runs"] = [r if r and len(r) > 1 else None for r in part["runs"]]
+        for key in set(zip(part["strategy"], part["k"])) - bands.keys():
+            bands[key] = width_band(*key)
+        part["band"] = [bands[key] for key in zip(part["strategy"], part["k"])]
+        parts.append(part)
+    names = [c.key for c in cols] + ["predicted_wall_s", "runs", "pace_s", "first_s", "band"]
+    df = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=names)
     df["prompt_key"] = df["prompt_key"].fillna("")
-    df["first_s"] = [r[0] if r else w for r, w in zip(df["runs"], df["wall_s"])]
-    df["band"] = [width_band(s, k) for s, k in zip(df["strategy"], df["k"])]
     return df.sort_values("id").drop_duplicates([*PAIR, "measure"], keep="last")
 
 
@@ -178,13 +187,12 @@ def prediction_pairs(session: Session, exp_id: int, timed_from: int | None = Non
     """One row per generation both timed and replayed: the coordinate, its width band, the prompt, the measured
     tokens/s (the timed row's first run) and the predicted one (the replayed row), the predicted over measured minus 1,
     signed (`bias`: positive is predicted too fast) and absolute (`error`), the machine's `pace` at the timing and the
-    error with the timing set at the table's pace (`paced_bias`; the module doc). With `timed_from`, the timed rows are that
-    experiment's (the same prompts run on the device a re-prediction is for; the pace its own table's), the replayed
-    ones `exp_id`'s."""
-    df = _greedy_rows(session, exp_id)
-    times = df if timed_from is None else _greedy_rows(session, timed_from)
-    timed = times[times["measure"] == "timed"].assign(pace=paces(times, table_pace(session, exp_id, timed_from)))
-    replay = df[(df["measure"] == "replay") & df["predicted_wall_s"].gt(0)]
+    error with the timing set at the table's pace (`paced_bias`; the module doc). With `timed_from`, the timed rows are
+    that experiment's (the same prompts run on the device a re-prediction is for), the replayed ones `exp_id`'s."""
+    replay = _greedy_rows(session, exp_id, "replay")
+    replay = replay[replay["predicted_wall_s"].gt(0)]
+    timed = _greedy_rows(session, exp_id if timed_from is None else timed_from, "timed", rows=len(replay) > 0)
+    timed = timed.assign(pace=paces(timed, table_pace(session, exp_id, timed_from)))
     pairs = timed.merge(replay, on=PAIR, suffixes=("", "_replay"))
     pairs["measured_tokens_per_s"] = pairs["n_tokens"] / pairs["first_s"]
     pairs["predicted_tokens_per_s"] = pairs["n_tokens_replay"] / pairs["predicted_wall_s_replay"]
@@ -199,8 +207,8 @@ def prediction_pairs(session: Session, exp_id: int, timed_from: int | None = Non
 def timing_noise(session: Session, exp_id: int) -> pd.DataFrame:
     """Per timed greedy generation run at least twice: its regime, band and |t2 / t1 - 1| / sqrt(2), the error an
     exact predictor would show against one timing of it (the module doc)."""
-    df = _greedy_rows(session, exp_id)
-    twice = df[(df["measure"] == "timed") & df["runs"].map(lambda r: bool(r) and len(r) > 1)]
+    df = _greedy_rows(session, exp_id, "timed")
+    twice = df[df["runs"].notna()]
     noise = [abs(r[1] / r[0] - 1) / math.sqrt(2) for r in twice["runs"]]
     return pd.DataFrame({"regime": twice["regime"], "band": twice["band"], "noise": noise})
 

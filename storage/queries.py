@@ -8,12 +8,14 @@ Example:
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import pandas as pd
 from sqlalchemy import and_, case, func, literal, select
 from sqlalchemy.orm import Session
 
 from storage.models import CELL_KINDS, CELL_STATES, Artifact, Cell, Experiment, Generation, InstanceBase, PowerSample
+from storage.stream import CHUNK, chunks, frame
 from storage.summary import (
     Versions,
     first_accepted_expr,
@@ -183,10 +185,8 @@ GENERATION_EXPORT_COLUMNS = [
 ]
 
 
-def generations_export_frame(session: Session, exp_id: int, versions: Versions | None = None) -> pd.DataFrame:
-    """One row per generation the summary counts (timed and replayed: `measure`; a replayed one's wall_s and
-    tokens_per_s are its predicted ones), with its version and everything its cell's intervals are computed from:
-    rounds, first accepted / first drafted as `storage.summary` counts them."""
+def generations_export_stmt(exp_id: int, versions: Versions | None = None, current_only: bool = False):
+    """The select behind `generations_export_frame`, in its order; `current_only`: the current version's rows only."""
     G = Generation
     computed = {
         "rounds": rounds_expr(),
@@ -194,12 +194,37 @@ def generations_export_frame(session: Session, exp_id: int, versions: Versions |
         "first_drafted": first_drafted_expr(),
     }
     cols = [computed[c].label(c) if c in computed else getattr(G, c) for c in GENERATION_EXPORT_COLUMNS]
-    stmt = (
-        select(*cols, version_expr(versions).label("version"))
-        .where(G.experiment_id == exp_id, G.id.in_(latest_generations(exp_id, versions)))
+    version = version_expr(versions)
+    where = [G.experiment_id == exp_id, G.id.in_(latest_generations(exp_id, versions))]
+    return (
+        select(*cols, version.label("version"))
+        .where(*where, *([version == "current"] if current_only else []))
         .order_by(G.task, G.regime, G.temperature, G.measure, G.strategy, G.k, G.prompt_index)
     )
-    return pd.DataFrame(session.execute(stmt).all(), columns=[*GENERATION_EXPORT_COLUMNS, "version"])
+
+
+def generations_export_frame(session: Session, exp_id: int, versions: Versions | None = None) -> pd.DataFrame:
+    """One row per generation the summary counts (timed and replayed: `measure`; a replayed one's wall_s and
+    tokens_per_s are its predicted ones), with its version and everything its cell's intervals are computed from:
+    rounds, first accepted / first drafted as `storage.summary` counts them. Read in chunks, typed
+    (`storage.stream`); `greenspec export --generations` streams the same rows (`generations_export_stmt`)."""
+    return frame(session, generations_export_stmt(exp_id, versions))
+
+
+def generations_export_rows(
+    session: Session, exp_id: int, versions: Versions | None = None, current_only: bool = False, chunk: int = CHUNK
+) -> tuple[list[str], Iterator[list]]:
+    """`generations_export_frame`'s columns, and its rows (`current_only`: the current version's) as the driver
+    gives them, `chunk` at a time. Its integer columns are never NULL (NOT NULL or coalesced), so a row prints as
+    the frame's row does."""
+    stmt = generations_export_stmt(exp_id, versions, current_only)
+    return list(stmt.selected_columns.keys()), chunks(session, stmt, chunk)
+
+
+def has_generations(session: Session, exp_id: int) -> bool:
+    """Whether experiment `exp_id` stored any generation."""
+    stmt = select(Generation.id).where(Generation.experiment_id == exp_id).limit(1)
+    return session.scalar(stmt) is not None
 
 
 def instance_bases_frame(session: Session, exp_id: int | None = None) -> pd.DataFrame:

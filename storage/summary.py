@@ -16,6 +16,7 @@ from sqlalchemy import Float, case, cast, func, literal, or_, select
 from sqlalchemy.orm import Session
 
 from storage.models import Generation as G
+from storage.stream import frame
 
 PLAIN = "plain"
 FASTPATH_REGIME = "cached"  # the regime with the first-token rejection fast path
@@ -168,8 +169,7 @@ def prompt_frame(session: Session, exp_id: int, versions: Versions | None = None
         case((G.drafted > 0, first_accepted_expr()), else_=0).label("first_accepted"),
         first_drafted_expr().label("first_drafted"),
     ).where(G.experiment_id == exp_id, G.id.in_(latest_generations(exp_id, versions)))
-    result = session.execute(stmt)
-    gens = pd.DataFrame(result.all(), columns=list(result.keys()))
+    gens = frame(session, stmt)
     plain_stmt = select(
         G.id,
         G.strategy,
@@ -178,15 +178,14 @@ def prompt_frame(session: Session, exp_id: int, versions: Versions | None = None
         G.prompt_key,
         *(getattr(G, c) for c in PROMPT_COLUMNS),
     ).where(G.experiment_id == exp_id, G.draft == PLAIN)
-    result = session.execute(plain_stmt)
-    plain = pd.DataFrame(result.all(), columns=list(result.keys()))
-    return with_plain_partners(gens, plain)
+    return with_plain_partners(gens, frame(session, plain_stmt))
 
 
 def with_plain_partners(gens: pd.DataFrame, plain: pd.DataFrame) -> pd.DataFrame:
     """`gens` with its plain partners' `PROMPT_COLUMNS` as `plain_*` (see `prompt_frame`); several plain strategies
-    of one prompt key are averaged, each at its newest generation."""
-    gens = gens.assign(pair=_pair_key(gens))
+    of one prompt key are averaged, each at its newest generation. `gens` gains the columns in place (no copy of its
+    rows) and is returned."""
+    gens["pair"] = _pair_key(gens)  # in place, and the partners joined on the keys alone: 10^6 rows copied never
     plain = plain.assign(pair=_pair_key(plain)).sort_values("id")
     newest = plain.groupby(["strategy", *PLAIN_KEYS, "pair"], dropna=False).tail(1)
     floats = newest[PROMPT_COLUMNS].astype(float)
@@ -196,4 +195,7 @@ def with_plain_partners(gens: pd.DataFrame, plain: pd.DataFrame) -> pd.DataFrame
         complete = by.count().eq(by.size(), axis=0)  # one plain without energy: no partial mean
         partner = by.mean().where(complete).reset_index()
     partner = partner.rename(columns={c: f"plain_{c}" for c in PROMPT_COLUMNS})
-    return gens.merge(partner, on=[*PLAIN_KEYS, "pair"], how="left")
+    joined = gens[[*PLAIN_KEYS, "pair"]].merge(partner, on=[*PLAIN_KEYS, "pair"], how="left")  # keys unique: in order
+    for c in PROMPT_COLUMNS:
+        gens[f"plain_{c}"] = joined[f"plain_{c}"].to_numpy()
+    return gens
