@@ -18,7 +18,9 @@ PROMPT = "The quick brown fox jumps over the lazy dog and the quick brown fox"
 
 def sweep_job(key: str, kind: str = "sweep", prompt: str = PROMPT, **fields) -> SweepJob:
     """A job of the cell `key`: the coordinates' fields (strategy, draft, options, ...) go to its `Coordinates`."""
-    sampling = {f: fields.pop(f) for f in ("temperature", "top_k", "top_p", "seed", "costs", "repeats", "pace") if f in fields}
+    sampling = {
+        f: fields.pop(f) for f in ("temperature", "top_k", "top_p", "seed", "costs", "repeats", "pace") if f in fields
+    }
     return SweepJob(Coordinates(key, **fields), kind, prompt, **sampling)
 
 
