@@ -176,13 +176,6 @@ def table_pace(session: Session, exp_id: int, timed_from: int | None = None) -> 
     return meta[1].get("pace_s")
 
 
-def paces(times: pd.DataFrame, ref: float | None) -> pd.Series:
-    """Per timed row of `times` (by index): the machine's pace at its timing over `ref`, the table's
-    (`workers.decoding.costmodel.pace_ratios`, in run order)."""
-    timed = times[times["measure"] == "timed"].sort_values("id")
-    return pd.Series(pace_ratios(list(timed["pace_s"]), ref), index=timed.index)
-
-
 def prediction_pairs(session: Session, exp_id: int, timed_from: int | None = None) -> pd.DataFrame:
     """One row per generation both timed and replayed: the coordinate, its width band, the prompt, the measured
     tokens/s (the timed row's first run) and the predicted one (the replayed row), the predicted over measured minus 1,
@@ -192,7 +185,7 @@ def prediction_pairs(session: Session, exp_id: int, timed_from: int | None = Non
     replay = _greedy_rows(session, exp_id, "replay")
     replay = replay[replay["predicted_wall_s"].gt(0)]
     timed = _greedy_rows(session, exp_id if timed_from is None else timed_from, "timed", rows=len(replay) > 0)
-    timed = timed.assign(pace=paces(timed, table_pace(session, exp_id, timed_from)))
+    timed["pace"] = pace_ratios(list(timed["pace_s"]), table_pace(session, exp_id, timed_from))  # rows in run order
     pairs = timed.merge(replay, on=PAIR, suffixes=("", "_replay"))
     pairs["measured_tokens_per_s"] = pairs["n_tokens"] / pairs["first_s"]
     pairs["predicted_tokens_per_s"] = pairs["n_tokens_replay"] / pairs["predicted_wall_s_replay"]
