@@ -25,6 +25,7 @@ class CellParams:
     top_k: int = 0  # sampled sweep cells: the sampler's settings and stream
     top_p: float = 1.0
     seed: int | None = None
+    stage: str | None = None  # costmodel cells: "timing" for the table measured just before the timed cells
 
     def to_json(self) -> dict[str, Any]:
         """The JSON stored in `cells.params`: the fields that differ from their defaults."""

@@ -34,7 +34,7 @@ import pandas as pd
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from storage.models import CostModel, Generation
+from storage.models import Cell, CostModel, Generation
 from storage.stream import frames
 from workers.decoding.costmodel import RoundCosts, error_summary, interpolate, pace_ratios, spearman
 from workers.decoding.passes import BANDS, width_band
@@ -69,17 +69,38 @@ class StoredCostModel:
     energy_j: float | None
     mean_power_w: float | None  # the accelerator's mean power while it ran verifier rounds
     power_source: str | None
+    tables: int = 1  # tables the experiment measured (a replayed run with timed cells: a second, at the timings)
+    all_measure_s: float = 0.0  # seconds all of them took
+
+    def measured(self) -> str:
+        """How the table was measured, in words: its rounds and seconds, and the experiment's other table if any."""
+        text = f"{len(self.samples)} real rounds timed in {self.measure_s:.0f} s"
+        if self.tables > 1:
+            text += (
+                f"; measured {self.tables} times ({self.all_measure_s:.0f} s in all): this one, the newest, just before"
+                " the timed cells, predicts the replays, the first set k = \"auto\"'s lengths"
+            )
+        return text
 
 
-def stored_cost_model(session: Session, exp_id: int, device: str | None = None) -> StoredCostModel | None:
-    """The experiment's newest round-cost table (on `device` when given), or None when none was measured (or only
-    an older linear model, which nothing reads any more)."""
+def stored_cost_model(
+    session: Session, exp_id: int, device: str | None = None, cell_key: str | None = None
+) -> StoredCostModel | None:
+    """The experiment's newest round-cost table (on `device` when given; the one cell `cell_key` measured when
+    given), or None when none was measured (or only an older linear model, which nothing reads any more)."""
     stmt = select(CostModel).where(CostModel.experiment_id == exp_id, CostModel.costs.is_not(None))
     if device is not None:
         stmt = stmt.where(CostModel.device == device)
+    if cell_key is not None:
+        stmt = stmt.join(Cell, Cell.id == CostModel.cell_id).where(Cell.key == cell_key)
     row = session.scalars(stmt.order_by(CostModel.id.desc()).limit(1)).first()
     if row is None:
         return None
+    every = session.execute(
+        select(func.count(), func.sum(CostModel.measure_s)).where(
+            CostModel.experiment_id == exp_id, CostModel.costs.is_not(None)
+        )
+    ).one()
     return StoredCostModel(
         table=RoundCosts.from_json(row.costs),
         samples=tuple((str(g), str(k), int(n), int(c), float(s)) for g, k, n, c, s in row.samples),
@@ -87,6 +108,8 @@ def stored_cost_model(session: Session, exp_id: int, device: str | None = None) 
         energy_j=row.energy_j,
         mean_power_w=row.mean_power_w,
         power_source=row.power_source,
+        tables=int(every[0]),
+        all_measure_s=float(every[1] or 0.0),
     )
 
 

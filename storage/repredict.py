@@ -21,7 +21,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 
-from sqlalchemy import delete, insert, select
+from sqlalchemy import delete, insert, select, update
 from sqlalchemy.orm import Session
 
 from storage.cost_tables import replay_signature, row_samples
@@ -48,26 +48,80 @@ def is_tree(strategy: str) -> bool:
     return "-tree" in strategy
 
 
+@dataclass(frozen=True)
+class Predictor:
+    """A table and what a replayed generation predicted with it is labelled with: its device, and the mean power
+    (and its source) at which its seconds become joules (None: no energy)."""
+
+    table: RoundCosts
+    label: str
+    power_w: float | None
+    power_source: str | None
+
+    @classmethod
+    def of(cls, table: RoundCosts, label: str) -> Predictor:
+        """A portable table's: the power measured (or estimated) while it was measured, from its meta."""
+        power = table.meta.get("mean_power_w")
+        return cls(table, label, None if power is None else float(power), table.meta.get("power_source"))
+
+    def columns(self, regime: str, passes, draft_s: float, n: int, tree: bool) -> dict:
+        """A replayed generation's time, speed and energy on the table's device (the module doc)."""
+        wall = predict_generation(self.table, regime, passes or [], draft_s, tree)
+        power = self.power_w
+        energy = None if power is None else wall * power
+        return {
+            "wall_s": wall,
+            "verify_s": wall - draft_s,
+            "predicted_wall_s": wall,
+            "wall_s_runs": [wall],
+            "tokens_per_s": tokens_per_s(n, wall),
+            "device": self.label[:100],
+            "energy_j": energy,
+            "mean_power_w": power,
+            "power_source": None if power is None else self.power_source,
+            "power_measured": None if power is None else False,
+            "j_per_100_tokens": energy / n * 100 if energy is not None and n else None,
+            "tokens_per_j": n / energy if energy else None,
+        }
+
+
 def predicted_columns(g: Generation, table: RoundCosts, label: str) -> dict:
     """A replayed generation's time, speed and energy on the table's device (the module doc)."""
-    wall = predict_generation(table, g.regime, g.passes or [], g.draft_s, is_tree(g.strategy))
-    power = table.meta.get("mean_power_w")
-    n = g.n_tokens
-    energy = None if power is None else wall * float(power)
-    return {
-        "wall_s": wall,
-        "verify_s": wall - g.draft_s,
-        "predicted_wall_s": wall,
-        "wall_s_runs": [wall],
-        "tokens_per_s": tokens_per_s(n, wall),
-        "device": label[:100],
-        "energy_j": energy,
-        "mean_power_w": None if power is None else float(power),
-        "power_source": None if power is None else table.meta.get("power_source"),
-        "power_measured": None if power is None else False,
-        "j_per_100_tokens": energy / n * 100 if energy is not None and n else None,
-        "tokens_per_j": n / energy if energy else None,
-    }
+    return Predictor.of(table, label).columns(g.regime, g.passes, g.draft_s, g.n_tokens, is_tree(g.strategy))
+
+
+def repredict_in_place(session: Session, exp_id: int, p: Predictor) -> int:
+    """Every generation of the experiment predicted again with `p`'s table, in chunks of id order: a replayed one's
+    time, tokens/s and energy (as the run's writer predicts them: the tree flag from its cell's options), a timed
+    one's prediction beside its measurement; the count of replayed ones. The caller commits (one transaction with
+    the table, so a kill leaves either table's predictions whole). A run's table measured again just before its
+    timed cells (`[sweep] table_at_timing`) predicts its replays this way."""
+    cols = (Generation.id, Generation.measure, Generation.regime, Generation.passes, Generation.draft_s)
+    last, replays = 0, 0
+    while True:
+        stmt = (
+            select(*cols, Generation.n_tokens, Cell.params)
+            .join(Cell, Cell.id == Generation.cell_id)
+            .where(Generation.experiment_id == exp_id, Generation.id > last, Generation.regime.is_not(None))
+            .order_by(Generation.id)
+            .limit(CHUNK)
+        )
+        rows = session.execute(stmt).all()
+        if not rows:
+            return replays
+        last = rows[-1].id
+        replayed, timed = [], []
+        for r in rows:
+            tree = bool((r.params or {}).get("options", {}).get("tree"))
+            new = {"id": r.id, **p.columns(r.regime, r.passes, r.draft_s, r.n_tokens, tree)}
+            if r.measure == "replay":
+                replayed.append(new)
+            else:
+                timed.append({"id": r.id, "predicted_wall_s": new["predicted_wall_s"]})
+        for chunk in (replayed, timed):
+            if chunk:
+                session.execute(update(Generation), chunk)
+        replays += len(replayed)
 
 
 def _copy(row, table, skip=("id",)) -> dict:

@@ -43,8 +43,8 @@ def table_section(stored) -> None:
     if stored.energy_j is not None and stored.mean_power_w is not None:
         energy = f", {stored.energy_j:.1f} J at {stored.mean_power_w:.1f} W mean ({stored.power_source})"
     st.caption(
-        f"**{t.verifier}** on **{t.device}** ({meta}): measured on the accelerator worker in {stored.measure_s:.1f} s "
-        f"over {len(stored.samples)} timed rounds of the real decoding loop{energy}; the repeats' own spread (median "
+        f"**{t.verifier}** on **{t.device}** ({meta}): measured on the accelerator worker, {stored.measured()}, "
+        f"in the real decoding loop{energy}; the repeats' own spread (median "
         f"|round / its median - 1|): {noise or 'one repeat'}. A replayed generation is predicted as the table's "
         "seconds for each of its rounds (interpolated over context, monotone) plus its draft's own seconds."
     )

@@ -82,7 +82,7 @@ def prediction_text(Session, exp_id: int, noise: dict | None) -> str:
     with Session() as s:
         err, stored = prediction_error(s, exp_id), stored_cost_model(s, exp_id)
     table = (
-        f"\nround-cost table: {len(stored.samples)} real rounds timed in {stored.measure_s:.0f} s"
+        f"\nround-cost table: {stored.measured()}"
         if stored is not None
         else ""
     )

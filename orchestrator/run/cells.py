@@ -27,6 +27,7 @@ from orchestrator.run.cell_keys import (  # noqa: F401 (re-exported: the keys' p
 )
 from orchestrator.run.spec import CorpusSection, Spec
 from orchestrator.run.sweep_grid import (  # noqa: F401 (re-exported: the grid's public names)
+    AT_TIMING,
     COST_ROLE,
     TaskPrompts,
     coordinate,
@@ -111,23 +112,37 @@ def table_widths(spec: Spec) -> dict:
     return {"max_n": max([1, *ks]), "tree_sizes": tuple(trees), "regimes": tuple(regimes)}
 
 
-def cost_model_cell(spec: Spec, prompt: str | None) -> CellSpec | None:
+def cost_model_cell(spec: Spec, prompt: str | None, stage: str | None = None) -> CellSpec | None:
     """The accelerator cell that measures the verifier's round-cost table (`workers.decoding.costmodel`) on its device, when a
     replay's predictions or a k = "auto" strategy need it; it times rounds over a real prompt's tokens (which do
-    not enter its key: the cost does not depend on which tokens)."""
+    not enter its key: the cost does not depend on which tokens). `stage = AT_TIMING`: the same table measured
+    again just before the timed cells (`timing_table_cell`)."""
     if not (spec.sweep.replay or any(s.auto for s in spec.strategies)):
         return None
     ident = {"kind": COST_ROLE, "verifier": verifier_identity(spec), "device": spec.verifier.device}
     ident |= {"table": "rounds", **table_widths(spec)}  # a grid with other widths or regimes measures its own
-    return CellSpec(key=content_key(ident), kind=COST_ROLE, params=CellParams(prompt=prompt))
+    if stage is not None:
+        ident["stage"] = stage
+    return CellSpec(key=content_key(ident), kind=COST_ROLE, params=CellParams(prompt=prompt, stage=stage))
 
 
-def _head(
-    spec: Spec, prompts: list[TaskPrompts]
-) -> tuple[dict[Requirement, CellSpec], CellSpec | None, list[CellSpec]]:
-    """The grid's cells before its sweep: the artifact cells, the cost model's (or None) and the references."""
+def timing_table_cell(spec: Spec, prompt: str | None) -> CellSpec | None:
+    """The table measured again just before the timed cells (`[sweep] table_at_timing`), when the run both replays
+    and times greedy cells: the replays are predicted with it, on the machine's speed of the timings that validate
+    them. None otherwise."""
+    sw = spec.sweep
+    timed = sw.timed_prompts and sw.timed_coordinates != 0 and 0.0 in sw.temperatures
+    if not (sw.replay and sw.table_at_timing and timed and any(s.replayable for s in spec.strategies)):
+        return None
+    return cost_model_cell(spec, prompt, AT_TIMING)
+
+
+def _head(spec: Spec, prompts: list[TaskPrompts]) -> tuple[dict[Requirement, CellSpec], list[CellSpec], list[CellSpec]]:
+    """The grid's cells before its sweep: the artifact cells, the cost model's (none, or the first table and the
+    one at the timings) and the references."""
     artifacts = artifact_cells(spec)
-    costs = cost_model_cell(spec, next((t for p in prompts for t in p.texts), None))
+    prompt = next((t for p in prompts for t in p.texts), None)
+    costs = [c for c in (cost_model_cell(spec, prompt), timing_table_cell(spec, prompt)) if c is not None]
     return artifacts, costs, [c for p in prompts for c in reference_cells(spec, p)]
 
 
@@ -137,18 +152,17 @@ def iter_cells(spec: Spec, prompts: list[TaskPrompts], linked: bool = False) -> 
     names its prompt's reference cell, as `link_references` does to listed cells."""
     artifacts, costs, refs = _head(spec, prompts)
     yield from artifacts.values()
-    if costs:
-        yield costs
+    yield from costs
     yield from refs
     links = {(c.task, c.params.prompt): c.key for c in refs} if linked else None
-    yield from sweep_cells(spec, grid_plans(spec, prompts, artifacts, costs.key if costs else None), links)
+    yield from sweep_cells(spec, grid_plans(spec, prompts, artifacts, costs[0].key if costs else None), links)
 
 
 def grid_keys(spec: Spec, prompts: list[TaskPrompts]) -> Iterator[str]:
     """The keys of every cell of the grid, in `expand`'s order, without making its sweep and replay cells."""
     artifacts, costs, refs = _head(spec, prompts)
-    yield from (c.key for c in [*artifacts.values(), *([costs] if costs else []), *refs])
-    yield from sweep_keys(grid_plans(spec, prompts, artifacts, costs.key if costs else None))
+    yield from (c.key for c in [*artifacts.values(), *costs, *refs])
+    yield from sweep_keys(grid_plans(spec, prompts, artifacts, costs[0].key if costs else None))
 
 
 def expand(spec: Spec, prompts: list[TaskPrompts]) -> list[CellSpec]:

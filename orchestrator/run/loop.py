@@ -198,7 +198,7 @@ class SweepLoop:
             cell=self._coordinates(c),
             kind=c.kind,
             prompt=p.prompt,
-            costs=self.costs.model_json() if COST_ROLE in dict(c.needs) else None,
+            costs=self.costs.model_json(dict(c.needs)[COST_ROLE]) if COST_ROLE in dict(c.needs) else None,
             temperature=c.temperature or 0.0,
             top_k=p.top_k,
             top_p=p.top_p,
@@ -244,5 +244,5 @@ class SweepLoop:
             vocab_size=ref.vocab_size,
             eos_id=ref.eos_id,
             max_new_tokens=self.spec.sweep.max_new_tokens,
-            costs=self.costs.model_json() if c.params.options.get("auto") else None,
+            costs=self.costs.model_json(dict(c.needs)[COST_ROLE]) if c.params.options.get("auto") else None,
         )

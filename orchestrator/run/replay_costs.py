@@ -5,20 +5,32 @@ A replayed generation's wall time is the table's seconds for its recorded rounds
 seconds; its energy is that time at the mean power measured while the table was (a per-round energy model needs a
 meter per round, which no source here gives). A timed generation keeps its measured time and gets the prediction
 beside it (`predicted_wall_s`); validation compares the replayed generation's prediction with it.
+
+A replayed run with timed cells measures the table twice (`[sweep] table_at_timing`): first, before the references,
+for k = "auto"'s lengths and the replays' first predictions; again on the fresh accelerator worker that times the
+cells, after the replays and just before the first timed cell. The second replaces every replay's prediction (in the
+transaction that stores it) and predicts the timed cells: the table and the timings it is validated against then
+meet the machine at the same speed, which drifts by a few percent over the minutes between them on a shared
+machine (the pace, `storage.costs`).
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 
 from orchestrator.run.cells import COST_ROLE, table_widths
 from orchestrator.run.options import Sessions
 from orchestrator.run.spec import Spec
+from orchestrator.run.sweep_grid import at_timing
 from storage.cell_spec import CellSpec
 from storage.costs import stored_cost_model
+from storage.repredict import Predictor, repredict_in_place
 from storage.store import store_cost_model
 from workers.contracts import CostModelJob, EnergyRecord, GenerationRecord
-from workers.decoding.costmodel import predict_generation
+from workers.decoding.costmodel import RoundCosts, predict_generation
+
+logger = logging.getLogger(__name__)
 
 PREREQUISITE_KINDS = ("reference", COST_ROLE)  # done cells that other cells wait for (replays; k = "auto")
 
@@ -31,6 +43,7 @@ class ReplayCosts:
         self._model = None
         self._power: float | None = None
         self._source: str | None = None
+        self._auto: dict[str, str | None] = {}  # a k = "auto" cell's table, by the key of the cell that measured it
 
     def job(self, c: CellSpec, spec: Spec):
         """The accelerator job that measures the table: every regime, width and tree size the grid runs, over the
@@ -45,9 +58,17 @@ class ReplayCosts:
         )
 
     def store(self, s, c: CellSpec, outcome) -> None:
-        """Store the measured table (and forget the one read before, if any)."""
-        store_cost_model(s, c.id, outcome.cost_model)
+        """Store the measured table (and forget the one read before, if any). The table measured again at the
+        timings predicts every replay stored before it, in the same transaction (`repredict_in_place`)."""
+        r = outcome.cost_model
+        store_cost_model(s, c.id, r)
         self._model = None
+        if at_timing(c):
+            e = r.energy
+            p = Predictor(RoundCosts.from_json(r.costs), r.device, e and e.mean_power_w, e and e.power_source)
+            s.flush()
+            n = repredict_in_place(s, self.exp_id, p)
+            logger.info("round-cost table measured again at the timings: %d replayed generations re-predicted", n)
 
     def model(self):
         """The experiment's round-cost table (None if it was not measured)."""
@@ -58,11 +79,15 @@ class ReplayCosts:
                 self._model, self._power, self._source = found.table, found.mean_power_w, found.power_source
         return self._model
 
-    def model_json(self) -> str | None:
-        """What a k = "auto" job carries: the table itself (the worker reads the curve at its prompt's length, as a
-        replay does, so both choose the same lengths)."""
-        model = self.model()
-        return None if model is None else model.to_json()
+    def model_json(self, cell_key: str) -> str | None:
+        """What a k = "auto" job carries: the table the cell `cell_key` measured, the one its cell needs (the worker
+        reads the curve at its prompt's length, as a replay does, so both choose the same lengths; a table measured
+        again at the timings never changes them)."""
+        if cell_key not in self._auto:
+            with self.Session() as s:
+                found = stored_cost_model(s, self.exp_id, cell_key=cell_key)
+            self._auto[cell_key] = None if found is None else found.table.to_json()
+        return self._auto[cell_key]
 
     def predict(self, s, g: GenerationRecord, regime: str | None, tree: bool = False) -> GenerationRecord:
         """A replayed generation with its predicted wall time, tokens/s and energy; a timed one with its prediction

@@ -28,13 +28,14 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import replace
 
+from orchestrator.run.sweep_grid import AT_TIMING, at_timing
 from orchestrator.run.sweep_grid import COST_ROLE as COST  # the round-cost table's cell kind
 from storage.cell_spec import CellSpec
 from storage.store import ARTIFACT_KINDS
 
 # the accelerator's order: the cost model, the references (a replayed run's replays wait for them, and run on the
-# other cores while the labels follow), the verifier labels, then the timed cells
-KIND_ORDER = {COST: -2, "reference": -1, "label": 0, "sweep": 1}
+# other cores while the labels follow), the verifier labels, the table measured again at the timings, the timed cells
+KIND_ORDER = {COST: -2, "reference": -1, "label": 0, AT_TIMING: 0.5, "sweep": 1}
 REPLAY = "replay"  # replay cells run on CPU workers (workers.replay), in batches of one strategy
 REPLAY_BATCH = 64  # replay cells per CPU task: the draft loads once per task, the results come back together
 
@@ -43,11 +44,13 @@ ORDERS = ("paired", "strategy")
 
 
 def run_order(c: CellSpec, order: str = "paired") -> tuple:
-    """The cost model, references, labels, then sweep cells (KIND_ORDER): `paired`, by task, regime, temperature and prompt, plain first,
-    then strategy and k; `strategy`, grouped by strategy, task, regime, temperature and k, prompts in order."""
+    """The cost model, references, labels, the table at the timings, then sweep cells (KIND_ORDER): `paired`, by
+    task, regime, temperature and prompt, plain first, then strategy and k; `strategy`, grouped by strategy, task,
+    regime, temperature and k, prompts in order."""
+    rank = KIND_ORDER[AT_TIMING] if at_timing(c) else KIND_ORDER.get(c.kind, 2)
     if order == "strategy":
         return (
-            KIND_ORDER.get(c.kind, 2),
+            rank,
             c.strategy or "",
             c.task or "",
             c.regime or "",
@@ -56,7 +59,7 @@ def run_order(c: CellSpec, order: str = "paired") -> tuple:
             c.prompt_index or 0,
         )
     return (
-        KIND_ORDER.get(c.kind, 2),
+        rank,
         c.task or "",
         c.regime or "",
         c.temperature or 0.0,
@@ -180,10 +183,10 @@ class Scheduler:
             c = self.queue.popleft()
             if (
                 not self._inputs_ready(c)
-                or (replaying and c.kind == "sweep")
+                or (replaying and (c.kind == "sweep" or at_timing(c)))
                 or (c.kind == COST and self._replays_beside())
             ):
-                waiting.append(c)  # timed cells and the round-cost table wait: nothing else on the cores they time
+                waiting.append(c)  # timed cells and the round-cost tables wait: nothing else on the cores they time
                 continue
             if batch and (c.strategy, c.kind) != (batch[0].strategy, batch[0].kind):
                 self.queue.appendleft(c)
@@ -207,10 +210,10 @@ class Scheduler:
 
     def accelerator_waits_for_replays(self, min_replays: int) -> bool:
         """Whether the accelerator worker has nothing to do until the replays end: no batch of it in flight, every
-        queued cell of it a timed one (those wait for the replays), and at least `min_replays` replay cells queued."""
-        return (
-            not self.running_batches and len(self.replays) >= min_replays and all(c.kind == "sweep" for c in self.queue)
-        )
+        queued cell of it one that waits for the replays (a timed cell, the table at the timings), and at least
+        `min_replays` replay cells queued."""
+        waits = all(c.kind == "sweep" or at_timing(c) for c in self.queue)
+        return not self.running_batches and len(self.replays) >= min_replays and waits
 
     # -- replays on CPU workers
     def next_replay_batch(self, max_running: int, size: int = REPLAY_BATCH) -> list[CellSpec]:

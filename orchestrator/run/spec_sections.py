@@ -319,6 +319,10 @@ class SweepSection(_Model):
     # with replay: this share of the timed greedy generations (a sample seeded by their keys) is timed twice, so the
     # run measures its own timing noise on identical passes, per regime, beside the cost model's error
     timed_twice: Annotated[float, Field(ge=0, le=1)] = 0.5
+    # with replay and timed cells: measure the round-cost table a second time just before the timed cells (after the
+    # replays) and predict every replay with it, so the table and the timings it is validated against share the
+    # machine's speed of that moment (it drifts over minutes); the first table still sets k = "auto"'s lengths
+    table_at_timing: bool = True
 
     def timed_runs(self, key: str, temperature: float) -> int | None:
         """How many times a timed cell's generation runs: twice for the `timed_twice` sample of a replayed run's

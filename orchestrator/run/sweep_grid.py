@@ -27,7 +27,13 @@ from workers.decoding.passes import width_band
 from workers.drafts.registry import Requirement
 
 COST_ROLE = "costmodel"  # the role under which a cell needs the experiment's round-cost table cell
+AT_TIMING = "timing"  # `CellParams.stage` of the table measured again just before the timed cells
 ALL = float("inf")  # a coordinate that times every prompt
+
+
+def at_timing(c: CellSpec) -> bool:
+    """Whether a cell measures the round-cost table again just before the timed cells (it waits for the replays)."""
+    return c.kind == COST_ROLE and c.params.stage == AT_TIMING
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from dataclasses import replace
 from orchestrator.run.cells import COST_ROLE, TaskPrompts, coordinate, expand, stratified
 from orchestrator.run.prepare import link_references
 from orchestrator.run.scheduler import Scheduler
+from orchestrator.run.sweep_grid import at_timing
 from orchestrator.run.spec import parse_spec
 from workers.decoding.passes import width_band
 
@@ -122,16 +123,31 @@ def test_the_accelerator_waits_for_the_replays_only_once_nothing_else_is_left_fo
     n_replays = sum(c.kind == "replay" for c in cs)
     assert not s.accelerator_waits_for_replays(1)  # the cost model and the references are still queued for it
     while batch := s.next_batch():  # cost model and references go to the accelerator; timed cells wait
-        assert {c.kind for c in batch} <= {"costmodel", "reference"}
+        assert {c.kind for c in batch} <= {"costmodel", "reference"} and not any(map(at_timing, batch))
         assert not s.accelerator_waits_for_replays(1)  # a batch of it is in flight
         s.batch_finished()
         for c in batch:
             s.artifact_built(c)
-    assert {c.kind for c in s.queue} == {"sweep"}
+    waiting = [c for c in s.queue if c.kind != "sweep"]  # the table measured again at the timings waits too
+    assert len(waiting) == 1 and at_timing(waiting[0])
     assert s.accelerator_waits_for_replays(n_replays) and not s.accelerator_waits_for_replays(n_replays + 1)
     while s.next_replay_batch(10):
         pass
     assert not s.accelerator_waits_for_replays(1)  # every replay runs: none left for a freed CPU
+    assert s.next_batch() == []  # the replays still run: nothing timed beside them
+    while s.running_replays:
+        s.replay_finished()
+    first = s.next_batch()  # the replays done: the table again, alone, before any timed cell
+    assert [c.key for c in first] == [waiting[0].key]
+    assert {c.kind for c in s.next_batch()} == {"sweep"}
+
+
+def test_a_replayed_run_with_timed_cells_measures_its_table_again_at_the_timings():
+    kinds = lambda cells: sorted(c.params.stage or "first" for c in cells if c.kind == "costmodel")  # noqa: E731
+    assert kinds(grid("replay = true\ntimed_prompts = 1")) == ["first", "timing"]
+    assert kinds(grid("replay = true\ntimed_prompts = 1\ntable_at_timing = false")) == ["first"]
+    assert kinds(grid("replay = true")) == ["first"]  # nothing timed: nothing to meet at the timings
+    assert kinds(grid("replay = true\ntimed_prompts = 1\ntimed_coordinates = 0")) == ["first"]
 
 
 def test_the_timed_sample_covers_every_stratum_before_any_twice():

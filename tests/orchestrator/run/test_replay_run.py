@@ -1,6 +1,7 @@
 """Replay as a scheduled workload, end to end on a real local Ray and the tiny verifier: every greedy cell replayed
 on CPU workers from its prompt's reference, the first prompt also timed, the cost model measured on the accelerator
-worker and stored with the experiment; timed and replayed twins make identical rounds; a resume re-runs nothing."""
+worker (and again by the worker that times the cells, just before them, whose table then predicts every replay) and
+stored with the experiment; timed and replayed twins make identical rounds; a resume re-runs nothing."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from orchestrator.run.driver import RunOptions, run_spec_file
 from storage.db import open_db
 from storage.models import Cell, CostModel, Generation
 from tests.orchestrator.conftest import MAX_NEW_TOKENS
+from workers.decoding.costmodel import RoundCosts, predict_generation
 
 pytestmark = [pytest.mark.usefixtures("ray_local"), pytest.mark.slow]
 
@@ -80,9 +82,34 @@ def test_timed_and_replayed_twins_make_the_same_rounds(replayed):
     assert all(sum(tps) == len(toks) <= MAX_NEW_TOKENS for tps, _, _, toks in by.values())
 
 
+def test_the_table_measured_again_by_the_timing_worker_predicts_every_replay(replayed):
+    o, _, _ = replayed
+    with open_db(o.db_url, migrate=False)[1]() as s:
+        stmt = select(CostModel.costs, Cell.params, Cell.worker).join(Cell, Cell.id == CostModel.cell_id)
+        tables = s.execute(stmt.order_by(CostModel.id)).all()
+        gens = s.execute(
+            select(Generation.measure, Generation.regime, Generation.passes, Generation.draft_s, Generation.wall_s)
+            .add_columns(Generation.predicted_wall_s, Cell.params)
+            .join(Cell, Cell.id == Generation.cell_id)
+        ).all()
+    assert [t.params.get("stage") for t in tables] == [None, "timing"]
+    sweep_workers = {w for k, w, _ in rows(o, Cell.kind, Cell.worker, Cell.state) if k == "sweep"}
+    assert {tables[1].worker} == sweep_workers  # measured where and just before the cells were timed
+    first, again = (RoundCosts.from_json(t.costs) for t in tables)
+    moved = 0
+    for g in gens:
+        tree = bool(g.params.get("options", {}).get("tree"))
+        predicted = predict_generation(again, g.regime, g.passes, g.draft_s, tree)
+        assert g.predicted_wall_s == predicted
+        if g.measure == "replay":
+            assert g.wall_s == predicted
+            moved += predicted != predict_generation(first, g.regime, g.passes, g.draft_s, tree)
+    assert moved > 0  # the first table would have predicted otherwise: the replays were predicted again
+
+
 def test_replays_are_predicted_and_timed_cells_carry_their_prediction(replayed):
     o, _, _ = replayed
-    assert rows(o, func.count(CostModel.id))[0][0] == 1
+    assert rows(o, func.count(CostModel.id))[0][0] == 2  # the first table, and again at the timings
     found = rows(o, Generation.measure, Generation.wall_s, Generation.predicted_wall_s, Generation.draft_s)
     for measure, wall, predicted, draft_s in found:
         assert predicted is not None and predicted > draft_s >= 0
