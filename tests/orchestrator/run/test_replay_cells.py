@@ -10,8 +10,8 @@ from dataclasses import replace
 from orchestrator.run.cells import COST_ROLE, TaskPrompts, coordinate, expand, stratified
 from orchestrator.run.prepare import link_references
 from orchestrator.run.scheduler import Scheduler
-from orchestrator.run.sweep_grid import at_timing
 from orchestrator.run.spec import parse_spec
+from orchestrator.run.sweep_grid import at_timing
 from workers.decoding.passes import width_band
 
 SPEC = """
