@@ -78,7 +78,7 @@ class StoredCostModel:
         if self.tables > 1:
             text += (
                 f"; measured {self.tables} times ({self.all_measure_s:.0f} s in all): this one, the newest, just before"
-                " the timed cells, predicts the replays, the first set k = \"auto\"'s lengths"
+                ' the timed cells, predicts the replays, the first set k = "auto"\'s lengths'
             )
         return text
 

@@ -81,11 +81,7 @@ def prediction_text(Session, exp_id: int, noise: dict | None) -> str:
     noise from generations timed twice (the goal: a median error no larger than that noise, a bias near 0)."""
     with Session() as s:
         err, stored = prediction_error(s, exp_id), stored_cost_model(s, exp_id)
-    table = (
-        f"\nround-cost table: {stored.measured()}"
-        if stored is not None
-        else ""
-    )
+    table = f"\nround-cost table: {stored.measured()}" if stored is not None else ""
     if err.empty:
         return f"{table}\npredicted vs timed: no generation was both timed and replayed"
     line = (
