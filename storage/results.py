@@ -14,12 +14,22 @@ import json
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from sqlalchemy import select, update
+from sqlalchemy import insert, select, update
 from sqlalchemy.orm import Session
 
-from storage.cell_spec import CellParams
+from storage.cell_spec import CellParams, CellSpec
 from storage.generation_row import record_columns
-from storage.models import Artifact, Cell, CostModel, Experiment, Generation, InstanceBase, PowerSample, Reference
+from storage.models import (
+    Artifact,
+    Cell,
+    CostModel,
+    Experiment,
+    Generation,
+    InstanceBase,
+    PowerSample,
+    Reference,
+    utcnow,
+)
 from workers.contracts import ArtifactInfo, CostModelRecord, GenerationRecord, LabelRecord, ReferenceRecord
 from workers.metrics import acceptance_rate, mal, rouge_l, tokens_per_s
 from workers.training.ibase import IBaseInfo
@@ -152,37 +162,64 @@ def _mal(g: GenerationRecord) -> float | None:
     return mal(g.accepted, len(g.accepted_per_step)) if g.accepted_per_step else None
 
 
+def _generation_row(exp_id: int, cell, params: CellParams, g: GenerationRecord, ref: list[int] | None) -> dict:
+    """The `generations` row of a record: its own columns, its cell's coordinates (a stored `Cell` or the driver's
+    `CellSpec`, read alike) and its metrics; ROUGE-L and exact match against its prompt's reference `ref` (None: not
+    made yet, no quality figures)."""
+    tokens, n = list(g.tokens), len(g.tokens)
+    greedy = not cell.temperature  # a sampled text is not meant to equal the greedy reference: no quality figures
+    return {
+        **record_columns(g),
+        "cell_id": cell.id,
+        "experiment_id": exp_id,
+        "strategy": cell.strategy,
+        "draft": cell.draft,
+        "task": cell.task,
+        "prompt_index": cell.prompt_index,
+        "prompt_key": params.reference,  # the key of its prompt's reference cell (prepare.py)
+        "k": cell.k,
+        "regime": cell.regime,
+        "temperature": cell.temperature or 0.0,
+        "top_k": params.top_k,
+        "top_p": params.top_p,
+        "n_tokens": n,
+        "acceptance": acceptance_rate(g.accepted, g.drafted) if g.drafted else None,
+        "mal": _mal(g),
+        "tokens_per_s": tokens_per_s(n, g.wall_s),
+        "rouge_l": rouge_l(tokens, ref) if ref is not None and greedy else None,
+        "exact_match": (tokens == list(ref)) if ref is not None and greedy else None,
+    }
+
+
 def store_generation(session: Session, cell_id: int, g: GenerationRecord) -> None:
     """One sweep generation with its metrics, energy and (when its reference exists) ROUGE-L."""
     cell = session.get(Cell, cell_id)
     params = CellParams.from_json(cell.params)
-    prompt_key = params.reference  # the key of its prompt's reference cell (prepare.py)
-    ref = _reference_tokens(session, cell.experiment_id, prompt_key)
-    tokens, n = list(g.tokens), len(g.tokens)
-    greedy = not cell.temperature  # a sampled text is not meant to equal the greedy reference: no quality figures
-    session.add(
-        Generation(
-            **record_columns(g),
-            cell_id=cell.id,
-            experiment_id=cell.experiment_id,
-            strategy=cell.strategy,
-            draft=cell.draft,
-            task=cell.task,
-            prompt_index=cell.prompt_index,
-            prompt_key=prompt_key,
-            k=cell.k,
-            regime=cell.regime,
-            temperature=cell.temperature or 0.0,
-            top_k=params.top_k,
-            top_p=params.top_p,
-            n_tokens=n,
-            acceptance=acceptance_rate(g.accepted, g.drafted) if g.drafted else None,
-            mal=_mal(g),
-            tokens_per_s=tokens_per_s(n, g.wall_s),
-            rouge_l=rouge_l(tokens, ref) if ref is not None and greedy else None,
-            exact_match=(tokens == list(ref)) if ref is not None and greedy else None,
-        )
+    ref = _reference_tokens(session, cell.experiment_id, params.reference)
+    session.add(Generation(**_generation_row(cell.experiment_id, cell, params, g, ref)))
+
+
+def store_generations(session: Session, exp_id: int, done: list[tuple[CellSpec, GenerationRecord, str]]) -> None:
+    """Many finished cells at once, each (cell, its generation, the worker that made it): their rows inserted in
+    one statement, their prompts' references read in one, the cells marked done in one; rows as `store_generation`
+    writes them. The driver's path for a task's batch of replays (tens of statements per batch, not per cell)."""
+    if not done:
+        return
+    keys = {c.params.reference for c, _, _ in done if c.params.reference is not None}
+    stmt = select(Reference.prompt_key, Reference.tokens).where(
+        Reference.experiment_id == exp_id, Reference.prompt_key.in_(keys)
     )
+    refs = dict(session.execute(stmt).all()) if keys else {}
+    rows = [_generation_row(exp_id, c, c.params, g, refs.get(c.params.reference)) for c, g, _ in done]
+    for same in (  # a Core executemany takes one set of columns: rows that leave first_accepted to the table apart
+        [r for r in rows if "first_accepted" in r],
+        [r for r in rows if "first_accepted" not in r],
+    ):
+        if same:
+            session.execute(insert(Generation.__table__), same)
+    now = utcnow()
+    finished = [{"id": c.id, "state": "done", "error": None, "finished_at": now, "worker": w} for c, _, w in done]
+    session.execute(update(Cell), finished)
 
 
 def store_cost_model(session: Session, cell_id: int, r: CostModelRecord) -> None:

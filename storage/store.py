@@ -32,6 +32,7 @@ from storage.results import (  # noqa: F401 (the result writers, re-exported: ev
     store_artifact,
     store_cost_model,
     store_generation,
+    store_generations,
     store_ibase,
     store_label,
     store_reference,

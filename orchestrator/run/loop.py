@@ -39,6 +39,9 @@ logger = logging.getLogger(__name__)
 STAGES = {"reference": "references", "label": "verifier labels", "costmodel": "cost model"}
 
 HEARTBEAT_S = 5.0  # the progress between results: how often its clock and a label job's count move
+# the progress after results at most this often: its counts are two grouped queries over every cell of the
+# experiment, which at 10^5-10^6 cells would cost more than the results a collect round stores
+REPORT_EVERY_S = 0.5
 WAIT_S = 1.0  # ray.wait timeout; bounds how late a Ctrl-C or a state change is noticed
 # The accelerator worker holds a CPU while it lives. Once it only waits for the replays (the timed cells run after
 # them), it is stopped so that one more replay task runs, and started again for the timed cells: a restart costs
@@ -77,10 +80,11 @@ class SweepLoop:
         self.dispatcher = Dispatcher(spec, opts)
         self.label = self.stage = ""
         self._labelling: dict[str, Path] = {}  # running label cells' keys -> their progress files
-        self._beat = time.monotonic()
+        self._beat = self._reported = time.monotonic()
         self._predict_at, self._predicted = 0.0, {}
 
     def _report(self) -> None:
+        self._reported = time.monotonic()
         _, done, failed = self.writer.counts()
         self._kinds()
         self.progress.update(done, failed, self.label, self.stage)
@@ -138,7 +142,8 @@ class SweepLoop:
             self._heartbeat()
             return
         self.writer.store(events)
-        self._report()
+        if time.monotonic() - self._reported >= REPORT_EVERY_S or not (self.sched.busy() or self.dispatcher.busy()):
+            self._report()
 
     def _heartbeat(self) -> None:
         """Between results, every HEARTBEAT_S: the progress again (its clock and ETA move during a long cell), with a

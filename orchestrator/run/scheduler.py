@@ -225,21 +225,21 @@ class Scheduler:
         if state == self._fruitless:
             return []  # nothing built or queued since the last scan found no ready cell (tens of thousands to scan)
         batch: list[CellSpec] = []
+        passed: list[CellSpec] = []  # scanned and left queued, put back in order: the scan costs what it reads
         group = None
-        for c in self.replays:
-            if len(batch) >= size:
-                break
-            if not self._inputs_ready(c):
-                continue
-            this = (c.strategy, tuple((r, key) for r, key in c.needs if r != "reference"))
-            group = group or this
-            if this == group:
-                batch.append(c)
+        while self.replays and len(batch) < size:
+            c = self.replays.popleft()
+            if self._inputs_ready(c):
+                this = (c.strategy, tuple((r, key) for r, key in c.needs if r != "reference"))
+                group = group or this
+                if this == group:
+                    batch.append(c)
+                    continue
+            passed.append(c)
+        self.replays.extendleft(reversed(passed))
         if not batch:
             self._fruitless = state
             return []
-        ids = {c.id for c in batch}
-        self.replays = deque(c for c in self.replays if c.id not in ids)
         self.running_replays += 1
         return [replace(c, attempts=c.attempts + 1) for c in batch]
 

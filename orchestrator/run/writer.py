@@ -24,7 +24,7 @@ from storage.db import Session
 from storage.models import CELL_KINDS, Reference
 from storage.queries import state_counts
 from storage.replays import coordinate_of, done_keys, measured_coordinates, references_by_key, twin_rounds
-from workers.contracts import JobOutcome, ReplayJob
+from workers.contracts import GenerationRecord, JobOutcome, ReplayJob
 from workers.replay.batch import rounds_differ
 from workers.training.artifacts import BY_CELL_KIND
 
@@ -183,25 +183,33 @@ class ResultWriter:
                 self._failed(s, c, ev.error)
             return
         by_key = {c.key: c for c in ev.cells}
+        done = []
         for o in ev.outcomes:
             c = by_key[o.key]
             if not o.ok:
                 if not self._rebuild_for(s, c, o.error):
                     self._failed(s, c, o.error)
                 continue
-            self._store_generation(s, c, o)
+            if (g := self._checked(s, c, o)) is not None:
+                done.append((c, g, o.worker))
+        store.store_generations(s, self.exp_id, done)  # a task's replays in a few statements, not a few per cell
 
-    def _store_generation(self, s: Session, c: CellSpec, o: JobOutcome) -> None:
+    def _checked(self, s: Session, c: CellSpec, o: JobOutcome) -> GenerationRecord | None:
         """A timed or replayed generation with the cost model's prediction, unless its twin (the same cell and prompt
-        measured the other way) made other rounds: then the cell fails, naming the first round that differs."""
+        measured the other way) made other rounds: then the cell fails, naming the first round that differs (None)."""
         g = self.costs.predict(s, o.generation, c.regime, bool(c.params.options.get("tree")))
         twin = None if c.temperature or not self._may_have_twin(s, c, g.measure) else twin_rounds(s, c.id, g.measure)
         mismatch = twin and (rounds_differ(g, twin) if g.measure == "timed" else rounds_differ(twin, g))
         if mismatch:
             store.mark_failure(s, c.id, mismatch, final=True)
+            return None
+        return g
+
+    def _store_generation(self, s: Session, c: CellSpec, o: JobOutcome) -> None:
+        """A timed generation (`_checked`), stored with its cell marked done."""
+        if (g := self._checked(s, c, o)) is None:
             return
-        store.store_generation(s, c.id, g)
-        store.mark_finished(s, c.id, o.worker)
+        store.store_generations(s, self.exp_id, [(c, g, o.worker)])
         if g.measure == "timed" and self._timed is not None:
             self._timed.add(self._coordinate(c))
 

@@ -82,6 +82,8 @@ class RoundCosts:
     rows: Mapping[str, Row]
     noise: Mapping[str, float] = field(default_factory=dict)
     meta: Mapping[str, object] = field(default_factory=dict)
+    # a pass shape's seconds, once computed: a run predicts 10^5-10^6 generations over a few thousand shapes
+    _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def widths(self, regime: str, kind: str) -> list[int]:
         """The measured n of one regime's kind of pass."""
@@ -116,8 +118,11 @@ class RoundCosts:
 
     def pass_seconds(self, regime: str, shape: Shape, tree: bool = False) -> float:
         """Predicted seconds of the round a recorded pass shape was (`workers.decoding.passes`)."""
-        kind, n, context = regime_passes(regime).key(shape, tree)
-        return self.seconds(regime, kind, n, context)
+        memo = (regime, tuple(shape), tree)
+        if (found := self._memo.get(memo)) is None:
+            kind, n, context = regime_passes(regime).key(shape, tree)
+            found = self._memo[memo] = self.seconds(regime, kind, n, context)
+        return found
 
     def wall_seconds(self, regime: str, passes: Iterable[Sequence[int]], tree: bool = False) -> float:
         """Predicted seconds of a generation's verifier side, over its passes [(fed, cached, kept), ...]."""

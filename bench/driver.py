@@ -1,0 +1,272 @@
+"""The driver's ceiling: how many replayed cells a second the driver and its database absorb, on a local Ray cluster
+of several `ray start` nodes, and what bounds it.
+
+The real driver (`orchestrator.run.driver.run`) runs a grid of cells that cost almost nothing to compute: a no-op
+accelerator worker answers the references (ten tokens each) and the round-cost table at once, and the replays are
+real (`workers.replay.task.replay_task`: the ngram draft against a reference of 8 tokens) on the cluster's CPU
+nodes. So nearly every second the driver spends is its own: scheduling, building jobs, Ray calls, predicting each
+replay's time, and writing the rows. Reported: cells stored per second of the run (bounded here by the machine's 2
+cores, which the replays share with the driver); the driver's CPU seconds per cell, its share of the run, and the
+ceiling they imply (cells per second of the driver's CPU: what the driver absorbs when replays run elsewhere and
+never wait on it); the database's write rate; and the driver's profile, by where its CPU went.
+
+The cluster: a head (`--num-cpus=1`, the `accelerator` resource, the driver beside it) and `NODES` - 1 further
+nodes of one CPU each, each started with `ray start --block` by this process and stopped by pid at the end.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import os
+import pstats
+import resource
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import ray
+
+ROOT = Path(__file__).resolve().parents[1]
+NODES = 3  # the head and two more
+PROMPTS, QUICK_PROMPTS = 1200, 40  # 27 replayed cells per prompt (plain and ngram at k = 1..8, three regimes)
+TARGET = 2000  # cells a second the driver and the database absorb (the issue's goal)
+WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau".split()
+
+
+@ray.remote(resources={"accelerator": 1}, num_cpus=0)
+class InstantWorker:
+    """The accelerator worker's interface, answering at once: a reference of ten tokens per prompt (vocabulary
+    32,000, EOS 2) and a flat round-cost table; no model, no power."""
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+
+    def info(self) -> dict:
+        return {"device": "instant", "worker": "instant", "power_sources": []}
+
+    def run_batch(self, jobs: list):
+        from workers.contracts import BatchOutcome, JobOutcome, ReferenceRecord
+
+        outcomes = []
+        for j in jobs:
+            if j.kind == "cost_model":
+                outcomes.append(JobOutcome(key=j.key, worker="instant", cost_model=_table(j)))
+                continue
+            seed = sum(map(ord, j.prompt))
+            tokens = tuple(3 + (seed * 7 + i * 13) % 997 for i in range(10))
+            ref = ReferenceRecord(
+                prompt_text=j.prompt,
+                prompt_tokens=tuple(3 + (seed + i) % 997 for i in range(8)),
+                tokens=tokens,
+                text=" ".join(map(str, tokens)),
+                wall_s=0.001,
+                vocab_size=32000,
+                eos_id=2,
+            )
+            outcomes.append(JobOutcome(key=j.key, worker="instant", reference=ref))
+        return BatchOutcome(outcomes=tuple(outcomes))
+
+    def close(self) -> None:
+        pass
+
+
+def _table(job):
+    """A flat round-cost table over the job's regimes and widths (10 ms a round, 1 ms more per token)."""
+    from workers.contracts import CostModelRecord
+    from workers.decoding.costmodel import build_table
+
+    samples = [
+        (regime, kind, n, context, 0.010 + 0.001 * n)
+        for regime in job.regimes
+        for kind in ("chain", "first")
+        for n in range(job.max_n + 2)
+        for context in (2, 4 * job.max_context)
+    ]
+    table = build_table("instant/verifier", "instant", samples)
+    now = time.time()
+    return CostModelRecord("instant/verifier", "instant", table.to_json(), tuple(samples), 0.01, now, now)
+
+
+def _spec(folder: Path, prompts: int) -> Path:
+    docs = "\n\n".join(f"{i} " + " ".join(WORDS[(i + j) % len(WORDS)] for j in range(40)) for i in range(prompts))
+    (folder / "task.txt").write_text(docs)
+    spec = folder / "driver.toml"
+    spec.write_text(
+        f"""[experiment]
+name = "driver"
+batch_size = 64
+[verifier]
+model = "instant/verifier"
+tokenizer = "mistral"
+[[tasks]]
+name = "t"
+path = "task.txt"
+prompts = {prompts}
+prompt_words = 8
+[[strategies]]
+name = "plain"
+draft = "plain"
+[[strategies]]
+name = "ngram"
+draft = "ngram"
+[sweep]
+k = [1, 2, 3, 4, 5, 6, 7, 8]
+regimes = ["uncached", "cached", "cached-standard"]
+max_new_tokens = 8
+warmup = false
+replay = true
+"""
+    )
+    return spec
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start(args: list[str]) -> subprocess.Popen:
+    """`ray start ... --block` in a session of its own; returns once the node is up."""
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(ROOT)}
+    ray_bin = str(Path(sys.executable).with_name("ray"))
+    small = ["--disable-usage-stats", "--object-store-memory=200000000", "--block"]
+    proc = subprocess.Popen(
+        [ray_bin, "start", *args, *small], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if "Ray runtime started" in line:
+            threading.Thread(target=proc.stdout.read, daemon=True).start()  # a full pipe would block it
+            return proc
+    raise RuntimeError("ray start failed: " + "".join(seen[-20:]))
+
+
+def _stop(procs: list[subprocess.Popen]) -> None:
+    import psutil
+
+    for proc in reversed(procs):
+        try:
+            family = [*psutil.Process(proc.pid).children(recursive=True), psutil.Process(proc.pid)]
+        except psutil.NoSuchProcess:
+            continue
+        for p in family:
+            try:
+                p.kill()
+            except psutil.NoSuchProcess:
+                pass
+        proc.wait(timeout=30)
+
+
+CATEGORIES = (  # where the driver's CPU goes, by the file a function is in (the first that matches)
+    ("SQL (SQLAlchemy, sqlite3)", ("sqlalchemy", "sqlite3", "storage/")),
+    ("Ray calls and (de)serialisation", ("/ray/", "pickle", "cloudpickle", "msgpack")),
+    ("predicting replays (the table)", ("workers/decoding",)),
+    ("scheduling, jobs, progress", ("orchestrator/",)),
+)
+
+
+def _profile_shares(prof: cProfile.Profile) -> list[tuple[str, float]]:
+    """The driver's own seconds (tottime) per category, largest first, beside the rest."""
+    by: dict[str, float] = defaultdict(float)
+    for (file, _, _), (_, _, tottime, _, _) in pstats.Stats(prof).stats.items():
+        name = next((c for c, marks in CATEGORIES if any(m in file for m in marks)), "other Python")
+        if file == "~":  # built-ins: C calls (sqlite3's, pickle's, ...) outside any Python file
+            name = "built-in C calls"
+        by[name] += tottime
+    return sorted(by.items(), key=lambda kv: -kv[1])
+
+
+def _top(prof: cProfile.Profile, n: int = 6) -> list[tuple[str, float]]:
+    stats = pstats.Stats(prof).stats
+    rows = [(f"{Path(f).name}:{line} {fn}", tt) for (f, line, fn), (_, _, tt, _, _) in stats.items() if f != "~"]
+    return sorted(rows, key=lambda r: -r[1])[:n]
+
+
+def measure(prompts: int) -> dict:
+    """Run the grid once on a fresh cluster and database; the figures."""
+    from orchestrator.run.driver import RunOptions, run
+    from orchestrator.run.spec_paths import load_spec
+
+    folder = Path(tempfile.mkdtemp(prefix="bench-driver-"))
+    port = _free_port()
+    procs = [_start(["--head", f"--port={port}", "--num-cpus=1", '--resources={"accelerator": 1}'])]
+    try:
+        procs += [_start([f"--address=127.0.0.1:{port}", "--num-cpus=1"]) for _ in range(NODES - 1)]
+        spec_path = _spec(folder, prompts)
+        db = folder / "driver.db"
+        opts = RunOptions(db_url=f"sqlite:///{db}", address=f"127.0.0.1:{port}", worker_cls=InstantWorker)
+        prof = cProfile.Profile(time.process_time)  # CPU seconds: a wait in ray.wait is not work
+        cpu0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+        prof.enable()
+        report = run(load_spec(spec_path), spec_path.read_text(), str(spec_path), opts)
+        prof.disable()
+        wall, cpu1 = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF)
+        if out := os.environ.get("BENCH_DRIVER_PROFILE"):  # the whole profile, for pstats or snakeviz
+            prof.dump_stats(out)
+        size = db.stat().st_size
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        _stop(procs)
+    from sqlalchemy import func, select
+
+    from storage.db import open_db
+    from storage.models import Generation
+
+    with open_db(f"sqlite:///{db}", migrate=False)[1]() as s:
+        replays = s.scalar(select(func.count()).where(Generation.measure == "replay"))
+    shutil.rmtree(folder, ignore_errors=True)
+    cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
+    return {
+        "cells": sum(report.counts.values()),
+        "failed": report.counts.get("failed", 0),
+        "replays": replays,
+        "wall": wall,
+        "cpu": cpu,
+        "mib": size / 2**20,
+        "shares": _profile_shares(prof),
+        "top": _top(prof),
+    }
+
+
+def run(quick: bool = False) -> str:
+    """The Markdown section for BENCHMARKS.md."""
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    m = measure(QUICK_PROMPTS if quick else PROMPTS)
+    if m["failed"]:
+        raise RuntimeError(f"{m['failed']} cells failed in the driver benchmark")
+    per_cell = m["cpu"] / m["replays"]
+    ceiling = 1 / per_cell
+    prof_total = sum(s for _, s in m["shares"]) or 1.0
+    shares = "; ".join(f"{name} {s / prof_total:.0%}" for name, s in m["shares"])
+    top = "; ".join(f"`{name}` {s:.1f} s" for name, s in m["top"])
+    verdict = "meets" if ceiling >= TARGET else "misses"
+    return "\n".join(
+        [
+            "## The driver's ceiling",
+            "",
+            f"[bench/driver.py](bench/driver.py): the real driver over {m['cells']:,} cells ({m['replays']:,} replayed:"
+            f" plain and ngram at k = 1..8 in the three regimes, 8 new tokens each) on a local Ray cluster of {NODES}"
+            " `ray start` nodes of one CPU each on this machine, the accelerator worker answering at once (references"
+            " and the round-cost table), SQLite in WAL mode. The driver's CPU is its process's (every thread); its"
+            " ceiling is replayed cells per second of that CPU.",
+            "",
+            "| cells stored | wall | cells / s of the run | driver CPU | driver CPU share | driver CPU per cell |"
+            " ceiling: cells / s of driver CPU | database writes |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|",
+            f"| {m['cells']:,} | {m['wall']:.1f} s | {m['cells'] / m['wall']:,.0f} | {m['cpu']:.1f} s |"
+            f" {m['cpu'] / m['wall']:.0%} | {per_cell * 1e3:.2f} ms | **{ceiling:,.0f}** ({verdict} the goal of"
+            f" {TARGET:,}) | {m['replays'] / m['wall']:,.0f} rows / s, {m['mib'] / m['wall']:.1f} MiB / s |",
+            "",
+            f"Where the driver's profiled time went (cProfile, its own time per function, grouped by file): {shares}."
+            f" The largest functions: {top}.",
+        ]
+    )
