@@ -9,8 +9,6 @@ beside it (`predicted_wall_s`); validation compares the replayed generation's pr
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from orchestrator.run.cells import COST_ROLE, table_widths
 from orchestrator.run.options import Sessions
 from orchestrator.run.spec import Spec
@@ -72,7 +70,7 @@ class ReplayCosts:
             return g
         predicted = predict_generation(model, regime, g.passes, g.draft_s, tree)
         if g.measure != "replay":
-            return replace(g, predicted_wall_s=predicted)
+            return g.replaced(predicted_wall_s=predicted)
         energy = None
         if self._power is not None:
             joules = predicted * self._power
@@ -85,8 +83,7 @@ class ReplayCosts:
                 j_per_100_tokens=joules / n * 100 if n else None,
                 tokens_per_j=n / joules if joules else None,
             )
-        return replace(
-            g,
+        return g.replaced(
             wall_s=predicted,
             verify_s=predicted - g.draft_s,
             predicted_wall_s=predicted,
