@@ -15,6 +15,7 @@ from orchestrator.run.spec_paths import load_spec
 from storage import store
 from storage.db import open_db
 from workers.contracts import BatchOutcome, GenerationRecord, JobOutcome, ReferenceRecord, SweepJob
+from workers.decoding.records import Decoded
 
 WORDS = "the quick brown fox jumps over the lazy dog while a small cat sleeps on the warm mat near an open door"
 
@@ -33,23 +34,25 @@ class NoopWorker:
         now = time.time()
         ref = ReferenceRecord(prompt_text="", prompt_tokens=(1,), tokens=tuple(range(10)), text="x", wall_s=0.01)
         gen = GenerationRecord(
+            Decoded(
+                tokens=tuple(range(10)),
+                steps=4,
+                drafted=9,
+                accepted=6,
+                accept_hist=(1, 1, 2, 0),
+                accepted_per_step=(3, 2, 1, 0),
+                tokens_per_step=(4, 3, 2, 1),
+                fastpath_rejects=0,
+                wall_s=0.01,
+                draft_s=0.001,
+                verify_s=0.009,
+                started_at=now,
+                ended_at=now + 0.01,
+                bridged=False,
+                stopped="max_new_tokens",
+            ),
             n_prompt_tokens=5,
-            tokens=tuple(range(10)),
             text="x",
-            steps=4,
-            drafted=9,
-            accepted=6,
-            accept_hist=(1, 1, 2, 0),
-            accepted_per_step=(3, 2, 1, 0),
-            tokens_per_step=(4, 3, 2, 1),
-            fastpath_rejects=0,
-            wall_s=0.01,
-            draft_s=0.001,
-            verify_s=0.009,
-            started_at=now,
-            ended_at=now + 0.01,
-            bridged=False,
-            stopped="max_new_tokens",
             device="noop",
         )
         return BatchOutcome(

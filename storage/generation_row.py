@@ -1,9 +1,11 @@
 """A generation's stored row from its `workers.contracts.GenerationRecord`: one mapping by field name.
 
-Every record field is a `generations` column of the same name (`RECORD_COLUMNS`), but `energy`, which is stored as
-its `EnergyRecord`'s fields (`ENERGY_COLUMNS`, again by name). The other columns are the cell's (`FROM_CELL`), the
-figures `storage.results.store_generation` computes (`COMPUTED`) and what the table fills in itself (`DEFAULTED`);
-`tests/storage/test_store.py` checks that these cover the table, each column once.
+Every field of the record's `Decoded` (`DECODED_COLUMNS`: tokens, rounds, times) and of the record itself
+(`RECORD_COLUMNS`) is a `generations` column of the same name, but `energy`, which is stored as its `EnergyRecord`'s
+fields (`ENERGY_COLUMNS`, again by name): these lists are the dataclasses' fields, typed nowhere else. The other
+columns are the cell's (`FROM_CELL`), the figures `storage.results.store_generation` computes (`COMPUTED`) and what
+the table fills in itself (`DEFAULTED`); `tests/storage/test_store.py` checks that these cover the table, each column
+once.
 
 Example:
     >>> row = record_columns(record)            # {"n_prompt_tokens": 4, "tokens": [5, 6, 7], ..., "energy_j": 2.0}
@@ -16,8 +18,10 @@ from dataclasses import fields
 from typing import Any
 
 from workers.contracts import EnergyRecord, GenerationRecord
+from workers.decoding.records import Decoded
 
-EXPANDED = ("energy",)  # record fields stored as several columns
+EXPANDED = ("decoded", "energy")  # record fields stored as several columns (their dataclasses' fields)
+DECODED_COLUMNS = tuple(f.name for f in fields(Decoded))
 RECORD_COLUMNS = tuple(f.name for f in fields(GenerationRecord) if f.name not in EXPANDED)
 ENERGY_COLUMNS = tuple(f.name for f in fields(EnergyRecord))
 # the columns a record does not carry: its cell's coordinates and sampler, the figures computed from the record and
@@ -49,9 +53,11 @@ def _stored(value: Any) -> Any:
 
 
 def record_columns(g: GenerationRecord) -> dict[str, Any]:
-    """The `generations` columns a record fills, by field name: its own fields and its energy's (None without one).
-    A record without `first_accepted` leaves it to the table (rounds - accept_hist[0], `storage.models`)."""
-    row = {name: _stored(getattr(g, name)) for name in RECORD_COLUMNS}
+    """The `generations` columns a record fills, by field name: its `Decoded`'s, its own and its energy's (None
+    without one). A record without `first_accepted` leaves it to the table (rounds - accept_hist[0],
+    `storage.models`)."""
+    row = {name: _stored(getattr(g.decoded, name)) for name in DECODED_COLUMNS}
+    row |= {name: _stored(getattr(g, name)) for name in RECORD_COLUMNS}
     row |= {name: None if g.energy is None else getattr(g.energy, name) for name in ENERGY_COLUMNS}
     row |= {name: row[name] or None for name in EMPTY_AS_NULL}
     row["wall_s_runs"] = row["wall_s_runs"] or [g.wall_s]  # one timed run: its own wall time

@@ -70,7 +70,7 @@ def corrupt(job, outcome):
     if g is None or not g.tokens or not strategy or os.environ.get("GREENSPEC_FAULT_CORRUPT") != strategy:
         return outcome
     tokens = (*g.tokens[:-1], g.tokens[-1] ^ 1)  # XOR 1 stays a valid id: 31999 -> 31998
-    return replace(outcome, generation=replace(g, tokens=tokens))
+    return replace(outcome, generation=g.replaced(tokens=tokens))
 
 
 def hang_training() -> None:

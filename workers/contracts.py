@@ -4,7 +4,8 @@ The driver builds a `SweepJob` per reference or sweep cell (a `LabelJob` per lab
 model cell) and sends a batch to the accelerator worker, which answers with a `BatchOutcome`: one `JobOutcome` per
 job (a `GenerationRecord`, a `ReferenceRecord`, a `LabelRecord` or a `CostModelRecord`, or an error) and the power
 samples taken meanwhile; a replayed cell is a `ReplayJob` for a CPU worker. A sweep job and a replay job hold the
-cell's `Coordinates` (key, strategy, draft, options, artifacts, k, regime), built once from the cell.
+cell's `Coordinates` (key, strategy, draft, options, artifacts, k, regime), built once from the cell; a generation's
+record holds its result's `workers.decoding.records.Decoded` (tokens, rounds, times), declared there once.
 `storage.store` writes the outcomes as they are; nothing is a dict.
 
 Example:
@@ -18,15 +19,13 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field, replace
+from typing import Any
 
+from workers.decoding.records import Decoded, HoldsDecoded
 from workers.power.base import EnergyWindow, PowerSample
 from workers.power.energy import j_per_100_tokens, tokens_per_j
 from workers.power.sampler import PowerSampler
-
-if TYPE_CHECKING:
-    from workers.decoding import GenerationResult
 
 KINDS = ("reference", "sweep")
 
@@ -105,35 +104,20 @@ class EnergyRecord:
 
 
 @dataclass(frozen=True)
-class GenerationRecord:
-    """One timed speculative generation as measured on the worker."""
+class GenerationRecord(HoldsDecoded):
+    """One timed (or replayed) speculative generation as the worker measured it: its result's `Decoded`
+    (`GenerationRecord(result.decoded, n_prompt_tokens, text, device)`; its fields read as the record's own:
+    `record.tokens`, `record.wall_s`) and what the runner, replay or the driver adds. A result's sampler seed (the
+    cell's) and token-tree depths are not kept."""
 
+    decoded: Decoded
     n_prompt_tokens: int
-    tokens: tuple[int, ...]
     text: str
-    steps: int
-    drafted: int
-    accepted: int
-    accept_hist: tuple[int, ...]
-    accepted_per_step: tuple[int, ...]
-    tokens_per_step: tuple[int, ...]
-    fastpath_rejects: int
-    wall_s: float
-    draft_s: float
-    verify_s: float
-    started_at: float  # epoch s
-    ended_at: float
-    bridged: bool
-    stopped: str
     device: str
-    first_checked: int | None = None  # rounds whose first draft token was checked by the verifier
-    first_accepted: int | None = None  # ... and accepted
-    energy: EnergyRecord | None = None
+    energy: EnergyRecord | None = None  # set by `workers.power.attribution` (`attach_energy`)
     wall_s_runs: tuple[float, ...] = ()  # every timed run's wall time ([sweep] repeats); wall_s is the least
-    passes: tuple[tuple[int, int, int], ...] = ()  # per verifier pass: (tokens fed, tokens cached, rows kept)
-    drafted_per_step: tuple[int, ...] = ()  # per round: tokens the draft proposed
     measure: str = "timed"  # "replay": computed from the reference without the verifier (`workers.replay`)
-    predicted_wall_s: float | None = None  # the round-cost table's wall time for these passes (+ draft seconds)
+    predicted_wall_s: float | None = None  # the driver's: the round-cost table's time for these passes (+ draft s)
     pace_s: float | None = None  # the machine's pace just before the timed runs (`roundtimer.pace_seconds`)
 
 
@@ -281,32 +265,6 @@ class ArtifactInfo:
     power_measured: bool | None = None
     meta: Mapping[str, Any] = field(default_factory=dict)
     node_id: str | None = None  # the Ray node whose disk holds the file
-
-
-# GenerationRecord's fields that a `workers.decoding.GenerationResult` lacks: set by the runner or replay, or later
-# (energy, by `workers.power.attribution`; predicted_wall_s, by the driver; pace_s, by the runner before a timed run)
-RECORD_ONLY = ("n_prompt_tokens", "text", "device", "energy", "wall_s_runs", "measure", "predicted_wall_s", "pace_s")
-# GenerationResult's fields a record leaves out: the sampler's seed is the cell's, tree depths are not stored
-RESULT_ONLY = ("seed", "depth_per_step")
-FROM_RESULT = tuple(f.name for f in fields(GenerationRecord) if f.name not in RECORD_ONLY)
-
-
-def _frozen(value):
-    """A result's value as a frozen record holds it: a sequence as a tuple, the rest as it is."""
-    if isinstance(value, (list, tuple)):
-        return tuple(value)
-    return value
-
-
-def generation_record(
-    res: GenerationResult, n_prompt_tokens: int, text: str, device: str, **extra: Any
-) -> GenerationRecord:
-    """The record of a `workers.decoding.GenerationResult` (timed by the runner or replayed): every field the two
-    share (`FROM_RESULT`, by name), with the prompt's length, the text and the device; `extra` sets the rest
-    (measure, wall_s_runs)."""
-    shared = {name: _frozen(getattr(res, name)) for name in FROM_RESULT}
-    shared["bridged"] = bool(shared["bridged"])
-    return GenerationRecord(n_prompt_tokens=n_prompt_tokens, text=text, device=device, **shared, **extra)
 
 
 def energy_record(window: EnergyWindow, n_tokens: int) -> EnergyRecord:

@@ -17,7 +17,6 @@ machine (the pace, `storage.costs`).
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 
 from orchestrator.run.cells import COST_ROLE, table_widths
 from orchestrator.run.options import Sessions
@@ -97,7 +96,7 @@ class ReplayCosts:
             return g
         predicted = predict_generation(model, regime, g.passes, g.draft_s, tree)
         if g.measure != "replay":
-            return replace(g, predicted_wall_s=predicted)
+            return g.replaced(predicted_wall_s=predicted)
         energy = None
         if self._power is not None:
             joules = predicted * self._power
@@ -110,8 +109,7 @@ class ReplayCosts:
                 j_per_100_tokens=joules / n * 100 if n else None,
                 tokens_per_j=n / joules if joules else None,
             )
-        return replace(
-            g,
+        return g.replaced(
             wall_s=predicted,
             verify_s=predicted - g.draft_s,
             predicted_wall_s=predicted,

@@ -20,7 +20,7 @@ from storage.cell_spec import CellParams, CellSpec
 from storage.db import open_db
 from storage.repredict import is_tree
 from tests.tiny_models import tiny_lm
-from workers.contracts import CostModelRecord, ReferenceRecord, generation_record
+from workers.contracts import CostModelRecord, GenerationRecord, ReferenceRecord
 from workers.costtables import MeasureRequest, make_references, measure_loaded
 from workers.decoding import DecodeOptions, generate, greedy_reference
 from workers.decoding.costmodel import RoundCosts, build_table, predict_generation
@@ -148,15 +148,15 @@ def replayed(verifier: Verifier, c: Coord, prompt: list[int], ref: list[int], ow
     _, regime, strategy, k = c
     draft, trees = draft_for(strategy, verifier.vocab_size, ref)
     res = replay_generate(draft, prompt, ref, verifier.vocab_size, DecodeOptions(regime, k, MAX_NEW, trees=trees))
-    rec = generation_record(res, len(prompt), "", "replay", measure="replay")
+    rec = GenerationRecord(res.decoded, len(prompt), "", "replay", measure="replay")
     wall = predict_generation(own, regime, rec.passes, rec.draft_s, is_tree(strategy))
-    return replace(rec, wall_s=wall, verify_s=wall - rec.draft_s, predicted_wall_s=wall, wall_s_runs=(wall,))
+    return rec.replaced(wall_s=wall, verify_s=wall - rec.draft_s, predicted_wall_s=wall, wall_s_runs=(wall,))
 
 
 def timed(c: Coord, results, prompt: list[int], own: RoundCosts):
     """A timed generation's record: its runs, the fastest one's figures, the prediction beside it."""
     best = min(results, key=lambda r: r.wall_s)
-    rec = generation_record(best, len(prompt), "", "cpu", wall_s_runs=tuple(r.wall_s for r in results))
+    rec = GenerationRecord(best.decoded, len(prompt), "", "cpu", wall_s_runs=tuple(r.wall_s for r in results))
     return replace(rec, predicted_wall_s=predict_generation(own, c[1], rec.passes, rec.draft_s, is_tree(c[2])))
 
 

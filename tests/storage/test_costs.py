@@ -116,7 +116,7 @@ def add_generation(
         regime=regime,
         params=CellParams(prompt="p", reference=key or f"r{prompt}"),
     )
-    g = replace(gen(tokens=(1, 2, 3, 4)), wall_s=wall_s, measure=measure, predicted_wall_s=predicted)
+    g = gen(tokens=(1, 2, 3, 4)).replaced(wall_s=wall_s, measure=measure, predicted_wall_s=predicted)
     g = replace(g, wall_s_runs=runs) if runs else g
     g = replace(g, pace_s=pace)
     store.store_generation(session, cell_id(session, exp_id, spec), g)

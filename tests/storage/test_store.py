@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import fields, replace
+from dataclasses import fields
 
 import pytest
 from sqlalchemy import select
@@ -12,6 +12,7 @@ from storage.cell_spec import CellParams, CellSpec
 from storage.db import open_db
 from storage.generation_row import (
     COMPUTED,
+    DECODED_COLUMNS,
     DEFAULTED,
     ENERGY_COLUMNS,
     EXPANDED,
@@ -21,6 +22,7 @@ from storage.generation_row import (
 )
 from storage.models import Artifact, Cell, Generation
 from workers.contracts import ArtifactInfo, EnergyRecord, GenerationRecord, ReferenceRecord
+from workers.decoding.records import Decoded
 
 
 @pytest.fixture
@@ -50,10 +52,8 @@ def cells() -> list[CellSpec]:
 
 
 def gen(tokens=(5, 6, 7), energy_j=2.0) -> GenerationRecord:
-    return GenerationRecord(
-        n_prompt_tokens=4,
+    decoded = Decoded(
         tokens=tokens,
-        text="x",
         steps=3,
         drafted=6,
         accepted=3,
@@ -68,6 +68,11 @@ def gen(tokens=(5, 6, 7), energy_j=2.0) -> GenerationRecord:
         ended_at=1.5,
         bridged=False,
         stopped="max_new_tokens",
+    )
+    return GenerationRecord(
+        decoded,
+        n_prompt_tokens=4,
+        text="x",
         device="cpu",
         energy=EnergyRecord(energy_j, 4.0, "estimate", False, energy_j / len(tokens) * 100, len(tokens) / energy_j),
     )
@@ -134,14 +139,15 @@ def test_generation_metrics_and_late_reference(session):
 
 
 def test_every_record_field_has_its_column_and_every_column_a_source():
-    """The one mapping (`storage.generation_row`): a record field is a column of its name (energy as its record's
-    fields), and a column is a record's, the cell's, computed or the table's own, once."""
+    """The one mapping (`storage.generation_row`): a record field is a column of its name (its decoded fields and its
+    energy as their records' fields), and a column is a record's, the cell's, computed or the table's own, once."""
     record = {f.name for f in fields(GenerationRecord)}
     columns = [c.name for c in Generation.__table__.columns]
     assert set(RECORD_COLUMNS) == record - set(EXPANDED) and set(ENERGY_COLUMNS) == {
         f.name for f in fields(EnergyRecord)
     }
-    sources = [*RECORD_COLUMNS, *ENERGY_COLUMNS, *FROM_CELL, *COMPUTED, *DEFAULTED]
+    assert set(DECODED_COLUMNS) == {f.name for f in fields(Decoded)}
+    sources = [*DECODED_COLUMNS, *RECORD_COLUMNS, *ENERGY_COLUMNS, *FROM_CELL, *COMPUTED, *DEFAULTED]
     assert sorted(sources) == sorted(columns)  # each column from one source, none left out
 
 
@@ -185,8 +191,8 @@ def test_a_generation_row_stores_the_records_values(session):
 
 
 def test_record_columns_store_per_pass_records_as_lists_and_leave_a_missing_first_accepted_to_the_table():
-    rec = replace(gen(), passes=((4, 0, 1), (3, 4, 3)), drafted_per_step=(3, 3), wall_s_runs=(0.7, 0.5), energy=None)
-    row = record_columns(replace(rec, first_accepted=1))
+    rec = gen().replaced(passes=((4, 0, 1), (3, 4, 3)), drafted_per_step=(3, 3), wall_s_runs=(0.7, 0.5), energy=None)
+    row = record_columns(rec.replaced(first_accepted=1))
     assert (row["passes"], row["drafted_per_step"], row["wall_s_runs"]) == ([[4, 0, 1], [3, 4, 3]], [3, 3], [0.7, 0.5])
     assert row["first_accepted"] == 1 and all(row[c] is None for c in ENERGY_COLUMNS)
     assert "first_accepted" not in record_columns(rec)

@@ -14,31 +14,9 @@ from storage.cell_spec import CellParams, CellSpec
 from storage.db import DatabaseError, open_db, open_reader
 from storage.models import Cell, Generation, InstanceBase, Lease
 from storage.results import IBASE_COLUMNS
-from workers.contracts import GenerationRecord, ReferenceRecord
+from tests.records import plain_generation
+from workers.contracts import ReferenceRecord
 from workers.training.ibase import IBaseInfo
-
-
-def _gen(tokens: tuple[int, ...]) -> GenerationRecord:
-    return GenerationRecord(
-        n_prompt_tokens=3,
-        tokens=tokens,
-        text="x",
-        steps=len(tokens),
-        drafted=0,
-        accepted=0,
-        accept_hist=(),
-        accepted_per_step=(),
-        tokens_per_step=(),
-        fastpath_rejects=0,
-        wall_s=0.1,
-        draft_s=0.0,
-        verify_s=0.1,
-        started_at=0.0,
-        ended_at=0.1,
-        bridged=False,
-        stopped="length",
-        device="cpu",
-    )
 
 
 def _ref(tokens: tuple[int, ...]) -> ReferenceRecord:
@@ -78,10 +56,10 @@ def test_references_match_by_prompt_and_metrics_are_never_rewritten(db_url):
     ]
     ids = _setup(Session, cells)
     with Session() as s:
-        store.store_generation(s, ids["genA"], _gen((5, 6, 7)))  # before its reference: no metric yet
+        store.store_generation(s, ids["genA"], plain_generation((5, 6, 7)))  # before its reference: no metric yet
         store.store_reference(s, ids["refA"], _ref((5, 6, 7)))
         store.store_reference(s, ids["refB"], _ref((9, 9, 9)))  # a different prompt's reference
-        store.store_generation(s, ids["genB"], _gen((9, 9, 9)))
+        store.store_generation(s, ids["genB"], plain_generation((9, 9, 9)))
         s.commit()
         gens = {g.cell_id: g for g in s.scalars(select(Generation))}
     a, b = gens[ids["genA"]], gens[ids["genB"]]
@@ -99,7 +77,7 @@ def test_a_stored_metric_is_not_rewritten_by_a_later_reference(db_url):
     ids = _setup(Session, cells)
     with Session() as s:
         store.store_reference(s, ids["ref1"], _ref((1, 2)))
-        store.store_generation(s, ids["g"], _gen((1, 2)))
+        store.store_generation(s, ids["g"], plain_generation((1, 2)))
         store.store_reference(s, ids["ref2"], _ref((7, 7)))
         s.commit()
         g = s.scalars(select(Generation)).one()

@@ -12,7 +12,7 @@ import socket
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from workers.contracts import (
     CostModelJob,
@@ -24,12 +24,9 @@ from workers.contracts import (
     ReferenceRecord,
     SweepJob,
     attach_energy,
-    generation_record,
 )
+from workers.decoding.records import GenerationResult
 from workers.power.base import PowerSample
-
-if TYPE_CHECKING:
-    from workers.decoding import GenerationResult
 
 logger = logging.getLogger(__name__)
 
@@ -246,14 +243,8 @@ class SweepRunner:
         ]
         res = fastest(runs, job.cell.strategy)
         text = self.tokenizer.decode(list(res.tokens), skip_special_tokens=True)
-        return generation_record(
-            res,
-            len(prompt_ids),
-            text,
-            str(self.verifier.device),
-            wall_s_runs=tuple(r.wall_s for r in runs),
-            pace_s=pace_s,
-        )
+        device, wall_s_runs = str(self.verifier.device), tuple(r.wall_s for r in runs)
+        return GenerationRecord(res.decoded, len(prompt_ids), text, device, wall_s_runs=wall_s_runs, pace_s=pace_s)
 
     def attach_energy(self, outcomes: list[JobOutcome]) -> list[JobOutcome]:
         """Integrate the power trace over each generation's, label pass's or cost measurement's [started_at, ended_at]

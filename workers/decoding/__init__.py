@@ -7,7 +7,8 @@ exactly as sampling from the verifier's warped distribution.
 
 The package, bottom up:
 - `seam`: what a round asks of a verifier (`workers.verifier.Verifier`, and replay's stand-in, both fit it);
-- `rounds`: the running `Tally`, the timed pass and draft call, `GenerationResult`;
+- `records`: a generation's measured fields, declared once (`Decoded`), and the `GenerationResult` holding them;
+- `rounds`: the running `Tally` (frozen into a `GenerationResult`), the timed pass and draft call;
 - `sampling`, `judges`: transformers' warping, the lossless acceptance rules, the greedy and sampling judges;
 - `tokentree`, `shapes`: a round's proposal as a chain or a token tree, verified and accepted the same way;
 - `regimes`: one `Round` per regime (uncached; cached, the paper's, with its first-token fast path;
@@ -26,10 +27,11 @@ trees (greedy only, `trees=True`).
 
 `steps` counts verifier forward passes (the cached prefill included); `accept_hist`, `drafted_per_step`,
 `accepted_per_step` and `tokens_per_step` are per round: in round i the first `accepted_per_step[i]` of its
-`tokens_per_step[i]` tokens came from the draft, the rest from the verifier.
+`tokens_per_step[i]` tokens came from the draft, the rest from the verifier. These are a result's `Decoded`'s fields,
+read as the result's own (`result.accepted`).
 
-The names below load their module on first use, so that `costcurve` (read by the storage and the dashboard) and
-`adaptive` (the drafts' stop rule) import without torch or transformers.
+The names below load their module on first use, so that `costcurve` (read by the storage and the dashboard),
+`adaptive` (the drafts' stop rule) and `records` (held by `workers.contracts`) import without torch or transformers.
 
 Example:
     >>> result = speculative_generate(verifier, draft, prompt_ids, 100, k=5, cached=True)  # any workers.drafts draft
@@ -48,9 +50,10 @@ _EXPORTS = {
     "REGIMES": "options",
     "regime_flags": "options",
     "regime_name": "options",
-    "GenerationResult": "rounds",
-    "STOP_EOS": "rounds",
-    "STOP_MAX": "rounds",
+    "Decoded": "records",
+    "GenerationResult": "records",
+    "STOP_EOS": "records",
+    "STOP_MAX": "records",
     "Tally": "rounds",
     "greedy_tokens": "rounds",
     "timed_pass": "rounds",

@@ -17,8 +17,9 @@ from dataclasses import replace
 
 from workers.decoding.judges import make_judge
 from workers.decoding.options import DecodeOptions
+from workers.decoding.records import GenerationResult
 from workers.decoding.regimes import ROUNDS, run_rounds
-from workers.decoding.rounds import GenerationResult, Tally
+from workers.decoding.rounds import Tally
 from workers.decoding.sampling import EXACT, ExactRule
 from workers.decoding.seam import VerifierLike
 from workers.decoding.shapes import Chain, Tree

@@ -1,5 +1,5 @@
 """What every round shares: the running `Tally` of a generation, its timed verifier pass and draft call, the greedy
-argmax, and the frozen `GenerationResult` a finished tally becomes.
+argmax; a finished tally freezes into a `GenerationResult` holding its `Decoded` (`workers.decoding.records`).
 
 Every clock read follows a device sync (`verifier.sync()`), so a timer measures finished work; each pass is
 counted as a step and its shape (tokens fed, tokens cached, rows kept) recorded for the round-cost table.
@@ -14,57 +14,18 @@ Example:
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import torch
 
+from workers.decoding.records import DECODED_FIELDS, STOP_EOS, STOP_MAX, Decoded, GenerationResult
 from workers.decoding.seam import VerifierLike
-
-STOP_EOS = "eos"
-STOP_MAX = "max_new_tokens"
-
-
-@dataclass(frozen=True)
-class GenerationResult:
-    """One generation: the new tokens, the verifier/draft counts and the timings (seconds, epoch for *_at)."""
-
-    tokens: tuple[int, ...]  # new tokens only; an EOS that stopped generation is included, as HF generate does
-    steps: int  # verifier forward passes
-    drafted: int
-    accepted: int
-    accept_hist: tuple[int, ...]  # rounds by accepted draft tokens 0..k
-    accepted_per_step: tuple[int, ...]  # per round: tokens taken from the draft
-    drafted_per_step: tuple[int, ...]  # per round: tokens the draft proposed
-    tokens_per_step: tuple[int, ...]  # per round: new tokens (draft ones first)
-    wall_s: float
-    draft_s: float
-    verify_s: float
-    started_at: float  # time.time() at the start, for integrating the power trace over the window
-    ended_at: float
-    fastpath_rejects: int = 0  # cached: rounds whose k-token pass was skipped by the first-token check
-    bridged: bool = False
-    stopped: str = STOP_MAX
-    first_checked: int = 0  # rounds whose first draft token was judged (every regime)
-    first_accepted: int = 0  # ... and accepted: first-token acceptance = first_accepted / first_checked
-    seed: int | None = None  # temperature > 0: the seed the sampling started from (reproduces the generation)
-    depth_per_step: tuple[int, ...] = ()  # token trees: per round, the drafted tree's depth (its longest path)
-    passes: tuple[tuple[int, int, int], ...] = ()  # per verifier pass: (tokens fed, tokens cached, rows kept)
-
-    @property
-    def n_tokens(self) -> int:
-        """Number of new tokens."""
-        return len(self.tokens)
-
-    @property
-    def path_acceptance(self) -> float:
-        """Token trees: accepted tokens over the summed depths of the drafted trees (for a chain: the acceptance)."""
-        depth = sum(self.depth_per_step) if self.depth_per_step else self.drafted
-        return self.accepted / depth if depth else 0.0
 
 
 @dataclass
 class Tally:
-    """Running counts and timers of one generation (mutable; frozen into a GenerationResult at the end)."""
+    """Running counts and timers of one generation (mutable; frozen into a GenerationResult at the end): the fields
+    named as a `Decoded`'s (`TALLIED`) become its fields as they are."""
 
     k: int
     tokens: list[int] = field(default_factory=list)
@@ -110,29 +71,22 @@ class Tally:
         for n in self.accepted_per_step:
             hist[n] += 1
         checked = [a for a, d in zip(self.accepted_per_step, self.drafted_per_step) if d > 0]
-        return GenerationResult(
-            tokens=tuple(self.tokens),
-            steps=self.steps,
-            drafted=self.drafted,
+        decoded = Decoded(
+            **{name: getattr(self, name) for name in TALLIED},
             accepted=sum(self.accepted_per_step),
             accept_hist=tuple(hist),
-            accepted_per_step=tuple(self.accepted_per_step),
-            drafted_per_step=tuple(self.drafted_per_step),
-            tokens_per_step=tuple(self.tokens_per_step),
             wall_s=wall_s,
-            draft_s=self.draft_s,
-            verify_s=self.verify_s,
             started_at=started_at,
             ended_at=ended_at,
-            fastpath_rejects=self.fastpath_rejects,
             bridged=bridged,
-            stopped=self.stopped,
             first_checked=len(checked),
             first_accepted=sum(a > 0 for a in checked),
-            seed=seed,
-            depth_per_step=tuple(self.depth_per_step),
-            passes=tuple(self.passes),
         )
+        return GenerationResult(decoded, seed=seed, depth_per_step=tuple(self.depth_per_step))
+
+
+# the tally's fields a `Decoded` holds as they are (tuples of its lists); freeze computes the rest
+TALLIED = tuple(name for name in DECODED_FIELDS if name in {f.name for f in fields(Tally)})
 
 
 def timed_pass(verifier: VerifierLike, tally: Tally, fn, *args) -> torch.Tensor:

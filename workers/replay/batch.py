@@ -10,7 +10,7 @@ Example:
 
 from __future__ import annotations
 
-from workers.contracts import JobOutcome, generation_record
+from workers.contracts import GenerationRecord, JobOutcome
 from workers.decoding.autok import decoding_plan
 from workers.decoding.options import DecodeOptions
 from workers.drafts import BuildContext, Draft, build_draft
@@ -80,7 +80,7 @@ def replay_job(job, tokenizer: str):
     draft, plan = decoding_plan(None, draft, dict(cell.options), cell.regime, job.prompt_tokens, cell.k, job.costs)
     options = DecodeOptions(cell.regime, cell.k, job.max_new_tokens, eos_id=job.eos_id, trees=plan.get("trees", False))
     res = replay_generate(draft, job.prompt_tokens, job.reference, job.vocab_size, options)
-    return generation_record(res, len(job.prompt_tokens), job.text, "replay", measure="replay")
+    return GenerationRecord(res.decoded, len(job.prompt_tokens), job.text, "replay", measure="replay")
 
 
 def run_replay_batch(jobs, tokenizer: str, worker: str) -> list:

@@ -32,7 +32,7 @@ import torch
 
 from workers.decoding.engine import generate
 from workers.decoding.options import DecodeOptions
-from workers.decoding.rounds import GenerationResult
+from workers.decoding.records import GenerationResult
 from workers.errors import GreenspecError
 from workers.interfaces import Draft
 

@@ -1,15 +1,20 @@
-"""The one mapping from a generation's result to its record (`workers.contracts.generation_record`), by field name."""
+"""A generation's result and its record (`workers.contracts.GenerationRecord`, as the runner and replay build it) hold
+the same `workers.decoding.records.Decoded`: the measured fields are declared once."""
 
 from __future__ import annotations
 
+import pickle
 from dataclasses import fields
 
-from workers.contracts import FROM_RESULT, RECORD_ONLY, RESULT_ONLY, GenerationRecord, generation_record
+import pytest
+
+from workers.contracts import GenerationRecord
 from workers.decoding import GenerationResult
+from workers.decoding.records import DECODED_FIELDS, Decoded
 
 
 def _result() -> GenerationResult:
-    return GenerationResult(
+    decoded = Decoded(
         tokens=[5, 6, 7],
         steps=3,
         drafted=6,
@@ -28,26 +33,38 @@ def _result() -> GenerationResult:
         stopped="eos",
         first_checked=2,
         first_accepted=1,
-        seed=7,
-        depth_per_step=(3, 3),
         passes=((4, 0, 1), (3, 4, 3)),
     )
+    return GenerationResult(decoded, seed=7, depth_per_step=(3, 3))
 
 
 def test_every_result_field_reaches_the_record_but_the_named_ones():
     result = {f.name for f in fields(GenerationResult)}
     record = {f.name for f in fields(GenerationRecord)}
-    assert set(FROM_RESULT) == result - set(RESULT_ONLY) == record - set(RECORD_ONLY)
-    assert set(RESULT_ONLY) <= result and set(RECORD_ONLY) <= record
+    # the measured fields are declared once (Decoded) and held by both; neither repeats one of them
+    assert result & record == {"decoded"} and not (result | record) & set(DECODED_FIELDS)
+    # a record leaves out only the sampler's seed (the cell's) and the tree depths (not stored)
+    assert result - {"decoded"} == {"seed", "depth_per_step"}
 
 
 def test_the_record_holds_the_results_values_frozen():
     res = _result()
-    rec = generation_record(res, 4, "x y", "cpu", wall_s_runs=(0.6, 0.5))
-    for name in FROM_RESULT:
+    rec = GenerationRecord(res.decoded, 4, "x y", "cpu", wall_s_runs=(0.6, 0.5))
+    assert rec.decoded is res.decoded
+    for name in DECODED_FIELDS:
         value = getattr(res, name)
         assert getattr(rec, name) == (tuple(value) if isinstance(value, list) else value), name
     assert isinstance(rec.tokens, tuple) and isinstance(rec.accept_hist, tuple)
     assert (rec.n_prompt_tokens, rec.text, rec.device, rec.wall_s_runs) == (4, "x y", "cpu", (0.6, 0.5))
     assert (rec.measure, rec.energy, rec.predicted_wall_s) == ("timed", None, None)
-    assert generation_record(res, 4, "x", "replay", measure="replay").measure == "replay"
+    assert GenerationRecord(res.decoded, 4, "x", "replay", measure="replay").measure == "replay"
+
+
+def test_a_record_crosses_pickle_and_replaced_changes_its_own_and_its_decoded_fields():
+    rec = GenerationRecord(_result().decoded, 4, "x", "cpu")
+    assert pickle.loads(pickle.dumps(rec)) == rec  # what Ray does at the boundary
+    changed = rec.replaced(wall_s=0.25, tokens=[5, 6], measure="replay")
+    assert (changed.wall_s, changed.tokens, changed.measure, changed.steps) == (0.25, (5, 6), "replay", 3)
+    assert (rec.wall_s, rec.tokens, rec.measure) == (0.5, (5, 6, 7), "timed")  # the original is left as it was
+    with pytest.raises(AttributeError, match="no attribute 'seed'"):
+        rec.seed  # noqa: B018 (a record holds no sampler's seed)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tests.records import plain_generation
 from workers.contracts import GenerationRecord, LabelRecord
 from workers.errors import PowerError
 from workers.power import PowerSampler, PowerSource, Reading
@@ -63,26 +64,7 @@ def trace() -> TraceSource:
 
 
 def generation(started_at: float, ended_at: float, n_tokens: int) -> GenerationRecord:
-    return GenerationRecord(
-        n_prompt_tokens=3,
-        tokens=tuple(range(n_tokens)),
-        text="",
-        steps=n_tokens,
-        drafted=0,
-        accepted=0,
-        accept_hist=(),
-        accepted_per_step=(),
-        tokens_per_step=(),
-        fastpath_rejects=0,
-        wall_s=ended_at - started_at,
-        draft_s=0.0,
-        verify_s=0.0,
-        started_at=started_at,
-        ended_at=ended_at,
-        bridged=False,
-        stopped="length",
-        device="cpu",
-    )
+    return plain_generation(tuple(range(n_tokens)), started_at, ended_at, text="", verify_s=0.0)
 
 
 def label_pass(started_at: float, ended_at: float, n_tokens: int) -> LabelRecord:
