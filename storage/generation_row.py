@@ -45,19 +45,23 @@ DEFAULTED = ("id", "rounds")
 EMPTY_AS_NULL = ("passes", "drafted_per_step")  # an empty per-pass or per-round record is stored as NULL, as before
 
 
-def _stored(value: Any) -> Any:
-    """A record's value as a JSON column holds it: tuples as lists (nested ones too), the rest as it is."""
-    if isinstance(value, tuple):
-        return [_stored(v) for v in value]
-    return value
+NESTED = ("passes",)  # tuples of tuples; every other sequence field is flat
+
+
+def _stored(name: str, value: Any) -> Any:
+    """A record's value as a JSON column holds it: tuples as lists (a nested field's inner ones too), the rest as it
+    is (by field, not by recursion: the driver stores 10^5-10^6 rows)."""
+    if type(value) is not tuple:
+        return value
+    return [list(v) for v in value] if name in NESTED else list(value)
 
 
 def record_columns(g: GenerationRecord) -> dict[str, Any]:
     """The `generations` columns a record fills, by field name: its `Decoded`'s, its own and its energy's (None
     without one). A record without `first_accepted` leaves it to the table (rounds - accept_hist[0],
     `storage.models`)."""
-    row = {name: _stored(getattr(g.decoded, name)) for name in DECODED_COLUMNS}
-    row |= {name: _stored(getattr(g, name)) for name in RECORD_COLUMNS}
+    row = {name: _stored(name, getattr(g.decoded, name)) for name in DECODED_COLUMNS}
+    row |= {name: _stored(name, getattr(g, name)) for name in RECORD_COLUMNS}
     row |= {name: None if g.energy is None else getattr(g.energy, name) for name in ENERGY_COLUMNS}
     row |= {name: row[name] or None for name in EMPTY_AS_NULL}
     row["wall_s_runs"] = row["wall_s_runs"] or [g.wall_s]  # one timed run: its own wall time

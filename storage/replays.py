@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from sqlalchemy import select
+from sqlalchemy import Row, select
 from sqlalchemy.orm import Session
 
 from storage.cell_spec import CellParams
@@ -19,11 +19,16 @@ def done_keys(session: Session, exp_id: int, kinds: Iterable[str]) -> set[str]:
     return set(session.scalars(stmt))
 
 
-def references_by_key(session: Session, exp_id: int, keys: Iterable[str]) -> dict[str, Reference]:
-    """The stored references of these prompt keys (reference cell keys)."""
+REPLAY_INPUTS = ("prompt_key", "prompt_tokens", "tokens", "text", "vocab_size", "eos_id")  # what a replay job reads
+
+
+def references_by_key(session: Session, exp_id: int, keys: Iterable[str]) -> dict[str, Row]:
+    """The stored references of these prompt keys (reference cell keys): rows of what a replay reads from them
+    (`REPLAY_INPUTS`, by attribute), not ORM objects."""
     keys = sorted(set(keys))
-    stmt = select(Reference).where(Reference.experiment_id == exp_id, Reference.prompt_key.in_(keys))
-    return {r.prompt_key: r for r in session.scalars(stmt)}
+    cols = [getattr(Reference, name) for name in REPLAY_INPUTS]
+    stmt = select(*cols).where(Reference.experiment_id == exp_id, Reference.prompt_key.in_(keys))
+    return {r.prompt_key: r for r in session.execute(stmt)}
 
 
 def coordinate_of(strategy, task, k, regime, temperature, prompt_key) -> tuple:

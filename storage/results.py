@@ -217,9 +217,13 @@ def store_generations(session: Session, exp_id: int, done: list[tuple[CellSpec, 
     ):
         if same:
             session.execute(insert(Generation.__table__), same)
+    by_worker: dict[str, list[int]] = {}
+    for c, _, w in done:
+        by_worker.setdefault(w, []).append(c.id)
     now = utcnow()
-    finished = [{"id": c.id, "state": "done", "error": None, "finished_at": now, "worker": w} for c, _, w in done]
-    session.execute(update(Cell), finished)
+    for w, ids in by_worker.items():  # one statement per worker (a replay task's cells share theirs)
+        stmt = update(Cell).where(Cell.id.in_(ids)).values(state="done", error=None, finished_at=now, worker=w)
+        session.execute(stmt.execution_options(synchronize_session=False))
 
 
 def store_cost_model(session: Session, cell_id: int, r: CostModelRecord) -> None:

@@ -64,6 +64,7 @@ class ResultWriter:
         self.paths = work.paths  # grows as artifacts are built
         self.rebuilt = set(work.rebuilt)  # artifact keys put back to pending in this run (each at most once)
         self._timed: set[tuple] | None = None  # coordinates with a timed generation stored (read once, then grown)
+        self._refs: dict = {}  # prompt key -> its stored reference as replay jobs read it (`references_by_key`)
 
     # -- bookkeeping
     def _counts(self, s: Session) -> tuple[int, int, int]:
@@ -108,8 +109,10 @@ class ResultWriter:
     def replay_jobs(self, cells: list[CellSpec], job: Callable[[CellSpec, Reference], ReplayJob]) -> list[ReplayJob]:
         """The replay cells' jobs, built from their prompts' stored references; the cells are marked running."""
         with self.Session() as s:
-            refs = references_by_key(s, self.exp_id, [c.params.reference for c in cells])
-            jobs = [job(c, refs[c.params.reference]) for c in cells]
+            missing = {c.params.reference for c in cells} - self._refs.keys()
+            if missing:  # each prompt's reference is read once per run (every strategy, k and regime replays it)
+                self._refs |= references_by_key(s, self.exp_id, missing)
+            jobs = [job(c, self._refs[c.params.reference]) for c in cells]
             store.mark_running(s, [c.id for c in cells], worker="ray-cpu")
             s.commit()
         return jobs
