@@ -1,7 +1,7 @@
 """`make bench`: run every benchmark side by side with its reference and write BENCHMARKS.md.
 
 Usage: python -m bench [igtree|decoding|orchestrator|dashboard|drafts|training|confidence|costmodel|replay|million|
-       million_results|repredict ...]
+       million_results|repredict|driver ...]
        [--quick]
        python -m bench training --scaling [--tokens N]   (training over 1, 2, 4, ... workers: `bench.scaling`)
 
@@ -33,6 +33,7 @@ SUITES = (
     "million",
     "million_results",
     "repredict",
+    "driver",
 )
 OUT = Path(__file__).resolve().parents[1] / "BENCHMARKS.md"
 

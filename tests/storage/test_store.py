@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import fields, replace
 
 import pytest
 from sqlalchemy import select
@@ -215,3 +215,39 @@ def test_cell_params_round_trip_through_json_and_ignore_unknown_keys():
     assert CellParams().to_json() == {}  # defaults are not stored
     assert CellParams.from_json({"prompt": "q", "from_a_newer_writer": 1}) == CellParams(prompt="q")
     assert CellSpec(key="g", kind="sweep", params=p).needs == (("ibase", "t"),)
+
+
+def test_a_batch_of_generations_stores_the_rows_one_at_a_time_would(tmp_path):
+    """`store_generations` (the driver's path for a replay task's cells: one insert, one read of the references, one
+    update per worker) writes, column for column, what `store_generation` writes for each cell, and marks them done."""
+    stored = {}
+    for way in ("one", "batch"):
+        _, Session = open_db(f"sqlite:///{tmp_path / (way + '.db')}")
+        with Session() as s:
+            exp = store.upsert_experiment(s, "e", "spec", "h", None)
+            grid = [*cells(), replace(cells()[2], key="g2", prompt_index=1, k=5, temperature=0.8)]
+            store.add_cells(s, exp.id, grid)
+            ids = {c.key: c.id for c in store.pending_cells(s, exp.id, ("train", "reference", "sweep"))}
+            store.store_reference(s, ids["r"], ReferenceRecord("p", (1,), (5, 6, 8), "y", 0.2))
+            records = {
+                "g": gen(),
+                "g2": replace(
+                    gen((5, 6, 8), energy_j=3.0), decoded=replace(gen().decoded, passes=((4, 0, 1), (3, 4, 3)))
+                ),
+            }
+            if way == "one":
+                for key, record in records.items():
+                    store.store_generation(s, ids[key], record)
+                    store.mark_finished(s, ids[key], "w1" if key == "g" else "w2")
+            else:
+                pending = {c.key: c for c in store.pending_cells(s, exp.id, ("sweep",))}
+                store.store_generations(
+                    s, exp.id, [(pending[k], r, "w1" if k == "g" else "w2") for k, r in records.items()]
+                )
+            s.commit()
+            rows = s.execute(select(Generation.__table__).order_by(Generation.id)).mappings().all()
+            done = s.execute(select(Cell.key, Cell.state, Cell.worker).where(Cell.kind == "sweep")).all()
+        stored[way] = ([dict(r) for r in rows], sorted(done))
+    assert len(stored["one"][0]) == 2 and stored["batch"] == stored["one"]
+    assert stored["batch"][1] == [("g", "done", "w1"), ("g2", "done", "w2")]
+    assert stored["batch"][0][0]["exact_match"] is False and stored["batch"][0][1]["exact_match"] is None  # sampled
