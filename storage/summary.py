@@ -147,13 +147,13 @@ def counted(exp_id: int, versions: Versions | None = None):
     return or_(kept == total, G.id.in_(latest))
 
 
-def superseded(session: Session, exp_id: int, versions: Versions | None = None, counted: int | None = None) -> int:
+def superseded(session: Session, exp_id: int, versions: Versions | None = None, kept: int | None = None) -> int:
     """How many generations of experiment `exp_id` a summary leaves out (older generations of a coordinate, version
-    and prompt); `counted`: the generations it counts, where the caller has its sums (their `generations`)."""
+    and prompt); `kept`: the generations it counts, where the caller has its sums (their `generations`)."""
     total = session.scalar(select(func.count()).select_from(G).where(G.experiment_id == exp_id)) or 0
-    if counted is None:
-        counted = session.scalar(select(func.count()).select_from(latest_generations(exp_id, versions).subquery()))
-    return total - (counted or 0)
+    if kept is None:
+        kept = session.scalar(select(func.count()).select_from(latest_generations(exp_id, versions).subquery()))
+    return total - (kept or 0)
 
 
 def older_cells(session: Session, exp_id: int, versions: Versions | None) -> int:
