@@ -173,7 +173,7 @@ def section(results: dict[str, dict], skipped_1m: bool) -> str:
         extra.append(f"| {label} | " + " | ".join(fmt.format(results[n][key]) for n in sizes) + " |")
     note = (
         "10^6 generations were not run here (set `GREENSPEC_BENCH_DASHBOARD_MAX=1000000`; generating that "
-        "database takes about 10 minutes on this machine)."
+        "database takes about 2 minutes on this machine, a cold render of each summary page about half a minute)."
         if skipped_1m
         else ""
     )

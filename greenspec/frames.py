@@ -100,11 +100,12 @@ def export_frame(
     current version's rows (`versions`), or every version's with `all_versions`."""
     exp_id = _experiment(session, experiment)
     df = summary_frame(session, experiment, pooled=pooled, versions=versions(session, exp_id))
-    older = int((df["version"] == "older").sum())
+    older, counted = int((df["version"] == "older").sum()), int(df["generations"].sum())
     df = _current_only(df, all_versions, experiment)
     rest = [c for c in df.columns if c not in EXPORT_COLUMNS]
     out = labelled(session, exp_id, df[EXPORT_COLUMNS + rest])
     out.attrs["hidden_rows"] = 0 if all_versions else older  # what `hidden_rows` counts, counted here
+    out.attrs["counted"] = counted  # the generations every version's rows count (`storage.summary.superseded`)
     return out
 
 
@@ -139,13 +140,10 @@ def generations_export(session: Session, experiment: str | None, all_versions: b
 
 def hidden_rows(session: Session, experiment: str | None) -> int:
     """How many summary rows of an earlier version of the spec a default export leaves out."""
-    exp_id = experiment_id(session, experiment)
-    v = versions(session, exp_id) if exp_id is not None else None
-    if v is None:
-        return 0
-    from storage.summary import group_sums
+    from storage.summary import older_cells
 
-    return int((group_sums(session, exp_id, v)["version"] == "older").sum())
+    exp_id = experiment_id(session, experiment)
+    return 0 if exp_id is None else older_cells(session, exp_id, versions(session, exp_id))
 
 
 def render(df: pd.DataFrame, fmt: str, shown: list[str] | None = None) -> str | bytes:
@@ -251,9 +249,10 @@ def write_summary(
     pooled: bool = False,
     all_versions: bool = False,
     generations: bool = False,
-) -> int | None:
-    """Write the summary table, or with `generations` one row per generation, to `out` ("-" is stdout); the summary's
-    rows of an earlier version left out (`hidden_rows`), None for generations."""
+) -> dict | None:
+    """Write the summary table, or with `generations` one row per generation, to `out` ("-" is stdout); for the
+    summary what it counted: the rows of an earlier version it left out (`hidden_rows`) and the generations its rows
+    count (`counted`); None for generations."""
     if generations and fmt == "csv":  # streamed, in bounded memory
         from greenspec.generations_out import write_generations_csv
 
@@ -266,7 +265,7 @@ def write_summary(
         return None
     df = export_frame(session, experiment, pooled, all_versions)
     write_output(render(df, fmt, shown_columns(df)), out)
-    return df.attrs["hidden_rows"]
+    return {"hidden_rows": df.attrs["hidden_rows"], "counted": df.attrs["counted"]}
 
 
 def write_validation(session: Session, experiment: str | None, fmt: str, out: str, timed_in: str | None = None) -> None:

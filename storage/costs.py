@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import func, select
+from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session
 
 from storage.models import Cell, CostModel, Generation
@@ -220,13 +220,43 @@ def prediction_pairs(session: Session, exp_id: int, timed_from: int | None = Non
     return out.rename(columns={"predicted_wall_s_replay": "predicted_wall_s", "first_s": "wall_s"})
 
 
+def _runs(session: Session):
+    """How many timed runs a generation's `wall_s_runs` holds (SQLite, PostgreSQL; NULL or JSON null: none)."""
+    g = Generation
+    if session.get_bind().dialect.name == "sqlite":
+        return func.coalesce(func.json_array_length(g.wall_s_runs), 0)
+    # json_array_length refuses a JSON scalar (a stored None is JSON null)
+    return case((func.json_typeof(g.wall_s_runs) == "array", func.json_array_length(g.wall_s_runs)), else_=0)
+
+
+def _timed_twice(session: Session, exp_id: int) -> list:
+    """`timing_noise`'s generations: the newest timed greedy generation of each pair key (as `_greedy_rows` keeps
+    them; a NULL prompt key as ""), where it holds two runs or more. The ones timed twice are found first (one scan
+    that parses no JSON in Python); only where there are some are the newest ids read."""
+    g = Generation
+    greedy = [g.experiment_id == exp_id, g.temperature == 0, g.measure == "timed"]
+    twice = session.execute(
+        select(g.id, g.regime, g.strategy, g.k, g.wall_s_runs.label("runs"))
+        .where(*greedy, _runs(session) > 1)
+        .order_by(g.id)
+    ).all()
+    if not twice:
+        return []
+    pair = [g.strategy, g.task, g.k, g.regime, g.prompt_index, func.coalesce(g.prompt_key, "")]
+    newest = set(session.scalars(select(func.max(g.id)).where(*greedy).group_by(*pair)))
+    return [r for r in twice if r.id in newest]
+
+
 def timing_noise(session: Session, exp_id: int) -> pd.DataFrame:
     """Per timed greedy generation run at least twice: its regime, band and |t2 / t1 - 1| / sqrt(2), the error an
     exact predictor would show against one timing of it (the module doc)."""
-    df = _greedy_rows(session, exp_id, "timed")
-    twice = df[df["runs"].notna()]
-    noise = [abs(r[1] / r[0] - 1) / math.sqrt(2) for r in twice["runs"]]
-    return pd.DataFrame({"regime": twice["regime"], "band": twice["band"], "noise": noise})
+    rows = _timed_twice(session, exp_id)
+    bands = {key: width_band(*key) for key in {(r.strategy, r.k) for r in rows}}
+    noise = [abs(r.runs[1] / r.runs[0] - 1) / math.sqrt(2) for r in rows]
+    return pd.DataFrame(
+        {"regime": [r.regime for r in rows], "band": [bands[r.strategy, r.k] for r in rows], "noise": noise},
+        columns=["regime", "band", "noise"],
+    )
 
 
 def _speedups(pairs: pd.DataFrame, wall: str) -> pd.Series:

@@ -183,8 +183,11 @@ def _first_accepted(context) -> int:
     return len(params.get("accepted_per_step") or []) - int(hist[0])
 
 
-# Everything the summary aggregates, grouping keys first (plus accept_hist, see the table): the GROUP BY reads the
-# index alone, several times faster than scanning rows that carry the tokens and texts (measured at 10^5 on SQLite).
+# Everything the summary aggregates, in its grouping order: the summary's keys (strategy, draft, task, k, regime,
+# temperature, measure), then prompt_index and prompt_key, then the figures (plus accept_hist, see the table). The
+# GROUP BY reads the index alone, several times faster than scanning rows that carry the tokens and texts (measured at
+# 10^5 on SQLite), and in the keys' order: the newest generation of each coordinate and prompt and the per-cell sums
+# stream through it with no temporary B-tree over every generation (measured at 10^6, migration 0017).
 SUMMARY_INDEX_COLUMNS = (
     "experiment_id",
     "strategy",
@@ -192,7 +195,10 @@ SUMMARY_INDEX_COLUMNS = (
     "task",
     "k",
     "regime",
+    "temperature",
+    "measure",  # the summary's rows are per measure ...
     "prompt_index",
+    "prompt_key",  # ... and its ratios pair each generation with plain's of the same prompt key
     "n_tokens",
     "wall_s",
     "draft_s",
@@ -209,10 +215,7 @@ SUMMARY_INDEX_COLUMNS = (
     "exact_match",
     "power_source",
     "power_measured",
-    "temperature",
     "first_checked",
-    "measure",  # the summary's rows are per measure ...
-    "prompt_key",  # ... and its ratios pair each generation with plain's of the same prompt key
 )
 
 

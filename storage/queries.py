@@ -18,9 +18,9 @@ from storage.models import CELL_KINDS, CELL_STATES, Artifact, Cell, Experiment, 
 from storage.stream import CHUNK, chunks, frame
 from storage.summary import (
     Versions,
+    counted,
     first_accepted_expr,
     first_drafted_expr,
-    latest_generations,
     rounds_expr,
     version_expr,
 )
@@ -195,7 +195,7 @@ def generations_export_stmt(exp_id: int, versions: Versions | None = None, curre
     }
     cols = [computed[c].label(c) if c in computed else getattr(G, c) for c in GENERATION_EXPORT_COLUMNS]
     version = version_expr(versions)
-    where = [G.experiment_id == exp_id, G.id.in_(latest_generations(exp_id, versions))]
+    where = [G.experiment_id == exp_id, counted(exp_id, versions)]
     return (
         select(*cols, version.label("version"))
         .where(*where, *([version == "current"] if current_only else []))

@@ -226,8 +226,8 @@ def export(  # wide: click passes each of the command's options as one parameter
             _experiment_names(s, timed_in, obj.db)  # refuses an unknown --timed-in (None checks nothing)
             write_validation(s, experiment, fmt, out, timed_in)
             return
-        hidden = write_summary(s, experiment, fmt, out, pooled, all_versions, generations)
-        _say_superseded(s, experiment, all_versions, hidden)
+        counts = write_summary(s, experiment, fmt, out, pooled, all_versions, generations)
+        _say_superseded(s, experiment, all_versions, counts)
 
 
 def _refuse_combinations(
@@ -248,23 +248,24 @@ def _refuse_combinations(
         raise GreenspecError(f"--validation writes the cost model's validation table: --{other} does not apply")
 
 
-def _say_superseded(session, experiment: str | None, all_versions: bool, hidden: int | None = None) -> None:
+def _say_superseded(session, experiment: str | None, all_versions: bool, counts: dict | None = None) -> None:
     """One line on stderr for each thing the export left out: generations superseded by a newer one of the same
-    coordinate, version and prompt, and (without --all-versions) rows of an earlier version of the spec (`hidden`
-    where the export counted them, else counted here)."""
-    from greenspec.frames import hidden_rows, versions
+    coordinate, version and prompt, and (without --all-versions) rows of an earlier version of the spec (`counts`:
+    what the summary export counted, `greenspec.frames.write_summary`; else counted here)."""
+    from greenspec.frames import versions
     from storage.queries import experiment_id
-    from storage.summary import superseded
+    from storage.summary import older_cells, superseded
 
     exp_id = experiment_id(session, experiment)
     if exp_id is None:
         return
-    if n := superseded(session, exp_id, versions(session, exp_id)):
+    v = versions(session, exp_id)
+    if n := superseded(session, exp_id, v, None if counts is None else counts["counted"]):
         click.echo(
             f"export: {n} generations left out: each cell coordinate, version and prompt shows its newest generation",
             err=True,
         )
-    if not all_versions and (n := hidden_rows(session, experiment) if hidden is None else hidden):
+    if not all_versions and (n := older_cells(session, exp_id, v) if counts is None else counts["hidden_rows"]):
         click.echo(f"export: {n} rows of an earlier version of the spec left out (--all-versions shows them)", err=True)
 
 

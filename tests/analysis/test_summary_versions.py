@@ -118,13 +118,19 @@ def _two_versions(url: str, plain_at_16: bool = True) -> None:
     engine.dispose()
 
 
-def test_a_speedup_is_never_divided_across_two_spec_versions(tmp_path):
-    url = f"sqlite:///{tmp_path / 'v.db'}"
+def test_a_speedup_is_never_divided_across_two_spec_versions(db_url):
+    """On SQLite and PostgreSQL: the prompt keys split plain's cell into two versions (one read per version)."""
+    url = db_url
     _two_versions(url)
     _, Session = open_db(url, migrate=False)
     current = Versions(strategies=frozenset({"plain"}), older=frozenset({"k16-0", "k16-1"}))
+    by_strategy = Versions(strategies=frozenset({"plain"}))  # versions that never split a cell: one GROUP BY
     with Session() as s:
         unknown, marked = summary_frame(s, "v"), summary_frame(s, "v", versions=current)
+        assert set(zip(*summary_frame(s, "v", versions=by_strategy)[["strategy", "version"]].T.values)) == {
+            ("ngram", "older"),
+            ("plain", "current"),
+        }
     # without the spec to tell versions apart: the newest generation of each coordinate and prompt
     ngram = unknown[unknown["strategy"] == "ngram"].iloc[0]
     assert ngram["tokens_per_s"] == pytest.approx(12.0)  # (16 + 8) / 2

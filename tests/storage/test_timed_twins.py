@@ -38,3 +38,28 @@ def test_each_timed_cell_left_takes_its_replayed_twins_seconds(tmp_path):
         assert sorted(timed_twins_s(s, exp_id)) == [("timed-a", 2.0), ("timed-c", 1.5)]
         assert timed_twins_s(s, other) == []  # its twins are not stored in it
     engine.dispose()
+
+
+def test_timing_noise_reads_the_newest_generation_of_each_prompt_timed_twice(db_url):
+    """On SQLite and PostgreSQL: only the newest timed greedy generation of a coordinate and prompt counts, and only
+    where it holds two runs (one run, JSON null, a sampled one: no noise)."""
+    import math
+
+    from storage.costs import timing_noise
+    from workers.decoding.passes import width_band
+
+    engine, Session = open_db(db_url)
+    with engine.begin() as conn:
+        exp_id = conn.execute(insert(Experiment).values(name="e", spec_toml="", spec_hash="")).inserted_primary_key[0]
+        for n, (prompt, runs, temperature) in enumerate(
+            ((0, [1.0, 1.2], 0.0), (0, [2.0], 0.0), (1, [1.0, 1.1], 0.0), (2, None, 0.0), (3, [1.0, 2.0], 0.8))
+        ):  # prompt 0 timed twice, then once again (newer): its newest has one run
+            cell_id = _cell(conn, exp_id, f"c{n}", "sweep", "done", prompt, 1, temperature)
+            row = _generation("a", cell_id, exp_id) | dict(prompt_index=prompt, k=1, temperature=temperature)
+            row |= dict(strategy="ngram", draft="ngram", wall_s_runs=runs)
+            conn.execute(insert(Generation).values(**row))
+    with Session() as s:
+        noise = timing_noise(s, exp_id)
+    engine.dispose()
+    assert list(noise["regime"]) == ["uncached"] and list(noise["band"]) == [width_band("ngram", 1)]
+    assert noise["noise"].iloc[0] == abs(1.1 / 1.0 - 1) / math.sqrt(2)
