@@ -174,8 +174,8 @@ class Scheduler:
 
     def next_batch(self) -> list[CellSpec]:
         """Up to batch_size queued cells of one strategy and kind whose artifacts are built; [] if none or full."""
-        if self.running_batches >= self.in_flight or not self.sweep_ready():
-            return []
+        if self.running_batches >= self.in_flight or not self.sweep_ready() or self.measuring:
+            return []  # a round-cost table is measured alone: nothing queued behind it is shown running meanwhile
         batch: list[CellSpec] = []
         waiting: list[CellSpec] = []
         replaying = bool(self.replays or self.running_replays)

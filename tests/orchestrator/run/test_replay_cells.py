@@ -139,6 +139,9 @@ def test_the_accelerator_waits_for_the_replays_only_once_nothing_else_is_left_fo
         s.replay_finished()
     first = s.next_batch()  # the replays done: the table again, alone, before any timed cell
     assert [c.key for c in first] == [waiting[0].key]
+    assert s.next_batch() == []  # measured alone: no timed cell queued (and shown running) behind it
+    s.batch_finished(first)
+    s.artifact_built(first[0])
     assert {c.kind for c in s.next_batch()} == {"sweep"}
 
 
