@@ -1,7 +1,7 @@
 """`make bench`: run every benchmark side by side with its reference and write BENCHMARKS.md.
 
 Usage: python -m bench [igtree|decoding|orchestrator|dashboard|drafts|training|confidence|costmodel|replay|million|
-       million_results|repredict|driver ...]
+       million_results|repredict|driver|passgap ...]
        [--quick]
        python -m bench training --scaling [--tokens N]   (training over 1, 2, 4, ... workers: `bench.scaling`)
 
@@ -34,6 +34,7 @@ SUITES = (
     "million_results",
     "repredict",
     "driver",
+    "passgap",
 )
 OUT = Path(__file__).resolve().parents[1] / "BENCHMARKS.md"
 
