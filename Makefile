@@ -79,7 +79,7 @@ demo: install
 # in about 33 minutes; the same curve on Shakespeare (examples/study-shakespeare.toml, up to its 1.35M tokens): 11,054
 # cells in about 17 minutes; and the paper's questions on a second verifier, Gemma 3 270M (examples/study-gemma.toml:
 # code and Shakespeare, 50 prompts each, with its own curve on code): 18,453 cells in about 22 minutes; about 1 h 40
-# min in all, each step timed on its own (BENCHMARKS.md, "The studies"). Results in study.db (`greenspec --db
+# min in all, each step timed on its own (docs/studies.md, "The studies"). Results in study.db (`greenspec --db
 # sqlite:///study.db resume -e NAME` continues an interrupted one).
 study: install
 	$(BIN)/greenspec --db sqlite:///study.db demo --spec examples/study.toml
@@ -92,7 +92,7 @@ study: install
 
 # Distillation at scale (examples/study-distill.toml): a base from 10^6 code tokens labelled by SmolLM2, against
 # the corpus bases of 10^6 and 10^7 tokens on 100 code prompts; the labelling is most of an hour on 2 CPU cores
-# (BENCHMARKS.md, "Distillation at scale"). Results in study.db.
+# (docs/studies.md, "Distillation at scale"). Results in study.db.
 study-distill: install
 	$(BIN)/greenspec --db sqlite:///study.db run examples/study-distill.toml
 	$(BIN)/python -m bench.learning_curve sqlite:///study.db study-distill

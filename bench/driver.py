@@ -149,7 +149,9 @@ def _start(args: list[str]) -> subprocess.Popen:
     raise RuntimeError("ray start failed: " + "".join(seen[-20:]))
 
 
-def _stop(procs: list[subprocess.Popen]) -> None:
+def _stop(procs: list[subprocess.Popen], port: int) -> None:
+    """Kill the started nodes by pid, and forget the head `ray start` recorded as this machine's current cluster
+    (else a later `ray.init()` here would try to join the dead head)."""
     import psutil
 
     for proc in reversed(procs):
@@ -163,6 +165,9 @@ def _stop(procs: list[subprocess.Popen]) -> None:
             except psutil.NoSuchProcess:
                 pass
         proc.wait(timeout=30)
+    current = Path(tempfile.gettempdir()) / "ray" / "ray_current_cluster"
+    if current.exists() and current.read_text().strip().endswith(f":{port}"):
+        current.unlink()
 
 
 CATEGORIES = (  # where the driver's CPU goes, by the file a function is in (the first that matches)
@@ -215,7 +220,7 @@ def measure(prompts: int) -> dict:
     finally:
         if ray.is_initialized():
             ray.shutdown()
-        _stop(procs)
+        _stop(procs, port)
     from sqlalchemy import func, select
 
     from storage.db import open_db

@@ -73,13 +73,10 @@ class StoredCostModel:
     all_measure_s: float = 0.0  # seconds all of them took
 
     def measured(self) -> str:
-        """How the table was measured, in words: its rounds and seconds, and the experiment's other table if any."""
+        """How the table was measured, in words: its rounds and seconds, and the experiment's other tables if any."""
         text = f"{len(self.samples)} real rounds timed in {self.measure_s:.0f} s"
         if self.tables > 1:
-            text += (
-                f"; measured {self.tables} times ({self.all_measure_s:.0f} s in all): this one, the newest, just before"
-                ' the timed cells, predicts the replays, the first set k = "auto"\'s lengths'
-            )
+            text += f"; the newest of the experiment's {self.tables} tables ({self.all_measure_s:.0f} s in all)"
         return text
 
 

@@ -35,6 +35,7 @@ from workers.metrics import acceptance_rate, mal, rouge_l, tokens_per_s
 from workers.training.ibase import IBaseInfo
 
 if TYPE_CHECKING:
+    from storage.repredict import Predictor
     from workers.power.base import PowerSample as Sample
 
 
@@ -199,10 +200,17 @@ def store_generation(session: Session, cell_id: int, g: GenerationRecord) -> Non
     session.add(Generation(**_generation_row(cell.experiment_id, cell, params, g, ref)))
 
 
-def store_generations(session: Session, exp_id: int, done: list[tuple[CellSpec, GenerationRecord, str]]) -> None:
+def store_generations(
+    session: Session,
+    exp_id: int,
+    done: list[tuple[CellSpec, GenerationRecord, str]],
+    predictor: Predictor | None = None,
+) -> None:
     """Many finished cells at once, each (cell, its generation, the worker that made it): their rows inserted in
     one statement, their prompts' references read in one, the cells marked done in one; rows as `store_generation`
-    writes them. The driver's path for a task's batch of replays (tens of statements per batch, not per cell)."""
+    writes them. The driver's path for a task's batch of replays (tens of statements per batch, not per cell).
+    `predictor`: the run's round-cost table, which sets a replayed row's time, speed and energy and a timed row's
+    `predicted_wall_s` (as `storage.repredict.repredict_in_place` does to stored rows)."""
     if not done:
         return
     keys = {c.params.reference for c, _, _ in done if c.params.reference is not None}
@@ -211,6 +219,12 @@ def store_generations(session: Session, exp_id: int, done: list[tuple[CellSpec, 
     )
     refs = dict(session.execute(stmt).all()) if keys else {}
     rows = [_generation_row(exp_id, c, c.params, g, refs.get(c.params.reference)) for c, g, _ in done]
+    if predictor is not None:
+        for row, (c, g, _) in zip(rows, done):
+            if c.regime is not None:
+                tree = bool(c.params.options.get("tree"))
+                new = predictor.columns(c.regime, g.passes, g.draft_s, row["n_tokens"], tree)
+                row |= new if g.measure == "replay" else {"predicted_wall_s": new["predicted_wall_s"]}
     for same in (  # a Core executemany takes one set of columns: rows that leave first_accepted to the table apart
         [r for r in rows if "first_accepted" in r],
         [r for r in rows if "first_accepted" not in r],

@@ -3,15 +3,16 @@ timed generations get from it (predicted wall time and energy; the k = "auto" cu
 
 A replayed generation's wall time is the table's seconds for its recorded rounds plus its draft's own measured
 seconds; its energy is that time at the mean power measured while the table was (a per-round energy model needs a
-meter per round, which no source here gives). A timed generation keeps its measured time and gets the prediction
-beside it (`predicted_wall_s`); validation compares the replayed generation's prediction with it.
+meter per round, which no source here gives): `storage.repredict.Predictor`, applied as the rows are stored. A timed
+generation keeps its measured time and gets the prediction beside it (`predicted_wall_s`); validation compares the
+replayed generation's prediction with it.
 
 A replayed run with timed cells measures the table twice (`[sweep] table_at_timing`): first, before the references,
 for k = "auto"'s lengths and the replays' first predictions; again on the fresh accelerator worker that times the
 cells, after the replays and just before the first timed cell. The second replaces every replay's prediction (in the
 transaction that stores it) and predicts the timed cells: the table and the timings it is validated against then
-meet the machine at the same speed, which drifts by a few percent over the minutes between them on a shared
-machine (the pace, `storage.costs`).
+meet the same minute and process (a shared machine's speed can change over the minutes, a study's tens of minutes,
+between a run's start and its timed cells).
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ from storage.cell_spec import CellSpec
 from storage.costs import stored_cost_model
 from storage.repredict import Predictor, repredict_in_place
 from storage.store import store_cost_model
-from workers.contracts import CostModelJob, EnergyRecord, GenerationRecord
-from workers.decoding.costmodel import RoundCosts, predict_generation
+from workers.contracts import CostModelJob
+from workers.decoding.costmodel import RoundCosts
 
 logger = logging.getLogger(__name__)
 
@@ -88,32 +89,9 @@ class ReplayCosts:
             self._auto[cell_key] = None if found is None else found.table.to_json()
         return self._auto[cell_key]
 
-    def predict(self, s, g: GenerationRecord, regime: str | None, tree: bool = False) -> GenerationRecord:
-        """A replayed generation with its predicted wall time, tokens/s and energy; a timed one with its prediction
-        beside its measurement. `regime`: its cell's; `tree`: its rounds verify token trees."""
+    def predictor(self) -> Predictor | None:
+        """What the writer predicts replayed and timed generations with (`storage.repredict.Predictor`, the one
+        prediction of a generation's time and energy): the experiment's newest table at the mean power measured while
+        it was measured; None before any table."""
         model = self.model()
-        if model is None or regime is None:
-            return g
-        predicted = predict_generation(model, regime, g.passes, g.draft_s, tree)
-        if g.measure != "replay":
-            return g.replaced(predicted_wall_s=predicted)
-        energy = None
-        if self._power is not None:
-            joules = predicted * self._power
-            n = len(g.tokens)
-            energy = EnergyRecord(
-                energy_j=joules,
-                mean_power_w=self._power,
-                power_source=self._source,
-                power_measured=False,
-                j_per_100_tokens=joules / n * 100 if n else None,
-                tokens_per_j=n / joules if joules else None,
-            )
-        return g.replaced(
-            wall_s=predicted,
-            verify_s=predicted - g.draft_s,
-            predicted_wall_s=predicted,
-            wall_s_runs=(predicted,),
-            energy=energy,
-            device=model.device,
-        )
+        return None if model is None else Predictor(model, model.device, self._power, self._source)

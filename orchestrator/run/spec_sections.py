@@ -320,8 +320,8 @@ class SweepSection(_Model):
     # run measures its own timing noise on identical passes, per regime, beside the cost model's error
     timed_twice: Annotated[float, Field(ge=0, le=1)] = 0.5
     # with replay and timed cells: measure the round-cost table a second time just before the timed cells (after the
-    # replays) and predict every replay with it, so the table and the timings it is validated against share the
-    # machine's speed of that moment (it drifts over minutes); the first table still sets k = "auto"'s lengths
+    # replays) and predict every replay with it, so the table and the timings it is validated against share their
+    # minute and process; the first table still sets k = "auto"'s lengths
     table_at_timing: bool = True
 
     def timed_runs(self, key: str, temperature: float) -> int | None:

@@ -195,12 +195,13 @@ class ResultWriter:
                 continue
             if (g := self._checked(s, c, o)) is not None:
                 done.append((c, g, o.worker))
-        store.store_generations(s, self.exp_id, done)  # a task's replays in a few statements, not a few per cell
+        # a task's replays in a few statements, not a few per cell, predicted with the table as they are stored
+        store.store_generations(s, self.exp_id, done, self.costs.predictor())
 
     def _checked(self, s: Session, c: CellSpec, o: JobOutcome) -> GenerationRecord | None:
-        """A timed or replayed generation with the cost model's prediction, unless its twin (the same cell and prompt
-        measured the other way) made other rounds: then the cell fails, naming the first round that differs (None)."""
-        g = self.costs.predict(s, o.generation, c.regime, bool(c.params.options.get("tree")))
+        """A timed or replayed generation, unless its twin (the same cell and prompt measured the other way) made
+        other rounds: then the cell fails, naming the first round that differs (None)."""
+        g = o.generation
         twin = None if c.temperature or not self._may_have_twin(s, c, g.measure) else twin_rounds(s, c.id, g.measure)
         mismatch = twin and (rounds_differ(g, twin) if g.measure == "timed" else rounds_differ(twin, g))
         if mismatch:
@@ -209,10 +210,10 @@ class ResultWriter:
         return g
 
     def _store_generation(self, s: Session, c: CellSpec, o: JobOutcome) -> None:
-        """A timed generation (`_checked`), stored with its cell marked done."""
+        """A timed generation (`_checked`), stored with the table's prediction beside it and its cell marked done."""
         if (g := self._checked(s, c, o)) is None:
             return
-        store.store_generations(s, self.exp_id, [(c, g, o.worker)])
+        store.store_generations(s, self.exp_id, [(c, g, o.worker)], self.costs.predictor())
         if g.measure == "timed" and self._timed is not None:
             self._timed.add(self._coordinate(c))
 
