@@ -20,12 +20,13 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from sqlalchemy import Text, case, delete, insert, select, type_coerce, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import Session
 
 from storage import batch_sql
 from storage.batch_sql import chunks
 from storage.cell_spec import CellParams, CellSpec
+from storage.db import open_reader
 from storage.models import Artifact, Cell, Experiment, InstanceBase, Lease, utcnow
 from storage.results import (  # noqa: F401 (the result writers, re-exported: every write goes through `store`)
     artifact_paths,
@@ -58,6 +59,21 @@ def find_experiment(session: Session, name: str | None) -> Experiment | None:
     """Experiment `name`, or the newest one when `name` is None."""
     stmt = select(Experiment).order_by(Experiment.id.desc())
     return session.scalars(stmt.where(Experiment.name == name) if name else stmt).first()
+
+
+def registered_digest(db_url: str, name: str) -> str | None:
+    """The digest of the grid experiment `name` registered last (None: no database, no such experiment, or a schema
+    older than the digest), read without writing anything."""
+    readers = open_reader(db_url)
+    if readers is None:
+        return None
+    try:
+        with readers() as s:
+            return s.scalars(select(Experiment.grid_digest).where(Experiment.name == name)).first()
+    except DBAPIError:  # an older schema: the run migrates it, then registers in full
+        return None
+    finally:
+        readers.kw["bind"].dispose()
 
 
 def upsert_experiment(session: Session, name: str, spec_text: str, spec_hash: str, spec_path: str | None) -> Experiment:
