@@ -170,7 +170,8 @@ def store_summaries(session: Session, exp_id: int, versions: Versions | None) ->
     rows marked by `versions` (the export's) and all current (the dashboard's), and the other frames pages read whole
     (`analysis.stored.FRAMES`), those not stored at their current version already; the names written. One
     per-generation read per versions, and one for both where `versions` marks no counted generation older (then the
-    two are the same frames). The caller commits."""
+    two are the same frames). Each frame is committed as soon as it is computed: a SQLite write lock is held for the
+    moment it is written, never while the next is computed (the run's lease is renewed meanwhile)."""
     kinds = [versions] if versions is None else [versions, None]
     due = {v: summary_version(session, exp_id, v) for v in kinds}
     have = stored_versions(session, exp_id)
@@ -180,7 +181,7 @@ def store_summaries(session: Session, exp_id: int, versions: Versions | None) ->
     written = []
     for name, compute in FRAMES.items():
         if have.get(name) != due[None]:
-            write_frame(session, exp_id, name, due[None], compute(session, exp_id))
+            _store(session, exp_id, name, due[None], compute(session, exp_id))
             written.append(name)
     pairs = prediction_pairs(session, exp_id) if todo else None
     for v in kinds:
@@ -193,6 +194,12 @@ def store_summaries(session: Session, exp_id: int, versions: Versions | None) ->
             if due_here:
                 frame = computed_summary(session, exp_id, pooled, v, (prompts, pairs))
             for w in due_here:
-                write_frame(session, exp_id, summary_name(pooled, w), due[w], frame)
+                _store(session, exp_id, summary_name(pooled, w), due[w], frame)
                 written.append(summary_name(pooled, w))
     return written
+
+
+def _store(session: Session, exp_id: int, name: str, version: str, df: pd.DataFrame) -> None:
+    """Write one frame and commit it (`store_summaries`)."""
+    write_frame(session, exp_id, name, version, df)
+    session.commit()

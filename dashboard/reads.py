@@ -29,6 +29,7 @@ logger = logging.getLogger(__name__)
 
 LIVE_TTL_S = 2  # queue counts: cheap index-only counts, read fresh while a run is going
 ENTRIES = 8  # cached versions kept per function (a running sweep makes a new one every few seconds)
+COORDINATES = ("strategy", "draft", "task", "k", "regime", "temperature", "measure")  # a summary row's keys
 
 Version = tuple[int, int]
 
@@ -131,16 +132,20 @@ def options(url: str, exp_id: int, data: Version) -> dict[str, list]:
         rows = stored_summary(s, exp_id, False, None)
         if rows is None:
             return {c: browse.distinct_values(s, exp_id, c) for c in columns}
-    return {c: sorted(rows[c].dropna().unique().tolist()) for c in columns}
+    return {c: browse.distinct_in(rows, c, {}) for c in columns}
 
 
 @st.cache_data(max_entries=16 * ENTRIES, show_spinner=False)
 def distinct(
     url: str, exp_id: int, data: Version, column: str, fixed: tuple[tuple[str, object], ...], selection: Selection
 ) -> list:
-    """DISTINCT values of `column` given the picker's earlier choices `fixed` and the sidebar's selection."""
+    """DISTINCT values of `column` given the picker's earlier choices `fixed` and the sidebar's selection: read off
+    the stored summary for a grid coordinate's column where there is one, else from the generations."""
     with _session(url) as s:
-        return browse.distinct_values(s, exp_id, column, dict(fixed), selection)
+        rows = stored_summary(s, exp_id, False, None) if column in COORDINATES else None
+        if rows is None:
+            return browse.distinct_values(s, exp_id, column, dict(fixed), selection)
+    return browse.distinct_in(rows, column, dict(fixed), selection)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)

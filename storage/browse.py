@@ -50,6 +50,19 @@ class Selection:
             stmt = stmt.where(G.k.in_(self.ks) | (G.draft == PLAIN))
         return stmt
 
+    def mask(self, df: pd.DataFrame) -> pd.Series:
+        """Which rows of `df` (one per grid coordinate: a stored summary's, `accepted_length_table`'s) are in this
+        selection, as `where` selects generations."""
+        keep = pd.Series(True, index=df.index)
+        if self.temperature is not None:
+            keep &= df["temperature"] == self.temperature
+        for column, chosen in (("task", self.tasks), ("strategy", self.strategies), ("regime", self.regimes)):
+            if chosen:
+                keep &= df[column].isin(chosen)
+        if self.ks:
+            keep &= df["k"].isin(self.ks) | (df["draft"] == PLAIN)
+        return keep
+
 
 @dataclass(frozen=True)
 class GridPoint:
@@ -78,6 +91,15 @@ def distinct_values(
     for name, value in (fixed or {}).items():
         stmt = stmt.where(getattr(G, name) == value)
     return sorted(v for v in session.scalars(stmt) if v is not None)
+
+
+def distinct_in(rows: pd.DataFrame, column: str, fixed: dict[str, Any], selection: Selection = Selection()) -> list:
+    """`distinct_values` read off `rows`, one per grid coordinate that has a generation (a stored summary's): the
+    same values, with no scan of the generations."""
+    rows = rows[selection.mask(rows)]
+    for name, value in fixed.items():
+        rows = rows[rows[name] == value]
+    return sorted(rows[column].dropna().unique().tolist())
 
 
 def generation_id(session: Session, exp_id: int, point: GridPoint) -> int | None:
@@ -133,17 +155,7 @@ def accepted_length_counts(
     if max_k <= 0:
         return pd.DataFrame(columns=["strategy", "k", "accepted", "rounds"])
     df = accepted_length_table(session, exp_id, selection) if table is None else table
-    if selection.temperature is not None:
-        df = df[df["temperature"] == selection.temperature]
-    for column, chosen in (
-        ("task", selection.tasks),
-        ("strategy", selection.strategies),
-        ("regime", selection.regimes),
-    ):
-        if chosen:
-            df = df[df[column].isin(chosen)]
-    if selection.ks:
-        df = df[df["k"].isin(selection.ks)]
+    df = df[selection.mask(df)]
     bins = [f"h{j}" for j in range(max_k + 1) if f"h{j}" in df]
     wide = df.groupby(["strategy", "k"], sort=False)[bins].sum(min_count=1).reset_index()
     long = wide.melt(id_vars=["strategy", "k"], var_name="bin", value_name="rounds")

@@ -30,8 +30,7 @@ def keep_summaries(Session, exp_id: int) -> list[str]:
     """Store the experiment's summaries that are not stored at its current data version (module doc); their names."""
     t0 = time.perf_counter()
     with Session() as s:
-        written = store_summaries(s, exp_id, versions(s, exp_id))
-        s.commit()
+        written = store_summaries(s, exp_id, versions(s, exp_id))  # each frame committed as it is stored
     if written:
         logger.info("experiment %s: stored %s in %.1f s", exp_id, ", ".join(written), time.perf_counter() - t0)
     return written

@@ -68,7 +68,7 @@ def test_the_pages_show_the_stored_summary_until_a_generation_is_added(monkeypat
     assert _prompts(at) == 4 and len(computed) == 2  # stale: computed again, with the new generation
 
 
-def test_the_sidebar_options_and_accepted_lengths_read_from_the_stored_frames_are_the_computed_ones(tmp_path):
+def test_the_sidebar_pickers_and_accepted_lengths_read_from_the_stored_frames_are_the_computed_ones(tmp_path):
     from storage.browse import Selection, accepted_length_counts
 
     url, bare = f"sqlite:///{tmp_path / 'g.db'}", f"sqlite:///{tmp_path / 'bare.db'}"
@@ -79,6 +79,11 @@ def test_the_sidebar_options_and_accepted_lengths_read_from_the_stored_frames_ar
     assert keep_summaries(Session, 1)
     data = reads.version(url, 1)
     assert reads.options(url, 1, data) == reads.options(bare, 1, data)
+    picks = [("strategy", ()), ("task", (("strategy", "ngram"),)), ("k", (("strategy", "ngram"), ("task", "pubmed")))]
+    for sel in (Selection(), Selection(regimes=("cached",), ks=(5,))):
+        for column, fixed in picks:  # the cascading pickers, read off the stored summary and from the generations
+            assert reads.distinct(url, 1, data, column, fixed, sel) == reads.distinct(bare, 1, data, column, fixed, sel)
+    assert reads.distinct(url, 1, data, "k", picks[2][1], Selection()) == [3, 5]
     selections = [Selection(), Selection(regimes=("cached",), ks=(3,)), Selection(tasks=("pubmed",), temperature=0.0)]
     with Session() as s:
         for sel in selections:
