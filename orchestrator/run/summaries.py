@@ -1,5 +1,6 @@
-"""What a finished run leaves its readers: the experiment's summaries, stored at the data version they were computed
-at (`analysis.summary.store_summaries`, `storage.stored_frames`), and the spec's versions their rows are marked by.
+"""What a finished run leaves its readers: the experiment's summaries and the other frames the dashboard's pages read
+whole, stored at the data version they were computed at (`analysis.summary.store_summaries`, `storage.stored_frames`),
+and the spec's versions the summaries' rows are marked by.
 
 Computing a summary with its intervals reads every counted generation and bootstraps every cell (tens of seconds
 at 10^6 generations); the driver, the database's one writer, does it once when a run ends (`keep_summaries`), and the
@@ -18,6 +19,7 @@ import logging
 import time
 
 from analysis.summary import store_summaries
+from orchestrator.run.options import Sessions
 from storage.db import Session
 from storage.queries import reference_cells_frame
 from storage.summary import Versions
@@ -26,10 +28,11 @@ from workers.errors import GreenspecError
 logger = logging.getLogger(__name__)
 
 
-def keep_summaries(Session, exp_id: int) -> list[str]:
-    """Store the experiment's summaries that are not stored at its current data version (module doc); their names."""
+def keep_summaries(sessions: Sessions, exp_id: int) -> list[str]:
+    """Store the experiment's summaries, and the other frames its pages read whole, that are not stored at its
+    current data version (module doc); their names."""
     t0 = time.perf_counter()
-    with Session() as s:
+    with sessions() as s:
         written = store_summaries(s, exp_id, versions(s, exp_id))  # each frame committed as it is stored
     if written:
         logger.info("experiment %s: stored %s in %.1f s", exp_id, ", ".join(written), time.perf_counter() - t0)
