@@ -195,8 +195,42 @@ def _top(prof: cProfile.Profile, n: int = 6) -> list[tuple[str, float]]:
     return sorted(rows, key=lambda r: -r[1])[:n]
 
 
-def measure(prompts: int) -> dict:
-    """Run the grid once on a fresh cluster and database; the figures."""
+class Progress(threading.Thread):
+    """Samples, every `every_s`, the driver process's CPU seconds (less this thread's own) beside the replayed rows
+    stored so far (read from the database file, read-only): the driver's CPU per cell while replays stream in."""
+
+    def __init__(self, db: Path, every_s: float = 0.2):
+        super().__init__(daemon=True)
+        self.db, self.every_s, self.samples = db, every_s, []
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        import sqlite3
+
+        con = None
+        while not self.done.wait(self.every_s):
+            try:
+                con = con or sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=1)
+                n = con.execute("SELECT count(*) FROM generations WHERE measure = 'replay'").fetchone()[0]
+            except sqlite3.Error:
+                continue  # not made yet, or the table not there yet
+            use = resource.getrusage(resource.RUSAGE_SELF)
+            self.samples.append((use.ru_utime + use.ru_stime - time.thread_time(), n))
+        if con is not None:
+            con.close()
+
+    def per_cell(self, lo: float = 0.1, hi: float = 0.9) -> tuple[float, int] | None:
+        """CPU seconds per replayed cell between `lo` and `hi` of the replays stored, and the cells in between."""
+        total = max((n for _, n in self.samples), default=0)
+        inside = [(cpu, n) for cpu, n in self.samples if lo * total <= n <= hi * total]
+        if len(inside) < 2 or inside[-1][1] == inside[0][1]:
+            return None
+        (c0, n0), (c1, n1) = inside[0], inside[-1]
+        return (c1 - c0) / (n1 - n0), n1 - n0
+
+
+def measure(prompts: int, profile: bool = False) -> dict:
+    """Run the grid once on a fresh cluster and database (under cProfile if `profile`); the figures."""
     from orchestrator.run.driver import RunOptions, run
     from orchestrator.run.spec_paths import load_spec
 
@@ -209,12 +243,17 @@ def measure(prompts: int) -> dict:
         db = folder / "driver.db"
         opts = RunOptions(db_url=f"sqlite:///{db}", address=f"127.0.0.1:{port}", worker_cls=InstantWorker)
         prof = cProfile.Profile(time.process_time)  # CPU seconds: a wait in ray.wait is not work
+        progress = Progress(db)
+        progress.start()
         cpu0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
-        prof.enable()
+        if profile:
+            prof.enable()
         report = run(load_spec(spec_path), spec_path.read_text(), str(spec_path), opts)
         prof.disable()
         wall, cpu1 = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF)
-        if out := os.environ.get("BENCH_DRIVER_PROFILE"):  # the whole profile, for pstats or snakeviz
+        progress.done.set()
+        progress.join()
+        if profile and (out := os.environ.get("BENCH_DRIVER_PROFILE")):  # the whole profile, for pstats or snakeviz
             prof.dump_stats(out)
         size = db.stat().st_size
     finally:
@@ -236,24 +275,28 @@ def measure(prompts: int) -> dict:
         "replays": replays,
         "wall": wall,
         "cpu": cpu,
+        "steady": progress.per_cell(),
         "mib": size / 2**20,
-        "shares": _profile_shares(prof),
-        "top": _top(prof),
+        "shares": _profile_shares(prof) if profile else [],
+        "top": _top(prof) if profile else [],
     }
 
 
 def run(quick: bool = False) -> str:
     """The Markdown section for BENCHMARKS.md."""
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    m = measure(QUICK_PROMPTS if quick else PROMPTS)
+    prompts = QUICK_PROMPTS if quick else PROMPTS
+    m = measure(prompts)
     if m["failed"]:
         raise RuntimeError(f"{m['failed']} cells failed in the driver benchmark")
-    per_cell = m["cpu"] / m["replays"]
-    ceiling = 1 / per_cell
-    prof_total = sum(s for _, s in m["shares"]) or 1.0
-    shares = "; ".join(f"{name} {s / prof_total:.0%}" for name, s in m["shares"])
-    top = "; ".join(f"`{name}` {s:.1f} s" for name, s in m["top"])
-    verdict = "meets" if ceiling >= TARGET else "misses"
+    if m["steady"] is None:
+        raise RuntimeError("the driver benchmark saw too few replays stored to measure its steady rate")
+    p = measure(prompts, profile=True)  # where the CPU goes: a second run, under cProfile (which slows it)
+    per_cell, (steady, between) = m["cpu"] / m["replays"], m["steady"]
+    prof_total = sum(s for _, s in p["shares"]) or 1.0
+    shares = "; ".join(f"{name} {s / prof_total:.0%}" for name, s in p["shares"])
+    top = "; ".join(f"`{name}` {s:.1f} s" for name, s in p["top"])
+    verdict = "meets" if 1 / steady >= TARGET else "misses"
     return "\n".join(
         [
             "## The driver's ceiling",
@@ -261,17 +304,21 @@ def run(quick: bool = False) -> str:
             f"[bench/driver.py](bench/driver.py): the real driver over {m['cells']:,} cells ({m['replays']:,} replayed:"
             f" plain and ngram at k = 1..8 in the three regimes, 8 new tokens each) on a local Ray cluster of {NODES}"
             " `ray start` nodes of one CPU each on this machine, the accelerator worker answering at once (references"
-            " and the round-cost table), SQLite in WAL mode. The driver's CPU is its process's (every thread); its"
-            " ceiling is replayed cells per second of that CPU.",
+            " and the round-cost table), SQLite in WAL mode. The driver's CPU is its process's (every thread). Its"
+            " ceiling is replayed cells per second of that CPU while the replays stream in (from a tenth to nine"
+            " tenths of them stored: what a long study's driver absorbs when replays run elsewhere and never wait on"
+            " it); the whole run's CPU per cell also counts its fixed costs (Ray's start, the registration of every"
+            " cell, the references, the table).",
             "",
-            "| cells stored | wall | cells / s of the run | driver CPU | driver CPU share | driver CPU per cell |"
-            " ceiling: cells / s of driver CPU | database writes |",
-            "|---:|---:|---:|---:|---:|---:|---:|---:|",
+            "| cells stored | wall | cells / s of the run | driver CPU | driver CPU share | driver CPU per cell, whole"
+            " run | driver CPU per cell, replays streaming | ceiling: cells / s of driver CPU | database writes |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
             f"| {m['cells']:,} | {m['wall']:.1f} s | {m['cells'] / m['wall']:,.0f} | {m['cpu']:.1f} s |"
-            f" {m['cpu'] / m['wall']:.0%} | {per_cell * 1e3:.2f} ms | **{ceiling:,.0f}** ({verdict} the goal of"
-            f" {TARGET:,}) | {m['replays'] / m['wall']:,.0f} rows / s, {m['mib'] / m['wall']:.1f} MiB / s |",
+            f" {m['cpu'] / m['wall']:.0%} | {per_cell * 1e3:.2f} ms | {steady * 1e3:.2f} ms ({between:,} cells) |"
+            f" **{1 / steady:,.0f}** ({verdict} the goal of {TARGET:,}) |"
+            f" {m['replays'] / m['wall']:,.0f} rows / s, {m['mib'] / m['wall']:.1f} MiB / s |",
             "",
-            f"Where the driver's profiled time went (cProfile, its own time per function, grouped by file): {shares}."
-            f" The largest functions: {top}.",
+            "Where the driver's CPU went (a second run under cProfile, its own time per function, grouped by file):"
+            f" {shares}. The largest functions: {top}.",
         ]
     )

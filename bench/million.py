@@ -1,7 +1,8 @@
 """A grid of about 10^6 replayed cells (`bench/million.toml`): `greenspec validate` on it, what `greenspec run`
 does with it before its first Ray call (`orchestrator.run.prepare.prepare`, then the experiment's cells inserted into
 a fresh SQLite database as the driver registers them, the grid streamed in chunks), the same registration again on
-that database (what a resume after kill -9 does before its first Ray call: every cell found, none added), and
+that database (what a resume after kill -9 does before its first Ray call: the grid's digest found registered, no
+cell expanded or read), and
 `greenspec status` over it, each timed in a fresh process with its peak memory.
 
 The first call may build the built-in code corpus (minutes, once per machine; not timed): every timed call finds it
@@ -37,20 +38,18 @@ if step == "validate":
 elif step == "status":
     from orchestrator.cli import main
     main(["--db", f"sqlite:///{db}", "status"], standalone_mode=False)
-else:  # what `greenspec run` does before its first Ray call: prepare, register the experiment, insert every cell
+else:  # what `greenspec run` (and `resume`) does before its first Ray call: prepare, then register the grid
+    from orchestrator.run.driver import RunOptions, register
     from orchestrator.run.prepare import prepare
     from orchestrator.run.spec_paths import load_spec
     from storage import store
     from storage.db import open_db
     if step == "prepare" and os.path.exists(db):
         os.remove(db)  # a fresh database each time; "again" registers on the one left
-    _, _, grid = prepare(load_spec(path))
-    engine, Session = open_db(f"sqlite:///{db}")
-    with Session() as s:
-        exp = store.upsert_experiment(s, "million", "", "", None)
-        stale = store.stale_cells(s, exp.id, grid.keys())
-        cells = store.add_cells(s, exp.id, grid)
-        s.commit()
+    url, spec = f"sqlite:///{db}", load_spec(path)
+    spec, _, grid = prepare(spec, store.registered_digest(url, spec.experiment.name))
+    engine, Session = open_db(url)
+    _, cells = register(spec, grid, (open(path).read(), path), Session, False, RunOptions(db_url=url))
     engine.dispose()
 print(json.dumps({"cells": cells, "rss_mib": %s}))
 """

@@ -29,16 +29,16 @@ class CellParams:
 
     def to_json(self) -> dict[str, Any]:
         """The JSON stored in `cells.params`: the fields that differ from their defaults."""
-        default = CellParams()
-        return {
-            f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) != getattr(default, f.name)
-        }
+        return {name: value for name, default in _DEFAULTS if (value := getattr(self, name)) != default}
 
     @classmethod
     def from_json(cls, data: dict[str, Any] | None) -> CellParams:
         """Read stored params back; keys this version does not know (a newer writer's) are ignored."""
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in (data or {}).items() if k in names})
+        return cls(**{k: v for k, v in (data or {}).items() if k in _NAMES})
+
+
+_DEFAULTS = tuple((f.name, getattr(CellParams(), f.name)) for f in fields(CellParams))  # what `to_json` leaves out
+_NAMES = frozenset(name for name, _ in _DEFAULTS)
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,9 @@ class Experiment(Base):
     spec_path: Mapped[str | None] = mapped_column(Text)
     spec_toml: Mapped[str] = mapped_column(Text)
     spec_hash: Mapped[str] = mapped_column(String(64))
+    # the digest of the grid whose cells were registered last (`orchestrator.run.cells.Grid.digest`), in the same
+    # transaction as the cells: a resume whose grid has it skips registering every cell again
+    grid_digest: Mapped[str | None] = mapped_column(String(64))
     device: Mapped[str | None] = mapped_column(String(100))
     idle_power_w: Mapped[float | None] = mapped_column(Float)
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -4,8 +4,9 @@ of a replayed generation (and the reverse), whose rounds must be the same (`work
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import NamedTuple
 
-from sqlalchemy import Row, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from storage.cell_spec import CellParams
@@ -19,16 +20,27 @@ def done_keys(session: Session, exp_id: int, kinds: Iterable[str]) -> set[str]:
     return set(session.scalars(stmt))
 
 
-REPLAY_INPUTS = ("prompt_key", "prompt_tokens", "tokens", "text", "vocab_size", "eos_id")  # what a replay job reads
+class ReplayInput(NamedTuple):
+    """What a replay job reads from its prompt's stored reference; the token lists as tuples, made once per prompt
+    (every strategy, k and regime replays it, and a task's jobs then share them when they are pickled)."""
+
+    prompt_key: str
+    prompt_tokens: tuple[int, ...]
+    tokens: tuple[int, ...]
+    text: str
+    vocab_size: int | None
+    eos_id: int | None
 
 
-def references_by_key(session: Session, exp_id: int, keys: Iterable[str]) -> dict[str, Row]:
-    """The stored references of these prompt keys (reference cell keys): rows of what a replay reads from them
-    (`REPLAY_INPUTS`, by attribute), not ORM objects."""
+def references_by_key(session: Session, exp_id: int, keys: Iterable[str]) -> dict[str, ReplayInput]:
+    """The stored references of these prompt keys (reference cell keys), as replay jobs read them."""
     keys = sorted(set(keys))
-    cols = [getattr(Reference, name) for name in REPLAY_INPUTS]
+    cols = [getattr(Reference, name) for name in ReplayInput._fields]
     stmt = select(*cols).where(Reference.experiment_id == exp_id, Reference.prompt_key.in_(keys))
-    return {r.prompt_key: r for r in session.execute(stmt)}
+    return {
+        r.prompt_key: ReplayInput(r.prompt_key, tuple(r.prompt_tokens), tuple(r.tokens), *r[3:])
+        for r in session.execute(stmt)
+    }
 
 
 def coordinate_of(strategy, task, k, regime, temperature, prompt_key) -> tuple:

@@ -14,11 +14,13 @@ import json
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import insert, select, text, update
 from sqlalchemy.orm import Session
 
+from storage import batch_sql
+from storage.batch_sql import chunks
 from storage.cell_spec import CellParams, CellSpec
-from storage.generation_row import record_columns
+from storage.generation_row import INSERT_COLUMNS, RowCell, generation_row, generation_rows
 from storage.models import (
     Artifact,
     Cell,
@@ -31,7 +33,7 @@ from storage.models import (
     utcnow,
 )
 from workers.contracts import ArtifactInfo, CostModelRecord, GenerationRecord, LabelRecord, ReferenceRecord
-from workers.metrics import acceptance_rate, mal, rouge_l, tokens_per_s
+from workers.metrics import rouge_l
 from workers.training.ibase import IBaseInfo
 
 if TYPE_CHECKING:
@@ -122,32 +124,45 @@ def artifact_paths(session: Session, exp_id: int) -> dict[str, str]:
 def store_reference(session: Session, cell_id: int, r: ReferenceRecord) -> None:
     """A greedy reference, and the ROUGE-L/exact match of stored generations of its very prompt still lacking them."""
     cell = session.get(Cell, cell_id)
-    session.add(
-        Reference(
-            cell_id=cell.id,
-            experiment_id=cell.experiment_id,
-            task=cell.task,
-            prompt_index=cell.prompt_index,
-            prompt_key=cell.key,
-            prompt_text=r.prompt_text,
-            prompt_tokens=list(r.prompt_tokens),
-            tokens=list(r.tokens),
-            text=r.text,
-            wall_s=r.wall_s,
-            vocab_size=r.vocab_size,
-            eos_id=r.eos_id,
-        )
-    )
+    spec = CellSpec(key=cell.key, kind=cell.kind, task=cell.task, prompt_index=cell.prompt_index, id=cell.id)
+    store_references(session, cell.experiment_id, [(spec, r)])
+
+
+def store_references(session: Session, exp_id: int, refs: list[tuple[CellSpec, ReferenceRecord]]) -> None:
+    """Greedy references (each its reference cell and record) in one statement, and the ROUGE-L/exact match of the
+    stored generations of their prompts still lacking them (one query: in a replayed run, usually none yet)."""
+    if not refs:
+        return
+    rows = [
+        {
+            "cell_id": c.id,
+            "experiment_id": exp_id,
+            "task": c.task,
+            "prompt_index": c.prompt_index,
+            "prompt_key": c.key,
+            "prompt_text": r.prompt_text,
+            "prompt_tokens": list(r.prompt_tokens),
+            "tokens": list(r.tokens),
+            "text": r.text,
+            "wall_s": r.wall_s,
+            "vocab_size": r.vocab_size,
+            "eos_id": r.eos_id,
+        }
+        for c, r in refs
+    ]
+    session.execute(insert(Reference), rows)
+    tokens = {row["prompt_key"]: row["tokens"] for row in rows}
     gens = session.scalars(
         select(Generation).where(
-            Generation.experiment_id == cell.experiment_id,
-            Generation.prompt_key == cell.key,
+            Generation.experiment_id == exp_id,
+            Generation.prompt_key.in_(list(tokens)),
             Generation.rouge_l.is_(None),
             Generation.temperature == 0,
         )
     )
     for g in gens:  # a metric once stored is never rewritten, so only generations waiting for this reference
-        g.rouge_l, g.exact_match = rouge_l(g.tokens, list(r.tokens)), list(g.tokens) == list(r.tokens)
+        ref = tokens[g.prompt_key]
+        g.rouge_l, g.exact_match = rouge_l(g.tokens, ref), list(g.tokens) == ref
 
 
 def _reference_tokens(session: Session, exp_id: int, prompt_key: str | None) -> list[int] | None:
@@ -158,46 +173,26 @@ def _reference_tokens(session: Session, exp_id: int, prompt_key: str | None) -> 
     ).first()
 
 
-def _mal(g: GenerationRecord) -> float | None:
-    """MAL over the generation's rounds (`workers.metrics.mal`); none without a round."""
-    return mal(g.accepted, len(g.accepted_per_step)) if g.accepted_per_step else None
-
-
-def _generation_row(exp_id: int, cell, params: CellParams, g: GenerationRecord, ref: list[int] | None) -> dict:
-    """The `generations` row of a record: its own columns, its cell's coordinates (a stored `Cell` or the driver's
-    `CellSpec`, read alike) and its metrics; ROUGE-L and exact match against its prompt's reference `ref` (None: not
-    made yet, no quality figures)."""
-    tokens, n = list(g.tokens), len(g.tokens)
-    greedy = not cell.temperature  # a sampled text is not meant to equal the greedy reference: no quality figures
-    return {
-        **record_columns(g),
-        "cell_id": cell.id,
-        "experiment_id": exp_id,
-        "strategy": cell.strategy,
-        "draft": cell.draft,
-        "task": cell.task,
-        "prompt_index": cell.prompt_index,
-        "prompt_key": params.reference,  # the key of its prompt's reference cell (prepare.py)
-        "k": cell.k,
-        "regime": cell.regime,
-        "temperature": cell.temperature or 0.0,
-        "top_k": params.top_k,
-        "top_p": params.top_p,
-        "n_tokens": n,
-        "acceptance": acceptance_rate(g.accepted, g.drafted) if g.drafted else None,
-        "mal": _mal(g),
-        "tokens_per_s": tokens_per_s(n, g.wall_s),
-        "rouge_l": rouge_l(tokens, ref) if ref is not None and greedy else None,
-        "exact_match": (tokens == list(ref)) if ref is not None and greedy else None,
-    }
-
-
 def store_generation(session: Session, cell_id: int, g: GenerationRecord) -> None:
     """One sweep generation with its metrics, energy and (when its reference exists) ROUGE-L."""
     cell = session.get(Cell, cell_id)
     params = CellParams.from_json(cell.params)
     ref = _reference_tokens(session, cell.experiment_id, params.reference)
-    session.add(Generation(**_generation_row(cell.experiment_id, cell, params, g, ref)))
+    row = RowCell(
+        cell.id,
+        cell.strategy,
+        cell.draft,
+        cell.task,
+        cell.prompt_index,
+        params.reference,
+        cell.k,
+        cell.regime,
+        cell.temperature or 0.0,
+        params.top_k,
+        params.top_p,
+        bool(params.options.get("tree")),
+    )
+    session.add(Generation(**generation_row(cell.experiment_id, row, g, ref)))
 
 
 def store_generations(
@@ -206,11 +201,9 @@ def store_generations(
     done: list[tuple[CellSpec, GenerationRecord, str]],
     predictor: Predictor | None = None,
 ) -> None:
-    """Many finished cells at once, each (cell, its generation, the worker that made it): their rows inserted in
-    one statement, their prompts' references read in one, the cells marked done in one; rows as `store_generation`
-    writes them. The driver's path for a task's batch of replays (tens of statements per batch, not per cell).
-    `predictor`: the run's round-cost table, which sets a replayed row's time, speed and energy and a timed row's
-    `predicted_wall_s` (as `storage.repredict.repredict_in_place` does to stored rows)."""
+    """Many finished cells at once, each (cell, its generation, the worker that made it): their prompts' references
+    read in one statement, their rows (`storage.generation_row.generation_rows`, as `store_generation` writes them,
+    predicted by `predictor`, the run's round-cost table) inserted in one, the cells marked done in one per worker."""
     if not done:
         return
     keys = {c.params.reference for c, _, _ in done if c.params.reference is not None}
@@ -218,26 +211,42 @@ def store_generations(
         Reference.experiment_id == exp_id, Reference.prompt_key.in_(keys)
     )
     refs = dict(session.execute(stmt).all()) if keys else {}
-    rows = [_generation_row(exp_id, c, c.params, g, refs.get(c.params.reference)) for c, g, _ in done]
-    if predictor is not None:
-        for row, (c, g, _) in zip(rows, done):
-            if c.regime is not None:
-                tree = bool(c.params.options.get("tree"))
-                new = predictor.columns(c.regime, g.passes, g.draft_s, row["n_tokens"], tree)
-                row |= new if g.measure == "replay" else {"predicted_wall_s": new["predicted_wall_s"]}
-    for same in (  # a Core executemany takes one set of columns: rows that leave first_accepted to the table apart
-        [r for r in rows if "first_accepted" in r],
-        [r for r in rows if "first_accepted" not in r],
-    ):
-        if same:
-            session.execute(insert(Generation.__table__), same)
+    items = [(RowCell.of(c), g, refs.get(c.params.reference)) for c, g, _ in done]
+    insert_rows(session, generation_rows(exp_id, items, predictor))
+    mark_done(session, [(c.id, w) for c, _, w in done])
+
+
+def insert_rows(session: Session, rows: list[tuple]) -> None:
+    """Generations' rows as `generation_rows` makes them, in one statement handed to the database driver as it is
+    (`storage.batch_sql`: no per-row bind processing, the JSON already encoded)."""
+    if not rows:
+        return
+    if batch_sql.supported(session):
+        batch_sql.run_many(session, f"INSERT INTO generations ({_COLUMN_LIST}) VALUES ({', '.join('?' * _N)})", rows)
+        return
+    binds = [f"c{i}" for i in range(_N)]  # any other driver: untyped named binds (the values are already encoded)
+    sql = text(f"INSERT INTO generations ({_COLUMN_LIST}) VALUES ({', '.join(':' + b for b in binds)})")
+    session.execute(sql, [dict(zip(binds, r)) for r in rows])
+
+
+def mark_done(session: Session, cells: Iterable[tuple[int, str]]) -> None:
+    """Cells (id, the worker that made them) whose rows were stored: done, one statement per worker."""
     by_worker: dict[str, list[int]] = {}
-    for c, _, w in done:
-        by_worker.setdefault(w, []).append(c.id)
+    for cell_id, w in cells:
+        by_worker.setdefault(w, []).append(cell_id)
     now = utcnow()
-    for w, ids in by_worker.items():  # one statement per worker (a replay task's cells share theirs)
-        stmt = update(Cell).where(Cell.id.in_(ids)).values(state="done", error=None, finished_at=now, worker=w)
-        session.execute(stmt.execution_options(synchronize_session=False))
+    for w, ids in by_worker.items():  # a replay task's cells share theirs
+        for chunk in chunks(ids):
+            if batch_sql.supported(session):
+                at = batch_sql.bound(session, Cell.__table__.c.finished_at, now)
+                sql = "UPDATE cells SET state = 'done', error = NULL, finished_at = ?, worker = ? WHERE id IN ({ids})"
+                batch_sql.run(session, sql, (at, w), ids=chunk)
+                continue
+            stmt = update(Cell).where(Cell.id.in_(chunk)).values(state="done", error=None, finished_at=now, worker=w)
+            session.execute(stmt.execution_options(synchronize_session=False))
+
+
+_COLUMN_LIST, _N = ", ".join(INSERT_COLUMNS), len(INSERT_COLUMNS)
 
 
 def store_cost_model(session: Session, cell_id: int, r: CostModelRecord) -> None:

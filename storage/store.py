@@ -19,14 +19,19 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from sqlalchemy import case, delete, insert, select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import Text, case, delete, insert, select, type_coerce, update
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import Session
 
+from storage import batch_sql
+from storage.batch_sql import chunks
 from storage.cell_spec import CellParams, CellSpec
+from storage.db import open_reader
 from storage.models import Artifact, Cell, Experiment, InstanceBase, Lease, utcnow
 from storage.results import (  # noqa: F401 (the result writers, re-exported: every write goes through `store`)
     artifact_paths,
+    insert_rows,
+    mark_done,
     set_device,
     set_idle_power,
     store_artifact,
@@ -36,6 +41,7 @@ from storage.results import (  # noqa: F401 (the result writers, re-exported: ev
     store_ibase,
     store_label,
     store_reference,
+    store_references,
     store_samples,
 )
 from workers.training.artifacts import ACCELERATOR_KINDS, CPU_KINDS
@@ -53,6 +59,21 @@ def find_experiment(session: Session, name: str | None) -> Experiment | None:
     """Experiment `name`, or the newest one when `name` is None."""
     stmt = select(Experiment).order_by(Experiment.id.desc())
     return session.scalars(stmt.where(Experiment.name == name) if name else stmt).first()
+
+
+def registered_digest(db_url: str, name: str) -> str | None:
+    """The digest of the grid experiment `name` registered last (None: no database, no such experiment, or a schema
+    older than the digest), read without writing anything."""
+    readers = open_reader(db_url)
+    if readers is None:
+        return None
+    try:
+        with readers() as s:
+            return s.scalars(select(Experiment.grid_digest).where(Experiment.name == name)).first()
+    except DBAPIError:  # an older schema: the run migrates it, then registers in full
+        return None
+    finally:
+        readers.kw["bind"].dispose()
 
 
 def upsert_experiment(session: Session, name: str, spec_text: str, spec_hash: str, spec_path: str | None) -> Experiment:
@@ -91,12 +112,14 @@ def _cell_row(exp_id: int, c: CellSpec, now) -> dict:
 
 
 def add_cells(session: Session, exp_id: int, cells: Iterable[CellSpec]) -> int:
-    """Insert the cells whose key is new; refresh the params of unfinished known ones (they are derived from the
-    spec: keep them current). Streams `cells` in chunks; holds the experiment's stored keys. Returns how many were
-    added."""
-    have = dict(
-        session.execute(select(Cell.key, Cell.id).where(Cell.experiment_id == exp_id, Cell.state != "done")).all()
+    """Insert the cells whose key is new; refresh the params of unfinished known ones whose params changed (they are
+    derived from the spec: keep them current; a resume, whose spec is the stored one, rewrites none). Streams
+    `cells` in chunks; holds the experiment's unfinished keys with a hash of each one's stored params. Returns how
+    many were added."""
+    unfinished = select(Cell.key, Cell.id, type_coerce(Cell.params, Text)).where(
+        Cell.experiment_id == exp_id, Cell.state != "done"
     )
+    have = {key: (cell_id, _params_hash(params)) for key, cell_id, params in session.execute(unfinished)}
     done = set(session.scalars(select(Cell.key).where(Cell.experiment_id == exp_id, Cell.state == "done")))
     now, added = utcnow(), 0
     rows: list[dict] = []
@@ -111,8 +134,10 @@ def add_cells(session: Session, exp_id: int, cells: Iterable[CellSpec]) -> int:
         refresh.clear()
 
     for c in cells:
-        if c.key in have:
-            refresh.append({"id": have[c.key], "params": c.params.to_json()})
+        if (known := have.get(c.key)) is not None:
+            params = c.params.to_json()
+            if _params_hash(params) != known[1]:
+                refresh.append({"id": known[0], "params": params})
         elif c.key not in done:
             rows.append(_cell_row(exp_id, c, now))
             added += 1
@@ -120,6 +145,12 @@ def add_cells(session: Session, exp_id: int, cells: Iterable[CellSpec]) -> int:
             flush()
     flush()
     return added
+
+
+def _params_hash(params: str | dict | None) -> int:
+    """A hash of a cell's params as its JSON column holds them (SQLite gives the text, PostgreSQL's driver the
+    parsed value; both hash as the text the JSON type writes)."""
+    return hash(params if isinstance(params, str) else batch_sql.json_text(params))
 
 
 def pending_cells(session: Session, exp_id: int, kinds: Iterable[str]) -> list[CellSpec]:
@@ -241,13 +272,22 @@ def missing_artifacts(session: Session, exp_id: int) -> list[str]:
     return sorted(key for key, path in artifact_paths(session, exp_id).items() if not Path(path).exists())
 
 
+RUNNING = "UPDATE cells SET state = 'running', attempts = attempts + 1, started_at = ?, worker = ? WHERE id IN ({ids})"
+
+
 def mark_running(session: Session, cell_ids: list[int], worker: str | None = None) -> None:
-    """Dispatched cells: state running, one more attempt."""
-    session.execute(
-        update(Cell)
-        .where(Cell.id.in_(cell_ids))
-        .values(state="running", attempts=Cell.attempts + 1, started_at=utcnow(), worker=worker)
-    )
+    """Dispatched cells: state running, one more attempt (`storage.batch_sql`: the driver runs this per batch)."""
+    now = utcnow()
+    for chunk in chunks(cell_ids):
+        if batch_sql.supported(session):
+            at = batch_sql.bound(session, Cell.__table__.c.started_at, now)
+            batch_sql.run(session, RUNNING, (at, worker), ids=chunk)
+            continue
+        session.execute(
+            update(Cell)
+            .where(Cell.id.in_(chunk))
+            .values(state="running", attempts=Cell.attempts + 1, started_at=now, worker=worker)
+        )
 
 
 def mark_finished(session: Session, cell_id: int, worker: str | None) -> None:

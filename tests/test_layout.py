@@ -10,13 +10,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("greenspec", "orchestrator", "workers", "storage", "analysis", "dashboard")
-# the driver's side (its entry points, Ray's start-up, the loop, the accelerator worker's handle) and the worker
-# adapters (the CPU trainer and artifact copies between nodes, the replay task, the accelerator)
+# the driver's side (its entry points, Ray's start-up, the loop, the accelerator worker's handle, the replay task it
+# submits) and the worker adapters (the CPU trainer and artifact copies between nodes, the replay task, the accelerator)
 RAY_MODULES = {
     "orchestrator.run.driver",
     "orchestrator.run.ray_startup",
     "orchestrator.run.dispatcher",
     "orchestrator.run.accelerator_actor",
+    "orchestrator.run.replay_rows",
     "workers.training.ray_tasks",
     "workers.replay.task",
     "workers.accelerator.actor",

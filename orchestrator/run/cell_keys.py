@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from functools import lru_cache
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 from typing import Any
 
 from orchestrator.run.spec import Spec
@@ -66,6 +68,21 @@ class PromptKeys:
         h.update(prompt)
         h.update(self._tail)
         return h.hexdigest()
+
+
+SOURCE_PACKAGES = ("workers", "storage", "analysis", "orchestrator", "greenspec")  # the code that makes a grid
+
+
+@lru_cache(maxsize=1)
+def source_digest() -> str:
+    """sha256 over greenspec's version and every Python file of the packages that expand a spec into cells (their
+    paths and bytes, in order): equal digests, the same code made the grid (`Grid.digest`)."""
+    root = Path(__file__).resolve().parents[2]
+    h = hashlib.sha256(GREENSPEC_VERSION.encode())
+    for pkg in SOURCE_PACKAGES:
+        for path in sorted((root / pkg).rglob("*.py")):
+            h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
 
 
 def verifier_identity(spec: Spec) -> dict[str, Any]:

@@ -15,6 +15,8 @@ A `Grid` is what a run registers: the cells made again on each pass over it, nev
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
@@ -23,6 +25,7 @@ from orchestrator.run.cell_keys import (  # noqa: F401 (re-exported: the keys' p
     GREENSPEC_VERSION,
     content_key,
     sampling_identity,
+    source_digest,
     verifier_identity,
 )
 from orchestrator.run.spec import CorpusSection, Spec
@@ -165,6 +168,16 @@ def grid_keys(spec: Spec, prompts: list[TaskPrompts]) -> Iterator[str]:
     yield from sweep_keys(grid_plans(spec, prompts, artifacts, costs[0].key if costs else None))
 
 
+def grid_digest(spec: Spec, prompts: list[TaskPrompts]) -> str:
+    """sha256 over what a grid's cells are made from: the resolved spec (its JSON), each task's name and prompts, and
+    greenspec's source (`source_digest`): equal digests make the same cells with the same keys and params."""
+    h = hashlib.sha256(spec.model_dump_json().encode())
+    for p in prompts:
+        h.update(json.dumps([p.task, list(p.texts)]).encode())
+    h.update(source_digest().encode())
+    return h.hexdigest()
+
+
 def expand(spec: Spec, prompts: list[TaskPrompts]) -> list[CellSpec]:
     """Every cell of the grid: artifact cells first, then the cost model, references, sweep and replay cells. With
     replay and `timed_coordinates = N`, the timed greedy cells of N coordinates only, plain's always, the rest a
@@ -192,10 +205,14 @@ def link_references(cells: list[CellSpec]) -> list[CellSpec]:
 @dataclass(frozen=True)
 class Grid:
     """A prepared spec's cells, made again on each pass and never all held at once (a grid of 10^6 cells is about
-    0.7 GB as objects): iterate it for the cells (references linked), `keys()` for their keys alone."""
+    0.7 GB as objects): iterate it for the cells (references linked), `keys()` for their keys alone. `digest` hashes
+    what the cells are made from: the resolved spec, every task's prompts and greenspec's own source (`grid_digest`);
+    the experiment stores the digest of the grid it registered, so a resume of that very grid registers nothing
+    again (`orchestrator.run.driver.register`)."""
 
     spec: Spec
     prompts: list[TaskPrompts]
+    digest: str = ""
 
     def __iter__(self) -> Iterator[CellSpec]:
         return iter_cells(self.spec, self.prompts, linked=True)

@@ -23,10 +23,11 @@ from orchestrator.run.accelerator_actor import close_actor, start_actor
 from orchestrator.run.artifact_tasks import submit_artifact
 from orchestrator.run.events import BatchDone, BatchLost, Built, Event, Replayed
 from orchestrator.run.options import RunOptions
+from orchestrator.run.replay_rows import replay_rows_task
 from orchestrator.run.spec import Spec
 from storage.cell_spec import CellSpec
+from storage.generation_row import RowCell
 from workers.contracts import BatchOutcome, LabelJob, ReplayJob, SweepJob
-from workers.replay.task import replay_task
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +52,7 @@ class Dispatcher:
         self._seq: dict[ray.ObjectRef, int] = {}  # submission order (the actor runs batches in this order)
         self._counter = itertools.count()
         self._died_at: dict[int, int] = {}  # id(dead actor) -> submission number of the batch it died in
+        self._predictor: tuple = (None, None)  # (the predictor's table, its object ref): put once per table
 
     def busy(self) -> bool:
         return bool(self.builds or self.batches or self.replaying)
@@ -77,8 +79,13 @@ class Dispatcher:
         self.batches[ref] = (cells, self.actor)
         self._seq[ref] = next(self._counter)
 
-    def submit_replays(self, cells: list[CellSpec], jobs: list[ReplayJob], tokenizer: str) -> None:
-        self.replaying[replay_task.remote(jobs, tokenizer)] = cells
+    def submit_replays(self, cells: list[CellSpec], jobs: list[ReplayJob], tokenizer: str, exp_id: int, predictor):
+        """A replay task for `jobs` (`cells[i]`'s is `jobs[i]`), which builds their rows predicted by `predictor`."""
+        table = None if predictor is None else predictor.table
+        if self._predictor[0] is not table:
+            self._predictor = (table, None if predictor is None else ray.put(predictor))
+        rows = [RowCell.of(c) for c in cells]
+        self.replaying[replay_rows_task.remote(jobs, rows, tokenizer, exp_id, self._predictor[1])] = cells
 
     # -- collecting
     def collect(self, timeout_s: float) -> list[Event]:
@@ -99,9 +106,10 @@ class Dispatcher:
         if ref in self.replaying:
             cells = self.replaying.pop(ref)
             try:
-                return Replayed(cells, ray.get(ref))
+                out = ray.get(ref)
+                return Replayed(cells, out.failed, out.rows)
             except TASK_ERRORS as err:
-                return Replayed(cells, [], error=_cause(err))
+                return Replayed(cells, [], [], error=_cause(err))
         cells, actor = self.batches.pop(ref)
         try:
             out: BatchOutcome = ray.get(ref)

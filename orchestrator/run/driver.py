@@ -111,7 +111,10 @@ def run(
 ) -> RunReport:
     """Register the spec's cells (new ones only) and run every pending cell to done or failed."""
     t0 = time.perf_counter()
-    spec, _, cells = prepare(spec)  # everything that can refuse bad input happens before the first write
+    registered = store.registered_digest(
+        opts.db_url, spec.experiment.name
+    )  # read only: nothing is written before prepare
+    spec, _, cells = prepare(spec, registered)  # everything that can refuse bad input happens before the first write
     engine, Session = open_db(opts.db_url)
     try:
         report = _run_leased(spec, cells, (spec_text, spec_path), opts, Session, progress, retry_failed)
@@ -133,7 +136,7 @@ def _run_leased(
     only when there is something to run)."""
     name = spec.experiment.name
     with guard(opts.db_url), ExperimentLease(Session, name, opts.wait, opts.lease_s) as lease:
-        exp_id, added = _register(spec, cells, source, Session, retry_failed, opts)
+        exp_id, added = register(spec, cells, source, Session, retry_failed, opts)
         if _has_work(Session, exp_id):
             with Session() as s:  # the idle floor, before Ray starts: the machine at rest (None where no meter exists)
                 store.set_idle_power(s, exp_id, measure_idle_floor_w(spec.power.sources))
@@ -147,29 +150,35 @@ def _run_leased(
     return RunReport(name, added, counts, 0.0)
 
 
-def _register(
+def register(
     spec: Spec, cells: Grid, source: tuple[str, str | None], Session: Sessions, retry_failed: bool, opts: RunOptions
 ) -> tuple[int, int]:
     """Store the experiment and its new cells, put cells left running (and, retrying, failed ones) back to pending;
     (experiment id, cells added). An experiment name bound to another spec file is refused (unless `new_version`),
     unfinished cells of an earlier spec version are refused or dropped, and cells stored under another task,
-    strategy or corpus name take the spec's names (`storage.names`)."""
+    strategy or corpus name take the spec's names (`storage.names`). A grid whose digest is the one the experiment
+    registered last (a resume's) is registered already: its cells are neither expanded nor read again."""
     name, (spec_text, spec_path) = spec.experiment.name, source
     with Session() as s:
         if (exp := store.find_experiment(s, name)) is not None:
             _refuse_derived(s, exp)
         _refuse_other_spec(s, name, source, opts.new_version)
-        _drop_or_refuse_stale(s, name, cells.keys(), opts.drop_stale)
+        same = exp is not None and exp.grid_digest is not None and exp.grid_digest == cells.digest
+        if not same:
+            _drop_or_refuse_stale(s, name, cells.keys(), opts.drop_stale)
         exp = store.upsert_experiment(s, name, spec_text, spec_hash(spec_text), spec_path)
-        for renamed in rename_cells(s, exp.id, cells):
-            logger.warning("experiment %s: %s", name, renamed.describe())
-        added = store.add_cells(s, exp.id, cells)
+        added = 0
+        if not same:
+            for renamed in rename_cells(s, exp.id, cells):
+                logger.warning("experiment %s: %s", name, renamed.describe())
+            added = store.add_cells(s, exp.id, cells)
+        exp.grid_digest = cells.digest or None  # committed with the cells it describes
         reset = store.reset_running(s, exp.id)
         failed = store.retry_failed(s, exp.id) if retry_failed else 0
         s.commit()
     if reset or failed:
         logger.info("%d cells left running by an earlier driver and %d failed ones set back to pending", reset, failed)
-    logger.info("experiment %s: %d new cells", name, added)
+    logger.info("experiment %s: %d new cells%s", name, added, " (its registered grid)" if same else "")
     return exp.id, added
 
 

@@ -38,10 +38,13 @@ class BatchLost:
 
 @dataclass(frozen=True)
 class Replayed:
-    """A replay task finished: its outcomes, or the task's error (`Type: message`) for all its cells."""
+    """A replay task finished: the outcomes of its jobs that failed and the rows of the others, each (cell key,
+    worker, `storage.generation_row.INSERT_COLUMNS` values: `orchestrator.run.replay_rows`), or the task's error
+    (`Type: message`) for all its cells."""
 
     cells: list[CellSpec]
-    outcomes: list[JobOutcome]
+    outcomes: list[JobOutcome]  # the failed ones
+    rows: list[tuple[str, str, tuple]]
     error: str = ""
 
 

@@ -235,7 +235,7 @@ class SweepLoop:
         while batch := self.sched.next_replay_batch(cpus):
             jobs = self.writer.replay_jobs(batch, self._replay_job)
             tokenizer = self.spec.verifier.tokenizer or self.spec.verifier.model
-            self.dispatcher.submit_replays(batch, jobs, tokenizer)
+            self.dispatcher.submit_replays(batch, jobs, tokenizer, self.exp_id, self.costs.predictor())
             self.label = f"{batch[0].strategy} (replay)"
             self.stage = "replays"
 

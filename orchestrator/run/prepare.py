@@ -22,6 +22,7 @@ import numpy as np
 from orchestrator.run.cells import (
     Grid,
     TaskPrompts,
+    grid_digest,
     grid_keys,
     iter_cells,
     link_references,  # noqa: F401 (re-exported: the listed grid's linking)
@@ -40,14 +41,18 @@ from workers.training.artifacts import BY_CELL_KIND as ARTIFACT_KINDS
 logger = logging.getLogger(__name__)
 
 
-def prepare(spec: Spec) -> tuple[Spec, list[TaskPrompts], Grid]:
+def prepare(spec: Spec, registered: str | None = None) -> tuple[Spec, list[TaskPrompts], Grid]:
     """The spec resolved, its inputs checked, its prompts read and the grid's keys checked unique (refusing a
-    collision in one line); the grid itself is made when it is iterated."""
+    collision in one line); the grid itself is made when it is iterated. `registered`: the digest of the grid the
+    experiment registered last (`Grid.digest`); where this grid's is the same, its keys were checked then, and are
+    not expanded again."""
     spec = resolve(spec)
     check_inputs(spec)
     prompts = load_prompts(spec)
-    check_unique_keys(spec, prompts)
-    return spec, prompts, Grid(spec, prompts)
+    digest = grid_digest(spec, prompts)
+    if digest != registered:
+        check_unique_keys(spec, prompts)
+    return spec, prompts, Grid(spec, prompts, digest)
 
 
 def validate_spec(spec: Spec) -> None:

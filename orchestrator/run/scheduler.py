@@ -37,7 +37,8 @@ from storage.store import ARTIFACT_KINDS
 # other cores while the labels follow), the verifier labels, the table measured again at the timings, the timed cells
 KIND_ORDER = {COST: -2, "reference": -1, "label": 0, AT_TIMING: 0.5, "sweep": 1}
 REPLAY = "replay"  # replay cells run on CPU workers (workers.replay), in batches of one strategy
-REPLAY_BATCH = 64  # replay cells per CPU task: the draft loads once per task, the results come back together
+REPLAY_BATCH = 64  # replay cells per CPU task at least: the draft loads once per task, the results come back together
+MAX_REPLAY_BATCH = 512  # ... and at most: while many wait, fewer and larger tasks cost the driver less per cell
 
 
 ORDERS = ("paired", "strategy")
@@ -216,9 +217,12 @@ class Scheduler:
         return not self.running_batches and len(self.replays) >= min_replays and waits
 
     # -- replays on CPU workers
-    def next_replay_batch(self, max_running: int, size: int = REPLAY_BATCH) -> list[CellSpec]:
+    def next_replay_batch(self, max_running: int, size: int | None = None) -> list[CellSpec]:
         """Up to `size` ready replay cells of one strategy and artifacts (one draft load), while fewer than
-        `max_running` replay tasks run; [] if none is ready. Replays run beside training and the accelerator."""
+        `max_running` replay tasks run; [] if none is ready. Replays run beside training and the accelerator. The
+        size by default: a quarter of the queue's share per running task, from `REPLAY_BATCH` to `MAX_REPLAY_BATCH`
+        cells (large while many wait, small at the end, so the last tasks finish together)."""
+        size = size or max(REPLAY_BATCH, min(MAX_REPLAY_BATCH, len(self.replays) // (4 * max(1, max_running))))
         if self.running_replays >= max_running or not self.replays or (self.measuring and not self.overlap):
             return []
         state = self._changes

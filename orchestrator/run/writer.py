@@ -21,11 +21,12 @@ from orchestrator.run.scheduler import Scheduler
 from storage import store
 from storage.cell_spec import CellSpec
 from storage.db import Session
+from storage.generation_row import decoded_lists
 from storage.models import CELL_KINDS, Reference
 from storage.queries import state_counts
 from storage.replays import coordinate_of, done_keys, measured_coordinates, references_by_key, twin_rounds
 from workers.contracts import GenerationRecord, JobOutcome, ReplayJob
-from workers.replay.batch import rounds_differ
+from workers.replay.batch import ROUND_LISTS, rounds_differ
 from workers.training.artifacts import BY_CELL_KIND
 
 logger = logging.getLogger(__name__)
@@ -156,21 +157,25 @@ class ResultWriter:
 
     def _store_outcomes(self, s: Session, ev: BatchDone) -> None:
         """Each cell's result (a label file, a reference, a generation) or its failure, then the batch's power
-        samples."""
+        samples. Its references are stored first, in one statement, and marked done in one."""
         by_key = {c.key: c for c in ev.cells}
+        refs = [(by_key[o.key], o) for o in ev.outcome.outcomes if o.ok and o.reference is not None]
+        store.store_references(s, self.exp_id, [(c, o.reference) for c, o in refs])
+        store.mark_done(s, [(c.id, o.worker) for c, o in refs])
+        for c, _ in refs:
+            self.sched.artifact_built(c)  # its replay cells may go
         for o in ev.outcome.outcomes:
             c = by_key[o.key]
             if not o.ok:
                 if not self._rebuild_for(s, c, o.error):
                     self._failed(s, c, o.error)
                 continue
+            if o.reference is not None:
+                continue
             if o.label is not None:
                 store.store_label(s, c.id, o.label)
                 self.paths[c.key] = o.label.path
                 self.sched.artifact_built(c)
-            elif o.reference is not None:
-                store.store_reference(s, c.id, o.reference)
-                self.sched.artifact_built(c)  # its replay cells may go
             elif c.kind == COST_ROLE:
                 self.costs.store(s, c, o)
                 self.sched.artifact_built(c)
@@ -181,22 +186,29 @@ class ResultWriter:
         store.store_samples(s, self.exp_id, ev.outcome.samples)
 
     def _replayed(self, s: Session, ev: Replayed) -> None:
+        """A replay task's cells: the failed ones retried or failed, the others' rows (built by the task) inserted in
+        one statement unless a timed twin made other rounds, and marked done in one per worker."""
         if ev.error:
             for c in ev.cells:
                 self._failed(s, c, ev.error)
             return
         by_key = {c.key: c for c in ev.cells}
-        done = []
         for o in ev.outcomes:
             c = by_key[o.key]
-            if not o.ok:
-                if not self._rebuild_for(s, c, o.error):
-                    self._failed(s, c, o.error)
-                continue
-            if (g := self._checked(s, c, o)) is not None:
-                done.append((c, g, o.worker))
-        # a task's replays in a few statements, not a few per cell, predicted with the table as they are stored
-        store.store_generations(s, self.exp_id, done, self.costs.predictor())
+            if not self._rebuild_for(s, c, o.error):
+                self._failed(s, c, o.error)
+        rows, done = [], []
+        for key, worker, values in ev.rows:
+            c = by_key[key]
+            if not c.temperature and self._may_have_twin(s, c, "replay"):
+                twin = twin_rounds(s, c.id, "replay")
+                if twin and (mismatch := rounds_differ(twin, decoded_lists(values, ROUND_LISTS))):
+                    store.mark_failure(s, c.id, mismatch, final=True)
+                    continue
+            rows.append(values)
+            done.append((c.id, worker))
+        store.insert_rows(s, rows)
+        store.mark_done(s, done)
 
     def _checked(self, s: Session, c: CellSpec, o: JobOutcome) -> GenerationRecord | None:
         """A timed or replayed generation, unless its twin (the same cell and prompt measured the other way) made

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import fields, replace
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import event, select
 
 from storage import store
 from storage.cell_spec import CellParams, CellSpec
@@ -86,6 +86,24 @@ def test_add_cells_adds_new_keys_once_and_refreshes_params_of_unfinished(session
     store.add_cells(session, exp.id, changed)
     q = {c.key: c for c in store.pending_cells(session, exp.id, ("sweep",))}
     assert q["g"].needs == (("ibase", "t2"),)
+
+
+def test_registering_the_same_cells_again_rewrites_none_and_a_changed_one_only(db_url):
+    """A resume registers the stored spec's grid again: no cell's params are rewritten (at 10^6 cells that update
+    was most of a resume's start), on SQLite (the params read as text) and PostgreSQL (read parsed) alike."""
+    engine, Session = open_db(db_url)
+    updates: list[str] = []
+    event.listen(engine, "before_cursor_execute", lambda *a: updates.append(a[2]) if "UPDATE cells" in a[2] else None)
+    with Session() as s:
+        exp = store.upsert_experiment(s, "e", "spec", "h", None)
+        store.add_cells(s, exp.id, cells())
+        s.commit()
+        assert store.add_cells(s, exp.id, cells()) == 0 and updates == []
+        changed = [replace(c, params=replace(c.params, prompt="new")) if c.key == "g" else c for c in cells()]
+        store.add_cells(s, exp.id, changed)
+        assert len(updates) == 1
+        assert {c.key: c.params.prompt for c in store.pending_cells(s, exp.id, ("sweep",))}["g"] == "new"
+    engine.dispose()
 
 
 def test_cells_stream_in_chunks_from_a_generator_and_stale_keys_stream_too(session, monkeypatch):
@@ -217,12 +235,19 @@ def test_cell_params_round_trip_through_json_and_ignore_unknown_keys():
     assert CellSpec(key="g", kind="sweep", params=p).needs == (("ibase", "t"),)
 
 
-def test_a_batch_of_generations_stores_the_rows_one_at_a_time_would(tmp_path):
-    """`store_generations` (the driver's path for a replay task's cells: one insert, one read of the references, one
-    update per worker) writes, column for column, what `store_generation` writes for each cell, and marks them done."""
+def test_a_batch_of_generations_stores_the_rows_one_at_a_time_would(db_url, request, tmp_path):
+    """`store_generations` (the driver's path for a replay task's cells: one insert handed to the database driver as
+    it is, one read of the references, one update per worker) writes, column for column and byte for byte, what
+    `store_generation` (the ORM) writes for each cell, and marks them done."""
     stored = {}
+    urls = {  # two fresh databases of the same kind
+        "one": db_url,
+        "batch": f"sqlite:///{tmp_path / 'b.db'}"
+        if db_url.startswith("sqlite")
+        else request.getfixturevalue("pg_cluster").new_database(),
+    }
     for way in ("one", "batch"):
-        _, Session = open_db(f"sqlite:///{tmp_path / (way + '.db')}")
+        _, Session = open_db(urls[way])
         with Session() as s:
             exp = store.upsert_experiment(s, "e", "spec", "h", None)
             grid = [*cells(), replace(cells()[2], key="g2", prompt_index=1, k=5, temperature=0.8)]
@@ -246,8 +271,11 @@ def test_a_batch_of_generations_stores_the_rows_one_at_a_time_would(tmp_path):
                 )
             s.commit()
             rows = s.execute(select(Generation.__table__).order_by(Generation.id)).mappings().all()
+            raw = s.connection().exec_driver_sql("SELECT * FROM generations ORDER BY id").all()  # the JSON's text too
             done = s.execute(select(Cell.key, Cell.state, Cell.worker).where(Cell.kind == "sweep")).all()
-        stored[way] = ([dict(r) for r in rows], sorted(done))
+            times = s.execute(select(Cell.created_at, Cell.finished_at).where(Cell.kind == "sweep")).all()
+            assert all((made.tzinfo is None) == (ended.tzinfo is None) for made, ended in times)  # bound alike
+        stored[way] = ([dict(r) for r in rows], sorted(done), [tuple(r) for r in raw])
     assert len(stored["one"][0]) == 2 and stored["batch"] == stored["one"]
     assert stored["batch"][1] == [("g", "done", "w1"), ("g2", "done", "w2")]
     assert stored["batch"][0][0]["exact_match"] is False and stored["batch"][0][1]["exact_match"] is None  # sampled

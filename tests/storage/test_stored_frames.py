@@ -1,4 +1,4 @@
-"""Storage: frames kept in the database at a data version (`storage.stored_frames`, migration 0018), on SQLite and
+"""Storage: frames kept in the database at a data version (`storage.stored_frames`, migration 0019), on SQLite and
 PostgreSQL: read back bit for bit, only at their version, one per experiment and name, and a reader of a database no
 run has migrated yet reads none."""
 
@@ -104,24 +104,24 @@ def test_the_rows_version_moves_with_a_new_cost_table_or_reference(tmp_path):
     assert before.startswith("g") and ".c0" in before  # no table yet
 
 
-def test_upgrade_to_0018_adds_the_table_and_a_reader_of_an_older_schema_reads_none(tmp_path):
+def test_upgrade_to_0019_adds_the_table_and_a_reader_of_an_older_schema_reads_none(tmp_path):
     url = f"sqlite:///{tmp_path / 'o.db'}"
     engine = make_engine(url)
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
     with engine.begin() as conn:
         cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "0017")
+        command.upgrade(cfg, "0018")
         conn.execute(insert(Experiment).values(name="e", spec_toml="", spec_hash=""))
     with open_reader(url)() as s:  # a new greenspec reading a database no run has migrated
         assert read_frame(s, 1, "summary", "v") is None and stored_versions(s, 1) == {}
     with engine.begin() as conn:
         cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "0018")
+        command.upgrade(cfg, "0019")
     assert "stored_frames" in inspect(engine).get_table_names()
     with engine.begin() as conn:
         cfg.attributes["connection"] = conn
-        command.downgrade(cfg, "0017")
+        command.downgrade(cfg, "0018")
     assert "stored_frames" not in inspect(engine).get_table_names()
     engine.dispose()
 

@@ -1,16 +1,16 @@
 """stored_frames: an experiment's computed summaries kept in the database, each with the data version it was computed
 at (`storage.stored_frames`): a reader shows one only while its version is the experiment's current one
 
-Revision ID: 0018
-Revises: 0017
+Revision ID: 0019
+Revises: 0018
 Create Date: 2026-12-04 17:00:00
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0018"
-down_revision = "0017"
+revision = "0019"
+down_revision = "0018"
 branch_labels = None
 depends_on = None
 
