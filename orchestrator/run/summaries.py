@@ -52,7 +52,7 @@ def _reference_key(spec, prompt: str) -> str:
     return content_key(ident)
 
 
-def _stored_spec(session: Session, exp_id: int):
+def stored_spec(session: Session, exp_id: int):
     """The experiment's stored spec, its paths resolved as the run resolved them; None where it does not parse."""
     from pathlib import Path
 
@@ -74,7 +74,7 @@ def versions(session: Session, exp_id: int) -> Versions | None:
     (same verifier, max_new_tokens and greenspec) and it is the newest such cell of its task and prompt index; where
     the spec reproduces no stored key at all (a spec rewritten before it ran, as the demo's built models are), the
     newest reference cell of each task and prompt index is. None when the stored spec does not parse."""
-    spec = _stored_spec(session, exp_id)
+    spec = stored_spec(session, exp_id)
     if spec is None:
         return None
     refs = reference_cells_frame(session, exp_id)
