@@ -4,7 +4,8 @@ drafts over SmolLM2 references, and the time a 10,000-cell grid takes at that ra
 The grid: the session drafts (ngram, lookup, suffix) and an olifant and a hybrid draft over an instance base of the
 demo's pydoc training text, k = 1..8 and token trees of 4, 8 and 16 nodes, in the three regimes, over SmolLM2's
 greedy references of pydoc prompts (the references are made once, by the real verifier, and not timed here). Each
-Ray task replays a batch of 64 cells of one strategy, as the driver sends them (`workers.replay.task.replay_task`).
+Ray task replays a batch of 64 cells of one strategy and builds their rows, predicted by a round-cost table, as the
+driver's task does (`orchestrator.run.replay_rows.replay_rows_task`).
 """
 
 from __future__ import annotations
@@ -80,12 +81,45 @@ def jobs(pairs, ibase: str, vocab: int, eos: int | None) -> list:
     return out
 
 
+def _predictor():
+    """A round-cost table over every regime, chain and tree width the grid uses (flat: 30 ms a round, 1 ms more per
+    token), at 30 W: what the task predicts each row with (its cost, not its values, matters here)."""
+    from storage.repredict import Predictor
+    from workers.decoding.costmodel import build_table
+
+    kinds = ("chain", "first", "tree", "tree-first")
+    samples = [
+        (r, kind, n, c, 0.030 + 0.001 * n) for r in REGIMES for kind in kinds for n in range(18) for c in (8, 256)
+    ]
+    return Predictor(build_table("smollm2-135m", "cpu", samples), "bench", 30.0, "estimate")
+
+
 def replay_rate(all_jobs: list, cpus: int) -> tuple[float, int, float]:
-    """(cells per second, cells, accepted share) replaying every job on a fresh local Ray of `cpus` CPUs."""
+    """(cells per second, cells, accepted share) replaying every job, rows built, on a fresh local Ray of `cpus` CPUs."""
     import ray
 
     from bench.training import _ray_init
-    from workers.replay.task import replay_task
+    from orchestrator.run.replay_rows import replay_rows_task
+    from storage.generation_row import INSERT_COLUMNS, RowCell
+
+    def cells(batch):
+        return [
+            RowCell(
+                i,
+                j.cell.strategy,
+                j.cell.draft,
+                "pydoc",
+                i,
+                "ref",
+                j.cell.k,
+                j.cell.regime,
+                0.0,
+                0,
+                1.0,
+                "tree" in j.cell.options,
+            )
+            for i, j in enumerate(batch)
+        ]
 
     _ray_init(cpus)
     try:
@@ -93,18 +127,21 @@ def replay_rate(all_jobs: list, cpus: int) -> tuple[float, int, float]:
         for j in all_jobs:
             by_strategy.setdefault(j.cell.strategy, []).append(j)
         batches = [js[i : i + BATCH] for js in by_strategy.values() for i in range(0, len(js), BATCH)]
-        ray.get([replay_task.remote(batches[0][:1], "smollm2-135m") for _ in range(cpus)])  # workers up, tokenizer
+        table = ray.put(_predictor())
+        task = lambda b: replay_rows_task.remote(b, cells(b), "smollm2-135m", 1, table)  # noqa: E731
+        ray.get([task(batches[0][:1]) for _ in range(cpus)])  # workers up, tokenizer
         t0 = time.perf_counter()
-        outcomes = [o for batch in ray.get([replay_task.remote(b, "smollm2-135m") for b in batches]) for o in batch]
+        outs = ray.get([task(b) for b in batches])
         wall = time.perf_counter() - t0
     finally:
         ray.shutdown()
-    bad = [o.error for o in outcomes if not o.ok]
+    bad = [o.error for out in outs for o in out.failed]
     if bad:
         raise RuntimeError(f"replay failed: {bad[0]}")
-    accepted = sum(o.generation.accepted for o in outcomes)
-    drafted = sum(o.generation.drafted for o in outcomes) or 1
-    return len(outcomes) / wall, len(outcomes), accepted / drafted
+    rows = [values for out in outs for _, _, values in out.rows]
+    accepted, drafted = INSERT_COLUMNS.index("accepted"), INSERT_COLUMNS.index("drafted")
+    share = sum(r[accepted] for r in rows) / (sum(r[drafted] for r in rows) or 1)
+    return len(rows) / wall, len(rows), share
 
 
 def run(quick: bool = False) -> str:
@@ -126,7 +163,8 @@ def run(quick: bool = False) -> str:
             "",
             f"{len(pairs)} SmolLM2 references of {N_NEW} new tokens (demo pydoc prompts); ngram, lookup, suffix, olifant "
             f"and hybrid at k = 1..8 and their token trees of {', '.join(map(str, TREES))} nodes, in the three regimes; "
-            f"Ray tasks of {BATCH} cells. Time to replay the cells, references and instance base made beforehand.",
+            f"Ray tasks of {BATCH} cells, each building its cells' rows (metrics, predicted time and energy) as the"
+            " driver's do. Time to replay the cells, references and instance base made beforehand.",
             "",
             "| CPU workers | cells | cells / s | a 10,000-cell grid | acceptance |",
             "|---|---|---|---|---|",
