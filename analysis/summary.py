@@ -55,9 +55,12 @@ import pandas as pd
 from analysis.columns import SUMMARY_COLUMNS
 from analysis.intervals import cell_intervals
 from analysis.model_error import error_bounds, with_model_error
+from analysis.stored import FRAMES, summary_name, summary_version
+from storage.browse import data_version
 from storage.costs import prediction_pairs
 from storage.db import Session
 from storage.queries import experiment_id, experiment_info
+from storage.stored_frames import read_frame, stored_versions, write_frame
 from storage.summary import KEYS, Versions, group_sums, prompt_frame
 
 
@@ -125,13 +128,78 @@ def summary_frame(  # wide: what a caller already read is passed on, not read ag
 ) -> pd.DataFrame:
     """The export table of one experiment (newest when None): per-prompt means, or pooled, each figure with its 95%
     interval over prompts (a replayed speed figure's with the cost table's validated error, `analysis.model_error`),
-    its rows marked current or older by `versions`; see `summarize`. `prompts` (`prompt_frame` of the same
+    its rows marked current or older by `versions`; see `summarize`. The summary stored at the experiment's current
+    data version where there is one (`stored_summary`), else computed: `prompts` (`prompt_frame` of the same
     `versions`) and `pairs` (`storage.costs.prediction_pairs`) where the caller has read them already."""
     exp_id = experiment_id(session, experiment)
     if exp_id is None:
         return pd.DataFrame(columns=SUMMARY_COLUMNS)
     name = experiment_info(session, exp_id)["name"]
+    stored = stored_summary(session, exp_id, pooled, versions)
+    if stored is not None:
+        stored["experiment"] = name
+        return stored
+    return computed_summary(session, exp_id, pooled, versions, (prompts, pairs), name)
+
+
+def computed_summary(  # wide: the inputs a caller has read already travel as one pair
+    session: Session,
+    exp_id: int,
+    pooled: bool,
+    versions: Versions | None,
+    read: tuple[pd.DataFrame | None, pd.DataFrame | None] = (None, None),
+    experiment: str | None = None,
+) -> pd.DataFrame:
+    """The summary of experiment `exp_id` computed from its rows (`summarize` with the model error), never the stored
+    one; `read`: its `prompt_frame` and `prediction_pairs` where the caller has them (None: read here)."""
+    prompts, pairs = read
     sums = group_sums(session, exp_id, versions)
     prompts = prompt_frame(session, exp_id, versions) if prompts is None else prompts
     bounds = error_bounds(prediction_pairs(session, exp_id) if pairs is None else pairs)
-    return with_model_error(summarize(sums, prompts, pooled=pooled, experiment=name), bounds)
+    return with_model_error(summarize(sums, prompts, pooled=pooled, experiment=experiment), bounds)
+
+
+def stored_summary(session: Session, exp_id: int, pooled: bool, versions: Versions | None) -> pd.DataFrame | None:
+    """The summary stored for experiment `exp_id` (`store_summaries`) if it was stored at the version it would be
+    computed at now (`analysis.stored`), its `experiment` column empty; None otherwise."""
+    return read_frame(session, exp_id, summary_name(pooled, versions), summary_version(session, exp_id, versions))
+
+
+def store_summaries(session: Session, exp_id: int, versions: Versions | None) -> list[str]:
+    """Compute and store (`storage.stored_frames`) the summaries readers ask for, per-prompt and pooled: with its
+    rows marked by `versions` (the export's) and all current (the dashboard's), and the other frames pages read whole
+    (`analysis.stored.FRAMES`), those not stored at their current version already; the names written. One
+    per-generation read per versions, and one for both where `versions` marks no counted generation older (then the
+    two are the same frames). Each frame is committed as soon as it is computed: a SQLite write lock is held for the
+    moment it is written, never while the next is computed (the run's lease is renewed meanwhile)."""
+    kinds = [versions] if versions is None else [versions, None]
+    due = {v: summary_version(session, exp_id, v) for v in kinds}
+    have = stored_versions(session, exp_id)
+    todo = [(p, v) for v in kinds for p in (False, True) if have.get(summary_name(p, v)) != due[v]]
+    if data_version(session, exp_id)[1] == 0:
+        return []
+    written = []
+    for name, compute in FRAMES.items():
+        if have.get(name) != due[None]:
+            _store(session, exp_id, name, due[None], compute(session, exp_id))
+            written.append(name)
+    pairs = prediction_pairs(session, exp_id) if todo else None
+    for v in kinds:
+        if not [p for p, w in todo if w == v and summary_name(p, w) not in written]:
+            continue
+        prompts = prompt_frame(session, exp_id, v)  # one per-generation frame held at a time
+        same = [None] if v is not None and not prompts["version"].eq("older").any() else []
+        for pooled in (False, True):
+            due_here = [w for w in (v, *same) if (pooled, w) in todo]
+            if due_here:
+                frame = computed_summary(session, exp_id, pooled, v, (prompts, pairs))
+            for w in due_here:
+                _store(session, exp_id, summary_name(pooled, w), due[w], frame)
+                written.append(summary_name(pooled, w))
+    return written
+
+
+def _store(session: Session, exp_id: int, name: str, version: str, df: pd.DataFrame) -> None:
+    """Write one frame and commit it (`store_summaries`)."""
+    write_frame(session, exp_id, name, version, df)
+    session.commit()

@@ -4,10 +4,13 @@
 not the ORM): 10 strategies x 5 tasks x k {3, 5, 8} x 2 regimes (plain once per task x regime), ~100 new tokens
 each with per-round records, a reference per task x prompt, one cell per result, and 10 Hz power samples over a
 quarter of the generations. Values are random but consistent (tokens = per-round tokens summed, rates from the
-stored counts), so every page has something real to aggregate; they are not measurements.
+stored counts), so every page has something real to aggregate; they are not measurements. `end_run(url)` then does
+what a run's driver does as the run ends: it stores the summaries the readers show
+(`orchestrator.run.summaries.keep_summaries`).
 
 Example:
     >>> generate("sqlite:////tmp/g100k.db", 100_000)
+    >>> end_run("sqlite:////tmp/g100k.db")   # a finished run's database
 """
 
 from __future__ import annotations
@@ -276,6 +279,21 @@ def generate(url: str, n: int, seed: int = 0) -> Generated:
         samples += _flush_all(conn, cells, gens, power)
     engine.dispose()
     return Generated(written, prompts, samples)
+
+
+def end_run(url: str) -> float:
+    """Store the generated experiment's summaries as a run's end does; the seconds it took."""
+    import time
+
+    from orchestrator.run.summaries import keep_summaries
+
+    engine, Session = open_db(url)
+    t0 = time.perf_counter()
+    with Session() as s:
+        exp_id = s.query(Experiment.id).filter(Experiment.name == EXPERIMENT).scalar()
+    keep_summaries(Session, exp_id)
+    engine.dispose()
+    return time.perf_counter() - t0
 
 
 def _next_id(conn) -> int:

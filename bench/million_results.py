@@ -1,7 +1,8 @@
 """Reading 10^6 generations: `greenspec status`, `export` (the summary, and `--generations`: every row), the
 library's `open_results(db).results()` and `greenspec report`, each in a fresh process with its wall time and peak
 RSS, over a database of about 10^6 generations written by `bench.dashboard_db.generate` (realistic shape, random
-values: not measurements).
+values: not measurements) and ended as a run ends (`bench.dashboard_db.end_run`: the summaries stored, itself
+measured first).
 
 `--quick`: 10^5 generations. Run alone: `python -m bench.million_results [--quick]` prints the section.
 """
@@ -23,7 +24,10 @@ CHILD = (
 import json, sys
 from orchestrator.cli import main
 step, url, out = sys.argv[1:4]
-if step == "status":
+if step == "end":
+    from bench.dashboard_db import end_run
+    end_run(url)
+elif step == "status":
     main(["--db", url, "status"], standalone_mode=False)
 elif step == "export":
     main(["--db", url, "export", "--format", "csv", "--out", out, "--force"], standalone_mode=False)
@@ -40,6 +44,7 @@ print(json.dumps({"rss_mib": %s}))
 )
 
 STEPS = {
+    "end": "the run's end: its summaries computed and stored (`orchestrator.run.summaries.keep_summaries`)",
     "status": "`greenspec status`",
     "export": "`greenspec export --format csv` (the summary: one row per cell with its intervals)",
     "generations": "`greenspec export --generations` (every generation, one row each)",
@@ -64,7 +69,7 @@ def run(quick: bool = False) -> str:
         f"[bench/million_results.py](bench/million_results.py): one experiment (`{EXPERIMENT}`) of "
         f"{made.generations:,} generations written by `bench.dashboard_db.generate` ({made_s:.0f} s, a "
         f"{size_mib:,.0f} MiB SQLite file with {made.power_samples:,} power samples; realistic shape, random values), "
-        "then each read in a fresh process: wall time and the process's peak RSS.",
+        "then the run's end and each read in a fresh process: wall time and the process's peak RSS.",
         "",
         "| step | wall | peak RSS |",
         "|---|---:|---:|",

@@ -15,9 +15,9 @@ import tomllib
 import pandas as pd
 import streamlit as st
 
-from analysis import tables
+from analysis import stored
 from analysis.model_error import error_bounds, with_model_error
-from analysis.summary import summarize
+from analysis.summary import stored_summary, summarize
 from dashboard.launch import DB_ENV
 from storage import browse, costs
 from storage import queries as sq
@@ -29,6 +29,7 @@ logger = logging.getLogger(__name__)
 
 LIVE_TTL_S = 2  # queue counts: cheap index-only counts, read fresh while a run is going
 ENTRIES = 8  # cached versions kept per function (a running sweep makes a new one every few seconds)
+COORDINATES = ("strategy", "draft", "task", "k", "regime", "temperature", "measure")  # a summary row's keys
 
 Version = tuple[int, int]
 
@@ -112,26 +113,39 @@ def _prompts(url: str, exp_id: int, data: Version) -> pd.DataFrame:
 @st.cache_data(max_entries=2 * ENTRIES, show_spinner=False)
 def summary(url: str, exp_id: int, data: Version, pooled: bool = False) -> pd.DataFrame:
     """One row per strategy x task x k x regime x measure with speedup and energy ratio vs plain, each figure with
-    its 95% interval over prompts (a replayed speed figure's with the cost table's validated error)."""
+    its 95% interval over prompts (a replayed speed figure's with the cost table's validated error): the one the
+    run stored at the experiment's current data version (`analysis.summary.store_summaries`), else computed here."""
     with _session(url) as s:
+        kept = stored_summary(s, exp_id, pooled, None)
+        if kept is not None:
+            return kept
         bounds = error_bounds(costs.prediction_pairs(s, exp_id))
     return with_model_error(summarize(_sums(url, exp_id, data), _prompts(url, exp_id, data), pooled=pooled), bounds)
 
 
 @st.cache_data(max_entries=ENTRIES, show_spinner=False)
 def options(url: str, exp_id: int, data: Version) -> dict[str, list]:
-    """The sidebar's filter options: DISTINCT tasks, strategies, regimes, k and temperatures."""
+    """The sidebar's filter options: DISTINCT tasks, strategies, regimes, k and temperatures; read off the stored
+    summary where there is one (a row per grid coordinate that has a generation), else from the generations."""
+    columns = ("task", "strategy", "regime", "k", "temperature")
     with _session(url) as s:
-        return {c: browse.distinct_values(s, exp_id, c) for c in ("task", "strategy", "regime", "k", "temperature")}
+        rows = stored_summary(s, exp_id, False, None)
+        if rows is None:
+            return {c: browse.distinct_values(s, exp_id, c) for c in columns}
+    return {c: browse.distinct_in(rows, c, {}) for c in columns}
 
 
 @st.cache_data(max_entries=16 * ENTRIES, show_spinner=False)
 def distinct(
     url: str, exp_id: int, data: Version, column: str, fixed: tuple[tuple[str, object], ...], selection: Selection
 ) -> list:
-    """DISTINCT values of `column` given the picker's earlier choices `fixed` and the sidebar's selection."""
+    """DISTINCT values of `column` given the picker's earlier choices `fixed` and the sidebar's selection: read off
+    the stored summary for a grid coordinate's column where there is one, else from the generations."""
     with _session(url) as s:
-        return browse.distinct_values(s, exp_id, column, dict(fixed), selection)
+        rows = stored_summary(s, exp_id, False, None) if column in COORDINATES else None
+        if rows is None:
+            return browse.distinct_values(s, exp_id, column, dict(fixed), selection)
+    return browse.distinct_in(rows, column, dict(fixed), selection)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
@@ -155,19 +169,25 @@ def reference(url: str, exp_id: int, task: str, prompt_index: int) -> dict | Non
         return browse.reference(s, exp_id, task, prompt_index)
 
 
+@st.cache_data(max_entries=ENTRIES, show_spinner=False)
+def _accepted_table(url: str, exp_id: int, data: Version) -> pd.DataFrame:
+    """Rounds by accepted draft tokens per grid coordinate (`storage.browse.accepted_length_table`), at version
+    `data`: the one the run stored, else summed in SQL."""
+    with _session(url) as s:
+        return stored.frame(s, exp_id, stored.ACCEPTED)
+
+
 @st.cache_data(max_entries=4 * ENTRIES, show_spinner=False)
 def accepted_lengths(url: str, exp_id: int, data: Version, max_k: int, selection: Selection) -> pd.DataFrame:
-    """Rounds by accepted draft tokens per strategy x k over the selection (summed in SQL)."""
-    with _session(url) as s:
-        return browse.accepted_length_counts(s, exp_id, max_k, selection)
+    """Rounds by accepted draft tokens per strategy x k over the selection."""
+    return browse.accepted_length_counts(None, exp_id, max_k, selection, _accepted_table(url, exp_id, data))
 
 
 def redundancy(url: str, exp_id: int) -> pd.DataFrame:
-    """Table 5's measures per text source x task (one text per prompt and source); uncached: see `views/texts.py`."""
+    """Table 5's measures per text source x task (one text per prompt and source): the one the run stored, else
+    computed; uncached: see `views/texts.py`."""
     with _session(url) as s:
-        texts = browse.redundancy_texts(s, exp_id)
-        refs = browse.references_frame(s, exp_id)
-    return tables.redundancy_by_source(texts, refs)
+        return stored.frame(s, exp_id, stored.TABLE5)
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
@@ -188,7 +208,7 @@ def cost_model(url: str, exp_id: int) -> costs.StoredCostModel | None:
 def prediction_error(url: str, exp_id: int, data: Version) -> pd.DataFrame:
     """Per regime: the cost model's prediction error on generations both timed and replayed, at data version `data`."""
     with _session(url) as s:
-        return costs.prediction_error(s, exp_id)
+        return stored.prediction_error(s, exp_id)  # the one the run stored at this data version, else computed
 
 
 @st.cache_data(ttl=60, show_spinner=False)

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from analysis.stored import prediction_error  # stored with the run's summaries, else computed
 from greenspec.frames import export_frame, generations_export
-from storage.costs import prediction_error
 from storage.db import DEFAULT_URL, open_reader
 from storage.queries import experiment_id, experiment_info, experiments_frame, failures_frame, status_counts
 from workers.errors import GreenspecError

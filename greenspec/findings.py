@@ -279,8 +279,9 @@ def read_findings(session, experiment: str | None = None, errors: pd.DataFrame |
     when there is no such experiment. `errors`: its `storage.costs.prediction_error` where the caller has it (the
     report), read here otherwise; its generations are read once, for the summary and the paired checks alike."""
     from analysis.model_error import error_bounds
+    from analysis.stored import prediction_error
     from analysis.summary import summary_frame
-    from storage.costs import prediction_error, prediction_pairs
+    from storage.costs import prediction_pairs
     from storage.queries import experiment_id, experiment_info, experiments_frame
     from storage.summary import prompt_frame
 

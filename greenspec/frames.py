@@ -19,58 +19,10 @@ import pandas as pd
 from analysis.columns import EXPORT_COLUMNS, INTERVAL_METRICS
 from analysis.summary import summary_frame
 from greenspec.outputs import write_failed
+from orchestrator.run.summaries import versions
 from storage.db import Session
-from storage.queries import experiment_id, generations_export_frame, reference_cells_frame
-from storage.summary import Versions
+from storage.queries import experiment_id, generations_export_frame
 from workers.errors import GreenspecError
-
-
-def _reference_key(spec, prompt: str) -> str:
-    """The key the spec gives the reference cell of `prompt` (as `orchestrator.cells.reference_cells`)."""
-    from orchestrator.run.cells import content_key, verifier_identity
-
-    ident = {
-        "kind": "reference",
-        "verifier": verifier_identity(spec),
-        "prompt": prompt,
-        "max_new_tokens": spec.sweep.max_new_tokens,
-    }
-    return content_key(ident)
-
-
-def _stored_spec(session: Session, exp_id: int):
-    """The experiment's stored spec, its paths resolved as the run resolved them; None where it does not parse."""
-    from pathlib import Path
-
-    from orchestrator.run.spec import parse_spec
-    from orchestrator.run.spec_paths import resolve_paths
-    from storage.models import Experiment
-
-    exp = session.get(Experiment, exp_id)
-    try:
-        spec = parse_spec(exp.spec_toml or "")
-        return resolve_paths(spec, Path(exp.spec_path).parent) if exp.spec_path else spec
-    except GreenspecError:  # an empty or foreign spec text: no version information, every row counts as current
-        return None
-
-
-def versions(session: Session, exp_id: int) -> Versions | None:
-    """Which of the experiment's generations its stored spec still makes: its strategies, and the prompt keys of the
-    reference cells it no longer makes. A reference cell is current when the spec gives its prompt the same key
-    (same verifier, max_new_tokens and greenspec) and it is the newest such cell of its task and prompt index; where
-    the spec reproduces no stored key at all (a spec rewritten before it ran, as the demo's built models are), the
-    newest reference cell of each task and prompt index is. None when the stored spec does not parse."""
-    spec = _stored_spec(session, exp_id)
-    if spec is None:
-        return None
-    refs = reference_cells_frame(session, exp_id)
-    tasks = {t.name for t in spec.tasks}
-    refs = refs[refs["task"].isin(tasks)]
-    same = refs[[p is not None and _reference_key(spec, p) == k for p, k in zip(refs["prompt"], refs["key"])]]
-    pool = same if len(same) else refs
-    current = set(pool.sort_values("id").groupby(["task", "prompt_index"]).tail(1)["key"])
-    older = frozenset(set(reference_cells_frame(session, exp_id)["key"]) - current)
-    return Versions(strategies=frozenset(s.name for s in spec.strategies), older=older)
 
 
 def _experiment(session: Session, experiment: str | None) -> int:
@@ -271,7 +223,7 @@ def write_summary(
 def write_validation(session: Session, experiment: str | None, fmt: str, out: str, timed_in: str | None = None) -> None:
     """Write the experiment's cost-model validation (`storage.costs.prediction_error`) to `out` ("-" is stdout); with
     `timed_in`, its replayed cells against the generations timed in that experiment."""
-    from storage.costs import prediction_error
+    from analysis.stored import prediction_error
 
     timed = None if timed_in is None else _experiment(session, timed_in)
     df = prediction_error(session, _experiment(session, experiment), timed)

@@ -58,7 +58,7 @@ def write_generations_csv(
     chunk: int = CHUNK,
 ) -> int:
     """Write `export --generations` of experiment `exp_id` (named `experiment` in messages; its rows' `versions`,
-    `greenspec.frames.versions`) as CSV to `out` ("-" is stdout), `chunk` rows at a time; the rows written. Nothing
+    `orchestrator.run.summaries.versions`) as CSV to `out` ("-" is stdout), `chunk` rows at a time; the rows written. Nothing
     is written where no row would be (one line saying why)."""
     label = prediction_label(session, exp_id)
     columns, parts = generations_export_rows(session, exp_id, versions, not all_versions, chunk)

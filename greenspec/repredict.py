@@ -61,9 +61,9 @@ def derived_name(source: str, table: str, agreement: float | None) -> str:
 
 def _verifier_check(s, exp_id: int, name: str, row, table, facts: dict) -> None:
     """Refuse a table for another verifier or vocabulary than the experiment's."""
-    from greenspec.frames import _stored_spec
+    from orchestrator.run.summaries import stored_spec
 
-    spec = _stored_spec(s, exp_id)
+    spec = stored_spec(s, exp_id)
     ran = spec.verifier.model if spec is not None else None
     model = table.meta.get("model")
     same = (model is not None and ran is not None and str(model) == ran) or (

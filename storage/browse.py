@@ -50,6 +50,19 @@ class Selection:
             stmt = stmt.where(G.k.in_(self.ks) | (G.draft == PLAIN))
         return stmt
 
+    def mask(self, df: pd.DataFrame) -> pd.Series:
+        """Which rows of `df` (one per grid coordinate: a stored summary's, `accepted_length_table`'s) are in this
+        selection, as `where` selects generations."""
+        keep = pd.Series(True, index=df.index)
+        if self.temperature is not None:
+            keep &= df["temperature"] == self.temperature
+        for column, chosen in (("task", self.tasks), ("strategy", self.strategies), ("regime", self.regimes)):
+            if chosen:
+                keep &= df[column].isin(chosen)
+        if self.ks:
+            keep &= df["k"].isin(self.ks) | (df["draft"] == PLAIN)
+        return keep
+
 
 @dataclass(frozen=True)
 class GridPoint:
@@ -78,6 +91,15 @@ def distinct_values(
     for name, value in (fixed or {}).items():
         stmt = stmt.where(getattr(G, name) == value)
     return sorted(v for v in session.scalars(stmt) if v is not None)
+
+
+def distinct_in(rows: pd.DataFrame, column: str, fixed: dict[str, Any], selection: Selection = Selection()) -> list:
+    """`distinct_values` read off `rows`, one per grid coordinate that has a generation (a stored summary's): the
+    same values, with no scan of the generations."""
+    rows = rows[selection.mask(rows)]
+    for name, value in fixed.items():
+        rows = rows[rows[name] == value]
+    return sorted(rows[column].dropna().unique().tolist())
 
 
 def generation_id(session: Session, exp_id: int, point: GridPoint) -> int | None:
@@ -110,16 +132,32 @@ def reference(session: Session, exp_id: int, task: str, prompt_index: int) -> di
     return dict(row) if row is not None else None
 
 
+ACCEPTED_KEYS = ["strategy", "draft", "task", "k", "regime", "temperature"]  # the summary index's order
+
+
+def accepted_length_table(session: Session, exp_id: int, selection: Selection = Selection()) -> pd.DataFrame:
+    """Rounds that accepted 0..K draft tokens (columns h0..hK, K the largest k drafted) per strategy x draft x task x
+    k x regime x temperature of the drafted generations in `selection` (one SQL query, in the summary index's
+    order); `accepted_length_counts` sums it over the sidebar's selection."""
+    cols = [getattr(G, c) for c in ACCEPTED_KEYS]
+    drafted = (G.experiment_id == exp_id, G.draft != PLAIN, G.k > 0)
+    top = session.scalar(selection.where(select(func.max(G.k)).where(*drafted))) or 0
+    bins = [func.sum(G.accept_hist[j].as_integer()).label(f"h{j}") for j in range(top + 1)]
+    result = session.execute(selection.where(select(*cols, *bins).where(*drafted)).group_by(*cols))
+    return pd.DataFrame(result.all(), columns=[*ACCEPTED_KEYS, *(f"h{j}" for j in range(top + 1))])
+
+
 def accepted_length_counts(
-    session: Session, exp_id: int, max_k: int, selection: Selection = Selection()
+    session: Session | None, exp_id: int, max_k: int, selection: Selection = Selection(), table=None
 ) -> pd.DataFrame:
-    """Rounds that accepted 0..k draft tokens, summed over generations per strategy x k (one SQL query)."""
+    """Rounds that accepted 0..k draft tokens, summed over generations per strategy x k: the selection's rows of
+    `table` (`accepted_length_table`, read here when None)."""
     if max_k <= 0:
         return pd.DataFrame(columns=["strategy", "k", "accepted", "rounds"])
-    bins = [func.sum(G.accept_hist[j].as_integer()).label(f"h{j}") for j in range(max_k + 1)]
-    stmt = selection.where(select(G.strategy, G.k, *bins).where(G.experiment_id == exp_id, G.draft != PLAIN, G.k > 0))
-    result = session.execute(stmt.group_by(G.strategy, G.k))
-    wide = pd.DataFrame(result.all(), columns=list(result.keys()))
+    df = accepted_length_table(session, exp_id, selection) if table is None else table
+    df = df[selection.mask(df)]
+    bins = [f"h{j}" for j in range(max_k + 1) if f"h{j}" in df]
+    wide = df.groupby(["strategy", "k"], sort=False)[bins].sum(min_count=1).reset_index()
     long = wide.melt(id_vars=["strategy", "k"], var_name="bin", value_name="rounds")
     long["accepted"] = long["bin"].str[1:].astype(int)
     long = long[long["accepted"] <= long["k"]].fillna({"rounds": 0})

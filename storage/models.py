@@ -18,6 +18,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     String,
     Text,
     UniqueConstraint,
@@ -374,3 +375,17 @@ class Lease(Base):
     holder: Mapped[str] = mapped_column(String(300))  # host:pid:start of the driver
     expires_at: Mapped[float] = mapped_column(Float)  # epoch s; renewed every few seconds
     acquired_at: Mapped[float] = mapped_column(Float)
+
+
+class StoredFrame(Base):
+    """A frame computed from an experiment's rows (its summary), kept with the data version it was computed at."""
+
+    __tablename__ = "stored_frames"
+    __table_args__ = (UniqueConstraint("experiment_id", "name"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    experiment_id: Mapped[int] = mapped_column(ForeignKey("experiments.id"))
+    name: Mapped[str] = mapped_column(String(100))  # which frame: "summary", "summary-pooled", ...
+    version: Mapped[str] = mapped_column(String(300))  # the data version it was computed at (`storage.stored_frames`)
+    frame: Mapped[bytes] = mapped_column(LargeBinary)  # Parquet
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -25,7 +25,8 @@ from sqlalchemy import delete, insert, select, update
 from sqlalchemy.orm import Session
 
 from storage.cost_tables import replay_signature, row_samples
-from storage.models import Cell, CostModel, CostTable, Experiment, Generation, Reference, Reprediction
+from storage.models import Cell, CostModel, CostTable, Experiment, Generation, Reference, Reprediction, StoredFrame
+from storage.stored_frames import drop_frames
 from workers.decoding.costmodel import RoundCosts, predict_generation
 from workers.metrics import tokens_per_s
 
@@ -97,6 +98,7 @@ def repredict_in_place(session: Session, exp_id: int, p: Predictor) -> int:
     the table, so a kill leaves either table's predictions whole). A run's table measured again just before its
     timed cells (`[sweep] table_at_timing`) predicts its replays this way."""
     cols = (Generation.id, Generation.measure, Generation.regime, Generation.passes, Generation.draft_s)
+    drop_frames(session, exp_id)  # its summaries were computed from the rows changed here
     last, replays = 0, 0
     while True:
         stmt = (
@@ -176,7 +178,7 @@ def _copy_replays(session: Session, d: Derivation, exp_id: int) -> None:
 def drop_derived(session: Session, exp_id: int) -> None:
     """Delete a derived experiment and everything written for it (never an experiment that ran: the caller checks
     it has a `repredictions` row)."""
-    for table in (Reprediction, CostModel, Generation, Reference):
+    for table in (Reprediction, CostModel, Generation, Reference, StoredFrame):
         session.execute(delete(table).where(table.experiment_id == exp_id))
     session.execute(delete(Cell).where(Cell.experiment_id == exp_id))
     session.execute(delete(Experiment).where(Experiment.id == exp_id))

@@ -97,7 +97,7 @@ class Versions:
     """What the experiment's current spec makes, to tell its generations from an earlier version's: its strategies,
     and the prompt keys of the reference cells it no longer makes (another max_new_tokens, verifier or prompt). A
     generation of a strategy not in `strategies`, or of a prompt key in `older`, is of an older version. Computed
-    from the stored spec by `greenspec.frames.versions`; without it every generation counts as current."""
+    from the stored spec by `orchestrator.run.summaries.versions`; without it every generation counts as current."""
 
     strategies: frozenset[str]
     older: frozenset[str] = frozenset()

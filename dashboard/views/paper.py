@@ -5,12 +5,13 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from analysis import stored
 from analysis.columns import COMPARE_PAGE_COLUMNS, COMPARISON
-from analysis.paper import TASK_NAMES, load_results, redundancy_frame, run_frame
+from analysis.paper import TASK_NAMES, load_results, run_frame
 from analysis.paper_pairing import compare_run, paper_names
 from dashboard import reads, ui
 from dashboard.app import page_filters
-from storage.browse import reference_tokens_frame, spec_toml
+from storage.browse import spec_toml
 from storage.latency import latency_frame
 
 SECTIONS = [  # (title, metrics, key)
@@ -42,9 +43,10 @@ def latency(url: str, experiment: str) -> pd.DataFrame:
 
 @st.cache_data(max_entries=reads.ENTRIES, show_spinner=False)
 def redundancy(url: str, exp_id: int, data: tuple) -> pd.DataFrame:
-    """Table 5 per task over the greedy references (the texts every strategy produced), once per data version."""
+    """Table 5 per task over the greedy references (the texts every strategy produced), once per data version: the
+    one the run stored, else computed."""
     with reads._session(url) as s:
-        return redundancy_frame(reference_tokens_frame(s, exp_id))
+        return stored.frame(s, exp_id, stored.REFERENCES_TABLE5)
 
 
 @st.cache_data(max_entries=reads.ENTRIES, show_spinner=False)

@@ -22,18 +22,19 @@ SHOWN = COMPARE_TEXT_COLUMNS  # what markdown and latex show (`analysis.columns`
 def comparison(session: Session, experiment: str | None, map_file: str | None = None) -> Comparison:
     """The comparison of one experiment (newest when None): the run's names paired with the paper's by the rule of
     `analysis.paper_pairing` (and `map_file`), rows without a counterpart and paper numbers without a cell left out, counted."""
-    from analysis.paper import redundancy_frame, run_frame
+    from analysis import stored
+    from analysis.paper import run_frame
     from analysis.paper_pairing import paper_names, read_map
     from greenspec.frames import export_frame
-    from storage.browse import reference_tokens_frame, spec_toml
+    from storage.browse import spec_toml
     from storage.latency import latency_frame
     from storage.queries import experiment_id
 
     summary = export_frame(session, experiment)
     name = str(summary["experiment"].iloc[0])
     exp_id = experiment_id(session, name)
-    refs = reference_tokens_frame(session, exp_id)
-    run = run_frame(summary, latency_frame(session, name), redundancy_frame(refs))
+    table5 = stored.frame(session, exp_id, stored.REFERENCES_TABLE5)  # the run's stored one, else computed
+    run = run_frame(summary, latency_frame(session, name), table5)
     names = paper_names(run, spec_toml(session, exp_id), read_map(map_file) if map_file else None)
     return compare_run(run, names)
 

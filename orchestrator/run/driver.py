@@ -34,6 +34,7 @@ from orchestrator.run.ray_startup import (
 )
 from orchestrator.run.spec import Spec, spec_hash
 from orchestrator.run.spec_paths import load_spec, read_spec
+from orchestrator.run.summaries import keep_summaries
 from storage import store
 from storage.cost_tables import reprediction_of
 from storage.db import Session, guard, open_db, sqlite_path
@@ -143,6 +144,7 @@ def _run_leased(
             _run_on_ray(spec, exp_id, Session, opts, progress or NoProgress(), lease)
         else:
             logger.info("experiment %s: no cell to run; Ray not started", name)
+        keep_summaries(Session, exp_id)  # the readers' summaries, stored as the run ends (orchestrator.run.summaries)
         with Session() as s:
             counts = status_counts(s, name)["cells"]
     return RunReport(name, added, counts, 0.0)

@@ -133,6 +133,20 @@ def test_end_to_end_exactly_greedy(finished):
     assert (table["exact_match"] == 1.0).all() and (table["rouge_l"] == 1.0).all()
 
 
+def test_the_run_stored_its_readers_summaries_as_it_ended(finished):
+    """Per-prompt and pooled, the export's and the dashboard's, at the data version a reader computes now: the very
+    tables `summary_frame` would compute from the rows."""
+    from analysis.summary import computed_summary, stored_summary
+    from orchestrator.run.summaries import versions
+
+    with sessions(finished[0])() as s:
+        exp_id = s.scalar(select(Experiment.id).where(Experiment.name == "t"))
+        for v in {versions(s, exp_id), None}:
+            for pooled in (False, True):
+                stored = stored_summary(s, exp_id, pooled, v).assign(experiment="t")
+                assert stored.to_csv() == computed_summary(s, exp_id, pooled, v, experiment="t").to_csv()
+
+
 def _mean(values) -> float:
     values = list(values)
     return sum(values) / len(values)
