@@ -111,6 +111,15 @@ def _cell_row(exp_id: int, c: CellSpec, now) -> dict:
     }
 
 
+# `_cell_row`'s columns as the plain insert binds them: the JSON and the time last (encoded and bound once per batch)
+CELL_COLUMNS = (
+    *(c for c in _cell_row(0, CellSpec(key="", kind=""), None) if c not in ("params", "created_at")),
+    "params",
+    "created_at",
+)
+CELL_INSERT = f"INSERT INTO cells ({', '.join(CELL_COLUMNS)}) VALUES ({', '.join('?' * len(CELL_COLUMNS))})"
+
+
 def add_cells(session: Session, exp_id: int, cells: Iterable[CellSpec]) -> int:
     """Insert the cells whose key is new; refresh the params of unfinished known ones whose params changed (they are
     derived from the spec: keep them current; a resume, whose spec is the stored one, rewrites none). Streams
@@ -126,7 +135,11 @@ def add_cells(session: Session, exp_id: int, cells: Iterable[CellSpec]) -> int:
     refresh: list[dict] = []
 
     def flush() -> None:
-        if rows:
+        if rows and batch_sql.supported(session):  # handed to the database driver as it is (10^6 cells: half the time)
+            at = batch_sql.bound(session, Cell.__table__.c.created_at, now)
+            values = [(*(r[c] for c in CELL_COLUMNS[:-2]), batch_sql.json_text(r["params"]), at) for r in rows]
+            batch_sql.run_many(session, CELL_INSERT, values)
+        elif rows:
             session.execute(Cell.__table__.insert(), rows)
         if refresh:
             session.execute(update(Cell), refresh)

@@ -106,6 +106,34 @@ def test_registering_the_same_cells_again_rewrites_none_and_a_changed_one_only(d
     engine.dispose()
 
 
+def test_cells_inserted_as_the_database_driver_takes_them_are_the_rows_the_orm_inserts(
+    db_url, monkeypatch, request, tmp_path
+):
+    """`add_cells`' plain insert (`storage.batch_sql`) writes every column as the ORM's insert does, JSON and times
+    included, on SQLite and PostgreSQL."""
+    stored = []
+    for plain in (True, False):
+        url = db_url
+        if not plain:  # a second fresh database of the same kind
+            sqlite = db_url.startswith("sqlite")
+            url = f"sqlite:///{tmp_path / 'orm.db'}" if sqlite else request.getfixturevalue("pg_cluster").new_database()
+        monkeypatch.setattr(store.batch_sql, "supported", lambda s, plain=plain: plain)
+        engine, Session = open_db(url)
+        with Session() as s:
+            exp = store.upsert_experiment(s, "e", "spec", "h", None)
+            store.add_cells(s, exp.id, cells())
+            s.commit()
+            rows = s.execute(select(Cell.__table__).order_by(Cell.id)).mappings().all()
+            raw = s.connection().exec_driver_sql("SELECT params, created_at FROM cells ORDER BY id").all()
+        engine.dispose()
+        drop = ("created_at",)
+        stored.append(([{k: v for k, v in r.items() if k not in drop} for r in rows], [r[0] for r in raw]))
+        assert all(r["created_at"].tzinfo is None or r["created_at"].utcoffset() is not None for r in rows)
+        if db_url.startswith("sqlite"):
+            assert all("+" not in str(t) for _, t in raw)  # times as the ORM binds them, not sqlite3's default
+    assert stored[0] == stored[1] and len(stored[0][0]) == len(cells())
+
+
 def test_cells_stream_in_chunks_from_a_generator_and_stale_keys_stream_too(session, monkeypatch):
     monkeypatch.setattr(store, "INSERT_CHUNK", 4)  # 11 cells: three batches, the last partial
     exp = store.upsert_experiment(session, "e", "spec", "h", None)
