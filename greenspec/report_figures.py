@@ -127,12 +127,13 @@ VALIDATION = (
     ("abs_bias", "|bias|", "#D55E00"),
     ("drift", "machine's drift", "#CC79A7"),
     ("noise", "timing noise", "#7F7F7F"),
+    ("table_error", "the table's own error", "#009E73"),
 )
 
 
 def validation(errors: pd.DataFrame):
     """The round-cost table's validation per regime (band "all"): median |predicted / measured - 1|, |bias|, the
-    machine's drift over the timings and the run's own timing noise, side by side; None without validation pairs."""
+    machine's drift over the timings, the run's own timing noise and the table's own error beyond it, side by side; None without validation pairs."""
     import plotly.graph_objects as go
 
     rows = errors[(errors["band"] == "all") & (errors["pairs"] > 0)] if not errors.empty else errors
@@ -143,7 +144,7 @@ def validation(errors: pd.DataFrame):
         [
             go.Bar(x=rows["regime"], y=rows[col], name=label, marker_color=colour)
             for col, label, colour in VALIDATION
-            if rows[col].notna().any()
+            if col in rows and rows[col].notna().any()
         ]
     )
     fig.update_layout(

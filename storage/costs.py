@@ -6,7 +6,10 @@ regime) and prompt of the same data version (prompt key): their passes are ident
 tokens/s set against the timed one's measured tokens/s is the table's error on real work. The measured side is a
 generation's first timed run (one timing, as the table's error would meet it). A generation timed twice
 (`[sweep] timed_twice`) gives the run's own timing noise: |t2 / t1 - 1| / sqrt(2), the error an exact predictor
-would show against one timing; its median per regime is the yardstick for the table's median error.
+would show against one timing; its median per regime is the yardstick for the table's median error. An exact table's
+median error equals that noise on average, so the table's own error is what the noise leaves unexplained (in
+quadrature, `table_error`), and a table predicts within the noise when that is no larger than the noise and its bias
+within +-3% (`within_noise`).
 
 The machine's drift is measured beside it: a shared machine runs faster or slower over minutes (other tenants,
 clocks), and the table is measured minutes before the timed cells. The table and every timed greedy generation
@@ -36,7 +39,15 @@ from sqlalchemy.orm import Session
 
 from storage.models import Cell, CostModel, Generation
 from storage.stream import frames
-from workers.decoding.costmodel import RoundCosts, error_summary, interpolate, pace_ratios, spearman
+from workers.decoding.costmodel import (
+    RoundCosts,
+    error_summary,
+    interpolate,
+    pace_ratios,
+    spearman,
+    table_error,
+    within_noise,
+)
 from workers.decoding.passes import BANDS, width_band
 
 PLAIN = "plain"  # the strategy every speedup is taken against
@@ -54,6 +65,8 @@ ERROR_COLUMNS = [
     "drift",
     "noise",
     "noise_pairs",
+    "table_error",
+    "within_noise",
     "coordinates",
     "spearman",
 ]
@@ -273,7 +286,8 @@ def _error_row(regime: str, band: str, p: pd.DataFrame, noise: pd.Series, ranked
     paced = float(np.median(p["paced_bias"].abs())) if len(p) else math.nan
     drift = float(np.median((p["pace"] - 1).abs())) if len(p) else math.nan
     noise_med = float(np.median(noise)) if len(noise) else math.nan
-    return [regime, band, len(p), med, p90, bias, paced, drift, noise_med, len(noise), *ranked]
+    own, within = table_error(med, noise_med), within_noise(med, bias, noise_med)
+    return [regime, band, len(p), med, p90, bias, paced, drift, noise_med, len(noise), own, within, *ranked]
 
 
 def prediction_error(session: Session, exp_id: int, timed_from: int | None = None) -> pd.DataFrame:
@@ -281,7 +295,9 @@ def prediction_error(session: Session, exp_id: int, timed_from: int | None = Non
     `timed_from`, timed in that experiment, see `prediction_pairs`),
     the median and 90th percentile |predicted / measured - 1| of tokens/s, the median signed error (`bias`), the
     median error with the timings set at the table's pace (`paced_error`), the median |pace - 1| (`drift`), the
-    run's own timing noise (median over `noise_pairs` generations timed twice), and, per regime, Spearman's rank
+    run's own timing noise (median over `noise_pairs` generations timed twice), the table's own error beside it
+    (`table_error`: what the noise does not explain) and whether the table predicts within the noise (`within_noise`,
+    `workers.decoding.costmodel.within_noise`), and, per regime, Spearman's rank
     agreement of the coordinates' speedups over plain, timed against replayed (`coordinates` of them, each with at
     least MIN_RANKED_PROMPTS timed prompts)."""
     pairs = prediction_pairs(session, exp_id, timed_from)

@@ -108,6 +108,12 @@ ui.frame_block(
             "timing noise", format="percent", help="generations timed twice: median |t2 / t1 - 1| / sqrt(2)"
         ),
         "noise_pairs": st.column_config.NumberColumn("timed twice"),
+        "table_error": st.column_config.NumberColumn(
+            "table's own error", format="percent", help="sqrt(median error^2 - noise^2): what the noise leaves"
+        ),
+        "within_noise": st.column_config.CheckboxColumn(
+            "within noise", help="the table's own error <= timing noise and |bias| <= 3%"
+        ),
         "coordinates": st.column_config.NumberColumn("speedups ranked", help="coordinates with >= 3 timed prompts"),
         "spearman": st.column_config.NumberColumn("Spearman (timed vs replayed)", format="%.2f"),
     },

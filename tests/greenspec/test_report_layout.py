@@ -91,6 +91,7 @@ def test_figures_are_coloured_by_family_with_a_legend_and_the_validation_is_one(
                 "bias": -0.02,
                 "drift": 0.005,
                 "noise": 0.01,
+                "table_error": 0.028,
             }
             for r in ("cached", "uncached")
         ]

@@ -213,6 +213,33 @@ def tokens_per_s_errors(predicted_wall_s: Sequence[float], measured_wall_s: Sequ
     return np.abs(meas / pred - 1.0)
 
 
+BIAS_LIMIT = 0.03  # the |median signed error| a table may show and still be within the noise
+
+
+def table_error(median_error: float, noise: float) -> float:
+    """The part of a median |error| that one timing's noise does not explain: sqrt(max(0, error^2 - noise^2)).
+
+    A timing's own noise and the table's error are independent and add in quadrature: against one timing an exact
+    table's median error is the noise itself (|t2 / t1 - 1| / sqrt 2 has the same median as one timing's
+    deviation), so what the table adds is the rest. NaN where either is unknown."""
+    if not (median_error == median_error and noise == noise):
+        return math.nan
+    return math.sqrt(max(0.0, median_error**2 - noise**2))
+
+
+def within_noise(median_error: float, bias: float, noise: float) -> bool | None:
+    """Whether a table predicts within the timing noise: its own error (`table_error`) no larger than the noise
+    (the median error at most sqrt 2 x the noise) and |bias| <= BIAS_LIMIT; None where the noise is unknown.
+
+    `median error <= noise` alone is a coin toss for an exact table (both medians estimate one timing's deviation),
+    so it would fail a perfect table about half the time; this asks that the table add no more than a timing's own
+    noise, and it fails a table whose own error exceeds it (tests/workers/decoding/test_costmodel.py)."""
+    own = table_error(median_error, noise)
+    if own != own or bias != bias:
+        return None
+    return own <= noise and abs(bias) <= BIAS_LIMIT
+
+
 def error_summary(errors: Sequence[float]) -> tuple[float, float]:
     """(median, 90th percentile) of relative errors (linear interpolation between ranks); NaN for none."""
     e = np.asarray(errors, float)
