@@ -4,8 +4,8 @@ Not part of CI or of `make bench`: slow (minutes to hours per module on 2 cores)
 tracked and untracked-but-not-ignored files of the repository are copied to a scratch folder, a `setup.cfg`
 `[mutmut]` section names the one module to mutate and the test modules that must kill its mutants, and
 `mutmut run` runs there, so the working tree never sees a `mutants/` folder. The share of mutants killed per
-module goes to `.mutation/summary.md` (copied by hand into BENCHMARKS.md's "Mutation testing" section, which
-`make bench` does not regenerate); survivors' diffs go to `.mutation/<target>/survivors.txt`.
+module goes to `.mutation/summary.md` (BENCHMARKS.md's "Mutation testing" section gives the command and the targets,
+not scores: `make bench` does not run it); survivors' diffs go to `.mutation/<target>/survivors.txt`.
 
 Usage: python -m bench.mutation [metrics decoding shapes judges summary tables igtree sampler estimate attribution]
            [--jobs N] [--minutes M] [--keep]
