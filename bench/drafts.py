@@ -265,12 +265,16 @@ def compact_rows(rows) -> list[list]:
         cell["ms"].append(float(ms))
     out = []
     for (name, domain), cell in by.items():
-        ks = sorted(cell["uncached"])
-        joined = lambda regime, i: " / ".join(cell[regime][k][i] for k in ks)  # noqa: E731
-        speeds = [joined(regime, 2) for regime in regimes()]
+        speeds = [_per_k(cell[regime], 2) for regime in regimes()]
         ms = sorted(cell["ms"])[len(cell["ms"]) // 2]
-        out.append([name, domain, joined("uncached", 0), joined("uncached", 1), *speeds, f"{ms:.3f}", cell["index"]])
+        accept, mal_ = _per_k(cell["uncached"], 0), _per_k(cell["uncached"], 1)
+        out.append([name, domain, accept, mal_, *speeds, f"{ms:.3f}", cell["index"]])
     return out
+
+
+def _per_k(by_k: dict, i: int) -> str:
+    """Field i of each k's (accept, MAL, speedup), joined "k3 / k8"."""
+    return " / ".join(by_k[k][i] for k in sorted(by_k))
 
 
 def render_drafts(rows, built, n_prompts, n_new, repeats, mismatches) -> str:
@@ -294,8 +298,15 @@ def render_drafts(rows, built, n_prompts, n_new, repeats, mismatches) -> str:
             "",
             tabulate(
                 compact_rows(rows),
-                headers=["draft", "domain", "accept", "MAL", *(f"speedup {r}" for r in regimes()), "draft ms/token",
-                         "index"],  # fmt: skip
+                headers=[
+                    "draft",
+                    "domain",
+                    "accept",
+                    "MAL",
+                    *(f"speedup {r}" for r in regimes()),
+                    "draft ms/token",
+                    "index",
+                ],  # fmt: skip
                 tablefmt="github",
             ),
         ]

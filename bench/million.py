@@ -1,9 +1,10 @@
 """A grid of about 10^6 replayed cells (`bench/million.toml`): `greenspec validate` on it, what `greenspec run`
 does with it before its first Ray call (`orchestrator.run.prepare.prepare`, then the experiment's cells inserted into
-a fresh SQLite database as the driver registers them, the grid streamed in chunks), the same registration again on
+a fresh database as the driver registers them, the grid streamed in chunks), the same registration again on
 that database (what a resume after kill -9 does before its first Ray call: the grid's digest found registered, no
 cell expanded or read), and
-`greenspec status` over it, each timed in a fresh process with its peak memory.
+`greenspec status` over it, each timed in a fresh process with its peak memory, on SQLite and on PostgreSQL side by
+side (a throwaway local server, `tests.pgserver`).
 
 The first call may build the built-in code corpus (minutes, once per machine; not timed): every timed call finds it
 prepared, as the issue's figure assumes. `--quick` validates a grid of 100 prompts per task (108,900 sweep cells).
@@ -12,6 +13,7 @@ prepared, as the issue's figure assumes. `--quick` validates a grid of 100 promp
 from __future__ import annotations
 
 import json
+import shutil
 import statistics
 import subprocess
 import sys
@@ -29,24 +31,22 @@ PEAK = 'next(int(line.split()[1]) for line in open("/proc/self/status") if line.
 # Each step in its own interpreter, which prints its cell count and its own peak RSS (not its children's).
 CHILD = (
     """
-import json, os, sys
-step, path, db = sys.argv[1:4]
+import json, sys
+step, path, url = sys.argv[1:4]
 cells = None
 if step == "validate":
     from orchestrator.cli import main
     main(["validate", path], standalone_mode=False)
 elif step == "status":
     from orchestrator.cli import main
-    main(["--db", f"sqlite:///{db}", "status"], standalone_mode=False)
+    main(["--db", url, "status"], standalone_mode=False)
 else:  # what `greenspec run` (and `resume`) does before its first Ray call: prepare, then register the grid
     from orchestrator.run.driver import RunOptions, register
     from orchestrator.run.prepare import prepare
     from orchestrator.run.spec_paths import load_spec
     from storage import store
     from storage.db import open_db
-    if step == "prepare" and os.path.exists(db):
-        os.remove(db)  # a fresh database each time; "again" registers on the one left
-    url, spec = f"sqlite:///{db}", load_spec(path)
+    spec = load_spec(path)  # "prepare" gets a fresh database each time; "again" registers on the one left
     spec, _, grid = prepare(spec, store.registered_digest(url, spec.experiment.name))
     engine, Session = open_db(url)
     _, cells = register(spec, grid, (open(path).read(), path), Session, False, RunOptions(db_url=url))
@@ -70,14 +70,34 @@ def fresh(child: str, step: str, *args: str) -> tuple[float, dict]:
     return wall, json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def measure(spec: Path, step: str, repeats: int, db: Path) -> tuple[float, float, int | None]:
-    """(median wall seconds, largest peak RSS in MiB, cells) over `repeats` runs of a step."""
-    runs = [fresh(CHILD, step, str(spec), str(db)) for _ in range(repeats)]
+def measure(spec: Path, step: str, repeats: int, url) -> tuple[float, float, int | None, str]:
+    """(median wall seconds, largest peak RSS in MiB, cells, the last run's database URL) over `repeats` runs of a
+    step; `url` is the database's URL, or a function giving a fresh empty database's for each run."""
+    urls, runs = [], []
+    for _ in range(repeats):  # a fresh database made just before its run (SQLite's is the same file, emptied)
+        urls.append(url() if callable(url) else url)
+        runs.append(fresh(CHILD, step, str(spec), urls[-1]))
     return (
         statistics.median(w for w, _ in runs),
         max(r["rss_mib"] for _, r in runs),
         runs[0][1]["cells"],
+        urls[-1],
     )
+
+
+def databases(d: Path):
+    """(name, a function giving a fresh empty database's URL) for SQLite and for a throwaway PostgreSQL server
+    (`tests.pgserver`; the server's own processes are not in the peak RSS), and the server to stop."""
+    from tests.pgserver import PgCluster, pg_bin
+
+    def sqlite() -> str:
+        Path(d, "million.db").unlink(missing_ok=True)
+        return f"sqlite:///{d}/million.db"
+
+    if not (pg_bin("initdb") and pg_bin("pg_ctl")):
+        raise RuntimeError("bench million needs PostgreSQL's initdb and pg_ctl (`make postgres`)")
+    cluster = PgCluster(Path(tempfile.mkdtemp(prefix="pg-million-")))  # short: socket paths are limited
+    return [("SQLite", sqlite), ("PostgreSQL", cluster.new_database)], cluster
 
 
 def run(quick: bool = False) -> str:
@@ -87,19 +107,36 @@ def run(quick: bool = False) -> str:
         if quick:
             spec = Path(d) / "million-quick.toml"
             spec.write_text(text.replace("prompts = 900", "prompts = 100"))
-        db = Path(d) / "million.db"
-        fresh(CHILD, "validate", str(spec), str(db))  # builds the code corpus on a machine that has none yet: not timed
+        fresh(CHILD, "validate", str(spec), "")  # builds the code corpus on a machine that has none yet: not timed
         repeats = 1 if quick else REPEATS
-        v_wall, v_rss, _ = measure(spec, "validate", repeats, db)
-        p_wall, p_rss, cells = measure(spec, "prepare", repeats, db)
-        a_wall, a_rss, added = measure(spec, "again", repeats, db)
-        s_wall, s_rss, _ = measure(spec, "status", repeats, db)
-        if added:
-            raise RuntimeError(f"registering the same grid again added {added} cells")
+        v_wall, v_rss, *_ = measure(spec, "validate", repeats, "")
+        backends, cluster = databases(Path(d))
+        try:
+            by = {}
+            for name, new_url in backends:
+                prepared = measure(spec, "prepare", repeats, new_url)
+                by[name] = [prepared, *(measure(spec, step, repeats, prepared[3]) for step in ("again", "status"))]
+                if by[name][1][2]:
+                    raise RuntimeError(f"registering the same grid again added {by[name][1][2]} cells ({name})")
+        finally:
+            cluster.stop()
+            shutil.rmtree(cluster.root, ignore_errors=True)
         summary = subprocess.run(
             [sys.executable, "-m", "orchestrator.cli", "validate", str(spec)], capture_output=True, text=True
         ).stdout
     sweep = int(summary.split(" sweep cells", 1)[0].rsplit(" ", 1)[-1])
+    cells = by["SQLite"][0][2]
+    steps = (
+        "the run's registration (`prepare`, then every cell inserted, streamed)",
+        "the same registration again on that database (a resume's, before its first Ray call: 0 added)",
+        "`greenspec status` over it (every cell pending)",
+    )
+    rows = [
+        f"| {step} | {cells:,} | "
+        + " | ".join(f"{by[db][i][0]:.1f} s | {by[db][i][1]:,.0f} MiB" for db in ("SQLite", "PostgreSQL"))
+        + " | |"
+        for i, step in enumerate(steps)
+    ]
     return "\n".join(
         [
             "## A million cells",
@@ -110,17 +147,14 @@ def run(quick: bool = False) -> str:
             f"the spec says {sweep:,} sweep cells, and the grid holds {cells:,} cells in all (references, the "
             "cost model and the timed sample of 30 coordinates included; repeated prompts are used once). Each step "
             f"in a fresh process, corpora and prompts already prepared; the median wall time of {repeats} run(s), the "
-            "largest peak RSS.",
+            "largest peak RSS of the process (a PostgreSQL server's own processes not counted), on a SQLite file and "
+            "on a local PostgreSQL server (unix socket, fsync off, as the tests run it).",
             "",
-            "| step | cells | wall | peak RSS | goal |",
-            "|---|---:|---:|---:|---|",
-            f"| `greenspec validate` (keys streamed, 8 bytes a cell) | {cells:,} | {v_wall:.1f} s | {v_rss:,.0f} MiB "
-            f"| <= {TARGET_S} s, <= {TARGET_MIB:,} MiB for 10^6 |",
-            f"| the run's registration (`prepare`, then every cell inserted into SQLite, streamed) | {cells:,} | "
-            f"{p_wall:.1f} s | {p_rss:,.0f} MiB | |",
-            f"| the same registration again on that database (a resume's, before its first Ray call: 0 added) | "
-            f"{cells:,} | {a_wall:.1f} s | {a_rss:,.0f} MiB | |",
-            f"| `greenspec status` over it (every cell pending) | {cells:,} | {s_wall:.1f} s | {s_rss:,.0f} MiB | |",
+            "| step | cells | SQLite wall | SQLite peak RSS | PostgreSQL wall | PostgreSQL peak RSS | goal |",
+            "|---|---:|---:|---:|---:|---:|---|",
+            f"| `greenspec validate` (keys streamed, 8 bytes a cell; no database) | {cells:,} | {v_wall:.1f} s | "
+            f"{v_rss:,.0f} MiB | | | <= {TARGET_S} s, <= {TARGET_MIB:,} MiB for 10^6 |",
+            *rows,
         ]
     )
 

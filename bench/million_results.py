@@ -2,13 +2,14 @@
 library's `open_results(db).results()` and `greenspec report`, each in a fresh process with its wall time and peak
 RSS, over a database of about 10^6 generations written by `bench.dashboard_db.generate` (realistic shape, random
 values: not measurements) and ended as a run ends (`bench.dashboard_db.end_run`: the summaries stored, itself
-measured first).
+measured first), on SQLite and on PostgreSQL side by side (a throwaway local server, `tests.pgserver`).
 
 `--quick`: 10^5 generations. Run alone: `python -m bench.million_results [--quick]` prints the section.
 """
 
 from __future__ import annotations
 
+import shutil
 import sys
 import tempfile
 import time
@@ -53,28 +54,44 @@ STEPS = {
 }
 
 
+def on(url: str, n: int, d: Path) -> tuple:
+    """(generated, seconds to generate, [(step, wall, report), ...]) of one database at `url`."""
+    t0 = time.perf_counter()
+    made = generate(url, n)
+    made_s = time.perf_counter() - t0
+    out = {step: str(d / f"{step}.{'html' if step == 'report' else 'csv'}") for step in STEPS}
+    return made, made_s, [(step, *fresh(CHILD, step, url, out[step])) for step in STEPS]
+
+
 def run(quick: bool = False) -> str:
+    from bench.million import databases
+
     n = QUICK if quick else FULL
     with tempfile.TemporaryDirectory() as d:
-        url = f"sqlite:///{d}/generated.db"
-        t0 = time.perf_counter()
-        made = generate(url, n)
-        made_s = time.perf_counter() - t0
-        size_mib = Path(d, "generated.db").stat().st_size / 2**20
-        out = {step: str(Path(d) / f"{step}.{'html' if step == 'report' else 'csv'}") for step in STEPS}
-        rows = [(step, *fresh(CHILD, step, url, out[step])) for step in STEPS]
+        [(_, sqlite), (_, postgres)], cluster = databases(Path(d))
+        try:
+            made, made_s, lite = on(sqlite(), n, Path(d))
+            size_mib = Path(d, "million.db").stat().st_size / 2**20
+            _, pg_s, pg = on(postgres(), n, Path(d))
+        finally:
+            cluster.stop()
+            shutil.rmtree(cluster.root, ignore_errors=True)
     lines = [
         "## 10^6 generations read back" if not quick else "## 10^5 generations read back (--quick)",
         "",
         f"[bench/million_results.py](bench/million_results.py): one experiment (`{EXPERIMENT}`) of "
-        f"{made.generations:,} generations written by `bench.dashboard_db.generate` ({made_s:.0f} s, a "
-        f"{size_mib:,.0f} MiB SQLite file with {made.power_samples:,} power samples; realistic shape, random values), "
-        "then the run's end and each read in a fresh process: wall time and the process's peak RSS.",
+        f"{made.generations:,} generations written by `bench.dashboard_db.generate` (SQLite: {made_s:.0f} s, a "
+        f"{size_mib:,.0f} MiB file; PostgreSQL, a local server on a unix socket with fsync off: {pg_s:.0f} s; "
+        f"{made.power_samples:,} power samples; realistic shape, random values), then the run's end and each read in "
+        "a fresh process: wall time and the process's peak RSS (the PostgreSQL server's own processes not counted).",
         "",
-        "| step | wall | peak RSS |",
-        "|---|---:|---:|",
+        "| step | SQLite wall | SQLite peak RSS | PostgreSQL wall | PostgreSQL peak RSS |",
+        "|---|---:|---:|---:|---:|",
     ]
-    lines += [f"| {STEPS[step]} | {wall:.1f} s | {r['rss_mib']:,.0f} MiB |" for step, wall, r in rows]
+    lines += [
+        f"| {STEPS[step]} | {wall:.1f} s | {r['rss_mib']:,.0f} MiB | {p_wall:.1f} s | {p['rss_mib']:,.0f} MiB |"
+        for (step, wall, r), (_, p_wall, p) in zip(lite, pg)
+    ]
     return "\n".join(lines)
 
 

@@ -8,6 +8,8 @@ import time
 
 import pytest
 
+from tests.pgserver import PgCluster, pg_bin
+
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # One OpenBLAS thread per process, as greenspec's command line sets it (orchestrator/cli/__init__.py), before numpy
@@ -47,7 +49,7 @@ def missing_test_tools() -> list[str]:
     """The system tools some tests need that are absent here: Chromium (the browser test), PostgreSQL's server,
     pdflatex (the LaTeX export compiled)."""
     missing = [] if shutil.which("chromium") else ["chromium (the dashboard's browser test; `make browser`)"]
-    if not (_pg_bin("initdb") and _pg_bin("pg_ctl")):
+    if not (pg_bin("initdb") and pg_bin("pg_ctl")):
         missing.append("PostgreSQL's initdb/pg_ctl (the PostgreSQL storage, lease and driver tests; `make postgres`)")
     if not shutil.which("pdflatex"):
         missing.append("pdflatex (the test that compiles the LaTeX export; `make latex`)")
@@ -139,73 +141,10 @@ def ray_local():
 PG_SKIP = "PostgreSQL server binaries (initdb, pg_ctl) not installed here; `make test` installs Debian's postgresql"
 
 
-def _pg_bin(name: str) -> str | None:
-    import glob
-
-    found = shutil.which(name) or sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))[-1:]
-    return found if isinstance(found, str) else (found[0] if found else None)
-
-
-class _PgCluster:
-    """A throwaway PostgreSQL cluster on a unix socket in a temp folder (run as `postgres` when we are root)."""
-
-    def __init__(self, root):
-        import subprocess
-
-        self.root, self.data, self.sock = root, root / "data", root / "sock"
-        self.sock.mkdir()
-        self.user = "postgres" if os.geteuid() == 0 else None
-        if self.user:
-            subprocess.run(["chown", "-R", self.user, str(root)], check=True)
-            os.chmod(root, 0o755)
-        self._as_user(
-            [_pg_bin("initdb"), "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"]
-        )
-        self._as_user(
-            [
-                _pg_bin("pg_ctl"),
-                "-D",
-                str(self.data),
-                "-l",
-                str(root / "log"),
-                "-w",
-                "-t",
-                "60",
-                "-o",
-                f"-k {self.sock} -c listen_addresses='' -c fsync=off -c max_connections=200",
-                "start",
-            ]
-        )
-        self.n = 0
-
-    def _as_user(self, cmd: list[str]) -> None:
-        import subprocess
-
-        if self.user:
-            cmd = ["runuser", "-u", self.user, "--", *cmd]
-        subprocess.run(cmd, check=True, capture_output=True, timeout=120)
-
-    def url(self, db: str) -> str:
-        return f"postgresql+psycopg://postgres@/{db}?host={self.sock}"
-
-    def new_database(self) -> str:
-        """A fresh empty database's URL."""
-        import psycopg
-
-        self.n += 1
-        name = f"t{os.getpid()}_{self.n}"
-        with psycopg.connect(f"host={self.sock} user=postgres dbname=postgres", autocommit=True) as conn:
-            conn.execute(f"CREATE DATABASE {name}")
-        return self.url(name)
-
-    def stop(self) -> None:
-        self._as_user([_pg_bin("pg_ctl"), "-D", str(self.data), "-m", "immediate", "stop"])
-
-
 @pytest.fixture(scope="session")
 def pg_cluster(tmp_path_factory):
     """A PostgreSQL server for the whole test session; skipped with the reason when it cannot be started."""
-    if not (_pg_bin("initdb") and _pg_bin("pg_ctl")):
+    if not (pg_bin("initdb") and pg_bin("pg_ctl")):
         if in_ci():
             pytest.fail(f"CI=true: {PG_SKIP}", pytrace=False)
         pytest.skip(PG_SKIP)
@@ -214,7 +153,7 @@ def pg_cluster(tmp_path_factory):
 
     root = Path(tempfile.mkdtemp(prefix="greenspec-pg-"))  # short path: unix socket names are limited to ~100 bytes
     try:
-        cluster = _PgCluster(root)
+        cluster = PgCluster(root)
         yield cluster
         cluster.stop()
     finally:
