@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from analysis.stats import HOLDS
+from analysis.stats import verdict as rule
 from greenspec.outputs import check_out_path
 from storage.db import display_url
 
@@ -65,13 +67,16 @@ class ReportData:
 
 
 def verdict(row: pd.Series) -> str:
-    """Where a cell's speedup interval lies against 1: faster, slower or inconclusive (plain: baseline)."""
+    """Where a cell's speedup interval lies against 1, by the findings' own rule (`analysis.stats.verdict`): faster
+    where "speedup > 1" holds, slower where "speedup < 1" holds, else inconclusive (plain: baseline)."""
     lo, hi = row.get("speedup_lo"), row.get("speedup_hi")
     if row.get("strategy") == "plain":
         return "baseline"
     if lo is None or hi is None or pd.isna(lo) or pd.isna(hi):
         return "inconclusive"
-    return "faster" if lo > 1 else "slower" if hi < 1 else "inconclusive"
+    return (
+        "faster" if rule(lo, hi, 1.0, ">") == HOLDS else "slower" if rule(lo, hi, 1.0, "<") == HOLDS else "inconclusive"
+    )
 
 
 def _cell(row: pd.Series, col: str, digits: int) -> str:

@@ -69,7 +69,14 @@ def test_no_database_is_one_line(tmp_path):
 
 @pytest.mark.parametrize(
     "lo,hi,expected",
-    [(1.02, 1.3, "faster"), (0.7, 0.98, "slower"), (0.9, 1.1, "inconclusive"), (None, None, "inconclusive")],
+    [
+        (1.02, 1.3, "faster"),
+        (0.7, 0.98, "slower"),
+        (0.9, 1.1, "inconclusive"),
+        (1.0, 1.2, "inconclusive"),  # touching 1: "speedup > 1" does not hold on the whole interval
+        (0.8, 1.0, "inconclusive"),
+        (None, None, "inconclusive"),
+    ],
 )
 def test_a_verdict_is_where_the_whole_interval_lies_against_one(lo, hi, expected):
     assert verdict(pd.Series({"strategy": "ngram", "speedup_lo": lo, "speedup_hi": hi})) == expected
