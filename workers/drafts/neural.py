@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Annotated
 from pydantic import Field
 
 from workers.drafts.adaptive import AdaptiveLength, AdaptiveOptions
-from workers.drafts.base import continuation_ids
+from workers.drafts.continuation import continuation_ids
 from workers.drafts.registry import BuildContext, DraftEntry
 from workers.errors import DraftError, ModelError, first_line
 from workers.interfaces import Draft, common_prefix_len

@@ -17,7 +17,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from workers.drafts.base import continuation_ids
+from workers.drafts.continuation import continuation_ids
 from workers.drafts.registry import BuildContext, DraftEntry, DraftOptions
 from workers.errors import DraftError
 from workers.interfaces import Draft

@@ -35,7 +35,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from workers.drafts.base import continuation_ids
+from workers.drafts.continuation import continuation_ids
 from workers.drafts.ngram import NgramTable
 from workers.drafts.registry import BuildContext, DraftEntry, DraftOptions
 from workers.errors import DraftError

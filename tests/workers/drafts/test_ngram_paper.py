@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from workers.drafts.base import continuation_ids
+from workers.drafts.continuation import continuation_ids
 from workers.drafts.ngram import NgramDraft
 from workers.drafts.ngram_paper import PaperNgramDraft, first_subtoken
 from workers.errors import DraftError

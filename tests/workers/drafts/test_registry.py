@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from workers.drafts import Draft, lookup, make_draft, names
-from workers.drafts.base import continuation_ids
+from workers.drafts.continuation import continuation_ids
 from workers.errors import DraftError
 from workers.interfaces import common_prefix_len
 

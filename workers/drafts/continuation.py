@@ -1,5 +1,5 @@
-"""The drafts' shared helper: the ids a text continuation adds in the verifier's tokenizer. The draft protocol itself
-(`Draft`) is in `workers.interfaces`, shared with decoding."""
+"""Text continuations as token ids (`continuation_ids`), for the drafts that propose text (ngram, the paper's n-gram,
+the neural draft). The draft protocol itself (`Draft`) is in `workers.interfaces`, shared with decoding."""
 
 from __future__ import annotations
 
