@@ -50,10 +50,10 @@ def test_missing_chromium_fails_a_ci_run_with_one_line(tmp_path):
 
 def test_missing_tools_are_named(monkeypatch):
     monkeypatch.setattr(conftest.shutil, "which", lambda name: None)
-    monkeypatch.setattr(conftest, "_pg_bin", lambda name: None)
+    monkeypatch.setattr(conftest, "pg_bin", lambda name: None)
     assert [m.split(" ")[0] for m in conftest.missing_test_tools()] == ["chromium", "PostgreSQL's", "pdflatex"]
     monkeypatch.setattr(conftest.shutil, "which", lambda name: f"/usr/bin/{name}")
-    monkeypatch.setattr(conftest, "_pg_bin", lambda name: f"/usr/lib/postgresql/15/bin/{name}")
+    monkeypatch.setattr(conftest, "pg_bin", lambda name: f"/usr/lib/postgresql/15/bin/{name}")
     assert conftest.missing_test_tools() == []
 
 
