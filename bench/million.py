@@ -13,7 +13,6 @@ prepared, as the issue's figure assumes. `--quick` validates a grid of 100 promp
 from __future__ import annotations
 
 import json
-import shutil
 import statistics
 import subprocess
 import sys
@@ -119,8 +118,7 @@ def run(quick: bool = False) -> str:
                 if by[name][1][2]:
                     raise RuntimeError(f"registering the same grid again added {by[name][1][2]} cells ({name})")
         finally:
-            cluster.stop()
-            shutil.rmtree(cluster.root, ignore_errors=True)
+            cluster.close()
         summary = subprocess.run(
             [sys.executable, "-m", "orchestrator.cli", "validate", str(spec)], capture_output=True, text=True
         ).stdout

@@ -9,7 +9,6 @@ measured first), on SQLite and on PostgreSQL side by side (a throwaway local ser
 
 from __future__ import annotations
 
-import shutil
 import sys
 import tempfile
 import time
@@ -74,8 +73,7 @@ def run(quick: bool = False) -> str:
             size_mib = Path(d, "million.db").stat().st_size / 2**20
             _, pg_s, pg = on(postgres(), n, Path(d))
         finally:
-            cluster.stop()
-            shutil.rmtree(cluster.root, ignore_errors=True)
+            cluster.close()
     lines = [
         "## 10^6 generations read back" if not quick else "## 10^5 generations read back (--quick)",
         "",

@@ -144,7 +144,7 @@ def validation(errors: pd.DataFrame):
         [
             go.Bar(x=rows["regime"], y=rows[col], name=label, marker_color=colour)
             for col, label, colour in VALIDATION
-            if col in rows and rows[col].notna().any()
+            if rows[col].notna().any()
         ]
     )
     fig.update_layout(

@@ -128,7 +128,6 @@ def test_cells_inserted_as_the_database_driver_takes_them_are_the_rows_the_orm_i
         engine.dispose()
         drop = ("created_at",)
         stored.append(([{k: v for k, v in r.items() if k not in drop} for r in rows], [r[0] for r in raw]))
-        assert all(r["created_at"].tzinfo is None or r["created_at"].utcoffset() is not None for r in rows)
         if db_url.startswith("sqlite"):
             assert all("+" not in str(t) for _, t in raw)  # times as the ORM binds them, not sqlite3's default
     assert stored[0] == stored[1] and len(stored[0][0]) == len(cells())

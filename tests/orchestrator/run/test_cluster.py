@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -90,6 +91,14 @@ def _kill_tree(proc: subprocess.Popen) -> None:
         except psutil.NoSuchProcess:
             pass
     proc.wait(timeout=30)
+
+
+def _forget_head(port: int) -> None:
+    """Remove the address file a killed `ray start --head` leaves behind (where it names this head's port): a later
+    bare `ray.init()` on the machine would try to join the dead head."""
+    current = Path(tempfile.gettempdir()) / "ray" / "ray_current_cluster"
+    if current.exists() and current.read_text().strip().endswith(f":{port}"):
+        current.unlink()
 
 
 def _spec(write_spec, text: Path, arts: Path) -> Path:
@@ -180,6 +189,7 @@ def test_two_nodes_without_a_shared_disk_train_and_survive_a_lost_node(request, 
         if node is not None:
             _kill_tree(node)
         _kill_tree(head)
+        _forget_head(port)
     _, Session = open_db(url, migrate=False)
     with Session() as s:
         cells = s.scalars(select(Cell)).all()
