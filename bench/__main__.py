@@ -8,7 +8,8 @@ Usage: python -m bench [igtree|decoding|orchestrator|dashboard|drafts|training|c
 Each suite owns one region of BENCHMARKS.md, between `<!-- bench:NAME -->` and `<!-- /bench:NAME -->`: a full
 (not --quick) run of a suite replaces its region (the suite's heading, its command, its tables, the machine) and
 leaves everything else (other suites' last results, the findings written after each region, the sections kept by
-hand: mutation scores, the suite's time) as it was. A suite without a region yet is appended.
+hand: mutation scores, the suite's time) as it was, as the file stands when the suite ends. A suite without a region
+yet is appended.
 """
 
 from __future__ import annotations
@@ -88,13 +89,12 @@ def main(argv: list[str]) -> int:
     if unknown := [n for n in names if n not in SUITES]:
         print(f"bench: unknown suite {', '.join(unknown)}; choose from {', '.join(SUITES)}", file=sys.stderr)
         return 2
-    doc = OUT.read_text() if OUT.exists() else HEADER
     for name in names:
         print(f"== bench {name}", file=sys.stderr)
         body = importlib.import_module(f"bench.{name}").run(quick=quick).strip()
         print(body + "\n")
-        if not quick:  # --quick figures are a smoke run, never recorded
-            doc = replace_region(doc, name, stamped(name, body, machine()))
+        if not quick:  # --quick figures are a smoke run, never recorded; the file read now: edits made meanwhile stay
+            doc = replace_region(OUT.read_text() if OUT.exists() else HEADER, name, stamped(name, body, machine()))
             OUT.write_text(doc)  # after every suite: a later suite's failure keeps this one's result
             print(f"wrote {OUT} (section {name})", file=sys.stderr)
     return 0

@@ -1,8 +1,8 @@
 """A grid of about 10^6 replayed cells (`bench/million.toml`): `greenspec validate` on it, what `greenspec run`
 does with it before its first Ray call (`orchestrator.run.prepare.prepare`, then the experiment's cells inserted into
-a fresh database as the driver registers them, the grid streamed in chunks), the same registration again on
-that database (what a resume after kill -9 does before its first Ray call: the grid's digest found registered, no
-cell expanded or read), and
+a fresh database as the driver registers them, the grid streamed in chunks), a resume on that database up to its
+first cell (what a resume after kill -9 does: the grid's digest found registered, no cell expanded; then every
+pending cell read and queued), and
 `greenspec status` over it, each timed in a fresh process with its peak memory, on SQLite and on PostgreSQL side by
 side (a throwaway local server, `tests.pgserver`).
 
@@ -48,7 +48,12 @@ else:  # what `greenspec run` (and `resume`) does before its first Ray call: pre
     spec = load_spec(path)  # "prepare" gets a fresh database each time; "again" registers on the one left
     spec, _, grid = prepare(spec, store.registered_digest(url, spec.experiment.name))
     engine, Session = open_db(url)
-    _, cells = register(spec, grid, (open(path).read(), path), Session, False, RunOptions(db_url=url))
+    exp_id, cells = register(spec, grid, (open(path).read(), path), Session, False, RunOptions(db_url=url))
+    if step == "again":  # a resume goes on to read its pending cells and queue them: all before its first cell runs
+        from orchestrator.run.scheduler import Scheduler
+        from orchestrator.run.writer import pending_work
+        work = pending_work(Session, exp_id)
+        Scheduler(work.cells, 8, 3, built=set(work.paths) | work.prerequisites, order=spec.sweep.order)
     engine.dispose()
 print(json.dumps({"cells": cells, "rss_mib": %s}))
 """
@@ -126,7 +131,8 @@ def run(quick: bool = False) -> str:
     cells = by["SQLite"][0][2]
     steps = (
         "the run's registration (`prepare`, then every cell inserted, streamed)",
-        "the same registration again on that database (a resume's, before its first Ray call: 0 added)",
+        "a resume on that database up to its first cell: the registration again (0 added), the pending cells read, "
+        "the scheduler's queues built",
         "`greenspec status` over it (every cell pending)",
     )
     rows = [

@@ -2,7 +2,8 @@
 library's `open_results(db).results()` and `greenspec report`, each in a fresh process with its wall time and peak
 RSS, over a database of about 10^6 generations written by `bench.dashboard_db.generate` (realistic shape, random
 values: not measurements) and ended as a run ends (`bench.dashboard_db.end_run`: the summaries stored, itself
-measured first), on SQLite and on PostgreSQL side by side (a throwaway local server, `tests.pgserver`).
+measured first), then every dashboard page's first and second render (`bench.dashboard.measure`), on SQLite and on
+PostgreSQL side by side (a throwaway local server, `tests.pgserver`).
 
 `--quick`: 10^5 generations. Run alone: `python -m bench.million_results [--quick]` prints the section.
 """
@@ -53,25 +54,48 @@ STEPS = {
 }
 
 
-def on(url: str, n: int, d: Path) -> tuple:
-    """(generated, seconds to generate, [(step, wall, report), ...]) of one database at `url`."""
+def on(url: str, n: int, d: Path, startup: str) -> tuple:
+    """(generated, seconds to generate, [(step, wall, report), ...], the dashboard's pages) of one database at `url`;
+    `startup`: the small database Streamlit starts on before the pages are timed (`bench.dashboard.measure`)."""
+    from bench.dashboard import measure_in_child
+
     t0 = time.perf_counter()
     made = generate(url, n)
     made_s = time.perf_counter() - t0
     out = {step: str(d / f"{step}.{'html' if step == 'report' else 'csv'}") for step in STEPS}
-    return made, made_s, [(step, *fresh(CHILD, step, url, out[step])) for step in STEPS]
+    steps = [(step, *fresh(CHILD, step, url, out[step])) for step in STEPS]
+    return made, made_s, steps, measure_in_child(url, startup, pages_only=True)
+
+
+def pages_table(lite: dict, pg: dict) -> list[str]:
+    """The dashboard's pages over both databases: cold and warm wall seconds with CPU seconds, then memory."""
+    from bench.dashboard import PAGES
+
+    def cells(r: dict, page: str) -> str:
+        cold, warm, cold_cpu, warm_cpu = r["pages"][page]
+        return f"{cold:.2f} ({cold_cpu:.2f}) | {warm:.2f} ({warm_cpu:.2f})"
+
+    return [
+        "| dashboard page | SQLite cold s (CPU) | SQLite warm s (CPU) | PostgreSQL cold s (CPU) | PostgreSQL warm s (CPU) |",
+        "|---|---:|---:|---:|---:|",
+        *(f"| {page} | {cells(lite, page)} | {cells(pg, page)} |" for page in PAGES),
+        f"| Streamlit's start-up (400 generations, SQLite), s | {lite['startup_s']:.2f} | | {pg['startup_s']:.2f} | |",
+        f"| peak RSS, all pages | {lite['peak_rss_mb']:,.0f} MB | | {pg['peak_rss_mb']:,.0f} MB | |",
+    ]
 
 
 def run(quick: bool = False) -> str:
+    from bench.dashboard import STARTUP_SIZE, database
     from bench.million import databases
 
     n = QUICK if quick else FULL
+    startup = database(STARTUP_SIZE)
     with tempfile.TemporaryDirectory() as d:
         [(_, sqlite), (_, postgres)], cluster = databases(Path(d))
         try:
-            made, made_s, lite = on(sqlite(), n, Path(d))
+            made, made_s, lite, lite_pages = on(sqlite(), n, Path(d), startup)
             size_mib = Path(d, "million.db").stat().st_size / 2**20
-            _, pg_s, pg = on(postgres(), n, Path(d))
+            _, pg_s, pg, pg_pages = on(postgres(), n, Path(d), startup)
         finally:
             cluster.close()
     lines = [
@@ -89,6 +113,14 @@ def run(quick: bool = False) -> str:
     lines += [
         f"| {STEPS[step]} | {wall:.1f} s | {r['rss_mib']:,.0f} MiB | {p_wall:.1f} s | {p['rss_mib']:,.0f} MiB |"
         for (step, wall, r), (_, p_wall, p) in zip(lite, pg)
+    ]
+    lines += [
+        "",
+        'Then every dashboard page over each database, as section "Dashboard" measures them (Streamlit\'s AppTest in a '
+        "fresh process, started first on a small database; cold: the first render with every cache empty, warm: the "
+        "next; goals at 10^6: cold < 3 s, warm < 1 s beyond the start-up):",
+        "",
+        *pages_table(lite_pages, pg_pages),
     ]
     return "\n".join(lines)
 

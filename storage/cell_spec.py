@@ -41,7 +41,7 @@ _DEFAULTS = tuple((f.name, getattr(CellParams(), f.name)) for f in fields(CellPa
 _NAMES = frozenset(name for name, _ in _DEFAULTS)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CellSpec:
     """One unit of work: its content key, kind and coordinates, and its params. `id` and `attempts` are set once
     it is stored (`storage.store.pending_cells`)."""

@@ -16,10 +16,11 @@ Leases (`acquire_lease`, `renew_lease`, `release_lease`) keep a second driver of
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from pathlib import Path
 
-from sqlalchemy import Text, case, delete, insert, select, type_coerce, update
+from sqlalchemy import Text, case, cast, delete, insert, select, type_coerce, update
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import Session
 
@@ -88,6 +89,7 @@ def upsert_experiment(session: Session, name: str, spec_text: str, spec_hash: st
     return exp
 
 
+READ_CHUNK = 10_000  # pending cells read per fetch
 INSERT_CHUNK = 5_000  # cells inserted per statement batch: memory bounded whatever the grid's size
 
 
@@ -167,8 +169,10 @@ def _params_hash(params: str | dict | None) -> int:
 
 
 def pending_cells(session: Session, exp_id: int, kinds: Iterable[str]) -> list[CellSpec]:
-    """The experiment's pending cells of these kinds, as plain data."""
-    rows = session.execute(
+    """The experiment's pending cells of these kinds, as plain data, streamed. Their repeated values are shared: one
+    object per distinct string and per distinct params text (a prompt's params serve every k and regime), so 10^6
+    pending cells take a few hundred bytes each, not a parsed JSON document each."""
+    rows = session.connection().execute(  # Core rows: the ORM's per-row loading would double the time
         select(
             Cell.id,
             Cell.key,
@@ -181,25 +185,37 @@ def pending_cells(session: Session, exp_id: int, kinds: Iterable[str]) -> list[C
             Cell.k,
             Cell.regime,
             Cell.temperature,
-            Cell.params,
+            cast(Cell.params, Text),
             Cell.attempts,
-        ).where(Cell.experiment_id == exp_id, Cell.kind.in_(list(kinds)), Cell.state == "pending")
-    ).all()
+        )
+        .where(Cell.experiment_id == exp_id, Cell.kind.in_(list(kinds)), Cell.state == "pending")
+        .execution_options(yield_per=READ_CHUNK)
+    )
+    shared: dict = {}  # each distinct value once: the strings, and the params by their JSON text
+
+    def one(value):
+        return shared.setdefault(value, value)
+
+    def params(text: str | None) -> CellParams:
+        if (got := shared.get(("params", text))) is None:
+            got = shared[("params", text)] = CellParams.from_json(json.loads(text) if text else None)
+        return got
+
     return [
         CellSpec(
-            id=r.id,
-            key=r.key,
-            kind=r.kind,
-            strategy=r.strategy,
-            draft=r.draft,
-            task=r.task,
-            corpus=r.corpus,
-            prompt_index=r.prompt_index,
-            k=r.k,
-            regime=r.regime,
-            temperature=r.temperature,
-            attempts=r.attempts,
-            params=CellParams.from_json(r.params),
+            id=r[0],
+            key=r[1],
+            kind=one(r[2]),
+            strategy=one(r[3]),
+            draft=one(r[4]),
+            task=one(r[5]),
+            corpus=one(r[6]),
+            prompt_index=r[7],
+            k=r[8],
+            regime=one(r[9]),
+            temperature=r[10],
+            params=params(r[11]),
+            attempts=r[12],
         )
         for r in rows
     ]
