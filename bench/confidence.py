@@ -5,7 +5,8 @@ right guesses above wrong ones. For each demo domain an IGTree (window 4, gain r
 split (Mistral tokenizer) and queried at every position of the held-out test split: is its guess the real next
 token? The table gives each confidence's ROC AUC (0.5: no better than chance) and, at a few thresholds, the share
 of guesses kept and the accuracy of those kept. Ground truth is the corpus's next token, not a verifier's (a
-proxy: the verifier's greedy text is what a draft must match), so this ranks the scores, not the drafts.
+proxy: the verifier's greedy text is what a draft must match), so this ranks the scores, not the drafts. One row
+per domain, each confidence figure given for the three confidences in turn.
 
 Usage: python -m bench confidence [--quick]     (--quick: 5,000 test positions per domain)
 """
@@ -21,6 +22,7 @@ import pandas as pd
 
 WINDOW = 4
 THRESHOLDS = (0.3, 0.5, 0.7)
+CONFIDENCES = ("depth / window", "majority share", "depth x share")
 
 
 def _documents(path, tokenizer) -> list[list[int]]:
@@ -62,7 +64,7 @@ def measure(domain: str, train_path, test_path, tokenizer, max_test: int) -> lis
     depth = np.array([s[1] for s in scored]) / WINDOW
     share = np.array([s[2] for s in scored])
     rows = []
-    for name, score in (("depth / window", depth), ("majority share", share), ("depth x share", depth * share)):
+    for name, score in zip(CONFIDENCES, (depth, share, depth * share)):
         row = {
             "domain": domain,
             "train tokens": len(y),
@@ -93,20 +95,33 @@ def run(quick: bool = False) -> str:
             for name, c in sorted(corpora.items())
             for r in measure(name, c.train_path, c.test_path, tokenizer, 5_000 if quick else 20_000)
         ]
-    df = pd.DataFrame(rows)
-    shown = ["domain", "confidence", "AUC"] + [c for c in df.columns if c.startswith(("kept", "right of"))]
-    sizes = df.drop_duplicates("domain")[["domain", "train tokens", "test positions", "guess right", "fit s"]]
+    return render(pd.DataFrame(rows))
+
+
+def render(df: pd.DataFrame) -> str:
+    """The section from measure's rows: one row per domain, each confidence column "depth / share / depth x share"."""
+    from tabulate import tabulate
+
+    scored = ["AUC"] + [c for c in df.columns if c.startswith(("kept", "right of"))]
+    rows = []
+    for domain, g in df.groupby("domain", sort=False):
+        g = g.set_index("confidence").loc[list(CONFIDENCES)]
+        first = g.iloc[0]
+        sizes = [f"{first['train tokens']:,}", f"{first['test positions']:,}"]
+        sizes += [f"{first['guess right']:.3g}", f"{first['fit s']:.3g}"]
+        rows.append([domain, *sizes, *(" / ".join(f"{v:.3f}" for v in g[c]) for c in scored)])
+    head = ["domain", "train tokens", "test positions", "guess right", "fit s", *scored]
     return "\n".join(
         [
             "## Which IGTree confidence predicts a right guess (`bench/confidence.py`)",
             "",
             "An IGTree per demo domain (train split, window 4), queried at every held-out test position; `right`: its "
             "guess is the corpus's next token. AUC 0.5 is chance. Ground truth is the corpus, not a verifier (a proxy "
-            "for acceptance).",
+            "for acceptance). From `AUC` on, each cell gives the three confidences in turn: the match depth over the "
+            "window, the majority share, their product; `kept @t`: the share of guesses whose confidence is at "
+            "least t.",
             "",
-            sizes.to_markdown(index=False, floatfmt=".3g"),
-            "",
-            df[shown].to_markdown(index=False, floatfmt=".3f"),
+            tabulate(rows, headers=head, tablefmt="github", disable_numparse=True),
             "",
         ]
     )

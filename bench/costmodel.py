@@ -13,15 +13,16 @@ replayed generation gets; replay makes the same passes, `tests/workers/decoding/
 The machine's pace (`workers.decoding.roundtimer.pace_seconds`, one fixed decoding step) is timed by each table
 measurement and before every generation, as a run's validation records it (`storage.costs`).
 
-Per regime and width band: |predicted / measured - 1| of tokens/s against the first timed run (median, p90), the
+Per regime and width band: |predicted / measured - 1| of tokens/s against the first timed run (median), the
 median signed error (bias, > 0 predicted too fast), the error with each timing set at the table's pace (paced), the
-drift (median |pace ratio - 1|), the noise (|t2 / t1 - 1| / sqrt 2 between the two passes: what an exact predictor
-would show against one timing), and per regime the Spearman of the strategies' speedups over plain, predicted
-against measured. The load average before and after says how busy the machine was.
+noise (|t2 / t1 - 1| / sqrt 2 between the two passes: what an exact predictor would show against one timing), the
+table's own error and whether it is within the noise, and per regime the Spearman of the strategies' speedups over
+plain, predicted against measured. One table, the verifiers side by side in each cell. The load average before and
+after says how busy the machine was.
 
 Usage: python -m bench costmodel [--quick]   (both verifiers, SmolLM2-135M then Gemma 3 270M, 3 prompts x 100 new
 tokens, the paper's length; --quick: SmolLM2 alone, 2 prompts x 16 new tokens, not recorded)
-       python -m bench.costmodel [--smollm] [--gemma] [--quick]   (print one verifier's section)
+       python -m bench.costmodel [--smollm] [--gemma] [--quick]   (print the section of the verifiers named)
 """
 
 from __future__ import annotations
@@ -132,8 +133,8 @@ def speedups(df: pd.DataFrame, wall: str) -> pd.Series:
 
 
 def error_table(df: pd.DataFrame) -> pd.DataFrame:
-    """Per regime (band "all") and width band: pairs, median and p90 error, bias, noise; Spearman per regime."""
-    from analysis.model_error import median_interval
+    """Per regime (band "all") and width band: pairs, median error, bias, paced error, noise, the table's own error
+    and the verdict; Spearman per regime."""
     from workers.decoding.costmodel import error_summary, spearman, table_error, within_noise
 
     df = df.assign(
@@ -145,11 +146,9 @@ def error_table(df: pd.DataFrame) -> pd.DataFrame:
     for regime, g in df.groupby("regime", sort=False):
         rho = spearman(speedups(g, "wall_s").to_numpy(), speedups(g, "predicted_s").to_numpy())
         for band, b in [("all", g), *g.groupby("band", sort=False)]:
-            med, p90 = error_summary(b["bias"].abs())
-            row = {"regime": regime, "band": band, "pairs": len(b), "median error": med, "p90 error": p90}
-            lo, hi = median_interval(b["bias"].to_numpy())
-            row |= {"bias": float(np.median(b["bias"])), "bias 95% CI": f"[{lo:+.3f}, {hi:+.3f}]"}
-            row |= {"paced error": float(np.median(b["paced"])), "drift": float(np.median((b["pace"] - 1).abs()))}
+            med, _ = error_summary(b["bias"].abs())
+            row = {"regime": regime, "band": band, "pairs": len(b), "median error": med}
+            row |= {"bias": float(np.median(b["bias"])), "paced error": float(np.median(b["paced"]))}
             row |= {"noise": float(np.median(b["noise"]))}
             row["table's own error"] = table_error(med, row["noise"])
             row["within noise"] = "yes" if within_noise(med, row["bias"], row["noise"]) else "no"
@@ -158,27 +157,60 @@ def error_table(df: pd.DataFrame) -> pd.DataFrame:
 
 
 VERIFIERS = ("smollm2-135m", "gemma3-270m")
+SHOWN = ("pairs", "median error", "bias", "paced error", "noise", "table's own error", "within noise", "Spearman")
 
 
 def run(quick: bool = False, verifiers: tuple[str, ...] = VERIFIERS) -> str:
-    """The Markdown section: one table per verifier (--quick: SmolLM2 alone, 2 prompts x 16 new tokens)."""
-    parts = ["## Round-cost table: predicted against measured (`bench/costmodel.py`)", ""]
-    for name in verifiers[:1] if quick else verifiers:
-        parts += [verifier_section(name, quick), ""]
-    parts += [
-        "error = |predicted / measured - 1| of tokens/s against the first timed run; bias its median signed value "
-        "(> 0: predicted too fast) with a 95% bootstrap interval over generations; paced error: with each timing set "
-        "at the table's pace; drift: median |pace ratio - 1| of the timings (the machine's pace then over the "
-        "table's); noise |t2 / t1 - 1| / sqrt 2 between the two passes (an exact predictor's error against one "
-        "timing); the table's own error: sqrt(median error^2 - noise^2), what the noise does not explain; within "
-        "noise: the table's own error <= noise and |bias| <= 3%; Spearman of the speedups over plain, "
-        "predicted against measured."
-    ]
-    return "\n".join(parts)
+    """The Markdown section: one table, the verifiers side by side (--quick: SmolLM2 alone, 2 prompts x 16 new
+    tokens)."""
+    measured = [verifier_section(name, quick) for name in (verifiers[:1] if quick else verifiers)]
+    return render(measured)
 
 
-def verifier_section(name: str, quick: bool) -> str:
-    """One verifier's table measured, its grid timed twice and predicted, the error table."""
+def render(measured: list[tuple[str, str, pd.DataFrame]]) -> str:
+    """The section from each verifier's (name, setup paragraph, error table)."""
+    legend = (
+        f"Each cell: {' / '.join(name for name, *_ in measured)}. error = |predicted / measured - 1| of tokens/s "
+        "against the first timed run; bias its median signed value (> 0: predicted too fast); paced error: with each "
+        "timing set at the table's pace; noise |t2 / t1 - 1| / sqrt 2 between the two passes (an exact predictor's "
+        "error against one timing); the table's own error: sqrt(median error^2 - noise^2), what the noise does not "
+        "explain; within noise: the table's own error <= noise and |bias| <= 3%; Spearman (per regime) of the "
+        "speedups over plain, predicted against measured."
+    )
+    setups = " ".join(f"{name}: {setup}" for name, setup, _ in measured)
+    return "\n".join(
+        [
+            "## Round-cost table: predicted against measured (`bench/costmodel.py`)",
+            "",
+            f"{setups} {legend}",
+            "",
+            side_by_side([table for *_, table in measured]),
+        ]
+    )
+
+
+def side_by_side(tables: list[pd.DataFrame]) -> str:
+    """One Markdown row per regime and band of the first table, each SHOWN column's values over the tables joined
+    "a / b" ("-" where a table lacks the row or the value; empty where every value is NaN, as the bands' Spearman)."""
+    from tabulate import tabulate
+
+    def cell(v) -> str:
+        if isinstance(v, str):
+            return v
+        if isinstance(v, (int, np.integer)):
+            return str(v)
+        return "" if v != v else f"{v:.3f}"
+
+    keyed = [t.set_index(["regime", "band"]) for t in tables]
+    rows = []
+    for key in tables[0][["regime", "band"]].itertuples(index=False, name=None):
+        values = [[cell(t.loc[key, col]) if key in t.index else "-" for t in keyed] for col in SHOWN]
+        rows.append([*key, *(" / ".join(x or "-" for x in v) if any(v) else "" for v in values)])
+    return tabulate(rows, headers=["regime", "band", *SHOWN], tablefmt="github", disable_numparse=True)
+
+
+def verifier_section(name: str, quick: bool) -> tuple[str, str, pd.DataFrame]:
+    """One verifier's table measured, its grid timed twice and predicted: (name, setup paragraph, error table)."""
     import torch
 
     from workers.models.tokenizer import load_tokenizer
@@ -195,20 +227,15 @@ def verifier_section(name: str, quick: bool) -> str:
     gens, table, rounds, measure_s, timed_s = generations(verifier, prompt_ids, n_new, hi, lo)
     load = f"load average {load:.1f} before, {os.getloadavg()[0]:.1f} after"
     noise = ", ".join(f"{r} {v:.1%}" for r, v in table.noise.items())
-    return "\n".join(
-        [
-            f"### {name}",
-            "",
-            f"fp32, CPU, {torch.get_num_threads()} torch threads. The table: {rounds} timed rounds (every regime, "
-            f"widths 0-8 and a tree of {TREE}, contexts {lo}-{hi} tokens, 2 + 2 repeats) in {measure_s:.0f} s; its "
-            f"repeats' own spread {noise}. The grid: {len(gens)} generations ({n_prompts} prompts x {n_new} new "
-            f"tokens; plain, ngram and prompt lookup at k = {', '.join(map(str, KS))}, lookup as a tree of {TREE}), "
-            f"each timed in two passes over the grid, {timed_s:.0f} s; the table's repeats measured before each pass; "
-            f"{load}.",
-            "",
-            error_table(gens).to_markdown(index=False, floatfmt=".3f"),
-        ]
+    setup = (
+        f"fp32, CPU, {torch.get_num_threads()} torch threads. The table: {rounds} timed rounds (every regime, "
+        f"widths 0-8 and a tree of {TREE}, contexts {lo}-{hi} tokens, 2 + 2 repeats) in {measure_s:.0f} s; its "
+        f"repeats' own spread {noise}. The grid: {len(gens)} generations ({n_prompts} prompts x {n_new} new "
+        f"tokens; plain, ngram and prompt lookup at k = {', '.join(map(str, KS))}, lookup as a tree of {TREE}), "
+        f"each timed in two passes over the grid, {timed_s:.0f} s; the table's repeats measured before each pass; "
+        f"{load}."
     )
+    return name, setup, error_table(gens)
 
 
 if __name__ == "__main__":

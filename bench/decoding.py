@@ -10,15 +10,16 @@ speedup over plain (plain measured first, same prompts), draft + bookkeeping tim
 (goal <= 2%), and the measured speedup against the ideal one implied by the passes the run made (MAL) and the
 verifier's measured cost of a 1-position vs a k-position pass (goal >= 90%). Warm-up runs are excluded.
 Regimes: `uncached`, `cached` (the paper's, first-token fast path) and `cached-standard` (transformers' and
-vLLM's: pending token + k drafts per pass). A second table repeats every draft at T = 0.8 (speculative
-sampling, seeded per prompt), with plain at T = 0.8 as its baseline, next to the greedy figures.
+vLLM's: pending token + k drafts per pass); the tables give one row per draft and k, each cell the three regimes'
+figures. A second table repeats every draft at T = 0.8 (speculative sampling, seeded per prompt), with plain at
+T = 0.8 as its baseline, next to the greedy figures.
 """
 
 from __future__ import annotations
 
 import statistics
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -33,7 +34,7 @@ from workers.verifier import Verifier
 
 HEAD_SCALE = 16.0  # x the random head: T = 0.8 sampling about as peaked as a trained LM's; argmax unchanged
 TEMPERATURE = 0.8
-SAMPLED_COLUMNS = (("accept", ""), ("first", ""), ("speedup", "x"), ("cpu", "x"), ("ideal", "x"))
+SAMPLED_COLUMNS = (("accept", ""), ("first", ""), ("speedup", "x"), ("ideal", "x"))
 
 PROMPTS = (
     "To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer the slings",
@@ -122,22 +123,7 @@ def ideal_seconds(res: GenerationResult, regime: str, costs: dict) -> float:
     return sum(costs[size] for size in pass_sizes(res, regime))
 
 
-@dataclass(frozen=True)
-class Timed:
-    """One generation and the CPU seconds this process spent on it (steadier than wall time on shared cores)."""
-
-    res: GenerationResult
-    cpu_s: float
-
-
-def timed_generate(verifier, draft, prompt_ids, options: DecodeOptions) -> Timed:
-    """One generation with its process CPU time."""
-    t0 = time.process_time()
-    res = generate(verifier, draft, prompt_ids, options)
-    return Timed(res, time.process_time() - t0)
-
-
-def run_config(verifier, draft, prompts, n_new, k, regime, repeats, temperature=0.0) -> list[Timed]:
+def run_config(verifier, draft, prompts, n_new, k, regime, repeats, temperature=0.0) -> list[GenerationResult]:
     """Warm up, then per prompt the fastest of `repeats` timed generations (the least disturbed on shared cores).
 
     Sampled runs are seeded by the prompt's index, so every repeat does the same work.
@@ -145,38 +131,26 @@ def run_config(verifier, draft, prompts, n_new, k, regime, repeats, temperature=
     options = DecodeOptions(regime, k, n_new, warp=Warp(temperature))
     warmup(verifier, draft, prompts[0], replace(options, seed=0))
     runs = [
-        [timed_generate(verifier, draft, p, replace(options, seed=i)) for i, p in enumerate(prompts)]
-        for _ in range(repeats)
+        [generate(verifier, draft, p, replace(options, seed=i)) for i, p in enumerate(prompts)] for _ in range(repeats)
     ]
-    return [min(per_prompt, key=lambda t: t.res.wall_s) for per_prompt in zip(*runs)]
+    return [min(per_prompt, key=lambda r: r.wall_s) for per_prompt in zip(*runs)]
 
 
-def summary(timed: list[Timed], plain: list[Timed], regime: str, costs: dict) -> dict:
-    """Acceptance, first-token acceptance and speedups over plain (wall, CPU time, ideal) of one configuration."""
-    results = [t.res for t in timed]
+def summary(results: list[GenerationResult], plain: list[GenerationResult], regime: str, costs: dict) -> dict:
+    """Acceptance, first-token acceptance and speedups over plain (wall time, ideal) of one configuration."""
     accepted, drafted = sum(r.accepted for r in results), sum(r.drafted for r in results)
     first = acceptance_rate(sum(r.first_accepted for r in results), sum(r.first_checked for r in results))
-    speedup = sum(t.res.wall_s for t in plain) / sum(r.wall_s for r in results)
-    cpu_speedup = sum(t.cpu_s for t in plain) / sum(t.cpu_s for t in timed)
-    ideal = sum(ideal_seconds(t.res, regime, costs) for t in plain) / sum(
-        ideal_seconds(r, regime, costs) for r in results
-    )
-    return {
-        "accept": acceptance_rate(accepted, drafted),
-        "first": first,
-        "speedup": speedup,
-        "cpu": cpu_speedup,
-        "ideal": ideal,
-    }
+    speedup = sum(r.wall_s for r in plain) / sum(r.wall_s for r in results)
+    ideal = sum(ideal_seconds(r, regime, costs) for r in plain) / sum(ideal_seconds(r, regime, costs) for r in results)
+    return {"accept": acceptance_rate(accepted, drafted), "first": first, "speedup": speedup, "ideal": ideal}
 
 
-def row(name, k, regime, timed: list[Timed], plain: list[Timed], costs) -> list:
+def row(name, k, regime, results: list[GenerationResult], plain: list[GenerationResult], costs) -> list:
     """One table row: acceptance, MAL, speedups measured and ideal, overhead share."""
-    results = [t.res for t in timed]
     wall = sum(r.wall_s for r in results)
     accepted, drafted = sum(r.accepted for r in results), sum(r.drafted for r in results)
     steps, n_tok = sum(r.steps for r in results), sum(r.n_tokens for r in results)
-    s = summary(timed, plain, regime, costs)
+    s = summary(results, plain, regime, costs)
     ideal = s["ideal"]
     overhead = statistics.fmean((r.wall_s - r.verify_s) / r.wall_s for r in results)
     draft_share = statistics.fmean(r.draft_s / r.wall_s for r in results)
@@ -184,17 +158,30 @@ def row(name, k, regime, timed: list[Timed], plain: list[Timed], costs) -> list:
         name,
         k,
         regime,
-        f"{acceptance_rate(accepted, drafted):.2f}",
+        _rate(acceptance_rate(accepted, drafted)),
         f"{mal(accepted, steps):.2f}",
         f"{mean_accepted_tokens(n_tok, steps):.2f}",
         f"{wall / n_tok * 1e3:.2f}",
         f"{s['speedup']:.2f}x",
-        f"{s['cpu']:.2f}x",
         f"{ideal:.2f}x",
         f"{s['speedup'] / ideal:.0%}",
         f"{overhead:.1%}",
         f"{draft_share:.1%}",
     ]
+
+
+def _rate(x: float) -> str:
+    """A rate to 2 decimals; "-" where nothing was drafted (plain)."""
+    return "-" if x != x else f"{x:.2f}"
+
+
+def by_regime(rows: list[list]) -> list[list]:
+    """One row per (draft, k) from rows [draft, k, regime, *figures] in REGIMES order: each figure's values over
+    the regimes, joined "uncached / cached / cached-standard"."""
+    by: dict[tuple, list] = {}
+    for name, k, _, *figures in rows:
+        by.setdefault((name, k), []).append(figures)
+    return [[name, k, *(" / ".join(v) for v in zip(*cells))] for (name, k), cells in by.items()]
 
 
 def run(quick: bool = False) -> str:
@@ -225,7 +212,7 @@ def _run(quick: bool) -> str:
     rows, sampled_rows, mismatches = [], [], 0
     for regime in REGIMES:
         plain, runs = measure_regime(verifier, drafts, prompts, n_new, sorted(set(ks) | {k_sampled}), regime, repeats)
-        mismatches += sum(list(t.res.tokens) != ref for results in runs.values() for t, ref in zip(results, refs))
+        mismatches += sum(list(r.tokens) != ref for results in runs.values() for r, ref in zip(results, refs))
         rows.append(row("plain", 0, regime, plain, plain, costs))
         rows += [row(name, k, regime, runs[(name, k)], plain, costs) for name in drafts for k in ks]
         greedy = {key: summary(results, plain, regime, costs) for key, results in runs.items()}
@@ -243,42 +230,44 @@ def measure_regime(verifier, drafts, prompts, n_new, ks, regime, repeats, temper
         for k in ks
     }
     after = run_config(verifier, plain_draft, prompts, n_new, 1, regime, repeats, temperature)
-    return [min(a, b, key=lambda t: t.res.wall_s) for a, b in zip(before, after)], runs
+    return [min(a, b, key=lambda r: r.wall_s) for a, b in zip(before, after)], runs
 
 
 # wide: one benchmark section's inputs, passed as the caller already holds them
 def sampled_section(verifier, drafts, prompts, n_new, k, regime, repeats, greedy: dict, costs: dict) -> list[list]:
-    """Rows of every draft at T = TEMPERATURE next to its greedy figures; plain at the same T is the baseline."""
+    """Rows of every draft at T = TEMPERATURE after its greedy first-token acceptance (its other greedy figures are
+    the greedy table's); plain at the same T is the baseline."""
     plain, runs = measure_regime(verifier, drafts, prompts, n_new, [k], regime, repeats, TEMPERATURE)
     rows = []
     for name in drafts:
         s, g = summary(runs[(name, k)], plain, regime, costs), greedy[(name, k)]
-        rows.append([name, k, regime] + [f"{x[key]:.2f}{unit}" for x in (g, s) for key, unit in SAMPLED_COLUMNS])
+        rows.append([name, k, regime, _rate(g["first"])] + [_fmt(s[key], unit) for key, unit in SAMPLED_COLUMNS])
     return rows
 
 
+def _fmt(x: float, unit: str) -> str:
+    """A sampled-table figure: a rate (unit "") or a speedup (unit "x") to 2 decimals."""
+    return f"{x:.2f}{unit}" if unit else _rate(x)
+
+
 def render(rows, sampled_rows, costs, ks, n_new, n_prompts, mismatches, repeats) -> str:
-    """The Markdown section: setup, the pass-cost table, the greedy results and the sampled ones."""
+    """The Markdown section: setup, the pass-cost table, the greedy results and the sampled ones, one row per draft
+    and k with the three regimes' figures in each cell."""
     from tabulate import tabulate
 
-    head = [
-        "draft",
-        "k",
-        "regime",
-        "accept",
-        "MAL",
-        "tok/step",
-        "ms/token",
-        "speedup",
-        "speedup (CPU s)",
-        "ideal",
-        "measured/ideal",
-        "draft+bookkeeping",
-        "draft",
-    ]
-    sampled_head = ["draft", "k", "regime"] + [f"{key} T={t}" for t in (0, TEMPERATURE) for key, _ in SAMPLED_COLUMNS]
+    head = ["draft", "k", "accept", "MAL", "tok/step", "ms/token", "speedup", "ideal", "measured/ideal"]
+    head += ["draft+bookkeeping", "draft"]
+    sampled_head = ["draft", "k", "first T=0"] + [f"{key} T={TEMPERATURE}" for key, _ in SAMPLED_COLUMNS]
     n_max = max(n for _, n in costs)
-    cost_rows = [[n, f"{costs[(False, n)] * 1e3:.2f}", f"{costs[(True, n)] * 1e3:.2f}"] for n in range(1, n_max + 1)]
+    positions = range(1, n_max + 1)
+    cost_rows = [
+        [label, *(f"{costs[(cached, n)] * 1e3:.2f}" for n in positions)]
+        for label, cached in (("uncached (full forward)", False), ("cached (extend)", True))
+    ]
+
+    def table(cells, headers):
+        return tabulate(cells, headers=headers, tablefmt="github", disable_numparse=True)
+
     return "\n".join(
         [
             "## Speculative decoding engine (`bench/decoding.py`)",
@@ -287,28 +276,25 @@ def render(rows, sampled_rows, costs, ks, n_new, n_prompts, mismatches, repeats)
             f"x{HEAD_SCALE:g}, which leaves greedy outputs unchanged), {n_prompts} prompts x {n_new} new tokens per "
             f"configuration, fastest of {repeats} runs per prompt, warm-up excluded; plain measured before and after the "
             "drafts of each regime, the faster kept. "
-            f"Outputs differing from transformers' greedy `generate`: {mismatches}.",
+            f"Outputs differing from transformers' greedy `generate`: {mismatches}. "
+            "Each cell gives uncached / cached / cached-standard. "
             "`ideal` = plain's verifier-only time over this run's verifier-only time, from the measured pass costs "
             "below and the size of every pass the run made (rejections: 1 position; verified drafts: their count, "
             "+1 uncached and cached-standard; cached-standard's first pass costed as the prompt's prefill). "
-            "Goals: draft+bookkeeping <= 2% of wall time, measured/ideal >= 90%. `speedup (CPU s)`: the same ratio "
-            "from this process's CPU seconds, steadier than wall time on shared cores.",
+            "Goals: draft+bookkeeping <= 2% of wall time, measured/ideal >= 90%.",
             "",
-            "Verifier pass cost at the mean context length (ms):",
+            table(cost_rows, ["verifier pass (ms) at the mean context, by positions fed", *map(str, positions)]),
             "",
-            tabulate(cost_rows, headers=["positions", "uncached (full forward)", "cached (extend)"], tablefmt="github"),
+            table(by_regime(rows), head),
             "",
-            tabulate(rows, headers=head, tablefmt="github"),
+            f"Speculative sampling at T = {TEMPERATURE} (no top-k, no top-p), k = {sampled_rows[0][1]}: same verifier, "
+            "prompts and drafts, each generation seeded by its prompt's index; speedups over plain decoding at "
+            f"T = {TEMPERATURE} in the same regime (its sampling cost included); `first`: first-token acceptance, "
+            "rounds whose first draft token was accepted / rounds that drafted (`first T=0`: greedy; the other "
+            f"greedy figures are the k = {sampled_rows[0][1]} rows above); `ideal`: from the passes made. The olifant "
+            "trees were fitted on the greedy outputs, so sampling, which leaves the greedy path, takes fewer of their "
+            "drafts.",
             "",
-            f"### Speculative sampling at T = {TEMPERATURE} (no top-k, no top-p)",
-            "",
-            "Same verifier, prompts and drafts; each generation seeded by its prompt's index. "
-            f"Speedups at T = {TEMPERATURE} are over plain decoding at T = {TEMPERATURE} in the same regime (its sampling "
-            "cost included); `first`: first-token acceptance, rounds whose first draft token was accepted / rounds that "
-            "drafted; `speedup`: wall time, `cpu`: CPU seconds, `ideal`: from the passes made, as above. "
-            "The olifant trees were fitted on the "
-            "greedy outputs, so sampling, which leaves the greedy path, takes fewer of their drafts.",
-            "",
-            tabulate(sampled_rows, headers=sampled_head, tablefmt="github"),
+            table(by_regime(sampled_rows), sampled_head),
         ]
     )

@@ -85,10 +85,10 @@ def timed_runs(verifier, draft, prompts, n_new, k, regime: dict, repeats: int) -
 
 
 def index_label(name: str, draft, built: dict) -> str:
-    """What the draft keeps besides the generation's own context: its file (olifant, rest), its weights (neural),
-    or nothing."""
+    """What the draft keeps besides the generation's own context: its file (olifant, rest: its size and build time,
+    tokenising included), its weights (neural), or nothing."""
     if name in built:
-        return f"{built[name][0] / 2**20:.1f} MiB"
+        return f"{built[name][0] / 2**20:.1f} MiB, built in {built[name][1]:.1f} s"
     if getattr(draft, "model", None) is not None:  # a model-backed draft keeps its weights
         return f"{sum(p.numel() * p.element_size() for p in draft.model.parameters()) / 2**20:.1f} MiB (weights)"
     return "0 (context only)" if name != "plain" else "-"
@@ -231,23 +231,27 @@ def _run_drafts(quick: bool, work: Path) -> str:
 
 
 def render_lookup(rows, n_prompts, n_new, repeats, mismatches) -> str:
-    """The Markdown section of the lookup comparison."""
+    """The Markdown section of the lookup comparison: one row per k, transformers' time, then greenspec's time and
+    the ratio in each cached regime."""
     from tabulate import tabulate
 
+    by_k: dict[int, list] = {}
+    for k, _, ours, theirs, ratio in rows:
+        by_k.setdefault(k, [k, theirs]).extend([ours, ratio])
+    head = ["k", "transformers ms"]
+    head += [f"{what} {regime}" for regime in dict.fromkeys(r[1] for r in rows) for what in ("greenspec ms", "ratio")]
     return "\n".join(
         [
-            "## `lookup` vs transformers' prompt lookup (`bench/drafts.py`)",
+            "## Drafts: prompt lookup, cost alone, all drafts on the demo models (`bench/drafts.py`)",
             "",
-            "greenspec's `lookup` draft in each cached regime against transformers' own "
+            "**`lookup` vs transformers' prompt lookup.** greenspec's `lookup` draft in each cached regime against transformers' own "
             "`generate(prompt_lookup_num_tokens=k)`, side by side in one run: the random-weights Mistral of "
             f"`bench/decoding.py` (~20M parameters, fp32, CPU, 1 thread; it loops, which prompt lookup copies), {n_prompts} "
             f"prompts x {n_new} new tokens, fastest of {repeats} runs per prompt, warm-up excluded. Outputs differing "
             f"from greedy `generate`: {mismatches}. ms per generation; `ratio` = transformers' time / greenspec's "
             "(above 1: greenspec faster).",
             "",
-            tabulate(
-                rows, headers=["k", "greenspec regime", "greenspec ms", "transformers ms", "ratio"], tablefmt="github"
-            ),
+            tabulate(list(by_k.values()), headers=head, tablefmt="github", disable_numparse=True),
         ]
     )
 
@@ -281,20 +285,16 @@ def render_drafts(rows, built, n_prompts, n_new, repeats, mismatches) -> str:
     """The Markdown section of the all-drafts table."""
     from tabulate import tabulate
 
-    builds = [[name, f"{b / 2**20:.1f}", f"{s:.1f}", t] for name, (b, s, t) in built.items()]
     ks = " / ".join(str(k) for k in sorted({r[3] for r in rows if r[0] != "plain"}))
     return "\n".join(
         [
-            "## All drafts on the demo models (`bench/drafts.py`)",
-            "",
-            f"Demo verifier and neural draft (`greenspec demo`'s models, fp32, CPU, 1 thread); {n_prompts} prompts per "
+            f"**All drafts on the demo models.** Demo verifier and neural draft (`greenspec demo`'s models, fp32, CPU, 1 thread); {n_prompts} prompts per "
             f"domain x {n_new} new tokens, fastest of {repeats} runs per prompt, warm-up excluded; corpus drafts on their "
             f"own domain only. Outputs differing from transformers' greedy `generate`: {mismatches}. Each cell gives "
             f"k = {ks}. `accept` and `MAL`: the uncached regime's (the standard scheme's are the same); speedup: over "
             "plain in the same regime and domain; `draft ms/token`: draft seconds per new token (median over regimes "
-            "and k). `index`: what the draft keeps besides the generation's own context.",
-            "",
-            tabulate(builds, headers=["artifact", "MiB", "build s", "corpus tokens"], tablefmt="github"),
+            "and k). `index`: what the draft keeps besides the generation's own context (a corpus index's build time "
+            "from the demo train file, tokenising included).",
             "",
             tabulate(
                 compact_rows(rows),
@@ -314,7 +314,7 @@ def render_drafts(rows, built, n_prompts, n_new, repeats, mismatches) -> str:
 
 
 def run_latency(quick: bool = False) -> str:
-    """Draft cost alone (no verifier): ms per propose(k=8) over real prompts+text, and each index's size and build."""
+    """Draft cost alone (no verifier): ms per propose(k=8) over real prompts+text."""
     from orchestrator.run.demo_corpora import write_demo_corpora
     from workers.corpora import TextSource, iter_documents
     from workers.models.tokenizer import load_tokenizer
@@ -325,40 +325,36 @@ def run_latency(quick: bool = False) -> str:
         work = Path(tmp)
         corpora = write_demo_corpora(work / "data")
         tok = load_tokenizer("mistral")
-        built, drafts = (
-            {},
-            {"ngram": make_draft("ngram", n=4), "lookup": make_draft("lookup"), "suffix": make_draft("suffix")},
-        )
+        drafts = {"ngram": make_draft("ngram", n=4), "lookup": make_draft("lookup"), "suffix": make_draft("suffix")}
         for d in DOMAINS:
             source = TextSource(name=d, path=str(corpora[d].train_path))
             ds = build_datastore(source, "mistral", work / "artifacts")
-            built[f"rest-{d}"] = (ds.bytes, ds.build_s, ds.meta["tokens"])
             drafts[f"rest-{d}"] = make_draft("rest", datastore=ds.path)
         ib = train_instance_base(
             IBaseRequest(TextSource(name="pydoc", path=str(corpora["pydoc"].train_path)), "mistral", work / "artifacts")
         )
-        built["olifant-pydoc"] = (ib.bytes, ib.train_s, ib.tokens)
         drafts["olifant-pydoc"] = make_draft("olifant", ibase=ib.path)
         docs = [
             tok(doc).input_ids
             for d in DOMAINS
             for doc, _ in zip(iter_documents(TextSource(name=d, path=str(corpora[d].test_path))), range(3))
         ]
-        rows = [[name, *propose_ms(draft, docs, 8, 20 if quick else 60)] for name, draft in drafts.items()]
+        times = {name: propose_ms(draft, docs, 8, 20 if quick else 60) for name, draft in drafts.items()}
+    return render_latency(times)
+
+
+def render_latency(times: dict[str, list[str]]) -> str:
+    """The Markdown section of the draft cost alone: a row of medians and one of p90s, a column per draft."""
     from tabulate import tabulate
 
-    builds = [[name, f"{b / 2**20:.1f}", f"{s:.1f}", t] for name, (b, s, t) in built.items()]
+    rows = [[stat, *(t[i] for t in times.values())] for i, stat in enumerate(("median", "p90"))]
     return "\n".join(
         [
-            "## Draft cost alone (`bench/drafts.py`)",
+            "**Draft cost alone.** Each draft's `propose(context, k=8)` timed alone over growing contexts of real demo test documents "
+            "(Mistral tokenizer; 3 documents per domain), as a generation calls it; ms per call (median, p90). The "
+            "corpus indexes (rest, olifant) are built from the demo train files (their sizes: `index` below).",
             "",
-            "Each draft's `propose(context, k=8)` timed alone over growing contexts of real demo test documents "
-            "(Mistral tokenizer; 3 documents per domain), as a generation calls it; ms per call (median, p90), and "
-            "each corpus index's size and build time (tokenising included) from the demo train files.",
-            "",
-            tabulate(builds, headers=["index", "MiB", "build s", "corpus tokens"], tablefmt="github"),
-            "",
-            tabulate(rows, headers=["draft", "median ms/call", "p90 ms/call"], tablefmt="github"),
+            tabulate(rows, headers=["ms per call", *times], tablefmt="github", disable_numparse=True),
         ]
     )
 

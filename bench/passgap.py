@@ -71,19 +71,23 @@ def measure(rounds: int) -> dict[str, float]:
 
 def run(quick: bool = False) -> str:
     """The Markdown section for BENCHMARKS.md."""
-    medians = measure(QUICK_ROUNDS if quick else ROUNDS)
+    rounds = QUICK_ROUNDS if quick else ROUNDS
+    return render(measure(rounds), rounds)
+
+
+def render(medians: dict[str, float], rounds: int) -> str:
+    """The section: a column per condition, a row of medians (ms) and one against back to back."""
     base = medians["back to back"]
-    rows = [f"| {name} | {s * 1000:.2f} | {s / base - 1:+.1%} |" for name, s in medians.items()]
     return "\n".join(
         [
             "## A verifier pass after other work (`bench/passgap.py`)",
             "",
             "One cached decoding step of SmolLM2-135M (fp32, CPU, 1 torch thread, 64 tokens cached), timed back to back"
-            f" and right after a gap of other work, every condition in turn, {ROUNDS if not quick else QUICK_ROUNDS}"
-            " rounds; the median.",
+            f" and right after a gap of other work, every condition in turn, {rounds} rounds; the median.",
             "",
-            "| step | ms | against back to back |",
-            "|---|---:|---:|",
-            *rows,
+            "| step | " + " | ".join(medians) + " |",
+            "|---|" + "---:|" * len(medians),
+            "| ms | " + " | ".join(f"{s * 1000:.2f}" for s in medians.values()) + " |",
+            "| against back to back | " + " | ".join(f"{s / base - 1:+.1%}" for s in medians.values()) + " |",
         ]
     )

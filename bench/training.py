@@ -313,51 +313,57 @@ def _tokenise_rows(root: Path) -> list[tuple[str, dict]]:
 
 
 def _markdown(rows, tok_rows) -> str:
-    """The section: one table of training runs, one of tokenisation throughput."""
+    """The section: one table of training runs, a row per configuration and each cell its figures at every size
+    ("10^6 / 10^7"), then a line of tokenisation throughput."""
+    sizes = list(dict.fromkeys(n for n, _, _ in rows))
+    first: dict[int, str] = {}
+    cells: dict[str, dict[int, list[str]]] = {}
+    for n, label, r in rows:
+        if "error" in r:
+            figures = [r["error"]] + ["-"] * 7
+        else:
+            first.setdefault(n, r["sha256"])
+            figures = [
+                f"{r['wall_s']:.1f}",
+                f"{n / r['wall_s']:,.0f}",
+                f"{r['cpu_s']:.1f}",
+                f"{r['peak_rss_bytes'] / 1e9:.2f}",
+                f"{r['partitions']} ({r.get('hot_values', 0)})",
+                f"{r['bytes'] / 1e6:.1f}",
+                "yes" if r["sha256"] == first[n] else "NO",
+                f"{r.get('load_start', 0):.0f}-{r.get('load_end', 0):.0f}",
+            ]
+        cells.setdefault(label, {})[n] = figures
     lines = [
         "## Training instance bases: in memory and out of core (`bench/training.py`)",
         "",
         (
             "Synthetic token files (a word bigram chain fitted to the demo corpora, written as Mistral token ids: "
-            "tokenisation skipped), window 4, gain ratio. Each row is a fresh process; peak = sampled RSS of its "
+            "tokenisation skipped), window 4, gain ratio. Each run is a fresh process; peak = sampled RSS of its "
             "whole process tree (busy Ray workers included, Ray's daemons aside). `same file`: sha256 equal to "
-            "the first row of its size. `hot`: partitions of one value split by the second position."
+            "the first row's at its size. `hot`: partitions of one value split by the second position. Each cell "
+            f"gives {' / '.join(f'{n:,}' for n in sizes)} tokens."
         ),
         "",
-        (
-            "| tokens | path | wall (s) | tokens/s | CPU (s) | peak RSS (GB) | partitions (hot) | file (MB) | "
-            "same file | load avg |"
-        ),
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| path | wall (s) | tokens/s | CPU (s) | peak RSS (GB) | partitions (hot) | file (MB) | same file | load avg |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
-    first: dict[int, str] = {}
-    for n, label, r in rows:
-        if "error" in r:
-            lines.append(f"| {n:,} | {label} | {r['error']} | | | | | | | |")
-            continue
-        first.setdefault(n, r["sha256"])
-        lines.append(
-            f"| {n:,} | {label} | {r['wall_s']:.1f} | {n / r['wall_s']:,.0f} | {r['cpu_s']:.1f} | "
-            f"{r['peak_rss_bytes'] / 1e9:.2f} | {r['partitions']} ({r.get('hot_values', 0)}) | "
-            f"{r['bytes'] / 1e6:.1f} | {'yes' if r['sha256'] == first[n] else 'NO'} | "
-            f"{r.get('load_start', 0):.0f}-{r.get('load_end', 0):.0f} |"
-        )
-    lines += [
-        "",
-        "Tokenisation (real text: the demo corpora, Mistral tokenizer), separately:",
-        "",
-        "| tokenisation | tokens | wall (s) | tokens/s | same token file | load avg |",
-        "|---|---|---|---|---|---|",
-    ]
+    for label, by_n in cells.items():
+        per_size = [by_n.get(n, ["-"] * 8) for n in sizes]
+        lines.append(f"| {label} | " + " | ".join(" / ".join(v) for v in zip(*per_size)) + " |")
     ref = next((r.get("sha256") for _, r in tok_rows if "sha256" in r), None)
-    for label, r in tok_rows:
-        if "error" in r:
-            lines.append(f"| {label} | {r['error']} | | | | |")
-        else:
-            lines.append(
-                f"| {label} | {r['tokens']:,} | {r['wall_s']:.1f} | {r['tokens_per_s']:,.0f} | "
-                f"{'yes' if r['sha256'] == ref else 'NO'} | {r.get('load', 0):.0f} |"
-            )
+    runs = [
+        f"{label}: {r['error']}"
+        if "error" in r
+        else f"{label} {r['tokens']:,} tokens in {r['wall_s']:.1f} s ({r['tokens_per_s']:,.0f} tokens/s, same token "
+        f"file: {'yes' if r['sha256'] == ref else 'NO'}, load avg {r.get('load', 0):.0f})"
+        for label, r in tok_rows
+    ]
+    if runs:
+        lines += [
+            "",
+            f"Tokenisation of real text (the demo corpora, Mistral tokenizer), separately: {'; '.join(runs)}.",
+        ]
     return "\n".join(lines) + "\n"
 
 

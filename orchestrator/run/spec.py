@@ -238,6 +238,19 @@ def parse_spec(text: str, path: str = "<spec>") -> Spec:
         raise SpecError(_one_line(path, err)) from err
 
 
+def parse_stored(spec: Spec | str | None) -> tuple[Spec | None, str]:
+    """An experiment's stored spec (a Spec, or its TOML text) parsed, and ""; or None and why there is none (no
+    spec, or one that does not parse: the findings say so)."""
+    if spec is None or spec == "":
+        return None, "the experiment stored no spec"
+    if not isinstance(spec, str):
+        return spec, ""
+    try:
+        return parse_spec(spec), ""
+    except SpecError as err:
+        return None, f"its stored spec does not parse ({str(err).splitlines()[0][:160]})"
+
+
 def spec_hash(text: str) -> str:
     """sha256 of the spec text, stored with the experiment."""
     return hashlib.sha256(text.encode()).hexdigest()

@@ -18,9 +18,12 @@ from __future__ import annotations
 import logging
 import time
 
+from analysis.findings import FINDINGS, store_findings
 from analysis.summary import store_summaries
 from orchestrator.run.options import Sessions
+from orchestrator.run.spec import parse_stored
 from storage.db import Session
+from storage.models import Experiment
 from storage.queries import reference_cells_frame
 from storage.summary import Versions
 from workers.errors import GreenspecError
@@ -29,14 +32,21 @@ logger = logging.getLogger(__name__)
 
 
 def keep_summaries(sessions: Sessions, exp_id: int) -> list[str]:
-    """Store the experiment's summaries, and the other frames its pages read whole, that are not stored at its
-    current data version (module doc); their names."""
+    """Store the experiment's summaries, the other frames its pages read whole, and its findings, those not stored
+    at their current version (module doc); their names."""
     t0 = time.perf_counter()
     with sessions() as s:
         written = store_summaries(s, exp_id, versions(s, exp_id))  # each frame committed as it is stored
+        if store_findings(s, exp_id, *parse_stored(stored_toml(s, exp_id))):  # from the summary just stored
+            written.append(FINDINGS)
     if written:
         logger.info("experiment %s: stored %s in %.1f s", exp_id, ", ".join(written), time.perf_counter() - t0)
     return written
+
+
+def stored_toml(session: Session, exp_id: int) -> str:
+    """The experiment's stored spec text ("" where none was stored)."""
+    return session.get(Experiment, exp_id).spec_toml or ""
 
 
 def _reference_key(spec, prompt: str) -> str:
@@ -58,7 +68,6 @@ def stored_spec(session: Session, exp_id: int):
 
     from orchestrator.run.spec import parse_spec
     from orchestrator.run.spec_paths import resolve_paths
-    from storage.models import Experiment
 
     exp = session.get(Experiment, exp_id)
     try:

@@ -13,8 +13,10 @@ import pytest
 from sqlalchemy import insert, select
 
 import analysis.summary as summary_module
+from analysis.findings import FINDINGS, findings_version
 from analysis.stored import FRAMES, frame, summary_name, summary_version
 from analysis.summary import computed_summary, store_summaries, stored_summary
+from greenspec.findings import findings_markdown, read_findings
 from greenspec.frames import export_frame, render, shown_columns
 from orchestrator.run.summaries import keep_summaries, versions
 from storage.db import open_db
@@ -24,7 +26,7 @@ from tests.analysis.test_summary_versions import V1, V2, _add
 from tests.greenspec.test_frames import NGRAM_S, PLAIN_S, PROMPTS, SPEC
 
 NAMES = {"summary", "summary-pooled", "summary-versions", "summary-pooled-versions"}
-EVERY = NAMES | set(FRAMES)  # the summaries and the frames pages read whole
+EVERY = NAMES | set(FRAMES) | {FINDINGS}  # the summaries, the frames pages read whole, the findings
 
 
 def _build(url: str, runs: list[tuple[str, int, dict]]) -> str:
@@ -96,6 +98,8 @@ def _cost_model(exp_id: int) -> CostModel:
 def test_every_export_from_the_stored_summary_is_byte_for_byte_the_computed_one(tmp_path, monkeypatch):
     _, Session = open_db(_build(f"sqlite:///{tmp_path / 'v.db'}", [V1_RUN, V2_RUN]))
     computed, dashboard = _exports(Session), _dashboard(Session)
+    with Session() as s:
+        findings = read_findings(s, "v")
     assert keep_summaries(Session, 1) and keep_summaries(Session, 1) == []  # stored once; a second end: nothing new
     with Session() as s:
         assert set(stored_versions(s, 1)) == EVERY
@@ -103,8 +107,13 @@ def test_every_export_from_the_stored_summary_is_byte_for_byte_the_computed_one(
         for name, compute in FRAMES.items():  # the pages' other frames: stored as computed
             pd.testing.assert_frame_equal(frame(s, 1, name), compute(s, 1))
     _no_reads(monkeypatch)
+    monkeypatch.setattr("storage.summary.prompt_frame", lambda *a: pytest.fail("the findings were computed"))
     assert _exports(Session) == computed
     assert {p: df.to_csv() for p, df in stored.items()} == dashboard
+    with Session() as s:  # the findings as stored: the same frame, its attributes and its text
+        stored_findings = read_findings(s, "v")
+    pd.testing.assert_frame_equal(stored_findings, findings)
+    assert stored_findings.attrs == findings.attrs and findings_markdown(stored_findings) == findings_markdown(findings)
     with Session() as s:
         assert set(export_frame(s, "v", all_versions=True)["version"]) == {"current", "older"}
 
@@ -116,7 +125,7 @@ def test_a_spec_that_marks_nothing_older_reads_the_generations_once_for_both_kin
     real = summary_module.prompt_frame
     monkeypatch.setattr(summary_module, "prompt_frame", lambda *a: reads.append(a[2]) or real(*a))
     with Session() as s:
-        assert set(store_summaries(s, 1, versions(s, 1))) == EVERY
+        assert set(store_summaries(s, 1, versions(s, 1))) == EVERY - {FINDINGS}  # the findings: keep_summaries
         s.commit()
         assert reads == [versions(s, 1)]  # one per-generation read: the dashboard's frames are the export's
         assert {p: stored_summary(s, 1, p, None).to_csv() for p in (False, True)} == dashboard
@@ -131,7 +140,9 @@ def _stale(Session) -> set[str]:
         kinds = [(p, w) for p in (False, True) for w in (v, None)]
         stale = {summary_name(p, w) for p, w in kinds if stored_summary(s, 1, p, w) is None}
         due = summary_version(s, 1, None)
-        return stale | {n for n in FRAMES if read_frame(s, 1, n, due) is None}
+        stale |= {n for n in FRAMES if read_frame(s, 1, n, due) is None}
+        findings = findings_version(s, 1, s.get(Experiment, 1).spec_toml)
+        return stale | ({FINDINGS} if read_frame(s, 1, FINDINGS, findings) is None else set())
 
 
 def _again(conn, key: str) -> None:
@@ -198,8 +209,11 @@ def test_rows_changed_in_place_a_new_cost_table_other_code_or_an_edited_spec_mak
     with monkeypatch.context() as mp:
         mp.setattr("analysis.stored.recipe", lambda: "other-code")
         assert _stale(Session) == EVERY
+    with monkeypatch.context() as mp:  # the findings' own code (this module and analysis.checks) changed
+        mp.setattr("analysis.findings._code_digest", lambda: "other-code")
+        assert _stale(Session) == {FINDINGS}
     assert _stale(Session) == set()
     with Session() as s:  # the spec edited back to v1: which rows are current changes, the rows do not
         s.get(Experiment, 1).spec_toml = SPEC.format(strategies=PLAIN_S + NGRAM_S, tokens=16)
         s.commit()
-    assert _stale(Session) == {"summary-versions", "summary-pooled-versions"}
+    assert _stale(Session) == {"summary-versions", "summary-pooled-versions", FINDINGS}
