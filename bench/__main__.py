@@ -65,11 +65,21 @@ HEADER = (
 
 
 def stamped(name: str, body: str, machine_line: str) -> str:
-    """A suite's region text: its heading, the command that reproduces it, its body, and the machine."""
+    """A suite's region text: its heading, the command that reproduces it (opening the setup's paragraph where one
+    follows the heading), its body, and the machine."""
     lines = body.strip().split("\n")
-    at = 1 if lines[0].startswith("#") else 0
-    lines[at:at] = ([""] if at else []) + [f"`python -m bench {name}` (part of `make bench`)."] + ([] if at else [""])
-    return "\n".join(lines) + f"\n\n_{machine_line}_"
+    head, rest = (lines[:1], lines[1:]) if lines[0].startswith("#") else ([], lines)
+    while rest and not rest[0].strip():
+        rest.pop(0)
+    command = f"`python -m bench {name}` (part of `make bench`)."
+    if rest and rest[0][:1] not in PLAIN_START:
+        rest[0] = f"{command} {rest[0]}"
+    else:
+        rest = [command, "", *rest]
+    return "\n".join([*head, *([""] if head else []), *rest]) + f"\n\n_{machine_line}_"
+
+
+PLAIN_START = ("|", "#", "<", "-", "*", "`", "_")  # a line the command does not open: a table, heading, list, code
 
 
 def replace_region(doc: str, name: str, body: str) -> str:

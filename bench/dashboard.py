@@ -202,7 +202,7 @@ def section(results: dict[str, dict], skipped_1m: bool) -> str:
         extra.append(f"| {label} | " + " | ".join(fmt.format(results[n][key]) for n in sizes) + " |")
     note = (
         'The pages at 10^6 generations, on SQLite and on PostgreSQL: section "10^6 generations read back" '
-        "(`python -m bench million_results`; here with `GREENSPEC_BENCH_DASHBOARD_MAX=1000000`)."
+        "(`python -m bench million_results`; this section adds a 10^6 column with `GREENSPEC_BENCH_DASHBOARD_MAX=1000000`)."
         if skipped_1m
         else ""
     )

@@ -35,10 +35,11 @@ def test_a_suite_without_a_region_is_appended_with_its_markers():
 def test_a_region_says_its_command_after_its_heading_and_its_machine_last():
     out = stamped("igtree", "## IGTree engine vs TiMBL\n\nData: x\n\n| a |\n", "Machine: M.")
     assert out == (
-        "## IGTree engine vs TiMBL\n\n`python -m bench igtree` (part of `make bench`).\n\n"
-        "Data: x\n\n| a |\n\n_Machine: M._"
+        "## IGTree engine vs TiMBL\n\n`python -m bench igtree` (part of `make bench`). Data: x\n\n| a |\n\n_Machine: M._"
     )
-    assert stamped("x", "no heading", "M.").startswith("`python -m bench x` (part of `make bench`).\n\nno heading")
+    assert stamped("x", "no heading", "M.").startswith("`python -m bench x` (part of `make bench`). no heading")
+    table = stamped("x", "## T\n\n| a |", "M.")  # a table is not a paragraph to open: the command stands alone
+    assert table == "## T\n\n`python -m bench x` (part of `make bench`).\n\n| a |\n\n_M._"
 
 
 HISTORY = re.compile(  # what a run log says and a description does not
