@@ -57,3 +57,24 @@ def test_the_committed_file_has_one_region_per_suite():
     for name in SUITES:
         assert text.count(f"<!-- bench:{name} -->") == 1 and text.count(f"<!-- /bench:{name} -->") == 1, name
     assert "## Mutation testing" in text and "## Test suite time" in text  # the hand-kept sections
+
+
+def test_a_suite_writes_its_region_into_the_file_as_it_stands_when_the_suite_ends(tmp_path, monkeypatch):
+    """An edit made to BENCHMARKS.md while a suite runs (another region, the prose) survives the suite's write."""
+    import types
+
+    import bench.__main__ as runner
+
+    out = tmp_path / "BENCHMARKS.md"
+    out.write_text(DOC)
+
+    def run(quick: bool = False) -> str:
+        out.write_text(out.read_text().replace("kept by hand", "edited meanwhile"))
+        return "## IGTree engine vs TiMBL\n\nnew figures"
+
+    monkeypatch.setattr(runner, "OUT", out)
+    monkeypatch.setattr(runner, "machine", lambda: "Machine: M.")
+    monkeypatch.setattr(runner.importlib, "import_module", lambda name: types.SimpleNamespace(run=run))
+    assert runner.main(["igtree"]) == 0
+    text = out.read_text()
+    assert "edited meanwhile" in text and "new figures" in text and "old figures" not in text
