@@ -13,8 +13,8 @@ replayed generation gets; replay makes the same passes, `tests/workers/decoding/
 The machine's pace (`workers.decoding.roundtimer.pace_seconds`, one fixed decoding step) is timed by each table
 measurement and before every generation, as a run's validation records it (`storage.costs`).
 
-Per regime and width band: |predicted / measured - 1| of tokens/s against the first timed run (median), the
-median signed error (bias, > 0 predicted too fast), the error with each timing set at the table's pace (paced), the
+Per regime and width band: |predicted / measured - 1| of tokens/s against the first timed run (median, p90), the
+median signed error (bias, > 0 predicted too fast) with its 95% interval over generations, the error with each timing set at the table's pace (paced), the
 noise (|t2 / t1 - 1| / sqrt 2 between the two passes: what an exact predictor would show against one timing), the
 table's own error and whether it is within the noise, and per regime the Spearman of the strategies' speedups over
 plain, predicted against measured. One table, the verifiers side by side in each cell. The load average before and
@@ -133,8 +133,9 @@ def speedups(df: pd.DataFrame, wall: str) -> pd.Series:
 
 
 def error_table(df: pd.DataFrame) -> pd.DataFrame:
-    """Per regime (band "all") and width band: pairs, median error, bias, paced error, noise, the table's own error
-    and the verdict; Spearman per regime."""
+    """Per regime (band "all") and width band: pairs, median and p90 error, bias with its 95% interval over
+    generations, paced error, noise, the table's own error and the verdict; Spearman per regime."""
+    from analysis.model_error import median_interval
     from workers.decoding.costmodel import error_summary, spearman, table_error, within_noise
 
     df = df.assign(
@@ -146,9 +147,11 @@ def error_table(df: pd.DataFrame) -> pd.DataFrame:
     for regime, g in df.groupby("regime", sort=False):
         rho = spearman(speedups(g, "wall_s").to_numpy(), speedups(g, "predicted_s").to_numpy())
         for band, b in [("all", g), *g.groupby("band", sort=False)]:
-            med, _ = error_summary(b["bias"].abs())
-            row = {"regime": regime, "band": band, "pairs": len(b), "median error": med}
-            row |= {"bias": float(np.median(b["bias"])), "paced error": float(np.median(b["paced"]))}
+            med, p90 = error_summary(b["bias"].abs())
+            bias, (lo, hi) = float(np.median(b["bias"])), median_interval(b["bias"].to_numpy())
+            row = {"regime": regime, "band": band, "pairs": len(b), "median error": med, "p90 error": p90}
+            row |= {"median (p90) error": f"{med:.3f} ({p90:.3f})", "bias": bias}
+            row |= {"bias [95% CI]": f"{bias:+.3f} [{lo:+.3f}, {hi:+.3f}]", "paced error": float(np.median(b["paced"]))}
             row |= {"noise": float(np.median(b["noise"]))}
             row["table's own error"] = table_error(med, row["noise"])
             row["within noise"] = "yes" if within_noise(med, row["bias"], row["noise"]) else "no"
@@ -157,7 +160,16 @@ def error_table(df: pd.DataFrame) -> pd.DataFrame:
 
 
 VERIFIERS = ("smollm2-135m", "gemma3-270m")
-SHOWN = ("pairs", "median error", "bias", "paced error", "noise", "table's own error", "within noise", "Spearman")
+SHOWN = (
+    "pairs",
+    "median (p90) error",
+    "bias [95% CI]",
+    "paced error",
+    "noise",
+    "table's own error",
+    "within noise",
+    "Spearman",
+)
 
 
 def run(quick: bool = False, verifiers: tuple[str, ...] = VERIFIERS) -> str:
@@ -171,7 +183,8 @@ def render(measured: list[tuple[str, str, pd.DataFrame]]) -> str:
     """The section from each verifier's (name, setup paragraph, error table)."""
     legend = (
         f"Each cell: {' / '.join(name for name, *_ in measured)}. error = |predicted / measured - 1| of tokens/s "
-        "against the first timed run; bias its median signed value (> 0: predicted too fast); paced error: with each "
+        "against the first timed run, its median and p90; bias its median signed value (> 0: predicted too fast) with a 95% "
+        "bootstrap interval over generations; paced error: with each "
         "timing set at the table's pace; noise |t2 / t1 - 1| / sqrt 2 between the two passes (an exact predictor's "
         "error against one timing); the table's own error: sqrt(median error^2 - noise^2), what the noise does not "
         "explain; within noise: the table's own error <= noise and |bias| <= 3%; Spearman (per regime) of the "
