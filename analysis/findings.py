@@ -246,7 +246,7 @@ def verdicts_frame(  # wide: the frames a caller has read, each once, and the pa
     """One row per verdict (COLUMNS) in SECTIONS order, and one "not testable here" row per claim or target the
     grid cannot answer, with the reason. `summary`: `analysis.summary.summary_frame`; `parsed`: the experiment's Spec,
     or None and `why` there is none (`orchestrator.run.spec.parse_stored`); `prompts`: `storage.summary.prompt_frame` (pairs the comparisons); `errors`:
-    `storage.costs.prediction_error` (the model error per regime); `bounds`: `analysis.model_error.error_bounds` (per
+    `storage.validation.prediction_error` (the model error per regime); `bounds`: `analysis.model_error.error_bounds` (per
     regime and band; `model_errors`)."""
     if summary.empty:
         rows = [_gap(s, "every claim and target", "no results yet") for s in (PAPER, FUTURE, TREES)]
@@ -298,8 +298,8 @@ def computed_findings(  # wide: the experiment, its parsed spec with why there i
     from analysis.model_error import error_bounds
     from analysis.stored import prediction_error
     from analysis.summary import summary_frame
-    from storage.costs import prediction_pairs
     from storage.summary import prompt_frame
+    from storage.validation import prediction_pairs
 
     prompts, pairs = prompt_frame(session, exp_id), prediction_pairs(session, exp_id)
     return verdicts_frame(

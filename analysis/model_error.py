@@ -1,7 +1,7 @@
 """The round-cost table's validated error inside every replayed speed interval.
 
 A replayed row's tokens/s, speedup, J per 100 tokens and energy ratio are predictions. Their 95% interval over prompts
-says how much the prompts vary, not how far the table is off; the validation does (`storage.costs.prediction_pairs`:
+says how much the prompts vary, not how far the table is off; the validation does (`storage.validation.prediction_pairs`:
 generations both timed and replayed, per regime and width band). Per (regime, band) the error is the 95% bootstrap
 interval [b_lo, b_hi] of the median of ln(predicted / measured tokens/s) over its pairs (pairs resampled, seeded). A
 replayed figure's interval is then widened by it, as if the truth were the prediction over e^b for any b in it:

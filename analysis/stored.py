@@ -30,12 +30,12 @@ from functools import cache
 import numpy as np
 import pandas as pd
 
-from storage import browse, costs
+from storage import browse, validation
 from storage.db import Session
 from storage.stored_frames import read_frame, rows_version
 from storage.summary import Versions
 
-VALIDATION = "prediction-error"  # the stored `storage.costs.prediction_error` of the experiment's own timings
+VALIDATION = "prediction-error"  # the stored `storage.validation.prediction_error` of the experiment's own timings
 REFERENCES_TABLE5 = "table5-references"
 TABLE5 = "table5-sources"
 ACCEPTED = "accepted-lengths"
@@ -54,7 +54,7 @@ def _table5(session: Session, exp_id: int) -> pd.DataFrame:
 
 
 FRAMES = {  # name -> how it is computed from the rows (session, exp_id)
-    VALIDATION: costs.prediction_error,
+    VALIDATION: validation.prediction_error,
     REFERENCES_TABLE5: _references_table5,
     TABLE5: _table5,
     ACCEPTED: browse.accepted_length_table,
@@ -62,7 +62,7 @@ FRAMES = {  # name -> how it is computed from the rows (session, exp_id)
 RECIPE = (  # the modules a summary's values are computed by (their source is hashed into its version)
     "storage.summary",
     "storage.stream",
-    "storage.costs",
+    "storage.validation",
     "storage.stored_frames",
     "analysis.summary",
     "analysis.intervals",
@@ -120,8 +120,8 @@ def frame(session: Session, exp_id: int, name: str) -> pd.DataFrame:
 
 
 def prediction_error(session: Session, exp_id: int, timed_from: int | None = None) -> pd.DataFrame:
-    """`storage.costs.prediction_error` of experiment `exp_id`: the stored one (`frame`) where `timed_from` is None,
+    """`storage.validation.prediction_error` of experiment `exp_id`: the stored one (`frame`) where `timed_from` is None,
     else computed."""
     if timed_from is None:
         return frame(session, exp_id, VALIDATION)
-    return costs.prediction_error(session, exp_id, timed_from)
+    return validation.prediction_error(session, exp_id, timed_from)

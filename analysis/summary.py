@@ -57,11 +57,11 @@ from analysis.intervals import cell_intervals
 from analysis.model_error import error_bounds, with_model_error
 from analysis.stored import FRAMES, summary_name, summary_version
 from storage.browse import data_version
-from storage.costs import prediction_pairs
 from storage.db import Session
 from storage.queries import experiment_id, experiment_info
 from storage.stored_frames import read_frame, stored_versions, write_frame
 from storage.summary import KEYS, Versions, group_sums, prompt_frame
+from storage.validation import prediction_pairs
 
 
 def _ratio(num: pd.Series, den: pd.Series) -> pd.Series:
@@ -130,7 +130,7 @@ def summary_frame(  # wide: what a caller already read is passed on, not read ag
     interval over prompts (a replayed speed figure's with the cost table's validated error, `analysis.model_error`),
     its rows marked current or older by `versions`; see `summarize`. The summary stored at the experiment's current
     data version where there is one (`stored_summary`), else computed: `prompts` (`prompt_frame` of the same
-    `versions`) and `pairs` (`storage.costs.prediction_pairs`) where the caller has read them already."""
+    `versions`) and `pairs` (`storage.validation.prediction_pairs`) where the caller has read them already."""
     exp_id = experiment_id(session, experiment)
     if exp_id is None:
         return pd.DataFrame(columns=SUMMARY_COLUMNS)

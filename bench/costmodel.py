@@ -11,7 +11,7 @@ The prediction is the table's seconds for the generation's recorded passes plus 
 replayed generation gets; replay makes the same passes, `tests/workers/decoding/test_replay.py`).
 
 The machine's pace (`workers.decoding.roundtimer.pace_seconds`, one fixed decoding step) is timed by each table
-measurement and before every generation, as a run's validation records it (`storage.costs`).
+measurement and before every generation, as a run's validation records it (`storage.validation`).
 
 Per regime and width band: |predicted / measured - 1| of tokens/s against the first timed run (median, p90), the
 median signed error (bias, > 0 predicted too fast) with its 95% interval over generations, the error with each timing set at the table's pace (paced), the

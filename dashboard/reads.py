@@ -19,7 +19,7 @@ from analysis import stored
 from analysis.model_error import error_bounds, with_model_error
 from analysis.summary import stored_summary, summarize
 from dashboard.launch import DB_ENV
-from storage import browse, costs
+from storage import browse, validation
 from storage import queries as sq
 from storage import summary as ssum
 from storage.browse import GridPoint, Selection
@@ -119,7 +119,7 @@ def summary(url: str, exp_id: int, data: Version, pooled: bool = False) -> pd.Da
         kept = stored_summary(s, exp_id, pooled, None)
         if kept is not None:
             return kept
-        bounds = error_bounds(costs.prediction_pairs(s, exp_id))
+        bounds = error_bounds(validation.prediction_pairs(s, exp_id))
     return with_model_error(summarize(_sums(url, exp_id, data), _prompts(url, exp_id, data), pooled=pooled), bounds)
 
 
@@ -198,10 +198,10 @@ def power(url: str, exp_id: int, t0: float | None = None, t1: float | None = Non
 
 
 @st.cache_data(ttl=LIVE_TTL_S, show_spinner=False)
-def cost_model(url: str, exp_id: int) -> costs.StoredCostModel | None:
+def cost_model(url: str, exp_id: int) -> validation.StoredCostModel | None:
     """The experiment's newest measured round-cost table (read live: it is stored before any generation)."""
     with _session(url) as s:
-        return costs.stored_cost_model(s, exp_id)
+        return validation.stored_cost_model(s, exp_id)
 
 
 @st.cache_data(max_entries=ENTRIES, show_spinner=False)

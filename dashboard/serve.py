@@ -26,8 +26,8 @@ def preload() -> None:
     import dashboard.charts  # noqa: F401
     import dashboard.tokens  # noqa: F401
     import storage.browse  # noqa: F401
-    import storage.costs  # noqa: F401
     import storage.summary  # noqa: F401
+    import storage.validation  # noqa: F401
 
 
 def main() -> int:

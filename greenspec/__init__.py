@@ -78,7 +78,7 @@ class Results:
         """The round-cost table's validation on the experiment (newest when None): per regime (band "all") and width
         band, the generations both timed and replayed, median and p90 |predicted / measured - 1| of tokens/s, the
         bias, the error at the table's pace, the machine's drift, the run's own timing noise and Spearman of the speedups
-        (`storage.costs.prediction_error`). With `timed_in`, a re-predicted experiment is checked against the
+        (`storage.validation.prediction_error`). With `timed_in`, a re-predicted experiment is checked against the
         generations timed in that one (the same prompts run on the device its table was measured on), and the noise
         is that run's."""
         with self.Session() as s:

@@ -221,7 +221,7 @@ def write_summary(
 
 
 def write_validation(session: Session, experiment: str | None, fmt: str, out: str, timed_in: str | None = None) -> None:
-    """Write the experiment's cost-model validation (`storage.costs.prediction_error`) to `out` ("-" is stdout); with
+    """Write the experiment's cost-model validation (`storage.validation.prediction_error`) to `out` ("-" is stdout); with
     `timed_in`, its replayed cells against the generations timed in that experiment."""
     from analysis.stored import prediction_error
 

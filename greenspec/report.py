@@ -60,7 +60,7 @@ class ReportData:
     info: dict  # storage.queries.experiment_info
     status: dict  # storage.queries.status_counts
     results: pd.DataFrame  # the export table
-    prediction_error: pd.DataFrame  # storage.costs.prediction_error (empty without replay)
+    prediction_error: pd.DataFrame  # storage.validation.prediction_error (empty without replay)
     failures: pd.DataFrame  # storage.queries.failures_frame
     db_url: str  # the database it was read from, for the commands the report suggests
     findings: pd.DataFrame | None = None  # greenspec.findings (read by `write_report`)

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from workers.costtables import CostTableError, table_label
 from workers.errors import GreenspecError
+from workers.portable_tables import CostTableError, table_label
 
 NEEDED_KINDS = {"uncached": ("chain",), "cached": ("first", "chain"), "cached-standard": ("first", "chain")}
 

@@ -23,8 +23,8 @@ from sqlalchemy import func, inspect, select
 from sqlalchemy.orm import Session
 
 from storage.models import CostModel, CostTable, Generation, Reference, Reprediction
-from workers.costtables import CostTableError, default_name, device_description
 from workers.decoding.costmodel import RoundCosts
+from workers.portable_tables import CostTableError, default_name, device_description
 
 TABLE_COLUMNS = ["id", "name", "verifier", "device", "dtype", "threads", "agreement", "energy", "noise", "created_at"]
 

@@ -11,7 +11,7 @@ import streamlit as st
 
 from dashboard import reads, ui
 from dashboard.app import page_filters
-from storage.costs import curve_frame, table_frame
+from storage.validation import curve_frame, table_frame
 
 MAX_LEN = 8  # draft lengths shown in the break-even table
 

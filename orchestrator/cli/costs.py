@@ -58,7 +58,7 @@ def _stored_references(db: str, experiment: str) -> list:
     from storage.cost_tables import stored_references
     from storage.db import open_reader
     from storage.queries import experiment_id
-    from workers.costtables import REFERENCES
+    from workers.portable_tables import REFERENCES
 
     Session, refs = open_reader(db), []
     if Session is not None:
@@ -138,7 +138,7 @@ def measure(obj: Context, **opts) -> None:
     Example:
       greenspec costs measure --verifier smollm2-135m --threads 1 --out cpu-1t.json
     """
-    from workers.costtables import MeasureRequest, default_name, measure_table, table_file
+    from workers.portable_tables import MeasureRequest, default_name, measure_table, table_file
 
     req = MeasureRequest(
         opts["verifier"],
@@ -200,7 +200,7 @@ def import_table(obj: Context, file: str, name: str | None) -> None:
     Example:
       greenspec costs import cpu-1t.json
     """
-    from workers.costtables import read_table_file
+    from workers.portable_tables import read_table_file
 
     try:
         text = Path(file).read_text()
@@ -224,7 +224,7 @@ def export_table(obj: Context, table: str, out: str, force: bool) -> None:
     """
     from storage.cost_tables import find_table, known_tables, row_samples, row_table
     from storage.db import open_reader
-    from workers.costtables import table_file
+    from workers.portable_tables import table_file
 
     check_out(obj, out, force)
     Session = open_reader(obj.db)

@@ -19,7 +19,6 @@ from analysis.summary import summary_frame
 from orchestrator.cli.progress import BarProgress
 from orchestrator.run.inputs import materialize
 from orchestrator.run.spec_paths import load_spec
-from storage.costs import prediction_error, stored_cost_model
 from storage.db import display_url, open_db, sqlite_path
 from storage.queries import (
     build_costs_frame,
@@ -28,6 +27,7 @@ from storage.queries import (
     plain_texts,
     timing_spread,
 )
+from storage.validation import prediction_error, stored_cost_model
 from workers.errors import GreenspecError
 from workers.metrics import paper_redundancy
 

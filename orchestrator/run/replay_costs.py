@@ -24,9 +24,9 @@ from orchestrator.run.options import Sessions
 from orchestrator.run.spec import Spec
 from orchestrator.run.sweep_grid import at_timing
 from storage.cell_spec import CellSpec
-from storage.costs import stored_cost_model
 from storage.repredict import Predictor, repredict_in_place
 from storage.store import store_cost_model
+from storage.validation import stored_cost_model
 from workers.contracts import CostModelJob
 from workers.decoding.costmodel import RoundCosts
 

@@ -200,11 +200,9 @@ class ResultWriter:
         rows, done = [], []
         for key, worker, values in ev.rows:
             c = by_key[key]
-            if not c.temperature and self._may_have_twin(s, c, "replay"):
-                twin = twin_rounds(s, c.id, "replay")
-                if twin and (mismatch := rounds_differ(twin, decoded_lists(values, ROUND_LISTS))):
-                    store.mark_failure(s, c.id, mismatch, final=True)
-                    continue
+            if mismatch := self._twin_mismatch(s, c, "replay", lambda v=values: decoded_lists(v, ROUND_LISTS)):
+                store.mark_failure(s, c.id, mismatch, final=True)
+                continue
             rows.append(values)
             done.append((c.id, worker))
         store.insert_rows(s, rows)
@@ -214,12 +212,19 @@ class ResultWriter:
         """A timed or replayed generation, unless its twin (the same cell and prompt measured the other way) made
         other rounds: then the cell fails, naming the first round that differs (None)."""
         g = o.generation
-        twin = None if c.temperature or not self._may_have_twin(s, c, g.measure) else twin_rounds(s, c.id, g.measure)
-        mismatch = twin and (rounds_differ(g, twin) if g.measure == "timed" else rounds_differ(twin, g))
-        if mismatch:
+        if mismatch := self._twin_mismatch(s, c, g.measure, lambda: g):
             store.mark_failure(s, c.id, mismatch, final=True)
             return None
         return g
+
+    def _twin_mismatch(self, s: Session, c: CellSpec, measure: str, rounds) -> str | None:
+        """The first round in which this generation (measured `measure`; `rounds()` gives its rounds, read only when
+        a twin is stored) and its twin differ; None where they agree or no twin is stored (a sampled cell has none)."""
+        if c.temperature or not self._may_have_twin(s, c, measure):
+            return None
+        if not (twin := twin_rounds(s, c.id, measure)):
+            return None
+        return rounds_differ(rounds(), twin) if measure == "timed" else rounds_differ(twin, rounds())
 
     def _store_generation(self, s: Session, c: CellSpec, o: JobOutcome) -> None:
         """A timed generation (`_checked`), stored with the table's prediction beside it and its cell marked done."""

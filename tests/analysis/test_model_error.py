@@ -11,7 +11,7 @@ import pytest
 
 from analysis.model_error import MIN_PAIRS, error_bounds, median_interval, with_model_error
 from analysis.summary import summary_frame
-from tests.storage.test_costs import session, validated  # noqa: F401 (fixtures)
+from tests.storage.test_validation import session, validated  # noqa: F401 (fixtures)
 
 PAIRS = pd.DataFrame(
     [("cached", "k 2-4", 0.10)] * 3 + [("cached", "plain", -0.05)] * 3 + [("cached", "k 5+", 0.3)] * (MIN_PAIRS - 1),

@@ -13,7 +13,7 @@ from storage import store
 from storage.cell_spec import CellSpec
 from storage.db import open_db
 from storage.queries import experiment_id
-from tests.storage.test_costs import CACHED, TABLE, add_generation, cell_id, record
+from tests.storage.test_validation import CACHED, TABLE, add_generation, cell_id, record
 
 APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
 TIMEOUT_S = 60

@@ -49,7 +49,7 @@ def demo_like(regimes=("uncached", "cached"), n=20, measure="replay") -> pd.Data
 
 
 def errors(**regimes) -> pd.DataFrame:
-    """`storage.costs.prediction_error`'s band "all" rows: regime=(pairs, median_error, bias)."""
+    """`storage.validation.prediction_error`'s band "all" rows: regime=(pairs, median_error, bias)."""
     return pd.DataFrame(
         [{"regime": r, "band": "all", "pairs": p, "median_error": m, "bias": b} for r, (p, m, b) in regimes.items()]
     )

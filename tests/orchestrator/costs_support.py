@@ -21,13 +21,13 @@ from storage.db import open_db
 from storage.repredict import is_tree
 from tests.tiny_models import tiny_lm
 from workers.contracts import CostModelRecord, GenerationRecord, ReferenceRecord
-from workers.costtables import MeasureRequest, make_references, measure_loaded
 from workers.decoding import DecodeOptions, generate, greedy_reference
 from workers.decoding.costmodel import RoundCosts, build_table, predict_generation
 from workers.decoding.passes import REGIMES
 from workers.decoding.roundtimer import ProbeDraft, probe_tree
 from workers.drafts.ngram import NgramDraft
 from workers.interfaces import PlainDraft
+from workers.portable_tables import MeasureRequest, make_references, measure_loaded
 from workers.replay.verifier import replay_generate
 from workers.verifier import Verifier
 

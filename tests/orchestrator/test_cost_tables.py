@@ -23,15 +23,15 @@ from storage.db import open_db
 from storage.models import Cell, CostModel, Experiment, Generation, Reference
 from storage.repredict import is_tree
 from tests.orchestrator import costs_support as cs
-from workers.costtables import (
+from workers.decoding.costmodel import predict_generation
+from workers.decoding.passes import REGIMES
+from workers.portable_tables import (
     CostTableError,
     make_references,
     read_table_file,
     reference_agreement,
     table_file,
 )
-from workers.decoding.costmodel import predict_generation
-from workers.decoding.passes import REGIMES
 
 ROOT = Path(__file__).resolve().parents[2]
 

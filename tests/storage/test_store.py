@@ -306,3 +306,27 @@ def test_a_batch_of_generations_stores_the_rows_one_at_a_time_would(db_url, requ
     assert len(stored["one"][0]) == 2 and stored["batch"] == stored["one"]
     assert stored["batch"][1] == [("g", "done", "w1"), ("g2", "done", "w2")]
     assert stored["batch"][0][0]["exact_match"] is False and stored["batch"][0][1]["exact_match"] is None  # sampled
+
+
+def test_pending_cells_read_back_what_was_stored_sharing_their_repeated_values(db_url):
+    """At 10^6 pending cells a resume holds every one: a params text repeated over k and regimes is parsed once and
+    shared, as is each repeated string; what reads back is what was stored (SQLite and PostgreSQL)."""
+    engine, Session = open_db(db_url)
+    params = CellParams(prompt="a long prompt " * 50, reference="r", options={"n": 4}, needs={"ibase": "t"})
+    stored = [
+        CellSpec(f"c{k}{r}", "sweep", "ngram", "ngram", "t", None, 0, k, r, 0.0, params=params)
+        for k in (1, 2)
+        for r in ("cached", "uncached")
+    ]
+    with Session() as s:
+        exp = store.upsert_experiment(s, "e", "spec", "h", None)
+        store.add_cells(s, exp.id, stored)
+        s.commit()
+        read = store.pending_cells(s, exp.id, ("sweep",))
+    engine.dispose()
+    assert sorted(((c.key, c.k, c.regime, c.params) for c in read), key=str) == sorted(
+        ((c.key, c.k, c.regime, c.params) for c in stored), key=str
+    )
+    assert all(c.id is not None and c.attempts == 0 for c in read)
+    assert len({id(c.params) for c in read}) == 1 and len({id(c.strategy) for c in read}) == 1
+    assert len({id(c.regime) for c in read}) == 2

@@ -41,8 +41,8 @@ def _experiment(Session) -> int:
 
 
 def _cost_model(exp_id: int) -> CostModel:
-    """A round-cost table measured for the experiment (tests/storage/test_costs.py's)."""
-    from tests.storage.test_costs import SAMPLES, TABLE
+    """A round-cost table measured for the experiment (tests/storage/test_validation.py's)."""
+    from tests.storage.test_validation import SAMPLES, TABLE
 
     costs = json.loads(TABLE.to_json())
     return CostModel(experiment_id=exp_id, verifier="v", device="d", costs=costs, samples=list(SAMPLES), measure_s=1.0)

@@ -45,7 +45,7 @@ def test_timing_noise_reads_the_newest_generation_of_each_prompt_timed_twice(db_
     where it holds two runs (one run, JSON null, a sampled one: no noise)."""
     import math
 
-    from storage.costs import timing_noise
+    from storage.validation import timing_noise
     from workers.decoding.passes import width_band
 
     engine, Session = open_db(db_url)

@@ -18,7 +18,7 @@ after `PACE_TOKENS` fixed tokens in the cache, the median of `PACE_REPEATS`), th
 records it before each repeat of its rounds and after the last (`meta["pace_s"]`: their median), and the
 accelerator worker before every timed greedy generation (`GenerationRecord.pace_s`). Their ratio is how much faster
 or slower the machine ran at that moment, which validation reports beside the table's error as the run's drift
-(`storage.costs.prediction_pairs`).
+(`storage.validation.prediction_pairs`).
 
 Example:
     >>> table, samples = measure_round_costs(verifier, prompt_ids, max_n=8, tree_sizes=(5,), max_context=200)

@@ -1,5 +1,5 @@
 """pace: the machine's pace (one fixed pass, timed) before every timed greedy generation of a replayed run, so that
-validation can take the machine's drift out of the round-cost table's error (`storage.costs.prediction_pairs`)
+validation can take the machine's drift out of the round-cost table's error (`storage.validation.prediction_pairs`)
 
 Revision ID: 0016
 Revises: 0015

@@ -13,7 +13,7 @@ import pytest
 
 from tests.orchestrator import costs_support as cs
 from tests.orchestrator.conftest import cli
-from workers.costtables import table_file
+from workers.portable_tables import table_file
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""storage.costs and store_cost_model: a measured round-cost table round-trips through a real SQLite file (migrated),
+"""storage.validation and store_cost_model: a measured round-cost table round-trips through a real SQLite file (migrated),
 and the prediction error per regime and width band, its bias, the run's own timing noise and the Spearman of speedups
 match hand-worked pairs of timed and replayed generations."""
 
@@ -16,7 +16,8 @@ import greenspec
 from orchestrator.cli import main
 from storage import store
 from storage.cell_spec import CellParams, CellSpec
-from storage.costs import (
+from storage.db import open_db
+from storage.validation import (
     curve_frame,
     load_cost_model,
     prediction_error,
@@ -27,7 +28,6 @@ from storage.costs import (
     table_pace,
     width_band,
 )
-from storage.db import open_db
 from tests.storage.test_store import gen
 from workers.contracts import CostModelRecord, EnergyRecord
 from workers.decoding.costmodel import RoundCosts, build_table
