@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.util
 import logging
 import os
 import shutil
@@ -25,10 +26,15 @@ MISTRAL = "mistral"  # the offline name of mistral-common's v1 SentencePiece mod
 
 
 def mistral_tokenizer_dir() -> Path:
-    """A directory holding mistral-common's tokenizer.model.v1 as `tokenizer.model` (what LlamaTokenizer loads)."""
-    import mistral_common  # deferred: ~0.5 s to import, only for the offline Mistral tokenizer
-
-    src = Path(mistral_common.__file__).parent / "data" / "tokenizer.model.v1"
+    """A directory holding mistral-common's tokenizer.model.v1 as `tokenizer.model` (what LlamaTokenizer loads).
+    The package is found, not imported: only its data file is read, and importing it (0.5 s) asks the installed
+    package metadata for its version, which a process's metadata search can fail to find."""
+    spec = importlib.util.find_spec("mistral_common")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelError(
+            "mistral-common is not installed (`make install` installs it); the offline Mistral tokenizer needs it"
+        )
+    src = Path(list(spec.submodule_search_locations)[0]) / "data" / "tokenizer.model.v1"
     if not src.is_file():
         raise ModelError(f"mistral-common has no {src.name} at {src}; reinstall mistral-common")
     dst_dir = cache_dir() / "tokenizers" / "mistral-v1"
