@@ -24,7 +24,7 @@ otherwise.
 
 Example:
     >>> frame = verdicts_frame(summary, spec, "", prompts, errors, bounds)
-    >>> store_findings(session, exp_id, spec, "")     # at a run's end
+    >>> store_findings(session, exp_id, parse_stored)  # at a run's end
 """
 
 from __future__ import annotations
@@ -317,15 +317,17 @@ def stored_findings(session, exp_id: int, spec_toml: str) -> pd.DataFrame | None
     return read_frame(session, exp_id, FINDINGS, findings_version(session, exp_id, spec_toml))
 
 
-def store_findings(session, exp_id: int, parsed, why: str) -> bool:
-    """Store the findings of experiment `exp_id` (`parsed`, `why`: its stored spec, `parse_stored`) unless they are
-    stored at their current version already; whether it wrote (committed)."""
+def store_findings(session, exp_id: int, parse) -> bool:
+    """Store the findings of experiment `exp_id` unless they are stored at their current version already; whether it
+    wrote (committed). `parse`: its stored spec text to (Spec or None, why), `orchestrator.run.spec.parse_stored`
+    (this layer reads no TOML), called only when the findings are due."""
     from storage.queries import experiment_info
 
     info = experiment_info(session, exp_id)
-    version = findings_version(session, exp_id, info.get("spec_toml") or "")
+    toml = info.get("spec_toml") or ""
+    version = findings_version(session, exp_id, toml)
     if stored_versions(session, exp_id).get(FINDINGS) == version:
         return False
-    write_frame(session, exp_id, FINDINGS, version, computed_findings(session, exp_id, info["name"], parsed, why))
+    write_frame(session, exp_id, FINDINGS, version, computed_findings(session, exp_id, info["name"], *parse(toml)))
     session.commit()
     return True

@@ -37,16 +37,11 @@ def keep_summaries(sessions: Sessions, exp_id: int) -> list[str]:
     t0 = time.perf_counter()
     with sessions() as s:
         written = store_summaries(s, exp_id, versions(s, exp_id))  # each frame committed as it is stored
-        if store_findings(s, exp_id, *parse_stored(stored_toml(s, exp_id))):  # from the summary just stored
+        if store_findings(s, exp_id, parse_stored):  # from the summary just stored
             written.append(FINDINGS)
     if written:
         logger.info("experiment %s: stored %s in %.1f s", exp_id, ", ".join(written), time.perf_counter() - t0)
     return written
-
-
-def stored_toml(session: Session, exp_id: int) -> str:
-    """The experiment's stored spec text ("" where none was stored)."""
-    return session.get(Experiment, exp_id).spec_toml or ""
 
 
 def _reference_key(spec, prompt: str) -> str:
