@@ -268,7 +268,8 @@ def timing_spread(session: Session, exp_id: int | None) -> dict | None:
     stmt = select(Generation.wall_s_runs).where(Generation.experiment_id == exp_id).execution_options(yield_per=10_000)
     spreads, runs = [], 0
     for (walls,) in session.execute(stmt):
-        if walls and len(walls) > 1 and min(walls) > 0:
+        walls = [w for w in walls or () if w is not None]  # null: a second timing that did other work
+        if len(walls) > 1 and min(walls) > 0:
             spreads.append(max(walls) / min(walls) - 1)
             runs = max(runs, len(walls))
     if not spreads:
@@ -290,7 +291,7 @@ def identical_pass_noise(session: Session, exp_id: int | None) -> dict | None:
     noise = [
         abs(walls[1] / walls[0] - 1) / math.sqrt(2)
         for (walls,) in session.execute(stmt)
-        if walls and len(walls) > 1 and walls[0] > 0
+        if walls and len(walls) > 1 and walls[0] and walls[1] is not None
     ]
     if not noise:
         return None

@@ -14,7 +14,7 @@ import json
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from sqlalchemy import insert, select, text, update
+from sqlalchemy import case, func, insert, select, text, update
 from sqlalchemy.orm import Session
 
 from storage import batch_sql
@@ -214,6 +214,43 @@ def store_generations(
     items = [(RowCell.of(c), g, refs.get(c.params.reference)) for c, g, _ in done]
     insert_rows(session, generation_rows(exp_id, items, predictor))
     mark_done(session, [(c.id, w) for c, _, w in done])
+
+
+def timed_run_count(session: Session):
+    """SQL: how many timed runs a generation's `wall_s_runs` holds (SQLite, PostgreSQL; NULL or JSON null: none)."""
+    g = Generation
+    if session.get_bind().dialect.name == "sqlite":
+        return func.coalesce(func.json_array_length(g.wall_s_runs), 0)
+    # json_array_length refuses a JSON scalar (a stored None is JSON null)
+    return case((func.json_typeof(g.wall_s_runs) == "array", func.json_array_length(g.wall_s_runs)), else_=0)
+
+
+def once_timed(session: Session, exp_id: int) -> list[tuple[int, str]]:
+    """(generation id, cell key) of the experiment's timed greedy generations timed once so far, in the order they
+    were stored: the caller's spec says which of them are in the `[sweep] timed_twice` sample and are due their
+    second timing (`add_second_timing`)."""
+    g = Generation
+    stmt = (
+        select(g.id, Cell.key)
+        .join(Cell, Cell.id == g.cell_id)
+        .where(g.experiment_id == exp_id, g.measure == "timed", g.temperature == 0, timed_run_count(session) < 2)
+        .order_by(g.id)
+    )
+    return [(int(i), str(k)) for i, k in session.execute(stmt).all()]
+
+
+def add_second_timing(session: Session, generation_id: int, g: GenerationRecord) -> bool:
+    """A stored timed generation's second timing (run after every first timing of its run, `[sweep] timed_twice`),
+    appended to the row's `wall_s_runs`; True when it made the same tokens and rounds as the stored run. One that made
+    others is no timing of the same work: null is appended in its place (the generation is not due again, and no
+    reader pairs it). The row's wall time, tokens/s and energy stay the first timing's."""
+    row = session.get(Generation, generation_id)
+    same = list(row.tokens) == list(g.tokens) and list(row.tokens_per_step or []) == list(g.tokens_per_step)
+    if row.passes is not None:
+        same = same and [list(p) for p in row.passes] == [list(p) for p in g.passes]
+    # a JSON column: assigned, not mutated in place
+    row.wall_s_runs = [*(row.wall_s_runs or [row.wall_s]), float(g.wall_s) if same else None]
+    return same
 
 
 def insert_rows(session: Session, rows: list[tuple]) -> None:

@@ -30,9 +30,11 @@ from storage.cell_spec import CellParams, CellSpec
 from storage.db import open_reader
 from storage.models import Artifact, Cell, Experiment, InstanceBase, Lease, utcnow
 from storage.results import (  # noqa: F401 (the result writers, re-exported: every write goes through `store`)
+    add_second_timing,
     artifact_paths,
     insert_rows,
     mark_done,
+    once_timed,
     set_device,
     set_idle_power,
     store_artifact,
@@ -169,18 +171,28 @@ def _params_hash(params: str | dict | None) -> int:
 
 
 def pending_cells(session: Session, exp_id: int, kinds: Iterable[str]) -> list[CellSpec]:
-    """The experiment's pending cells of these kinds, as plain data, streamed. Their repeated values are shared: one
-    object per distinct string and per distinct params text (a prompt's params serve every k and regime), so 10^6
-    pending cells take a few hundred bytes each, not a parsed JSON document each."""
+    """The experiment's pending cells of these kinds, as plain data, streamed (`cell_specs`)."""
+    return cell_specs(session, exp_id, kinds)
+
+
+def cell_specs(
+    session: Session, exp_id: int, kinds: Iterable[str], state: str = "pending", keys: Iterable[str] | None = None
+) -> list[CellSpec]:
+    """The experiment's cells of these kinds in `state` (only those of `keys` when given), as plain data, streamed.
+    Their repeated values are shared: one object per distinct string and per distinct params text (a prompt's params
+    serve every k and regime), so 10^6 pending cells take a few hundred bytes each, not a parsed JSON document each."""
     names = ("key", "kind", "strategy", "draft", "task", "corpus", "prompt_index", "k", "regime", "temperature")
     stmt = select(*(getattr(Cell, n) for n in names), cast(Cell.params, Text), Cell.id, Cell.attempts).where(
-        Cell.experiment_id == exp_id, Cell.kind.in_(list(kinds)), Cell.state == "pending"
+        Cell.experiment_id == exp_id, Cell.kind.in_(list(kinds)), Cell.state == state
     )
+    wanted = None if keys is None else set(keys)
     shared: dict = {}  # each distinct value once: the strings, and the params by their JSON text
     out = []
     for key, *columns, params, cell_id, attempts in session.connection().execute(  # Core rows: the ORM's cost 2x
         stmt.execution_options(yield_per=READ_CHUNK)
     ):
+        if wanted is not None and key not in wanted:
+            continue
         if (got := shared.get(("params", params))) is None:
             got = shared[("params", params)] = CellParams.from_json(json.loads(params) if params else None)
         values = [shared.setdefault(v, v) if isinstance(v, str) else v for v in columns]  # the key is unique: kept

@@ -5,8 +5,9 @@ Validation pairs a replayed generation with the timed generation of the same coo
 regime) and prompt of the same data version (prompt key): their passes are identical, so the replay's predicted
 tokens/s set against the timed one's measured tokens/s is the table's error on real work. The measured side is a
 generation's first timed run (one timing, as the table's error would meet it). A generation timed twice
-(`[sweep] timed_twice`) gives the run's own timing noise: |t2 / t1 - 1| / sqrt(2), the error an exact predictor
-would show against one timing; its median per regime is the yardstick for the table's median error. An exact table's
+(`[sweep] timed_twice`: the second time after every first timing of the run, so minutes apart, as a table and the
+timings it predicts are) gives the run's own timing noise: |t2 / t1 - 1| / sqrt(2), the error an exact predictor
+would show against one timing, the machine's drift over the run included; its median per regime is the yardstick for the table's median error. An exact table's
 median error equals that noise on average, so the table's own error is what the noise leaves unexplained (in
 quadrature, `table_error`), and a table predicts within the noise when that is no larger than the noise and its bias
 within +-3% (`within_noise`).
@@ -34,10 +35,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import case, func, select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from storage.models import Cell, CostModel, Generation
+from storage.results import timed_run_count
 from storage.stream import frames
 from workers.decoding.costmodel import (
     RoundCosts,
@@ -230,15 +232,6 @@ def prediction_pairs(session: Session, exp_id: int, timed_from: int | None = Non
     return out.rename(columns={"predicted_wall_s_replay": "predicted_wall_s", "first_s": "wall_s"})
 
 
-def _runs(session: Session):
-    """How many timed runs a generation's `wall_s_runs` holds (SQLite, PostgreSQL; NULL or JSON null: none)."""
-    g = Generation
-    if session.get_bind().dialect.name == "sqlite":
-        return func.coalesce(func.json_array_length(g.wall_s_runs), 0)
-    # json_array_length refuses a JSON scalar (a stored None is JSON null)
-    return case((func.json_typeof(g.wall_s_runs) == "array", func.json_array_length(g.wall_s_runs)), else_=0)
-
-
 def _timed_twice(session: Session, exp_id: int) -> list:
     """`timing_noise`'s generations: the newest timed greedy generation of each pair key (as `_greedy_rows` keeps
     them; a NULL prompt key as ""), where it holds two runs or more. The ones timed twice are found first (one scan
@@ -247,7 +240,7 @@ def _timed_twice(session: Session, exp_id: int) -> list:
     greedy = [g.experiment_id == exp_id, g.temperature == 0, g.measure == "timed"]
     twice = session.execute(
         select(g.id, g.regime, g.strategy, g.k, g.wall_s_runs.label("runs"))
-        .where(*greedy, _runs(session) > 1)
+        .where(*greedy, timed_run_count(session) > 1)
         .order_by(g.id)
     ).all()
     if not twice:
@@ -260,7 +253,7 @@ def _timed_twice(session: Session, exp_id: int) -> list:
 def timing_noise(session: Session, exp_id: int) -> pd.DataFrame:
     """Per timed greedy generation run at least twice: its regime, band and |t2 / t1 - 1| / sqrt(2), the error an
     exact predictor would show against one timing of it (the module doc)."""
-    rows = _timed_twice(session, exp_id)
+    rows = [r for r in _timed_twice(session, exp_id) if None not in r.runs[:2]]  # null: a second run of other work
     bands = {key: width_band(*key) for key in {(r.strategy, r.k) for r in rows}}
     noise = [abs(r.runs[1] / r.runs[0] - 1) / math.sqrt(2) for r in rows]
     return pd.DataFrame(

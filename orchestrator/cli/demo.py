@@ -86,7 +86,8 @@ def prediction_text(Session, exp_id: int, noise: dict | None) -> str:
     if err.empty:
         return f"{table}\npredicted vs timed: no generation was both timed and replayed"
     line = (
-        f"timing noise (generations timed twice, |t2 / t1 - 1| / sqrt 2): {noise['sd']:.1%} median over "
+        f"timing noise (generations timed again after every first timing, |t2 / t1 - 1| / sqrt 2): {noise['sd']:.1%} "
+        f"median over "
         f"{noise['generations']} generations"
         if noise
         else "timing noise: no generation was timed twice"
@@ -159,7 +160,7 @@ def run_demo(opts, spec_path: str | None = None, retrain: bool = False, echo: Ca
         spread, noise = timing_spread(s, exp_id), identical_pass_noise(s, exp_id)
         found = findings_text(s, report.experiment, noise)
     echo(summary_text(df, texts))
-    if spread:
+    if spread and spec.sweep.repeats > 1:  # else the runs are the `timed_twice` sample's: the noise, below
         echo(
             f"\ntiming: each generation run {spread['runs']} times, the fastest kept; the slowest run of a generation "
             f"took {spread['median']:.0%} longer than its fastest (median of {spread['generations']}), "

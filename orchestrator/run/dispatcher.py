@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+from collections.abc import Callable
 
 import ray
 from ray.actor import ActorHandle
@@ -86,6 +87,21 @@ class Dispatcher:
             self._predictor = (table, None if predictor is None else ray.put(predictor))
         rows = [RowCell.of(c) for c in cells]
         self.replaying[replay_rows_task.remote(jobs, rows, tokenizer, exp_id, self._predictor[1])] = cells
+
+    def run_now(self, jobs: list[SweepJob], wait_s: float, between: Callable[[], None]) -> BatchOutcome | None:
+        """Run `jobs` on the accelerator worker with nothing else in flight and wait for them, calling `between` each
+        `wait_s` seconds (an interrupt check); None when the worker died (the next `ensure_actor` replaces it)."""
+        assert self.actor is not None and not self.busy(), "ensure_actor first, with nothing in flight"
+        ref = self.actor.run_batch.remote(jobs)
+        while not ray.wait([ref], timeout=wait_s)[0]:
+            between()
+        try:
+            return ray.get(ref)
+        except ACTOR_ERRORS as err:
+            logger.warning("accelerator worker died during second timings (%s); a resume runs them", _cause(err))
+            ray.kill(self.actor, no_restart=True)
+            self.actor = None
+            return None
 
     # -- collecting
     def collect(self, timeout_s: float) -> list[Event]:

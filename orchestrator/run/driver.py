@@ -32,6 +32,7 @@ from orchestrator.run.ray_startup import (
     ray_up,
     sticky_interrupts,
 )
+from orchestrator.run.second_timings import second_timings_due
 from orchestrator.run.spec import Spec, spec_hash
 from orchestrator.run.spec_paths import load_spec, read_spec
 from orchestrator.run.summaries import keep_summaries
@@ -137,7 +138,7 @@ def _run_leased(
     name = spec.experiment.name
     with guard(opts.db_url), ExperimentLease(Session, name, opts.wait, opts.lease_s) as lease:
         exp_id, added = register(spec, cells, source, Session, retry_failed, opts)
-        if _has_work(Session, exp_id):
+        if _has_work(spec, Session, exp_id):
             with Session() as s:  # the idle floor, before Ray starts: the machine at rest (None where no meter exists)
                 store.set_idle_power(s, exp_id, measure_idle_floor_w(spec.power.sources))
                 s.commit()
@@ -226,10 +227,13 @@ def _drop_or_refuse_stale(s: Session, name: str, keys: Iterable[str], drop: bool
         )
 
 
-def _has_work(Session: Sessions, exp_id: int) -> bool:
-    """Whether a pending cell, or a built artifact whose file is gone (rebuilt by the loop), awaits."""
+def _has_work(spec: Spec, Session: Sessions, exp_id: int) -> bool:
+    """Whether a pending cell, a built artifact whose file is gone (rebuilt by the loop) or a second timing
+    (`orchestrator.run.second_timings`) awaits."""
     with Session() as s:
-        return state_counts(s, exp_id)["pending"] > 0 or bool(store.missing_artifacts(s, exp_id))
+        if state_counts(s, exp_id)["pending"] > 0 or store.missing_artifacts(s, exp_id):
+            return True
+        return bool(second_timings_due(spec, s, exp_id))
 
 
 def _run_on_ray(

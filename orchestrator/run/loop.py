@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from orchestrator.run.accelerator_actor import IN_FLIGHT
@@ -26,8 +27,10 @@ from orchestrator.run.options import PREDICTED, Interrupted, Progress, RunOption
 from orchestrator.run.ray_startup import check_interrupt, interrupt_handled
 from orchestrator.run.replay_costs import ReplayCosts
 from orchestrator.run.scheduler import REPLAY_BATCH, Scheduler
+from orchestrator.run.second_timings import second_timings_due
 from orchestrator.run.spec import Spec
 from orchestrator.run.writer import ResultWriter, pending_work
+from storage import store
 from storage.cell_spec import CellSpec
 from storage.models import Reference
 from storage.queries import status_counts, timed_twins_s
@@ -124,6 +127,7 @@ class SweepLoop:
                 self._dispatch_replays()
                 self._release_idle_actor()
                 self._collect()
+            self._second_timings()
         except KeyboardInterrupt:
             interrupt_handled()
             self._stop()
@@ -159,6 +163,36 @@ class SweepLoop:
                 eta = left_text(p.get("eta_s") or 0)
                 self.label = f"{p['name']} {p['done']:,}/{p['total']:,} positions, {p['rate']:,.0f}/s, ETA {eta}"
         self._report()
+
+    def _second_timings(self) -> None:
+        """The `[sweep] timed_twice` sample's second timings, once every first timing of the run is stored, in the
+        order of the first ones: a generation's two timings are minutes apart, as a table and the timings it predicts
+        are, so the run's noise holds the machine's drift, not only the jitter of two runs back to back. Each batch is
+        stored as it ends; those left by a kill are found again on resume (`second_timings_due`)."""
+        with self.writer.Session() as s:
+            due = second_timings_due(self.spec, s, self.exp_id)
+            cells = {c.key: c for c in store.cell_specs(s, self.exp_id, ["sweep"], "done", {k for _, k in due})}
+        due = [(gen_id, key) for gen_id, key in due if key in cells]
+        size, done = max(1, self.spec.experiment.batch_size), 0
+        for lo in range(0, len(due), size):
+            chunk = due[lo : lo + size]
+            self._ensure_actor()
+            self.stage, self.label = "second timings", f"{done}/{len(due)} (the run's timing noise)"
+            self._report()
+            jobs = [replace(self._job(cells[key]), pace=False) for _, key in chunk]
+            outcome = self.dispatcher.run_now(jobs, WAIT_S, self._between)
+            if outcome is not None:
+                self.writer.store_second_timings(chunk, outcome)
+            done += len(chunk)
+        if due:
+            logger.info("%d second timings run after the first ones", len(due))
+
+    def _between(self) -> None:
+        """While the worker runs a batch waited on: a Ctrl-C lands, the lease stays held, the progress's clock moves."""
+        check_interrupt()
+        if self.lease is not None:
+            self.lease.check()
+        self._heartbeat()
 
     # -- artifacts on CPU workers
     def _submit_artifacts(self) -> None:
@@ -208,7 +242,6 @@ class SweepLoop:
             top_k=p.top_k,
             top_p=p.top_p,
             seed=p.seed,
-            repeats=self.spec.sweep.timed_runs(c.key, c.temperature or 0.0) if c.kind == "sweep" else None,
             pace=c.kind == "sweep" and self.spec.sweep.replay and not c.temperature,
         )
 

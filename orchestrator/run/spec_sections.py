@@ -316,8 +316,9 @@ class SweepSection(_Model):
     # with replay: time only this many of the greedy coordinates (strategy x task x k x regime), a sample seeded by
     # [experiment] seed; plain's are always timed (timed speedups need them); default all
     timed_coordinates: Annotated[int, Field(ge=0)] | None = None
-    # with replay: this share of the timed greedy generations (a sample seeded by their keys) is timed twice, so the
-    # run measures its own timing noise on identical passes, per regime, beside the cost model's error
+    # with replay: this share of the timed greedy generations (a sample seeded by their keys) is timed twice, the
+    # second time after every first timing of the run, so the run measures its own timing noise on identical passes
+    # minutes apart (as a table and the timings it predicts are), per regime, beside the cost model's error
     timed_twice: Annotated[float, Field(ge=0, le=1)] = 0.5
     # with replay and timed cells: measure the round-cost table a second time just before the timed cells (after the
     # replays) and predict every replay with it, so the table and the timings it is validated against share their
@@ -326,7 +327,8 @@ class SweepSection(_Model):
 
     def timed_runs(self, key: str, temperature: float) -> int | None:
         """How many times a timed cell's generation runs: twice for the `timed_twice` sample of a replayed run's
-        greedy cells, else the worker's `repeats` (None)."""
+        greedy cells (the second after every first, `orchestrator.run.second_timings`), else the worker's `repeats`
+        (None, each generation's runs back to back)."""
         if not self.replay or temperature > 0 or self.repeats > 1:
             return None
         return 2 if int(key[-4:], 16) / 0x10000 < self.timed_twice else None

@@ -8,7 +8,9 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import func, select
 
+from orchestrator.run.dispatcher import Dispatcher
 from orchestrator.run.driver import RunOptions, run_spec_file
+from orchestrator.run.spec import parse_spec
 from storage.db import open_db
 from storage.models import Cell, CostModel, Generation
 from tests.orchestrator.conftest import MAX_NEW_TOKENS
@@ -35,10 +37,21 @@ def replayed(tmp_path_factory, tiny_verifier, text_files):
     folder = tmp_path_factory.mktemp("replay")
     o = RunOptions(db_url=f"sqlite:///{folder / 'g.db'}")
     spec = spec_writer(folder, tiny_verifier, text_files)(name="replay", **REPLAY)
+    seen = []  # per batch of second timings: the timed generations and the timed cells left, as it was sent
+    run_now = Dispatcher.run_now
+
+    def watched(self, jobs, *args):
+        with open_db(o.db_url, migrate=False)[1]() as s:
+            timed = s.scalar(select(func.count()).where(Generation.measure == "timed"))
+            left = s.scalar(select(func.count()).where(Cell.kind == "sweep", Cell.state != "done"))
+        seen.append((len(jobs), timed, left))
+        return run_now(self, jobs, *args)
+
     with pytest.MonkeyPatch.context() as mp:  # the accelerator worker is stopped for a replay phase of any size
         mp.setattr("orchestrator.run.loop.RELEASE_MIN_REPLAYS", 1)
+        mp.setattr(Dispatcher, "run_now", watched)
         report = run_spec_file(spec, o)
-    return o, report, spec
+    return o, report, spec, seen
 
 
 def rows(o, *columns):
@@ -47,7 +60,7 @@ def rows(o, *columns):
 
 
 def test_every_greedy_cell_is_replayed_and_the_first_prompt_timed(replayed):
-    o, report, _ = replayed
+    o, report, *_ = replayed
     assert report.counts.get("failed", 0) == 0
     gens = rows(o, Generation.strategy, Generation.measure, Generation.prompt_index)
     replays = {(s, p) for s, m, p in gens if m == "replay"}
@@ -60,7 +73,7 @@ def test_every_greedy_cell_is_replayed_and_the_first_prompt_timed(replayed):
 
 
 def test_timed_and_replayed_twins_make_the_same_rounds(replayed):
-    o, _, _ = replayed
+    o, *_ = replayed
     found = rows(
         o,
         Generation.strategy,
@@ -83,7 +96,7 @@ def test_timed_and_replayed_twins_make_the_same_rounds(replayed):
 
 
 def test_the_table_measured_again_by_the_timing_worker_predicts_every_replay(replayed):
-    o, _, _ = replayed
+    o, *_ = replayed
     with open_db(o.db_url, migrate=False)[1]() as s:
         stmt = select(CostModel.costs, Cell.params, Cell.worker).join(Cell, Cell.id == CostModel.cell_id)
         tables = s.execute(stmt.order_by(CostModel.id)).all()
@@ -108,7 +121,7 @@ def test_the_table_measured_again_by_the_timing_worker_predicts_every_replay(rep
 
 
 def test_replays_are_predicted_and_timed_cells_carry_their_prediction(replayed):
-    o, _, _ = replayed
+    o, *_ = replayed
     assert rows(o, func.count(CostModel.id))[0][0] == 2  # the first table, and again at the timings
     found = rows(o, Generation.measure, Generation.wall_s, Generation.predicted_wall_s, Generation.draft_s)
     for measure, wall, predicted, draft_s in found:
@@ -125,7 +138,7 @@ def test_replays_are_predicted_and_timed_cells_carry_their_prediction(replayed):
 
 
 def test_replay_cells_ran_on_the_cpu_workers_and_a_rerun_adds_nothing(replayed):
-    o, _, spec = replayed
+    o, _, spec, _ = replayed
     workers = rows(o, Cell.kind, Cell.worker, Cell.state)
     assert {w for k, w, _ in workers if k == "replay"} and all(s == "done" for _, _, s in workers)
     assert all(not str(w).startswith("accelerator") for k, w, _ in workers if k == "replay")
@@ -138,3 +151,39 @@ def test_replay_cells_ran_on_the_cpu_workers_and_a_rerun_adds_nothing(replayed):
     again = run_spec_file(spec, o)
     assert again.added == 0 and again.counts.get("failed", 0) == 0
     assert rows(o, func.count(Generation.id))[0][0] == before
+
+
+def _timed(o) -> dict[str, tuple[int, float, list]]:
+    """Cell key -> (generation id, wall time, timed runs) of the timed greedy generations."""
+    stmt = select(Cell.key, Generation.id, Generation.wall_s, Generation.wall_s_runs).join(Cell)
+    with open_db(o.db_url, migrate=False)[1]() as s:
+        found = s.execute(stmt.where(Generation.measure == "timed", Generation.temperature == 0)).all()
+    return {key: (gen_id, wall, runs) for key, gen_id, wall, runs in found}
+
+
+def test_the_sample_timed_twice_is_timed_again_after_every_first_timing_and_a_resume_finishes_it(replayed):
+    """The `timed_twice` sample (the spec's default half of the timed greedy generations): each holds two timings of
+    its rounds, its wall time the first's; the second timings ran once every timed cell was done and every first
+    timing stored; one left by a kill (its second timing not stored) is timed by a rerun, and nothing else runs."""
+    o, _, spec, seen = replayed
+    sweep = parse_spec(spec.read_text()).sweep
+    timed = _timed(o)
+    twice = {key for key in timed if sweep.timed_runs(key, 0.0) == 2}
+    assert twice and twice != set(timed)  # a seeded half: some, not all
+    for key, (_, wall, runs) in timed.items():
+        assert len(runs) == (2 if key in twice else 1) and wall == runs[0] and all(r > 0 for r in runs)
+    assert sum(n for n, _, _ in seen) == len(twice)
+    assert all(stored == len(timed) and left == 0 for _, stored, left in seen)
+
+    key = sorted(twice)[0]
+    gen_id, wall, _ = timed[key]
+    with open_db(o.db_url, migrate=False)[1]() as s:
+        s.get(Generation, gen_id).wall_s_runs = [wall]
+        s.commit()
+    before = rows(o, func.count(Generation.id), func.max(Generation.id))[0]
+    again = run_spec_file(spec, o)
+    assert again.added == 0 and again.counts.get("failed", 0) == 0
+    assert rows(o, func.count(Generation.id), func.max(Generation.id))[0] == before
+    after = _timed(o)
+    assert len(after[key][2]) == 2 and after[key][1] == after[key][2][0] == wall
+    assert {k: v for k, v in after.items() if k != key} == {k: v for k, v in timed.items() if k != key}
