@@ -9,10 +9,9 @@ the two loses nothing, and a resume runs the ones left (`orchestrator.run.driver
 
 from __future__ import annotations
 
-from sqlalchemy.orm import Session
-
 from orchestrator.run.spec import Spec
 from storage import store
+from storage.db import Session
 
 
 def second_timings_due(spec: Spec, session: Session, exp_id: int) -> list[tuple[int, str]]:
