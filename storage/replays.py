@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from storage.cell_spec import CellParams
 from storage.models import Cell, Generation, Reference
-from workers.replay.batch import ROUND_LISTS
+from workers.replay.rounds import ROUND_LISTS
 
 
 def done_keys(session: Session, exp_id: int, kinds: Iterable[str]) -> set[str]:

@@ -34,6 +34,7 @@ from storage.models import (
 )
 from workers.contracts import ArtifactInfo, CostModelRecord, GenerationRecord, LabelRecord, ReferenceRecord
 from workers.metrics import rouge_l
+from workers.replay.rounds import rounds_differ
 from workers.training.ibase import IBaseInfo
 
 if TYPE_CHECKING:
@@ -239,18 +240,17 @@ def once_timed(session: Session, exp_id: int) -> list[tuple[int, str]]:
     return [(int(i), str(k)) for i, k in session.execute(stmt).all()]
 
 
-def add_second_timing(session: Session, generation_id: int, g: GenerationRecord) -> bool:
+def add_second_timing(session: Session, generation_id: int, g: GenerationRecord) -> str | None:
     """A stored timed generation's second timing (run after every first timing of its run, `[sweep] timed_twice`),
-    appended to the row's `wall_s_runs`; True when it made the same tokens and rounds as the stored run. One that made
-    others is no timing of the same work: null is appended in its place (the generation is not due again, and no
-    reader pairs it). The row's wall time, tokens/s and energy stay the first timing's."""
+    appended to the row's `wall_s_runs`; None when it made the same rounds as the stored run, else the first round
+    that differs (`rounds_differ`, the check a timed run and its replay get). One that made other rounds is no timing
+    of the same work: null is appended in its place (the generation is not due again, and no reader pairs it). The
+    row's wall time, tokens/s and energy stay the first timing's."""
     row = session.get(Generation, generation_id)
-    same = list(row.tokens) == list(g.tokens) and list(row.tokens_per_step or []) == list(g.tokens_per_step)
-    if row.passes is not None:
-        same = same and [list(p) for p in row.passes] == [list(p) for p in g.passes]
+    differs = rounds_differ(row, g)
     # a JSON column: assigned, not mutated in place
-    row.wall_s_runs = [*(row.wall_s_runs or [row.wall_s]), float(g.wall_s) if same else None]
-    return same
+    row.wall_s_runs = [*(row.wall_s_runs or [row.wall_s]), None if differs else float(g.wall_s)]
+    return differs
 
 
 def insert_rows(session: Session, rows: list[tuple]) -> None:

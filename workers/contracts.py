@@ -190,7 +190,7 @@ class CostModelJob:
     max_n: int = 8
     tree_sizes: tuple[int, ...] = ()
     regimes: tuple[str, ...] = ("uncached", "cached", "cached-standard")
-    repeats: int = 3
+    repeats: int = 2  # x 4-6 contexts: 8-12 timed rounds per row, spread over the span (a demo's table in ~1 min)
     budget_s: float | None = 120.0
     kind: str = "cost_model"
 

@@ -87,11 +87,13 @@ def generated(gen: dict, future: Future | None, name: str | None, was_loading: b
         st.caption(f"Loading the tokenizer `{name}` in the background; highlighting follows.")
         st.html(tables.highlight_html([(gen["text"] or "", False)]))
         return
-    tok = future.result() if future is not None else None
-    if tok is None:
-        st.caption("Tokenizer not available offline here: showing token ids.")
+    failed = future.exception() if future is not None else None
+    if future is None or failed is not None:
+        why = str(failed) if failed is not None else "the spec names no tokenizer"
+        st.caption(f"Showing token ids: {why}.")
         st.html(tables.highlight_html(tables.ids_segments(steps)))
         return
+    tok = future.result()
     st.html(tables.highlight_html(tables.decode_segments(steps, lambda ids: tok.decode(ids, skip_special_tokens=True))))
 
 

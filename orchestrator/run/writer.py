@@ -26,7 +26,7 @@ from storage.models import CELL_KINDS, Reference
 from storage.queries import state_counts
 from storage.replays import coordinate_of, done_keys, measured_coordinates, references_by_key, twin_rounds
 from workers.contracts import BatchOutcome, GenerationRecord, JobOutcome, ReplayJob
-from workers.replay.batch import ROUND_LISTS, rounds_differ
+from workers.replay.rounds import ROUND_LISTS, rounds_differ
 from workers.training.artifacts import BY_CELL_KIND
 
 logger = logging.getLogger(__name__)
@@ -185,23 +185,22 @@ class ResultWriter:
             store.mark_finished(s, c.id, o.worker)
         store.store_samples(s, self.exp_id, ev.outcome.samples)
 
-    def store_second_timings(self, due: list[tuple[int, str]], outcome: BatchOutcome) -> tuple[int, int]:
+    def store_second_timings(self, due: list[tuple[int, str]], outcome: BatchOutcome) -> None:
         """Second timings (`due[i]`: the generation id and cell key of `outcome.outcomes[i]`) appended to their stored
-        generations, and the batch's power samples; (stored, differing): a timing that failed is left for a resume, one
-        that made other tokens or rounds than the stored run is not a noise pair and is dropped, with a warning."""
-        stored = differing = 0
+        generations, and the batch's power samples. A timing that failed is left for a resume; one that made other
+        rounds than the stored run is no noise pair (`add_second_timing` stores null), and both are logged."""
         with self.Session() as s:
             for (gen_id, key), o in zip(due, outcome.outcomes):
                 if not o.ok or o.generation is None:
-                    logger.warning("second timing of %s... failed: %s", key[:12], (o.error or "").splitlines()[0:1])
-                elif store.add_second_timing(s, gen_id, o.generation):
-                    stored += 1
-                else:
-                    differing += 1
-                    logger.warning("second timing of %s... made other tokens or rounds; not a noise pair", key[:12])
+                    logger.warning(
+                        "second timing of %s... failed: %s",
+                        key[:12],
+                        next(iter((o.error or "").splitlines()), "no result"),
+                    )
+                elif differs := store.add_second_timing(s, gen_id, o.generation):
+                    logger.warning("second timing of %s... is not a noise pair: %s", key[:12], differs)
             store.store_samples(s, self.exp_id, outcome.samples)
             s.commit()
-        return stored, differing
 
     def _replayed(self, s: Session, ev: Replayed) -> None:
         """A replay task's cells: the failed ones retried or failed, the others' rows (built by the task) inserted in

@@ -113,7 +113,8 @@ def test_texts_redundancy_and_cascading_drill_down(app):
     assert list(at.table[0].value["text source"])[0] == "reference"
     assert "gs-accepted" in _html(at), "the drafted generation shows accepted tokens highlighted"
     generated = next(h.proto.body for h in at.get("html") if "gs-accepted" in h.proto.body)
-    assert "the study drug or placebo" in re.sub(r"<[^>]+>", "", generated)  # decoded text (pubmed, prompt 0), not ids
+    why = [c.value for c in at.caption if "token ids" in c.value]  # the page's reason when it shows ids
+    assert "the study drug or placebo" in re.sub(r"<[^>]+>", "", generated), why  # decoded (pubmed, prompt 0), not ids
     at.selectbox(key="texts_strategy").set_value("plain").run()
     assert at.selectbox(key="texts_k").options == ["0"]  # the cascade offers only what exists
     assert not at.exception

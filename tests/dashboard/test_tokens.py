@@ -8,6 +8,7 @@ import pytest
 
 from dashboard import tokens
 from tests.dashboard.populate import PROMPTS
+from workers.errors import ModelError
 from workers.models.tokenizer import load_tokenizer, mistral_tokenizer_dir
 
 
@@ -39,7 +40,8 @@ def test_verifier_folder_without_tokenizer_key_is_used(tmp_path):
 
 
 def test_unknown_hub_id_is_not_fetched():
-    assert tokens.load_offline("no-such-org/no-such-model-greenspec") is None  # offline only: no download
+    with pytest.raises(ModelError, match="no-such-model-greenspec not loadable offline"):  # offline only: no download
+        tokens.load_offline("no-such-org/no-such-model-greenspec")
 
 
 @pytest.mark.slow

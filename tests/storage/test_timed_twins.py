@@ -68,7 +68,7 @@ def test_timing_noise_reads_the_newest_generation_of_each_prompt_timed_twice(db_
 def test_a_second_timing_is_appended_to_its_generation_and_one_of_other_work_is_no_noise_pair(db_url):
     """On SQLite and PostgreSQL: `once_timed` lists the timed greedy generations timed once, in storing order (not a
     replayed, sampled or twice-timed one); `add_second_timing` appends a timing of the same rounds (the wall time, the
-    first timing's, kept) and, for one that made other rounds, null, which the noise and spread readers skip."""
+    first timing's, kept) and, for one that made other rounds, null (naming the round that differs), which the noise and spread readers skip."""
     import math
 
     from storage import store
@@ -92,9 +92,9 @@ def test_a_second_timing_is_appended_to_its_generation_and_one_of_other_work_is_
         assert store.once_timed(s, exp_id) == [(ids["c0"], "c0"), (ids["c1"], "c1")]
         stored = s.get(Generation, ids["c0"])
         same = _record(stored, 1.2)
-        other = _record(s.get(Generation, ids["c1"]), 1.3, tokens=(7,) * len(stored.tokens))
-        assert store.add_second_timing(s, ids["c0"], same) is True
-        assert store.add_second_timing(s, ids["c1"], other) is False
+        other = _record(s.get(Generation, ids["c1"]), 1.3, tokens_per_step=(2,) + (1,) * (len(stored.tokens) - 2))
+        assert store.add_second_timing(s, ids["c0"], same) is None
+        assert "diverge at round 0 (tokens_per_step" in store.add_second_timing(s, ids["c1"], other)
         s.commit()
     with Session() as s:
         assert s.get(Generation, ids["c0"]).wall_s_runs == [1.0, 1.2] and s.get(Generation, ids["c0"]).wall_s == 1.0

@@ -1,6 +1,6 @@
 """Replay on a CPU worker: a batch of `workers.contracts.ReplayJob`s replayed from their prompts' references
-(`workers.replay.verifier`, the decoding's own rounds against a stand-in verifier), and the check that a timed
-generation made the rounds its replay made (`rounds_differ`).
+(`workers.replay.verifier`, the decoding's own rounds against a stand-in verifier); whether a timed generation made
+the rounds its replay made is `workers.replay.rounds.rounds_differ`.
 
 Example:
     >>> outcomes = run_replay_batch(jobs, "smollm2-135m", worker="node-1")   # one strategy's jobs
@@ -16,31 +16,7 @@ from workers.decoding.options import DecodeOptions
 from workers.drafts import BuildContext, Draft, build_draft
 from workers.errors import first_line
 from workers.models.tokenizer import load_tokenizer
-from workers.replay.verifier import first_divergence, replay_generate
-
-ROUND_LISTS = ("tokens_per_step", "accepted_per_step", "drafted_per_step")
-
-
-def rounds_differ(timed, replayed) -> str | None:
-    """None when a timed and a replayed generation (records or dicts of their per-round lists) made identical
-    rounds; else one line naming the first round that differs (the reference and the verifier disagree there: fp16 on
-    a GPU, a non-deterministic kernel). A list either side lacks is not compared."""
-
-    def rounds(g, name):
-        return list((g.get(name) if isinstance(g, dict) else getattr(g, name, None)) or [])
-
-    for name in ROUND_LISTS:
-        a, b = rounds(timed, name), rounds(replayed, name)
-        if not a or not b:
-            continue
-        at = first_divergence(a, b)
-        if at is not None:
-            return (
-                f"timed and replayed generations diverge at round {at} ({name}: timed {a[at : at + 1]}, replayed "
-                f"{b[at : at + 1]}): the verifier's greedy tokens differ from its stored reference"
-            )
-    return None
-
+from workers.replay.verifier import replay_generate
 
 _TOKENIZERS: dict[str, object] = {}
 _DRAFTS: dict[tuple, Draft] = {}

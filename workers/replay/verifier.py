@@ -35,6 +35,7 @@ from workers.decoding.options import DecodeOptions
 from workers.decoding.records import GenerationResult
 from workers.errors import GreenspecError
 from workers.interfaces import Draft
+from workers.replay.rounds import first_divergence
 
 
 class ReplayError(GreenspecError):
@@ -147,14 +148,6 @@ class ReferenceVerifier:
         """Cut the cache back to its first `n_tokens` tokens."""
         if self.cache is not None:
             self.cache = self.cache[:n_tokens]
-
-
-def first_divergence(a: Sequence[int], b: Sequence[int]) -> int | None:
-    """The first index where two per-round lists differ (their common length when one is a prefix), None if equal."""
-    for i, (x, y) in enumerate(zip(a, b)):
-        if x != y:
-            return i
-    return None if len(a) == len(b) else min(len(a), len(b))
 
 
 def replay_generate(

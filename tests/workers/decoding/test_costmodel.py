@@ -165,8 +165,8 @@ def test_the_pace_is_one_fixed_pass_timed_and_follows_a_slower_machine():
 def test_a_repeat_past_the_budget_is_not_started():
     verifier = Verifier(tiny_lm("llama", 1, vocab=300))
     _, once = measure_round_costs(verifier, list(range(3, 40)), 1, (), ("uncached",), 20, repeats=50, budget_s=0.0)
-    assert len(once) == 2 * 2  # widths 0 and 1 at two contexts (8 to 20: 1 + round(log2 2.5)), one repeat
-    assert [n_contexts(50, 116), n_contexts(50, 200), n_contexts(10, 10_000), n_contexts(5, 5)] == [2, 3, 5, 2]
+    assert len(once) == 2 * 4  # widths 0 and 1 at four contexts (8 to 20: 1 + round(log2 2.5) = 2, at least 4), once
+    assert [n_contexts(50, 116), n_contexts(50, 400), n_contexts(10, 10_000), n_contexts(5, 5)] == [4, 4, 6, 4]
 
 
 def test_tokens_per_s_errors_by_hand():

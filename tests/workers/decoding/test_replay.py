@@ -17,7 +17,7 @@ from workers.decoding.costcurve import PassCosts
 from workers.decoding.sampling import Warp
 from workers.drafts import make_draft
 from workers.igtree import IGTree
-from workers.replay.batch import rounds_differ
+from workers.replay.rounds import rounds_differ
 from workers.replay.verifier import ReferenceVerifier, ReplayError, ReplayMismatch, replay_generate
 from workers.training.datastore import save_datastore
 from workers.verifier import Verifier
