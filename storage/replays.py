@@ -1,5 +1,5 @@
 """What the driver reads around replayed generations: done prerequisite cells, references by key, and the timed twin
-of a replayed generation (and the reverse), whose rounds must be the same (`workers.replay.batch.rounds_differ`)."""
+of a replayed generation (and the reverse), whose rounds must be the same (`workers.replay.rounds.rounds_differ`)."""
 
 from __future__ import annotations
 

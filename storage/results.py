@@ -34,7 +34,7 @@ from storage.models import (
 )
 from workers.contracts import ArtifactInfo, CostModelRecord, GenerationRecord, LabelRecord, ReferenceRecord
 from workers.metrics import rouge_l
-from workers.replay.rounds import rounds_differ
+from workers.replay.rounds import TWICE, rounds_differ
 from workers.training.ibase import IBaseInfo
 
 if TYPE_CHECKING:
@@ -247,7 +247,7 @@ def add_second_timing(session: Session, generation_id: int, g: GenerationRecord)
     of the same work: null is appended in its place (the generation is not due again, and no reader pairs it). The
     row's wall time, tokens/s and energy stay the first timing's."""
     row = session.get(Generation, generation_id)
-    differs = rounds_differ(row, g)
+    differs = rounds_differ(row, g, TWICE)
     # a JSON column: assigned, not mutated in place
     row.wall_s_runs = [*(row.wall_s_runs or [row.wall_s]), None if differs else float(g.wall_s)]
     return differs

@@ -94,7 +94,10 @@ def test_a_second_timing_is_appended_to_its_generation_and_one_of_other_work_is_
         same = _record(stored, 1.2)
         other = _record(s.get(Generation, ids["c1"]), 1.3, tokens_per_step=(2,) + (1,) * (len(stored.tokens) - 2))
         assert store.add_second_timing(s, ids["c0"], same) is None
-        assert "diverge at round 0 (tokens_per_step" in store.add_second_timing(s, ids["c1"], other)
+        assert (
+            "first timing and second timing generations diverge at round 0 (tokens_per_step"
+            in store.add_second_timing(s, ids["c1"], other)
+        )
         s.commit()
     with Session() as s:
         assert s.get(Generation, ids["c0"]).wall_s_runs == [1.0, 1.2] and s.get(Generation, ids["c0"]).wall_s == 1.0

@@ -27,6 +27,7 @@ from workers.contracts import (
 )
 from workers.decoding.records import GenerationResult
 from workers.power.base import PowerSample
+from workers.replay.rounds import rounds_differ
 
 logger = logging.getLogger(__name__)
 
@@ -62,14 +63,16 @@ def job_options(job: SweepJob, max_new_tokens: int, eos_id: int | None, trees: b
 
 
 def fastest(runs: list[GenerationResult], strategy: str = "?") -> GenerationResult:
-    """The fastest of a generation's timed runs, after checking that every run made the same tokens and passes
-    (a repeat only re-times the same work; a draft or sampler that differs between runs cannot be timed so)."""
+    """The fastest of a generation's timed runs, after checking that every run made the same tokens and rounds
+    (`workers.replay.rounds.rounds_differ`: a repeat only re-times the same work; a draft or sampler that differs
+    between runs cannot be timed so)."""
     first = runs[0]
     for i, r in enumerate(runs[1:], start=2):
-        if list(r.tokens) != list(first.tokens) or list(r.tokens_per_step) != list(first.tokens_per_step):
+        why = "[sweep] repeats needs a generation that repeats exactly"
+        differs = rounds_differ(first, r, ("run 1", f"run {i}", why))
+        if differs or list(r.tokens) != list(first.tokens):
             raise RuntimeError(
-                f"timed run {i} of strategy {strategy!r} made other tokens or passes than run 1; "
-                f"[sweep] repeats needs a generation that repeats exactly"
+                f"timed run {i} of strategy {strategy!r} made other tokens or passes than run 1: {differs or why}"
             )
     return min(runs, key=lambda r: r.wall_s)
 

@@ -4,6 +4,7 @@ the rounds its replay made is `workers.replay.rounds.rounds_differ`.
 
 Example:
     >>> outcomes = run_replay_batch(jobs, "smollm2-135m", worker="node-1")   # one strategy's jobs
+    >>> from workers.replay.rounds import rounds_differ
     >>> rounds_differ(timed_record, outcomes[0].generation) is None
     True
 """

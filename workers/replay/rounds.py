@@ -23,22 +23,28 @@ def first_divergence(a: Sequence[int], b: Sequence[int]) -> int | None:
     return None if len(a) == len(b) else min(len(a), len(b))
 
 
-def rounds_differ(timed, replayed) -> str | None:
-    """None when a timed and a replayed generation (records or dicts of their per-round lists) made identical
-    rounds; else one line naming the first round that differs (the reference and the verifier disagree there: fp16 on
-    a GPU, a non-deterministic kernel). A list either side lacks is not compared."""
+REPLAY = ("timed", "replayed", "the verifier's greedy tokens differ from its stored reference")
+TWICE = ("first timing", "second timing", "the verifier's greedy tokens changed between its timings")
+
+
+def rounds_differ(a, b, sides: tuple[str, str, str] = REPLAY) -> str | None:
+    """None when two generations (records or dicts of their per-round lists) made identical rounds; else one line
+    naming the first round that differs, each side by its name in `sides` (a's, b's, and why they can differ: by
+    default a timed generation and its replay, whose reference and verifier disagree there: fp16 on a GPU, a
+    non-deterministic kernel). A list either side lacks is not compared."""
+    name_a, name_b, why = sides
 
     def rounds(g, name):
         return list((g.get(name) if isinstance(g, dict) else getattr(g, name, None)) or [])
 
     for name in ROUND_LISTS:
-        a, b = rounds(timed, name), rounds(replayed, name)
-        if not a or not b:
+        x, y = rounds(a, name), rounds(b, name)
+        if not x or not y:
             continue
-        at = first_divergence(a, b)
+        at = first_divergence(x, y)
         if at is not None:
             return (
-                f"timed and replayed generations diverge at round {at} ({name}: timed {a[at : at + 1]}, replayed "
-                f"{b[at : at + 1]}): the verifier's greedy tokens differ from its stored reference"
+                f"{name_a} and {name_b} generations diverge at round {at} ({name}: {name_a} {x[at : at + 1]}, "
+                f"{name_b} {y[at : at + 1]}): {why}"
             )
     return None

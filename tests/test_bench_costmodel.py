@@ -1,0 +1,29 @@
+"""The costmodel bench's arithmetic on made-up timings: the 2-context table keeps each row's end contexts only, and
+the error table reports what its legend says."""
+
+import pandas as pd
+import pytest
+
+from bench.costmodel import end_contexts, error_table
+
+
+def test_end_contexts_keeps_each_rows_shortest_and_longest_context():
+    samples = [("cached", "chain", n, c, 0.1) for n in (1, 2) for c in (50, 80, 120, 200)]
+    samples += [("cached", "chain", 3, c, 0.2) for c in (60, 90)] + [("uncached", "chain", 1, 70, 0.3)] * 2
+    kept = end_contexts(samples)
+    assert {(s[2], s[3]) for s in kept if s[0] == "cached"} == {(1, 50), (1, 200), (2, 50), (2, 200), (3, 60), (3, 90)}
+    assert kept.count(("uncached", "chain", 1, 70, 0.3)) == 2
+
+
+def test_error_table_reports_bias_noise_and_the_two_context_tables_error():
+    rows = [
+        {"regime": "cached", "strategy": s, "k": k, "band": b, "prompt": i, "n_tokens": 10, "wall_s": w,
+         "second_s": 1.02 * w, "pace": 1.0, "predicted_s": 0.9 * w, "ends_s": w}
+        for s, k, b, w in (("plain", 0, "plain", 1.0), ("ngram", 1, "k = 1", 0.8), ("lookup", 4, "2-4", 0.6), ("ngram", 8, "5+", 0.7))
+        for i in range(3)
+    ]  # fmt: skip
+    out = error_table(pd.DataFrame(rows)).set_index("band")
+    assert out.loc["plain", "bias"] == pytest.approx(1 / 0.9 - 1)
+    assert out.loc["all", "noise"] == pytest.approx(0.02 / 2**0.5)
+    assert out.loc["all", "2 contexts: error (bias)"] == "0.000 (+0.000)"
+    assert out.loc["all", "Spearman"] == pytest.approx(1.0)
