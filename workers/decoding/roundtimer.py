@@ -56,9 +56,10 @@ PACE_TOKENS = 32  # the pace step: one token after this many fixed tokens in the
 PACE_REPEATS = 5  # timed pace passes per call, after one untimed; their median
 
 
-MIN_CONTEXTS, MAX_CONTEXTS = 4, 6  # a narrow span still gets 4: one context's noise, or a kernel's step at one
-# length, bends a row of 2 across the whole span (timed 9 contexts over 75-199 tokens: a row interpolated between the
-# ends was off by 3-9% at some widths in between, of either sign)
+MIN_CONTEXTS, MAX_CONTEXTS = 4, 6  # a narrow span still gets 4, so that one context's slow spell, or a kernel's step
+# at one length, does not bend a row of 2 across the whole span; `python -m bench costmodel` predicts with both (its
+# last column: the same rounds at each row's end contexts), and at 75-199 tokens on a quiet host found no clear
+# difference (BENCHMARKS.md): 4 is kept as the safer of two equals, at 2 timed rounds more per row
 
 
 def n_contexts(lo: int, hi: int) -> int:
