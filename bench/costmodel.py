@@ -17,8 +17,9 @@ measurement and before every generation, as a run's validation records it (`stor
 Per regime and width band: |predicted / measured - 1| of tokens/s against the first timed run (median, p90), the
 median signed error (bias, > 0 predicted too fast) with its 95% interval over generations, the error with each timing set at the table's pace (paced), the
 noise (|t2 / t1 - 1| / sqrt 2 between the two passes: what an exact predictor would show against one timing), the
-table's own error and whether it is within the noise, and per regime the Spearman of the strategies' speedups over
-plain, predicted against measured. One table, the verifiers side by side in each cell. The load average before and
+table's own error and whether it is within the noise, per regime the Spearman of the strategies' speedups over
+plain, predicted against measured, and the error and bias of a table from the same rounds at each row's two end
+contexts only (whether the contexts between them help). One table, the verifiers side by side in each cell. The load average before and
 after says how busy the machine was.
 
 Usage: python -m bench costmodel [--quick]   (both verifiers, SmolLM2-135M then Gemma 3 270M, 6 prompts x 100 new
