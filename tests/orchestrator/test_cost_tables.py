@@ -1,7 +1,8 @@
 """Round-cost tables as artifacts, on a real tiny transformers verifier and real SQLite files: measured at 1 and 2
 threads with their noise and reference check, written and read back as files, stored and found; an experiment's
 replayed generations re-predicted with another table, checked by hand (timed rows never copied, every predicted time
-`predict_generation` over the stored passes); and the 1-thread re-prediction against a timed 1-thread subset."""
+`predict_generation` over the stored passes). How near a re-prediction comes to a run timed on the table's device is
+a measurement, not a test: `python -m bench repredict` (BENCHMARKS.md)."""
 
 from __future__ import annotations
 
