@@ -5,9 +5,9 @@ On a real verifier (fp32, CPU): the table is measured as the accelerator worker 
 every regime, widths 0..8 and a token tree of 5, the grid's contexts, interleaved repeats) and a small grid is timed
 in full: one cell per width band (plain, ngram at k = 1, prompt lookup at 4, ngram at 8, lookup's chain as a tree of
 5) over six prompts (the first 50 words of Python's documentation topics) in each regime, after a warm-up of each
-cell. Table and grid take
-turns, twice (2 table repeats, the grid, 2 more repeats, the grid again): each generation is timed in both passes,
-minutes apart, and the table is built from all four repeats.
+cell, in a run's paired order (prompt by prompt, every regime and cell of one prompt back to back, so a slow spell
+of the machine falls on every band alike). The grid is timed twice, minutes apart; table and grid take turns: each
+pass in two halves, one table repeat before each half, and the table is built from all four repeats.
 The prediction is the table's seconds for the generation's recorded passes plus its draft's measured seconds (what a
 replayed generation gets; replay makes the same passes, `tests/workers/decoding/test_replay.py`).
 
@@ -64,59 +64,83 @@ def cells() -> list[tuple[str, dict, int, bool]]:
     return list(CELLS)
 
 
-def timed_pass(verifier, prompt_ids, n_new: int, progress) -> list:
-    """One pass over the grid: every regime x cell x prompt generated once after a warm-up of its cell."""
-    from workers.decoding import REGIMES, DecodeOptions, generate, warmup
+def grid(prompts: int) -> list[tuple[str, int, int]]:
+    """(regime, cell index, prompt) of one pass, in a run's paired order with the regimes inside it: prompt by
+    prompt, every regime and cell of one prompt back to back, so that a slow spell of the machine falls on every
+    regime and band alike instead of on the few whose block it meets."""
+    from workers.decoding import REGIMES
+
+    return [(regime, c, i) for i in range(prompts) for regime in REGIMES for c in range(len(cells()))]
+
+
+def warm_grid(verifier, prompt_ids, n_new: int) -> None:
+    """One untimed warm-up of every regime x cell (kernels, caches, allocators on each cell's own path)."""
+    from workers.decoding import REGIMES, DecodeOptions, warmup
+    from workers.drafts import make_draft
+
+    for regime in REGIMES:
+        for name, options, k, tree in cells():
+            warmup(verifier, make_draft(name, **options), prompt_ids[0], DecodeOptions(regime, k, n_new, trees=tree))
+
+
+def timed_pass(verifier, prompt_ids, n_new: int, order, progress) -> list:
+    """The generations of `order` ((regime, cell, prompt) each), each timed once after the machine's pace."""
+    from workers.decoding import DecodeOptions, generate
     from workers.decoding.roundtimer import pace_seconds
     from workers.drafts import make_draft
 
     out = []
-    for regime in REGIMES:
-        for name, options, k, tree in cells():
-            draft = make_draft(name, **options)
-            decode = DecodeOptions(regime, k, n_new, trees=tree)
-            warmup(verifier, draft, prompt_ids[0], decode)
-            for i, p in enumerate(prompt_ids):
-                pace = pace_seconds(verifier)
-                out.append((regime, name, k, tree, i, pace, generate(verifier, draft, p, decode)))
-                progress()
+    for regime, c, i in order:
+        name, options, k, tree = cells()[c]
+        pace = pace_seconds(verifier)
+        decode = DecodeOptions(regime, k, n_new, trees=tree)
+        out.append((regime, c, i, pace, generate(verifier, make_draft(name, **options), prompt_ids[i], decode)))
+        progress()
     return out
 
 
+TURNS = 2  # each pass over the grid in this many parts, a table repeat measured before each part
+
+
 def generations(verifier, prompt_ids, n_new: int, max_context: int, min_context: int):
-    """The table and the grid measured in turn, twice: table repeats, a pass over the grid, table repeats, the grid
-    again, so that a slow spell of the machine falls on table and generations alike and the second pass times the
-    same generations minutes later (its difference from the first is the noise an exact predictor would show). One
-    row per regime x cell x prompt: both runs and the prediction of the table from all its repeats for the first
-    run's passes; (rows, table, rounds timed, seconds in the table, seconds in the grid)."""
-    from workers.decoding import REGIMES
+    """The table and the grid measured in turn: each pass over the grid in `TURNS` parts (prompts in order), one table
+    repeat before each part, and the grid timed twice, so that the table's repeats are spread over the grid's
+    minutes and the second pass times the same generations minutes later (its difference from the first is the
+    noise an exact predictor would show). One row per regime x cell x prompt: both runs and the prediction of the
+    table from all its repeats for the first run's passes; (rows, table, rounds timed, seconds in the table,
+    seconds in the grid)."""
     from workers.decoding.costmodel import build_table, pace_ratios, predict_generation
     from workers.decoding.passes import width_band
     from workers.decoding.roundtimer import measure_round_costs
 
-    total, count, t0 = 2 * len(REGIMES) * len(cells()) * len(prompt_ids), [0], time.perf_counter()
+    order = grid(len(prompt_ids))
+    parts = [order[len(order) * t // TURNS : len(order) * (t + 1) // TURNS] for t in range(TURNS)]
+    total, count, t0 = 2 * len(order), [0], time.perf_counter()
 
-    def progress():  # the rate over the generations so far (the table's seconds apart); a pass starts uncached, slow
+    def progress():  # the rate over the generations so far (the table's seconds apart)
         count[0] += 1
         spent = time.perf_counter() - t0 - table_s
         eta = spent / count[0] * (total - count[0])
         print(f"  {count[0]}/{total} generations, {spent:.0f} s, at most about {eta:.0f} s left", file=sys.stderr)
 
-    samples, runs, table_s, paces = [], [], 0.0, []
-    for _ in range(2):
-        t = time.perf_counter()
-        half, part = measure_round_costs(
-            verifier, prompt_ids[0], 8, (TREE,), max_context=max_context, min_context=min_context, repeats=2
-        )
-        samples += part
-        paces.append(half.meta["pace_s"])
-        table_s += time.perf_counter() - t
-        runs.append(timed_pass(verifier, prompt_ids, n_new, progress))
-    table = build_table("bench", "cpu", samples, {"pace_s": sum(paces) / 2})
+    samples, table_s, paces, timed = [], 0.0, [], {1: [], 2: []}
+    warm_grid(verifier, prompt_ids, n_new)
+    for run in (1, 2):
+        for part in parts:
+            t = time.perf_counter()
+            turn, more = measure_round_costs(
+                verifier, prompt_ids[0], 8, (TREE,), max_context=max_context, min_context=min_context, repeats=1
+            )
+            samples += more
+            paces.append(turn.meta["pace_s"])
+            table_s += time.perf_counter() - t
+            timed[run] += timed_pass(verifier, prompt_ids, n_new, part, progress)
+    table = build_table("bench", "cpu", samples, {"pace_s": float(np.median(paces))})
     ends = build_table("bench", "cpu", end_contexts(samples), table.meta)
-    ratios = pace_ratios([r[5] for r in runs[0]], table.meta["pace_s"])
+    ratios = pace_ratios([r[3] for r in timed[1]], table.meta["pace_s"])
     rows = []
-    for (regime, name, k, tree, i, _, first), (*_, second), ratio in zip(*runs, ratios):
+    for (regime, c, i, _, first), (*_, second), ratio in zip(timed[1], timed[2], ratios):
+        name, _, k, tree = cells()[c]
         strategy = f"{name}-tree" if tree else name
         rows.append(
             {
@@ -267,11 +291,12 @@ def verifier_section(name: str, quick: bool) -> tuple[str, str, pd.DataFrame]:
     noise = ", ".join(f"{r} {v:.1%}" for r, v in table.noise.items())
     setup = (
         f"fp32, CPU, {torch.get_num_threads()} torch threads. The table: {rounds} timed rounds (every regime, "
-        f"widths 0-8 and a tree of {TREE}, contexts {lo}-{hi} tokens, 2 + 2 repeats) in {measure_s:.0f} s; its "
+        f"widths 0-8 and a tree of {TREE}, contexts {lo}-{hi} tokens, {2 * TURNS} repeats) in {measure_s:.0f} s; its "
         f"repeats' own spread {noise}. The grid: {len(gens)} generations ({n_prompts} prompts x {n_new} new "
         f"tokens; one cell per width band: plain, ngram at k = 1, prompt lookup at 4, ngram at 8, lookup as a tree "
         f"of {TREE}), "
-        f"each timed in two passes over the grid, {timed_s:.0f} s; the table's repeats measured before each pass; "
+        f"prompt by prompt, each timed in two passes over the grid, {timed_s:.0f} s; a table repeat before each half "
+        f"of each pass; "
         f"{load}."
     )
     return name, setup, error_table(gens)

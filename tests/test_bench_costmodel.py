@@ -4,7 +4,19 @@ the error table reports what its legend says."""
 import pandas as pd
 import pytest
 
-from bench.costmodel import end_contexts, error_table
+from bench.costmodel import cells, end_contexts, error_table, grid
+from workers.decoding import REGIMES
+
+
+def test_the_grid_is_timed_prompt_by_prompt_every_regime_and_cell_of_a_prompt_back_to_back():
+    order = grid(3)
+    assert sorted(order) == sorted({(r, c, i) for r in REGIMES for c in range(len(cells())) for i in range(3)})
+    block = len(REGIMES) * len(cells())
+    for i in range(3):  # a slow spell over one prompt's minutes meets every regime and band, not one band's block
+        assert {(r, c) for r, c, p in order[i * block : (i + 1) * block]} == {
+            (r, c) for r in REGIMES for c in range(len(cells()))
+        }
+        assert {p for *_, p in order[i * block : (i + 1) * block]} == {i}
 
 
 def test_end_contexts_keeps_each_rows_shortest_and_longest_context():
