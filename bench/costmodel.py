@@ -24,7 +24,8 @@ after says how busy the machine was.
 
 Usage: python -m bench costmodel [--quick]   (both verifiers, SmolLM2-135M then Gemma 3 270M, 6 prompts x 100 new
 tokens, the paper's length; --quick: SmolLM2 alone, 2 prompts x 16 new tokens, not recorded)
-       python -m bench.costmodel [--smollm] [--gemma] [--quick]   (print the section of the verifiers named)
+       python -m bench.costmodel [--smollm] [--gemma] [--quick] [--turns N]   (print the section of the verifiers
+       named; --turns: each pass over the grid in N parts, a table repeat before each, 2 by default)
 """
 
 from __future__ import annotations
@@ -102,8 +103,8 @@ def timed_pass(verifier, prompt_ids, n_new: int, order, progress) -> list:
 TURNS = 2  # each pass over the grid in this many parts, a table repeat measured before each part
 
 
-def generations(verifier, prompt_ids, n_new: int, max_context: int, min_context: int):
-    """The table and the grid measured in turn: each pass over the grid in `TURNS` parts (prompts in order), one table
+def generations(verifier, prompt_ids, n_new: int, max_context: int, min_context: int, turns: int = TURNS):
+    """The table and the grid measured in turn: each pass over the grid in `turns` parts (prompts in order), one table
     repeat before each part, and the grid timed twice, so that the table's repeats are spread over the grid's
     minutes and the second pass times the same generations minutes later (its difference from the first is the
     noise an exact predictor would show). One row per regime x cell x prompt: both runs and the prediction of the
@@ -114,7 +115,7 @@ def generations(verifier, prompt_ids, n_new: int, max_context: int, min_context:
     from workers.decoding.roundtimer import measure_round_costs
 
     order = grid(len(prompt_ids))
-    parts = [order[len(order) * t // TURNS : len(order) * (t + 1) // TURNS] for t in range(TURNS)]
+    parts = [order[len(order) * t // turns : len(order) * (t + 1) // turns] for t in range(turns)]
     total, count, t0 = 2 * len(order), [0], time.perf_counter()
 
     def progress():  # the rate over the generations so far (the table's seconds apart)
@@ -220,10 +221,10 @@ SHOWN = (
 )
 
 
-def run(quick: bool = False, verifiers: tuple[str, ...] = VERIFIERS) -> str:
+def run(quick: bool = False, verifiers: tuple[str, ...] = VERIFIERS, turns: int = TURNS) -> str:
     """The Markdown section: one table, the verifiers side by side (--quick: SmolLM2 alone, 2 prompts x 16 new
     tokens)."""
-    measured = [verifier_section(name, quick) for name in (verifiers[:1] if quick else verifiers)]
+    measured = [verifier_section(name, quick, turns) for name in (verifiers[:1] if quick else verifiers)]
     return render(measured)
 
 
@@ -271,7 +272,7 @@ def side_by_side(tables: list[pd.DataFrame]) -> str:
     return tabulate(rows, headers=["regime", "band", *SHOWN], tablefmt="github", disable_numparse=True)
 
 
-def verifier_section(name: str, quick: bool) -> tuple[str, str, pd.DataFrame]:
+def verifier_section(name: str, quick: bool, turns: int = TURNS) -> tuple[str, str, pd.DataFrame]:
     """One verifier's table measured, its grid timed twice and predicted: (name, setup paragraph, error table)."""
     import torch
 
@@ -286,23 +287,43 @@ def verifier_section(name: str, quick: bool) -> tuple[str, str, pd.DataFrame]:
     prompt_ids = [list(tok(p).input_ids) for p in prompts(n_prompts)]
     lo, hi = min(map(len, prompt_ids)), max(map(len, prompt_ids)) + n_new
     load = os.getloadavg()[0]
-    gens, table, rounds, measure_s, timed_s = generations(verifier, prompt_ids, n_new, hi, lo)
+    gens, table, rounds, measure_s, timed_s = generations(verifier, prompt_ids, n_new, hi, lo, turns)
     load = f"load average {load:.1f} before, {os.getloadavg()[0]:.1f} after"
     noise = ", ".join(f"{r} {v:.1%}" for r, v in table.noise.items())
     setup = (
         f"fp32, CPU, {torch.get_num_threads()} torch threads. The table: {rounds} timed rounds (every regime, "
-        f"widths 0-8 and a tree of {TREE}, contexts {lo}-{hi} tokens, {2 * TURNS} repeats) in {measure_s:.0f} s; its "
+        f"widths 0-8 and a tree of {TREE}, contexts {lo}-{hi} tokens, {2 * turns} repeats) in {measure_s:.0f} s; its "
         f"repeats' own spread {noise}. The grid: {len(gens)} generations ({n_prompts} prompts x {n_new} new "
         f"tokens; one cell per width band: plain, ngram at k = 1, prompt lookup at 4, ngram at 8, lookup as a tree "
         f"of {TREE}), "
-        f"prompt by prompt, each timed in two passes over the grid, {timed_s:.0f} s; a table repeat before each half "
-        f"of each pass; "
+        f"prompt by prompt, each timed in two passes over the grid, {timed_s:.0f} s; a table repeat before each of a "
+        f"pass's {turns} parts (prompts in order); "
         f"{load}."
     )
     return name, setup, error_table(gens)
 
 
-if __name__ == "__main__":
-    named = [a[2:] for a in sys.argv[1:] if a.startswith("--") and a != "--quick"]
+def main(argv: list[str]) -> int:
+    """`python -m bench.costmodel [--smollm] [--gemma] [--quick] [--turns N]`: print the section (not recorded)."""
+    turns = TURNS
+    if "--turns" in argv:
+        at = argv.index("--turns")
+        value = argv[at + 1] if at + 1 < len(argv) else ""
+        if not value.isdigit() or int(value) < 1:
+            print(
+                f"bench.costmodel: --turns needs a whole number of parts per pass, at least 1; got {value!r}",
+                file=sys.stderr,
+            )
+            return 2
+        turns, argv = int(value), argv[:at] + argv[at + 2 :]
+    named = [a[2:] for a in argv if a.startswith("--") and a != "--quick"]
+    if unknown := [n for n in named if not any(v.startswith(n) for v in VERIFIERS)]:
+        print(f"bench.costmodel: unknown option --{unknown[0]}; verifiers: --smollm, --gemma", file=sys.stderr)
+        return 2
     picked = tuple(v for v in VERIFIERS if any(v.startswith(n) for n in named)) or VERIFIERS
-    print(run(quick="--quick" in sys.argv, verifiers=picked))
+    print(run(quick="--quick" in argv, verifiers=picked, turns=turns))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -40,3 +40,19 @@ def test_error_table_reports_bias_noise_and_the_two_context_tables_error():
     assert out.loc["all", "2 contexts: error (bias)"] == "0.000 (+0.000)"
     # measured speedups over plain rank ngram@1 < ngram@8 < lookup; predicted, lookup (40% slower) comes first
     assert out.loc["all", "Spearman"] == pytest.approx(-0.5)
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--turns"], "--turns needs a whole number"),
+        (["--turns", "0"], "--turns needs a whole number"),
+        (["--turns", "x", "--smollm"], "--turns needs a whole number"),
+        (["--llama"], "unknown option --llama"),
+    ],
+)
+def test_bad_options_get_one_line_and_exit_2_before_anything_is_timed(argv, says, capsys):
+    from bench.costmodel import main
+
+    assert main(argv) == 2
+    assert says in capsys.readouterr().err
