@@ -304,24 +304,23 @@ def verifier_section(name: str, quick: bool, turns: int = TURNS) -> tuple[str, s
 
 
 def main(argv: list[str]) -> int:
-    """`python -m bench.costmodel [--smollm] [--gemma] [--quick] [--turns N]`: print the section (not recorded)."""
-    turns = TURNS
-    if "--turns" in argv:
-        at = argv.index("--turns")
-        value = argv[at + 1] if at + 1 < len(argv) else ""
-        if not value.isdigit() or int(value) < 1:
-            print(
-                f"bench.costmodel: --turns needs a whole number of parts per pass, at least 1; got {value!r}",
-                file=sys.stderr,
-            )
-            return 2
-        turns, argv = int(value), argv[:at] + argv[at + 2 :]
-    named = [a[2:] for a in argv if a.startswith("--") and a != "--quick"]
-    if unknown := [n for n in named if not any(v.startswith(n) for v in VERIFIERS)]:
-        print(f"bench.costmodel: unknown option --{unknown[0]}; verifiers: --smollm, --gemma", file=sys.stderr)
-        return 2
-    picked = tuple(v for v in VERIFIERS if any(v.startswith(n) for n in named)) or VERIFIERS
-    print(run(quick="--quick" in argv, verifiers=picked, turns=turns))
+    """`python -m bench.costmodel [--smollm] [--gemma] [--quick] [--turns N]`: print the section (not recorded); a bad
+    option is refused by argparse (exit 2) before anything is timed."""
+    import argparse
+
+    def parts(text: str) -> int:
+        if not text.isdigit() or int(text) < 1:
+            raise argparse.ArgumentTypeError(f"needs a whole number of parts per pass, at least 1; got {text!r}")
+        return int(text)
+
+    parser = argparse.ArgumentParser(prog="python -m bench.costmodel")
+    parser.add_argument("--smollm", action="store_true", help="SmolLM2-135M")
+    parser.add_argument("--gemma", action="store_true", help="Gemma 3 270M")
+    parser.add_argument("--quick", action="store_true", help="2 prompts x 16 new tokens, the first verifier only")
+    parser.add_argument("--turns", type=parts, default=TURNS, help="each pass over the grid in N parts (default 2)")
+    args = parser.parse_args(argv)
+    picked = tuple(v for v, on in zip(VERIFIERS, (args.smollm, args.gemma)) if on) or VERIFIERS
+    print(run(quick=args.quick, verifiers=picked, turns=args.turns))
     return 0
 
 
