@@ -7,7 +7,9 @@ in full: one cell per width band (plain, ngram at k = 1, prompt lookup at 4, ngr
 5) over six prompts (the first 50 words of Python's documentation topics) in each regime, after a warm-up of each
 cell, in a run's paired order (prompt by prompt, every regime and cell of one prompt back to back, so a slow spell
 of the machine falls on every band alike). The grid is timed twice, minutes apart; table and grid take turns: each
-pass in two halves, one table repeat before each half, and the table is built from all four repeats.
+pass in six parts (a prompt each), one table repeat before each part, and the table is built from all twelve repeats
+(a table's repeats a minute apart can differ by 10% on a shared machine: spread over the grid's minutes, they meet
+the same spells of the machine as the generations they predict).
 The prediction is the table's seconds for the generation's recorded passes plus its draft's measured seconds (what a
 replayed generation gets; replay makes the same passes, `tests/workers/decoding/test_replay.py`).
 
@@ -25,7 +27,7 @@ after says how busy the machine was.
 Usage: python -m bench costmodel [--quick]   (both verifiers, SmolLM2-135M then Gemma 3 270M, 6 prompts x 100 new
 tokens, the paper's length; --quick: SmolLM2 alone, 2 prompts x 16 new tokens, not recorded)
        python -m bench.costmodel [--smollm] [--gemma] [--quick] [--turns N]   (print the section of the verifiers
-       named; --turns: each pass over the grid in N parts, a table repeat before each, 2 by default)
+       named; --turns: each pass over the grid in N parts, a table repeat before each, 6 by default)
 """
 
 from __future__ import annotations
@@ -100,7 +102,7 @@ def timed_pass(verifier, prompt_ids, n_new: int, order, progress) -> list:
     return out
 
 
-TURNS = 2  # each pass over the grid in this many parts, a table repeat measured before each part
+TURNS = 6  # each pass over the grid in this many parts, a table repeat measured before each part
 
 
 def generations(verifier, prompt_ids, n_new: int, max_context: int, min_context: int, turns: int = TURNS):
@@ -317,7 +319,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--smollm", action="store_true", help="SmolLM2-135M")
     parser.add_argument("--gemma", action="store_true", help="Gemma 3 270M")
     parser.add_argument("--quick", action="store_true", help="2 prompts x 16 new tokens, the first verifier only")
-    parser.add_argument("--turns", type=parts, default=TURNS, help="each pass over the grid in N parts (default 2)")
+    parser.add_argument("--turns", type=parts, default=TURNS, help=f"each pass over the grid in N parts (default {TURNS})")
     args = parser.parse_args(argv)
     picked = tuple(v for v, on in zip(VERIFIERS, (args.smollm, args.gemma)) if on) or VERIFIERS
     print(run(quick=args.quick, verifiers=picked, turns=args.turns))
