@@ -25,7 +25,8 @@ class CellParams:
     top_k: int = 0  # sampled sweep cells: the sampler's settings and stream
     top_p: float = 1.0
     seed: int | None = None
-    stage: str | None = None  # costmodel cells: "timing" for the table measured just before the timed cells
+    stage: str | None = None  # costmodel cells: "timing" for the table measured again among the timed cells
+    turn: int = 0  # costmodel cells at the timings: which of the table's turns (`[sweep] table_turns`, from 0)
 
     def to_json(self) -> dict[str, Any]:
         """The JSON stored in `cells.params`: the fields that differ from their defaults."""

@@ -84,22 +84,34 @@ class StoredCostModel:
     energy_j: float | None
     mean_power_w: float | None  # the accelerator's mean power while it ran verifier rounds
     power_source: str | None
-    tables: int = 1  # tables the experiment measured (a replayed run with timed cells: a second, at the timings)
+    tables: int = 1  # tables the experiment measured (a replayed run with timed cells: a second, at the timings,
+    # in turns: one table)
     all_measure_s: float = 0.0  # seconds all of them took
 
     def measured(self) -> str:
         """How the table was measured, in words: its rounds and seconds, and the experiment's other tables if any."""
+        turns = int(self.table.meta.get("turns", 1))
         text = f"{len(self.samples)} real rounds timed in {self.measure_s:.0f} s"
+        if turns > 1:
+            spent = sum(self.table.meta.get("turn_s", []))
+            text = f"{len(self.samples)} real rounds timed in {turns} turns among the timed cells, {spent:.0f} s"
         if self.tables > 1:
             text += f"; the newest of the experiment's {self.tables} tables ({self.all_measure_s:.0f} s in all)"
         return text
 
 
 def stored_cost_model(
-    session: Session, exp_id: int, device: str | None = None, cell_key: str | None = None
+    session: Session, exp_id: int, device: str | None = None, cell_key: str | None = None, stage: str | None = None
 ) -> StoredCostModel | None:
     """The experiment's newest round-cost table (on `device` when given; the one cell `cell_key` measured when
-    given), or None when none was measured (or only an older linear model, which nothing reads any more)."""
+    given; the newest a cell of `stage` measured when given: a table's turns), or None when none was measured (or
+    only an older linear model, which nothing reads any more)."""
+    if stage is not None:
+        by_stage = select(Cell.key, Cell.params).join(CostModel, CostModel.cell_id == Cell.id)
+        rows = session.execute(by_stage.where(CostModel.experiment_id == exp_id).order_by(CostModel.id.desc())).all()
+        cell_key = next((key for key, params in rows if (params or {}).get("stage") == stage), None)
+        if cell_key is None:
+            return None
     stmt = select(CostModel).where(CostModel.experiment_id == exp_id, CostModel.costs.is_not(None))
     if device is not None:
         stmt = stmt.where(CostModel.device == device)
@@ -113,14 +125,15 @@ def stored_cost_model(
             CostModel.experiment_id == exp_id, CostModel.costs.is_not(None)
         )
     ).one()
+    table = RoundCosts.from_json(row.costs)
     return StoredCostModel(
-        table=RoundCosts.from_json(row.costs),
+        table=table,
         samples=tuple((str(g), str(k), int(n), int(c), float(s)) for g, k, n, c, s in row.samples),
         measure_s=row.measure_s,
         energy_j=row.energy_j,
         mean_power_w=row.mean_power_w,
         power_source=row.power_source,
-        tables=int(every[0]),
+        tables=int(every[0]) - int(table.meta.get("turns", 1)) + 1,  # a table's turns: one table
         all_measure_s=float(every[1] or 0.0),
     )
 

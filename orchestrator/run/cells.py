@@ -115,37 +115,42 @@ def table_widths(spec: Spec) -> dict:
     return {"max_n": max([1, *ks]), "tree_sizes": tuple(trees), "regimes": tuple(regimes)}
 
 
-def cost_model_cell(spec: Spec, prompt: str | None, stage: str | None = None) -> CellSpec | None:
+def cost_model_cell(spec: Spec, prompt: str | None, stage: str | None = None, turn: int = 0) -> CellSpec | None:
     """The accelerator cell that measures the verifier's round-cost table (`workers.decoding.costmodel`) on its device, when a
     replay's predictions or a k = "auto" strategy need it; it times rounds over a real prompt's tokens (which do
-    not enter its key: the cost does not depend on which tokens). `stage = AT_TIMING`: the same table measured
-    again just before the timed cells (`timing_table_cell`)."""
+    not enter its key: the cost does not depend on which tokens). `stage = AT_TIMING`: one turn of the same table
+    measured again among the timed cells (`timing_table_cells`)."""
     if not (spec.sweep.replay or any(s.auto for s in spec.strategies)):
         return None
     ident = {"kind": COST_ROLE, "verifier": verifier_identity(spec), "device": spec.verifier.device}
     ident |= {"table": "rounds", **table_widths(spec)}  # a grid with other widths or regimes measures its own
     if stage is not None:
         ident["stage"] = stage
-    return CellSpec(key=content_key(ident), kind=COST_ROLE, params=CellParams(prompt=prompt, stage=stage))
+    if turn:
+        ident["turn"] = turn
+    params = CellParams(prompt=prompt, stage=stage, turn=turn)
+    return CellSpec(key=content_key(ident), kind=COST_ROLE, params=params)
 
 
-def timing_table_cell(spec: Spec, prompt: str | None) -> CellSpec | None:
-    """The table measured again just before the timed cells (`[sweep] table_at_timing`), when the run both replays
-    and times greedy cells: the replays are predicted with it, on the machine's speed of the timings that validate
-    them. None otherwise."""
+def timing_table_cells(spec: Spec, prompt: str | None) -> list[CellSpec]:
+    """The table measured again among the timed cells (`[sweep] table_at_timing`), when the run both replays and
+    times greedy cells: `[sweep] table_turns` cells of one repeat each, which the scheduler spreads over the timed
+    cells (`orchestrator.run.scheduler.spread_turns`); each turn's table is built from every turn so far and
+    predicts the replays, on the machine's speed of the timings that validate them. [] otherwise."""
     sw = spec.sweep
     timed = sw.timed_prompts and sw.timed_coordinates != 0 and 0.0 in sw.temperatures
     if not (sw.replay and sw.table_at_timing and timed and any(s.replayable for s in spec.strategies)):
-        return None
-    return cost_model_cell(spec, prompt, AT_TIMING)
+        return []
+    return [c for t in range(sw.table_turns) if (c := cost_model_cell(spec, prompt, AT_TIMING, t)) is not None]
 
 
 def _head(spec: Spec, prompts: list[TaskPrompts]) -> tuple[dict[Requirement, CellSpec], list[CellSpec], list[CellSpec]]:
     """The grid's cells before its sweep: the artifact cells, the cost model's (none, or the first table and the
-    one at the timings) and the references."""
+    turns of the one at the timings) and the references."""
     artifacts = artifact_cells(spec)
     prompt = next((t for p in prompts for t in p.texts), None)
-    costs = [c for c in (cost_model_cell(spec, prompt), timing_table_cell(spec, prompt)) if c is not None]
+    first = cost_model_cell(spec, prompt)
+    costs = [] if first is None else [first, *timing_table_cells(spec, prompt)]
     return artifacts, costs, [c for p in prompts for c in reference_cells(spec, p)]
 
 

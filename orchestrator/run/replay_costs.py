@@ -9,26 +9,29 @@ replayed generation's prediction with it.
 
 A replayed run with timed cells measures the table twice (`[sweep] table_at_timing`): first, before the references,
 for k = "auto"'s lengths and the replays' first predictions; again on the fresh accelerator worker that times the
-cells, after the replays and just before the first timed cell. The second replaces every replay's prediction (in the
-transaction that stores it) and predicts the timed cells: the table and the timings it is validated against then
-meet the same minute and process (a shared machine's speed can change over the minutes, a study's tens of minutes,
-between a run's start and its timed cells).
+cells, after the replays, in turns of one repeat spread over the timed cells (`[sweep] table_turns`, the first just
+before the first timed cell). Each turn's stored table is built from the rounds of every turn so far
+(`workers.decoding.costmodel.turns_table`), replaces every replay's prediction (in the transaction that stores it)
+and predicts the timed cells: the table and the timings it is validated against then meet the same minutes and
+process (a shared machine's speed can change over the minutes, a study's tens of minutes, between a run's start and
+its timed cells, and a table's repeats minutes apart differ as its speed does).
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 from orchestrator.run.cells import COST_ROLE, table_widths
 from orchestrator.run.options import Sessions
 from orchestrator.run.spec import Spec
-from orchestrator.run.sweep_grid import at_timing
+from orchestrator.run.sweep_grid import AT_TIMING, at_timing
 from storage.cell_spec import CellSpec
 from storage.repredict import Predictor, repredict_in_place
 from storage.store import store_cost_model
 from storage.validation import stored_cost_model
 from workers.contracts import CostModelJob
-from workers.decoding.costmodel import RoundCosts
+from workers.decoding.costmodel import RoundCosts, Turn, turns_table
 
 logger = logging.getLogger(__name__)
 
@@ -55,20 +58,30 @@ class ReplayCosts:
             min_context=max(2, min(words)),  # tokens: at least one per word
             max_context=2 * max(words) + spec.sweep.max_new_tokens,  # about 1.3-2 tokens per word of text or code
             **table_widths(spec),
+            **({"repeats": 1} if at_timing(c) else {}),  # a turn of the table at the timings: one repeat
         )
 
     def store(self, s, c: CellSpec, outcome) -> None:
-        """Store the measured table (and forget the one read before, if any). The table measured again at the
-        timings predicts every replay stored before it, in the same transaction (`repredict_in_place`)."""
+        """Store the measured table (and forget the one read before, if any). A turn of the table measured again at
+        the timings is stored as the table of every turn so far, and predicts every generation stored before it,
+        in the same transaction (`repredict_in_place`)."""
         r = outcome.cost_model
-        store_cost_model(s, c.id, r)
+        if not at_timing(c):
+            store_cost_model(s, c.id, r)
+            self._model = None
+            return
+        earlier = stored_cost_model(s, self.exp_id, stage=AT_TIMING)  # the turns before, as one table
+        before, e = (earlier.samples if earlier else ()), r.energy
+        meta = RoundCosts.from_json(r.costs).meta
+        turn = Turn(r.verifier, r.device, r.samples, meta, r.measure_s, e and e.mean_power_w)
+        table = turns_table(earlier and earlier.table, before, turn)
+        store_cost_model(s, c.id, replace(r, costs=table.to_json(), samples=(*before, *r.samples)))
         self._model = None
-        if at_timing(c):
-            e = r.energy
-            p = Predictor(RoundCosts.from_json(r.costs), r.device, e and e.mean_power_w, e and e.power_source)
-            s.flush()
-            n = repredict_in_place(s, self.exp_id, p)
-            logger.info("round-cost table measured again at the timings: %d replayed generations re-predicted", n)
+        source = (e and e.power_source) or (earlier and earlier.power_source)
+        s.flush()
+        n = repredict_in_place(s, self.exp_id, Predictor(table, r.device, table.meta.get("mean_power_w"), source))
+        turns = table.meta["turns"]
+        logger.info("round-cost table at the timings, turn %d: %d replayed generations re-predicted", turns, n)
 
     def model(self):
         """The experiment's round-cost table (None if it was not measured)."""
@@ -76,7 +89,8 @@ class ReplayCosts:
             with self.Session() as s:
                 found = stored_cost_model(s, self.exp_id)
             if found is not None:
-                self._model, self._power, self._source = found.table, found.mean_power_w, found.power_source
+                power = found.table.meta.get("mean_power_w", found.mean_power_w)  # a table in turns: over all
+                self._model, self._power, self._source = found.table, power, found.power_source
         return self._model
 
     def model_json(self, cell_key: str) -> str | None:

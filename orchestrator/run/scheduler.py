@@ -35,6 +35,7 @@ from storage.store import ARTIFACT_KINDS
 
 # the accelerator's order: the cost model, the references (a replayed run's replays wait for them, and run on the
 # other cores while the labels follow), the verifier labels, the table measured again at the timings, the timed cells
+# (the table's later turns then spread among them: `spread_turns`)
 KIND_ORDER = {COST: -2, "reference": -1, "label": 0, AT_TIMING: 0.5, "sweep": 1}
 REPLAY = "replay"  # replay cells run on CPU workers (workers.replay), in batches of one strategy
 REPLAY_BATCH = 64  # replay cells per CPU task at least: the draft loads once per task, the results come back together
@@ -71,6 +72,22 @@ def run_order(c: CellSpec, order: str = "paired") -> tuple:
     )
 
 
+def spread_turns(queue: list[CellSpec]) -> list[CellSpec]:
+    """The accelerator's queue with the turns of the table measured again at the timings (`[sweep] table_turns`)
+    spread evenly over its timed cells, in turn order: turn t of T before the timed cell at t / T of them (the first
+    just before the first timed cell), so that the table's repeats fall on the same spells of a shared machine as
+    the timings they predict. Without timed cells left (a resumed run), the turns keep their place."""
+    turns = sorted((c for c in queue if at_timing(c)), key=lambda c: c.params.turn)
+    rest = [c for c in queue if not at_timing(c)]
+    timed = [i for i, c in enumerate(rest) if c.kind == "sweep"]
+    if not turns or not timed:
+        return queue
+    before: dict[int, list[CellSpec]] = {}
+    for t, c in enumerate(turns):
+        before.setdefault(timed[len(timed) * t // len(turns)], []).append(c)
+    return [x for i, c in enumerate(rest) for x in (*before.get(i, ()), c)]
+
+
 class Scheduler:
     """Queue, batching, retries and artifact dependencies of one experiment's run."""
 
@@ -90,12 +107,8 @@ class Scheduler:
         cells = list(cells)
         self.batch_size, self.max_attempts, self.overlap, self.in_flight = batch_size, max_attempts, overlap, in_flight
         self.artifacts = [c for c in cells if c.kind in ARTIFACT_KINDS]
-        self.queue: deque[CellSpec] = deque(
-            sorted(
-                (c for c in cells if c.kind not in ARTIFACT_KINDS and c.kind != REPLAY),
-                key=lambda c: run_order(c, order),
-            )
-        )
+        queued = (c for c in cells if c.kind not in ARTIFACT_KINDS and c.kind != REPLAY)
+        self.queue: deque[CellSpec] = deque(spread_turns(sorted(queued, key=lambda c: run_order(c, order))))
         self.replays: deque[CellSpec] = deque(
             sorted((c for c in cells if c.kind == REPLAY), key=lambda c: run_order(c, "strategy"))
         )

@@ -320,10 +320,14 @@ class SweepSection(_Model):
     # second time after every first timing of the run, so the run measures its own timing noise on identical passes
     # minutes apart (as a table and the timings it predicts are), per regime, beside the cost model's error
     timed_twice: Annotated[float, Field(ge=0, le=1)] = 0.5
-    # with replay and timed cells: measure the round-cost table a second time just before the timed cells (after the
+    # with replay and timed cells: measure the round-cost table a second time among the timed cells (after the
     # replays) and predict every replay with it, so the table and the timings it is validated against share their
-    # minute and process; the first table still sets k = "auto"'s lengths
+    # minutes and process; the first table still sets k = "auto"'s lengths
     table_at_timing: bool = True
+    # ... in this many turns of one repeat each, spread evenly over the timed cells (the first just before them): a
+    # table's repeats minutes apart differ as a shared machine's speed does, so its repeats meet the same spells of
+    # the machine as the timings they predict; the table is built from every turn so far
+    table_turns: Annotated[int, Field(ge=1, le=20)] = 2
 
     def timed_runs(self, key: str, temperature: float) -> int | None:
         """How many times a timed cell's generation runs: twice for the `timed_twice` sample of a replayed run's

@@ -179,6 +179,38 @@ def build_table(verifier: str, device: str, samples: Sequence[Sample], meta: Map
     return RoundCosts(verifier, device, table_rows(samples), repeat_noise(samples), dict(meta or {}))
 
 
+@dataclass(frozen=True)
+class Turn:
+    """One turn of a table measured in turns: its verifier and device, its rounds, its own table's meta (pace,
+    machine), its seconds and the mean power measured meanwhile (None: no meter)."""
+
+    verifier: str
+    device: str
+    samples: Sequence[Sample]
+    meta: Mapping
+    measure_s: float
+    power_w: float | None = None
+
+
+def turns_table(earlier: RoundCosts | None, earlier_samples: Sequence[Sample], turn: Turn) -> RoundCosts:
+    """The table of every turn so far: `earlier` (the table of the turns before, built by this function, or None)
+    and its rounds, with one more turn. Built from all their rounds (each row's median at each context over every
+    turn); its meta is the newest turn's, with the pace over all (`pace_s`, the median of every turn's runs), the
+    turns' count, seconds and power, and the mean power over all of them, weighted by their seconds (`mean_power_w`,
+    what its predictions' energy is at; absent if no turn had a meter)."""
+    before = dict(earlier.meta) if earlier is not None else {}
+    paces = [*before.get("pace_runs", []), *turn.meta.get("pace_runs", [])]
+    seconds = [*before.get("turn_s", []), float(turn.measure_s)]
+    powers = [*before.get("turn_power_w", []), turn.power_w]
+    meta = dict(turn.meta) | {"turns": len(seconds), "turn_s": seconds, "turn_power_w": powers, "pace_runs": paces}
+    if paces:
+        meta["pace_s"] = float(np.median(paces))
+    metered = [(p, s) for p, s in zip(powers, seconds) if p is not None]
+    if sum(s for _, s in metered) > 0:
+        meta["mean_power_w"] = sum(p * s for p, s in metered) / sum(s for _, s in metered)
+    return build_table(turn.verifier, turn.device, [*earlier_samples, *turn.samples], meta)
+
+
 def predict_generation(
     table: RoundCosts, regime: str, passes: Iterable[Sequence[int]], draft_s: float, tree: bool = False
 ) -> float:

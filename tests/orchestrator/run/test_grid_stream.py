@@ -90,10 +90,10 @@ def _old_timed_sample(spec, cells):
 def old_expand(spec, prompts):
     artifacts = grid.artifact_cells(spec)
     prompt = next((t for p in prompts for t in p.texts), None)
-    costs, again = grid.cost_model_cell(spec, prompt), grid.timing_table_cell(spec, prompt)
+    costs = grid.cost_model_cell(spec, prompt)
     refs = [c for p in prompts for c in grid.reference_cells(spec, p)]
     sweeps = [c for p in prompts for c in _old_sweep_cells(spec, p, artifacts, costs.key if costs else None)]
-    tables = [c for c in (costs, again) if c is not None]
+    tables = [] if costs is None else [costs, *grid.timing_table_cells(spec, prompt)]
     return list(artifacts.values()) + tables + refs + _old_timed_sample(spec, sweeps)
 
 

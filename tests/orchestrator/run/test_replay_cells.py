@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from orchestrator.run.cells import COST_ROLE, TaskPrompts, coordinate, expand, stratified
 from orchestrator.run.prepare import link_references
-from orchestrator.run.scheduler import Scheduler
+from orchestrator.run.scheduler import Scheduler, run_order, spread_turns
 from orchestrator.run.spec import parse_spec
 from orchestrator.run.sweep_grid import at_timing
 from workers.decoding.passes import width_band
@@ -129,7 +129,10 @@ def test_the_accelerator_waits_for_the_replays_only_once_nothing_else_is_left_fo
         for c in batch:
             s.artifact_built(c)
     waiting = [c for c in s.queue if c.kind != "sweep"]  # the table measured again at the timings waits too
-    assert len(waiting) == 1 and at_timing(waiting[0])
+    assert len(waiting) == 2 and all(map(at_timing, waiting))  # in two turns
+    assert [c.params.turn for c in waiting] == [0, 1]
+    queued = list(s.queue)  # the first turn just before the timed cells, the second halfway through them
+    assert queued[0] == waiting[0] and queued.index(waiting[1]) - 1 == (len(queued) - 2) // 2
     assert s.accelerator_waits_for_replays(n_replays) and not s.accelerator_waits_for_replays(n_replays + 1)
     while s.next_replay_batch(10):
         pass
@@ -147,7 +150,8 @@ def test_the_accelerator_waits_for_the_replays_only_once_nothing_else_is_left_fo
 
 def test_a_replayed_run_with_timed_cells_measures_its_table_again_at_the_timings():
     kinds = lambda cells: sorted(c.params.stage or "first" for c in cells if c.kind == "costmodel")  # noqa: E731
-    assert kinds(grid("replay = true\ntimed_prompts = 1")) == ["first", "timing"]
+    assert kinds(grid("replay = true\ntimed_prompts = 1")) == ["first", "timing", "timing"]  # in two turns
+    assert kinds(grid("replay = true\ntimed_prompts = 1\ntable_turns = 1")) == ["first", "timing"]
     assert kinds(grid("replay = true\ntimed_prompts = 1\ntable_at_timing = false")) == ["first"]
     assert kinds(grid("replay = true")) == ["first"]  # nothing timed: nothing to meet at the timings
     assert kinds(grid("replay = true\ntimed_prompts = 1\ntimed_coordinates = 0")) == ["first"]
@@ -173,3 +177,14 @@ def test_every_regime_and_band_is_timed_before_any_draft_is_added_to_one():
     second = stratified(0, drafts, 18)[9:]  # the second round: in each regime x band another draft than its first
     first = {(c[3], width_band(c[0], c[2])): c[0] for c in picked}
     assert all(c[0] != first[(c[3], width_band(c[0], c[2]))] for c in second)
+
+
+def test_the_turns_of_the_table_at_the_timings_spread_evenly_over_the_timed_cells():
+    cs = [replace(c, id=i) for i, c in enumerate(grid("replay = true\ntimed_prompts = 2\ntable_turns = 3"))]
+    queued = [c for c in spread_turns(sorted(cs, key=run_order)) if c.kind in ("sweep", COST_ROLE)]
+    turns = [i for i, c in enumerate(queued) if at_timing(c)]
+    timed = len(queued) - len(turns) - 1  # the first table opens the queue
+    assert [queued[i].params.turn for i in turns] == [0, 1, 2]
+    assert [i - t - 1 for t, i in enumerate(turns)] == [0, timed // 3, 2 * timed // 3]  # timed cells before each
+    resumed = [c for c in queued if not at_timing(c) or c.params.turn == 2][timed // 2 :]  # a resume, a turn left
+    assert at_timing(spread_turns(resumed)[0]) and spread_turns([queued[turns[2]]]) == [queued[turns[2]]]

@@ -1,7 +1,7 @@
 """Replay as a scheduled workload, end to end on a real local Ray and the tiny verifier: every greedy cell replayed
 on CPU workers from its prompt's reference, the first prompt also timed, the cost model measured on the accelerator
-worker (and again by the worker that times the cells, just before them, whose table then predicts every replay) and
-stored with the experiment; timed and replayed twins make identical rounds; a resume re-runs nothing."""
+worker (and again by the worker that times the cells, in two turns among them, whose table then predicts every
+replay) and stored with the experiment; timed and replayed twins make identical rounds; a resume re-runs nothing."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from orchestrator.run.spec import parse_spec
 from storage.db import open_db
 from storage.models import Cell, CostModel, Generation
 from tests.orchestrator.conftest import MAX_NEW_TOKENS
-from workers.decoding.costmodel import RoundCosts, predict_generation
+from workers.decoding.costmodel import RoundCosts, predict_generation, table_rows
 
 pytestmark = [pytest.mark.usefixtures("ray_local"), pytest.mark.slow]
 
@@ -98,17 +98,26 @@ def test_timed_and_replayed_twins_make_the_same_rounds(replayed):
 def test_the_table_measured_again_by_the_timing_worker_predicts_every_replay(replayed):
     o, *_ = replayed
     with open_db(o.db_url, migrate=False)[1]() as s:
-        stmt = select(CostModel.costs, Cell.params, Cell.worker).join(Cell, Cell.id == CostModel.cell_id)
-        tables = s.execute(stmt.order_by(CostModel.id)).all()
+        stmt = select(CostModel.costs, CostModel.samples, Cell.params, Cell.worker, Cell.finished_at)
+        tables = s.execute(stmt.join(Cell, Cell.id == CostModel.cell_id).order_by(CostModel.id)).all()
         gens = s.execute(
             select(Generation.measure, Generation.regime, Generation.passes, Generation.draft_s, Generation.wall_s)
             .add_columns(Generation.predicted_wall_s, Cell.params)
             .join(Cell, Cell.id == Generation.cell_id)
         ).all()
-    assert [t.params.get("stage") for t in tables] == [None, "timing"]
-    sweep_workers = {w for k, w, _ in rows(o, Cell.kind, Cell.worker, Cell.state) if k == "sweep"}
-    assert {tables[1].worker} == sweep_workers  # measured where and just before the cells were timed
-    first, again = (RoundCosts.from_json(t.costs) for t in tables)
+    assert [(t.params.get("stage"), t.params.get("turn", 0)) for t in tables] == [
+        (None, 0),
+        ("timing", 0),
+        ("timing", 1),
+    ]
+    sweeps = [(w, at) for k, w, at in rows(o, Cell.kind, Cell.worker, Cell.finished_at) if k == "sweep"]
+    assert {t.worker for t in tables[1:]} == {w for w, _ in sweeps}  # measured where the cells were timed
+    assert sum(at < tables[1].finished_at for _, at in sweeps) == 0  # the first turn before every timed cell,
+    assert 0 < sum(at < tables[2].finished_at for _, at in sweeps) < len(sweeps)  # the second among them
+    first, turn, again = (RoundCosts.from_json(t.costs) for t in tables)
+    # the newest table is built from both turns' rounds (one repeat each)
+    assert len(tables[2].samples) == 2 * len(tables[1].samples) and again.meta["turns"] == 2
+    assert again.rows == table_rows([tuple(x) for x in tables[2].samples]) and again.rows != turn.rows
     moved = 0
     for g in gens:
         tree = bool(g.params.get("options", {}).get("tree"))
@@ -122,7 +131,7 @@ def test_the_table_measured_again_by_the_timing_worker_predicts_every_replay(rep
 
 def test_replays_are_predicted_and_timed_cells_carry_their_prediction(replayed):
     o, *_ = replayed
-    assert rows(o, func.count(CostModel.id))[0][0] == 2  # the first table, and again at the timings
+    assert rows(o, func.count(CostModel.id))[0][0] == 3  # the first table, and again at the timings in two turns
     found = rows(o, Generation.measure, Generation.wall_s, Generation.predicted_wall_s, Generation.draft_s)
     for measure, wall, predicted, draft_s in found:
         assert predicted is not None and predicted > draft_s >= 0

@@ -15,6 +15,7 @@ from tests.tiny_models import tiny_lm
 from workers.decoding import speculative_generate
 from workers.decoding.costmodel import (
     RoundCosts,
+    Turn,
     build_table,
     error_summary,
     interpolate,
@@ -27,6 +28,7 @@ from workers.decoding.costmodel import (
     table_error,
     table_rows,
     tokens_per_s_errors,
+    turns_table,
     within_noise,
 )
 from workers.decoding.passes import PASSES
@@ -99,6 +101,23 @@ def test_table_medians_and_the_repeats_own_noise_by_hand():
         build_table("v", "cpu", [])
     with pytest.raises(ValueError, match="took no time"):
         build_table("v", "cpu", [("cached", "chain", 0, 10, 0.0)])
+
+
+def test_a_table_in_turns_is_built_from_every_turns_rounds_by_hand():
+    first = Turn("v", "cpu", [("cached", "chain", 0, 10, 1.0)], {"pace_s": 0.1, "pace_runs": [0.1, 0.1]}, 20.0, 10.0)
+    one = turns_table(None, (), first)
+    assert one.rows == {"cached/chain/0": ((10, 1.0),)} and one.noise == {}  # one repeat: no noise of its own
+    assert one.meta["turns"] == 1 and one.meta["mean_power_w"] == 10.0 and one.meta["pace_s"] == 0.1
+    rounds = [("cached", "chain", 0, 10, 3.0), ("cached", "chain", 0, 10, 2.0)]
+    second = Turn("v", "cpu", rounds, {"pace_s": 0.4, "pace_runs": [0.3, 0.4]}, 60.0, 30.0)
+    two = turns_table(one, first.samples, second)
+    assert two.rows == {"cached/chain/0": ((10, 2.0),)}  # the median of 1, 2 and 3 s: every turn's rounds
+    assert two.noise == {"cached": 0.5}  # |1/2 - 1|, 0, |3/2 - 1|
+    # pace: the median of 0.1, 0.1, 0.3, 0.4; power: (10 x 20 + 30 x 60) / 80 s
+    assert two.meta["turns"] == 2 and two.meta["pace_s"] == 0.2 and two.meta["mean_power_w"] == 25.0
+    assert two.meta["turn_s"] == [20.0, 60.0]
+    unmetered = turns_table(None, (), Turn("v", "cpu", first.samples, {}, 5.0))
+    assert "mean_power_w" not in unmetered.meta and "pace_s" not in unmetered.meta
 
 
 def test_probe_trees_hang_under_the_first_reference_token():
