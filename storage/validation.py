@@ -84,8 +84,8 @@ class StoredCostModel:
     energy_j: float | None
     mean_power_w: float | None  # the accelerator's mean power while it ran verifier rounds
     power_source: str | None
-    tables: int = 1  # tables the experiment measured (a replayed run with timed cells: a second, at the timings,
-    # in turns: one table)
+    tables: int = 1  # tables the experiment measured (a replayed run with timed cells: a second, at the timings, its
+    # turns one table)
     all_measure_s: float = 0.0  # seconds all of them took
 
     def measured(self) -> str:
@@ -106,10 +106,11 @@ def stored_cost_model(
     """The experiment's newest round-cost table (on `device` when given; the one cell `cell_key` measured when
     given; the newest a cell of `stage` measured when given: a table's turns), or None when none was measured (or
     only an older linear model, which nothing reads any more)."""
+    every = select(Cell.key, Cell.params, CostModel.measure_s).join(CostModel, CostModel.cell_id == Cell.id)
+    every = every.where(CostModel.experiment_id == exp_id, CostModel.costs.is_not(None))
+    measured = session.execute(every.order_by(CostModel.id.desc())).all()  # a few rows: the tables and their turns
     if stage is not None:
-        by_stage = select(Cell.key, Cell.params).join(CostModel, CostModel.cell_id == Cell.id)
-        rows = session.execute(by_stage.where(CostModel.experiment_id == exp_id).order_by(CostModel.id.desc())).all()
-        cell_key = next((key for key, params in rows if (params or {}).get("stage") == stage), None)
+        cell_key = next((key for key, params, _ in measured if (params or {}).get("stage") == stage), None)
         if cell_key is None:
             return None
     stmt = select(CostModel).where(CostModel.experiment_id == exp_id, CostModel.costs.is_not(None))
@@ -120,21 +121,15 @@ def stored_cost_model(
     row = session.scalars(stmt.order_by(CostModel.id.desc()).limit(1)).first()
     if row is None:
         return None
-    every = session.execute(
-        select(func.count(), func.sum(CostModel.measure_s)).where(
-            CostModel.experiment_id == exp_id, CostModel.costs.is_not(None)
-        )
-    ).one()
-    table = RoundCosts.from_json(row.costs)
     return StoredCostModel(
-        table=table,
+        table=RoundCosts.from_json(row.costs),
         samples=tuple((str(g), str(k), int(n), int(c), float(s)) for g, k, n, c, s in row.samples),
         measure_s=row.measure_s,
         energy_j=row.energy_j,
         mean_power_w=row.mean_power_w,
         power_source=row.power_source,
-        tables=int(every[0]) - int(table.meta.get("turns", 1)) + 1,  # a table's turns: one table
-        all_measure_s=float(every[1] or 0.0),
+        tables=len({(params or {}).get("stage") or key for key, params, _ in measured}),  # a table's turns: one
+        all_measure_s=float(sum(s or 0.0 for *_, s in measured)),
     )
 
 

@@ -13,6 +13,7 @@ from orchestrator.run.driver import RunOptions, run_spec_file
 from orchestrator.run.spec import parse_spec
 from storage.db import open_db
 from storage.models import Cell, CostModel, Generation
+from storage.validation import stored_cost_model
 from tests.orchestrator.conftest import MAX_NEW_TOKENS
 from workers.decoding.costmodel import RoundCosts, predict_generation, table_rows
 
@@ -127,6 +128,18 @@ def test_the_table_measured_again_by_the_timing_worker_predicts_every_replay(rep
             assert g.wall_s == predicted
             moved += predicted != predict_generation(first, g.regime, g.passes, g.draft_s, tree)
     assert moved > 0  # the first table would have predicted otherwise: the replays were predicted again
+
+
+def test_the_stored_table_reads_as_two_tables_the_second_in_two_turns(replayed):
+    o, *_ = replayed
+    with open_db(o.db_url, migrate=False)[1]() as s:
+        exp_id = s.scalar(select(Generation.experiment_id).limit(1))
+        newest, turns = stored_cost_model(s, exp_id), stored_cost_model(s, exp_id, stage="timing")
+        seconds = list(s.scalars(select(CostModel.measure_s).order_by(CostModel.id)))
+    assert newest.tables == 2 and newest.all_measure_s == pytest.approx(sum(seconds))  # the first, the one in turns
+    assert turns.table == newest.table and newest.table.meta["turn_s"] == pytest.approx(seconds[1:])
+    assert f"{len(newest.samples)} real rounds timed in 2 turns among the timed cells" in newest.measured()
+    assert "the newest of the experiment's 2 tables" in newest.measured()
 
 
 def test_replays_are_predicted_and_timed_cells_carry_their_prediction(replayed):
