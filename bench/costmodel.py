@@ -20,8 +20,8 @@ Per regime and width band: |predicted / measured - 1| of tokens/s against the fi
 median signed error (bias, > 0 predicted too fast) with its 95% interval over generations, the error with each timing set at the table's pace (paced), the
 noise (|t2 / t1 - 1| / sqrt 2 between the two passes: what an exact predictor would show against one timing), the
 table's own error and whether it is within the noise, per regime the Spearman of the strategies' speedups over
-plain, predicted against measured (and the second pass's against the first's: the ranks the noise lets any
-predictor reach), and the error and bias of a table from the same rounds at each row's two end
+plain, predicted against measured (and the second pass's against the first's: how well a repeat timing of the
+same generations ranks them, a yardstick from the noise), and the error and bias of a table from the same rounds at each row's two end
 contexts only (whether the contexts between them help). One table, the verifiers side by side in each cell. The load average before and
 after says how busy the machine was.
 
@@ -196,7 +196,7 @@ def error_table(df: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for regime, g in df.groupby("regime", sort=False):
         rho = spearman(speedups(g, "wall_s").to_numpy(), speedups(g, "predicted_s").to_numpy())
-        ceiling = spearman(speedups(g, "wall_s").to_numpy(), speedups(g, "second_s").to_numpy())
+        again = spearman(speedups(g, "wall_s").to_numpy(), speedups(g, "second_s").to_numpy())
         for band, b in [("all", g), *g.groupby("band", sort=False)]:
             med, p90 = error_summary(b["bias"].abs())
             bias, (lo, hi) = float(np.median(b["bias"])), median_interval(b["bias"].to_numpy())
@@ -209,13 +209,13 @@ def error_table(df: pd.DataFrame) -> pd.DataFrame:
             row["table's own error"] = table_error(med, row["noise"])
             row["within noise"] = "yes" if within_noise(med, row["bias"], row["noise"]) else "no"
             rows.append(
-                row | {"Spearman": rho if band == "all" else math.nan, SECOND: ceiling if band == "all" else math.nan}
+                row | {"Spearman": rho if band == "all" else math.nan, SECOND: again if band == "all" else math.nan}
             )
     return pd.DataFrame(rows)
 
 
 VERIFIERS = ("smollm2-135m", "gemma3-270m")
-SECOND = "Spearman, t2 vs t1"  # the measured speedups' own rank agreement between the two passes: the noise's ceiling
+SECOND = "Spearman, t2 vs t1"  # the measured speedups' own rank agreement between the two passes
 SHOWN = (
     "pairs",
     "median (p90) error",
@@ -247,7 +247,7 @@ def render(measured: list[tuple[str, str, pd.DataFrame]]) -> str:
         "error against one timing); the table's own error: sqrt(median error^2 - noise^2), what the noise does not "
         "explain; within noise: the table's own error <= noise and |bias| <= 3%; Spearman (per regime) of the "
         "speedups over plain, predicted against measured; t2 vs t1: the same for the second pass's speedups against the "
-        "first's (what the timing noise lets any predictor reach); 2 contexts: the median error and bias of a table built from "
+        "first's (how a repeat timing ranks them: where the noise alone leaves the ranks); 2 contexts: the median error and bias of a table built from "
         "the same timed rounds at each row's shortest and longest context only (what a narrow span got from 2)."
     )
     setups = " ".join(f"{name}: {setup}" for name, setup, _ in measured)

@@ -106,21 +106,22 @@ def stored_cost_model(
     """The experiment's newest round-cost table (on `device` when given; the one cell `cell_key` measured when
     given; the newest a cell of `stage` measured when given: a table's turns), or None when none was measured (or
     only an older linear model, which nothing reads any more)."""
-    every = select(Cell.key, Cell.params, CostModel.measure_s).join(CostModel, CostModel.cell_id == Cell.id)
-    every = every.where(CostModel.experiment_id == exp_id, CostModel.costs.is_not(None))
-    measured = session.execute(every.order_by(CostModel.id.desc())).all()  # a few rows: the tables and their turns
-    if stage is not None:
-        cell_key = next((key for key, params, _ in measured if (params or {}).get("stage") == stage), None)
-        if cell_key is None:
-            return None
-    stmt = select(CostModel).where(CostModel.experiment_id == exp_id, CostModel.costs.is_not(None))
-    if device is not None:
-        stmt = stmt.where(CostModel.device == device)
-    if cell_key is not None:
-        stmt = stmt.join(Cell, Cell.id == CostModel.cell_id).where(Cell.key == cell_key)
-    row = session.scalars(stmt.order_by(CostModel.id.desc()).limit(1)).first()
-    if row is None:
+    listed = select(CostModel.id, CostModel.device, CostModel.measure_s, Cell.key, Cell.params)
+    listed = listed.outerjoin(Cell, Cell.id == CostModel.cell_id).order_by(CostModel.id.desc())  # derived: no cell
+    measured = session.execute(listed.where(CostModel.experiment_id == exp_id, CostModel.costs.is_not(None))).all()
+    picked = next(  # the newest that fits (a few rows: the tables and their turns)
+        (
+            m.id
+            for m in measured
+            if (device is None or m.device == device)
+            and (cell_key is None or m.key == cell_key)
+            and (stage is None or (m.params or {}).get("stage") == stage)
+        ),
+        None,
+    )
+    if picked is None:
         return None
+    row = session.get(CostModel, picked)
     return StoredCostModel(
         table=RoundCosts.from_json(row.costs),
         samples=tuple((str(g), str(k), int(n), int(c), float(s)) for g, k, n, c, s in row.samples),
@@ -128,8 +129,8 @@ def stored_cost_model(
         energy_j=row.energy_j,
         mean_power_w=row.mean_power_w,
         power_source=row.power_source,
-        tables=len({(params or {}).get("stage") or key for key, params, _ in measured}),  # a table's turns: one
-        all_measure_s=float(sum(s or 0.0 for *_, s in measured)),
+        tables=len({(m.params or {}).get("stage") or m.key for m in measured}),  # a table's turns count as one
+        all_measure_s=float(sum(m.measure_s or 0.0 for m in measured)),
     )
 
 

@@ -23,6 +23,7 @@ from storage.cost_tables import find_table, store_table, tables_frame
 from storage.db import open_db
 from storage.models import Cell, CostModel, Experiment, Generation, Reference
 from storage.repredict import is_tree
+from storage.validation import stored_cost_model
 from tests.orchestrator import costs_support as cs
 from workers.decoding.costmodel import predict_generation
 from workers.decoding.passes import REGIMES
@@ -176,6 +177,8 @@ def test_an_experiment_re_predicted_by_hand(small, tables):
     assert model.costs["rows"] == json.loads(one.to_json())["rows"] and len(model.samples) == len(samples)
     with open_db(small.url, migrate=False)[1]() as s:
         frame = export_frame(s, done.name)
+        stored = stored_cost_model(s, derived.id)  # its table has no cell: read all the same
+    assert stored.table.rows == one.rows and stored.tables == 1 and len(stored.samples) == len(samples)
     assert set(frame["measure"]) == {"replay"} and set(frame["predicted_for"]) == {derived.device}
     assert list(frame.columns).index("predicted_for") == list(frame.columns).index("measure") + 1
     again = repredict(small.url, "small", str(table_id))  # by id: the same derived experiment, reused
