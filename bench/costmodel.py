@@ -188,7 +188,7 @@ def error_table(df: pd.DataFrame) -> pd.DataFrame:
     generations, paced error, noise, the table's own error and the verdict; per regime the Spearman of the
     predicted speedups and that of the second pass's, each against the first pass's."""
     from analysis.model_error import median_interval
-    from workers.decoding.costmodel import error_summary, spearman, table_error, within_noise
+    from workers.decoding.costmodel import error_summary, noise_verdict, spearman, table_error
 
     df = df.assign(
         bias=df["wall_s"] / df["predicted_s"] - 1,
@@ -210,7 +210,7 @@ def error_table(df: pd.DataFrame) -> pd.DataFrame:
             ends = float(np.median(b["ends"]))
             row["2 contexts: error (bias)"] = f"{float(np.median(b['ends'].abs())):.3f} ({ends:+.3f})"
             row["table's own error"] = table_error(med, row["noise"])
-            row["within noise"] = "yes" if within_noise(med, row["bias"], row["noise"]) else "no"
+            row["within noise"] = noise_verdict(b["bias"], b["noise"], paired=True)
             rows.append(
                 row | {"Spearman": rho if band == "all" else math.nan, SECOND: again if band == "all" else math.nan}
             )
@@ -248,7 +248,9 @@ def render(measured: list[tuple[str, str, pd.DataFrame]]) -> str:
         "bootstrap interval over generations; paced error: with each "
         "timing set at the table's pace; noise |t2 / t1 - 1| / sqrt 2 between the two passes (an exact predictor's "
         "error against one timing); the table's own error: sqrt(median error^2 - noise^2), what the noise does not "
-        "explain; within noise: the table's own error <= noise and |bias| <= 3%; Spearman (per regime) of the "
+        "explain; within noise: yes where the table's own error <= noise and |bias| <= 3%, else no where the "
+        "generations show the miss (its 95% bootstrap interval clear of the noise, or of +-3%), unresolved where they "
+        "cannot tell it from an exact table's luck; Spearman (per regime) of the "
         "speedups over plain, predicted against measured; t2 vs t1: the same for the second pass's speedups against the "
         "first's (how a repeat timing ranks them: where the noise alone leaves the ranks); 2 contexts: the median error and bias of a table built from "
         "the same timed rounds at each row's shortest and longest context only (what a narrow span got from 2)."

@@ -74,7 +74,7 @@ def run(quick: bool = False) -> str:
     for regime in repredicted.index:
         r, o, n = repredicted.loc[regime], own.loc[regime], naive.loc[regime]
         table_error = f"table's own error {100 * r['table_error']:.1f}%"
-        within = f"yes ({table_error})" if r["within_noise"] else f"no ({table_error})"
+        within = f"{r['within_noise']} ({table_error})"
         rows.append(
             f"| {regime} | {int(r['pairs'])} | {100 * r['median_error']:.1f}% | {100 * r['bias']:+.1f}% | "
             f"{100 * r['noise']:.1f}% ({int(r['noise_pairs'])}) | {within} | {r['spearman']:.2f} "

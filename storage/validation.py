@@ -10,7 +10,8 @@ timings it predicts are) gives the run's own timing noise: |t2 / t1 - 1| / sqrt(
 would show against one timing, the machine's drift over the run included; its median per regime is the yardstick for the table's median error. An exact table's
 median error equals that noise on average, so the table's own error is what the noise leaves unexplained (in
 quadrature, `table_error`), and a table predicts within the noise when that is no larger than the noise and its bias
-within +-3% (`within_noise`).
+within +-3% (`within_noise`): "yes"; a miss is "no" where the pairs show it (its bootstrap interval clear of the
+noise) and "unresolved" where so few pairs cannot tell it from an exact table's luck (`noise_verdict`).
 
 The machine's drift is measured beside it: a shared machine runs faster or slower over minutes (other tenants,
 clocks), and the table is measured minutes before the timed cells. The table and every timed greedy generation
@@ -45,10 +46,10 @@ from workers.decoding.costmodel import (
     RoundCosts,
     error_summary,
     interpolate,
+    noise_verdict,
     pace_ratios,
     spearman,
     table_error,
-    within_noise,
 )
 from workers.decoding.passes import BANDS, width_band
 
@@ -288,7 +289,7 @@ def _error_row(regime: str, band: str, p: pd.DataFrame, noise: pd.Series, ranked
     paced = float(np.median(p["paced_bias"].abs())) if len(p) else math.nan
     drift = float(np.median((p["pace"] - 1).abs())) if len(p) else math.nan
     noise_med = float(np.median(noise)) if len(noise) else math.nan
-    own, within = table_error(med, noise_med), within_noise(med, bias, noise_med)
+    own, within = table_error(med, noise_med), noise_verdict(p["bias"], noise)
     return [regime, band, len(p), med, p90, bias, paced, drift, noise_med, len(noise), own, within, *ranked]
 
 
@@ -298,8 +299,8 @@ def prediction_error(session: Session, exp_id: int, timed_from: int | None = Non
     the median and 90th percentile |predicted / measured - 1| of tokens/s, the median signed error (`bias`), the
     median error with the timings set at the table's pace (`paced_error`), the median |pace - 1| (`drift`), the
     run's own timing noise (median over `noise_pairs` generations timed twice), the table's own error beside it
-    (`table_error`: what the noise does not explain) and whether the table predicts within the noise (`within_noise`,
-    `workers.decoding.costmodel.within_noise`), and, per regime, Spearman's rank
+    (`table_error`: what the noise does not explain) and whether the table predicts within the noise (`within_noise`:
+    "yes", "no" or "unresolved", `workers.decoding.costmodel.noise_verdict`), and, per regime, Spearman's rank
     agreement of the coordinates' speedups over plain, timed against replayed (`coordinates` of them, each with at
     least MIN_RANKED_PROMPTS timed prompts)."""
     pairs = prediction_pairs(session, exp_id, timed_from)

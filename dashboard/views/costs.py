@@ -111,8 +111,10 @@ ui.frame_block(
         "table_error": st.column_config.NumberColumn(
             "table's own error", format="percent", help="sqrt(median error^2 - noise^2): what the noise leaves"
         ),
-        "within_noise": st.column_config.CheckboxColumn(
-            "within noise", help="the table's own error <= timing noise and |bias| <= 3%"
+        "within_noise": st.column_config.TextColumn(
+            "within noise",
+            help="yes: the table's own error <= timing noise and |bias| <= 3%; else no where the pairs show the miss "
+            "(95% bootstrap interval), unresolved where too few pairs to tell",
         ),
         "coordinates": st.column_config.NumberColumn("speedups ranked", help="coordinates with >= 3 timed prompts"),
         "spearman": st.column_config.NumberColumn("Spearman (timed vs replayed)", format="%.2f"),

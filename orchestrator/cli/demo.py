@@ -79,7 +79,7 @@ def redundancy_table(session, experiment: str) -> pd.DataFrame:
 def prediction_text(Session, exp_id: int, noise: dict | None) -> str:
     """Replay's predictions against the timed generations, per regime and width band, beside the run's own timing
     noise from generations timed twice (the goal: the table's own error, what that noise leaves of the median error,
-    no larger than the noise, a bias within +-3%: `within_noise`)."""
+    no larger than the noise, a bias within +-3%: `noise_verdict`)."""
     with Session() as s:
         err, stored = prediction_error(s, exp_id), stored_cost_model(s, exp_id)
     table = f"\nround-cost table: {stored.measured()}" if stored is not None else ""
@@ -96,7 +96,8 @@ def prediction_text(Session, exp_id: int, noise: dict | None) -> str:
         f"{table}\npredicted vs timed tokens/s (replay's round-cost table; error = |predicted / measured - 1|, bias = its"
         " median signed value, > 0 predicted too fast; paced_error with each timing set at the table's pace, drift ="
         " median |the machine's pace then / at the table - 1|; table_error = sqrt(median error^2 - noise^2), within_noise ="
-        " table_error <= noise and |bias| <= 3%)\n" + err.to_markdown(index=False, floatfmt=".3f") + f"\n{line}"
+        " table_error <= noise and |bias| <= 3%: yes; else no where the pairs show the miss, unresolved where"
+        " too few pairs to tell)\n" + err.to_markdown(index=False, floatfmt=".3f") + f"\n{line}"
     )
 
 

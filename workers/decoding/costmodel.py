@@ -272,6 +272,37 @@ def within_noise(median_error: float, bias: float, noise: float) -> bool | None:
     return own <= noise and abs(bias) <= BIAS_LIMIT
 
 
+VERDICT_BOOTSTRAP = 2000  # resamples behind a miss's interval (seeded: the same pairs give the same verdict)
+
+
+def noise_verdict(errors: Sequence[float], noise: Sequence[float], paired: bool = False, seed: int = 0) -> str | None:
+    """Whether a table predicts within the timing noise, from the pairs' signed errors (predicted / measured - 1 of
+    tokens/s) and the generations timed twice (|t2 / t1 - 1| / sqrt 2 each): "yes" where `within_noise` holds at the
+    medians; else "no" where the pairs show the miss (the 95% bootstrap interval of the table's own error less the
+    noise lies above 0, or that of the bias beyond +-BIAS_LIMIT); else "unresolved": the point misses, but as few
+    pairs as these cannot tell it from an exact table's luck. None where either side is empty.
+
+    Six pairs' medians are rough: an exact table fails `within_noise` in about a quarter of 6-pair bands (so a grid of
+    36 bands would all pass about once in 20,000 runs); it is never shown a miss, and one whose own error is 4x the
+    noise is shown one in about 4 bands in 10 at 6 pairs, 9 in 10 at 30 (tests/workers/decoding/test_costmodel.py).
+    `paired`: the noise comes from the same generations as the errors (resampled together)."""
+    e, nz = np.asarray(errors, float), np.asarray(noise, float)
+    if not (e.size and nz.size):
+        return None
+    bias = float(np.median(e))
+    if within_noise(float(np.median(np.abs(e))), bias, float(np.median(nz))):
+        return "yes"
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, e.size, (VERDICT_BOOTSTRAP, e.size))
+    if paired and nz.size != e.size:
+        raise ValueError(f"paired noise needs one figure per pair: {nz.size} for {e.size}")
+    nz_picks = picks if paired else rng.integers(0, nz.size, (VERDICT_BOOTSTRAP, nz.size))
+    med, noise_med = np.median(np.abs(e)[picks], axis=1), np.median(nz[nz_picks], axis=1)
+    beyond = np.sqrt(np.maximum(0.0, med**2 - noise_med**2)) - noise_med
+    lo, (b_lo, b_hi) = np.percentile(beyond, 2.5), np.percentile(np.median(e[picks], axis=1), [2.5, 97.5])
+    return "no" if lo > 0 or b_lo > BIAS_LIMIT or b_hi < -BIAS_LIMIT else "unresolved"
+
+
 def error_summary(errors: Sequence[float]) -> tuple[float, float]:
     """(median, 90th percentile) of relative errors (linear interpolation between ranks); NaN for none."""
     e = np.asarray(errors, float)

@@ -21,6 +21,7 @@ from workers.decoding.costmodel import (
     interpolate,
     log_spaced,
     monotone,
+    noise_verdict,
     predict_generation,
     ranks,
     repeat_noise,
@@ -246,3 +247,33 @@ def test_an_exact_table_is_within_the_noise_and_one_off_by_twice_the_noise_is_no
     exact = np.mean([within_noise(e, 0.0, n) for e, n in zip(errors, noise)])
     passes = [np.mean([within_noise(e, 0.0, n) for e, n in zip(*_medians(own_sd=sd))]) for sd in (0.02, 0.04)]
     assert 0.4 < coin < 0.6 and exact > 0.8 and 0.4 < passes[0] < 0.6 and passes[1] < 0.15, (coin, exact, passes)
+
+
+def _verdicts(own_sd: float, pairs: int, trials: int = 300, noise_sd: float = 0.01) -> dict[str, float]:
+    """Shares of `noise_verdict` over simulated bands: per trial `pairs` generations with a table error ~ N(0,
+    own_sd) and two timings each with noise ~ N(0, noise_sd), the noise from the same generations."""
+    rng = np.random.default_rng(1)
+    out = []
+    for _ in range(trials):
+        true, eps = rng.normal(0, own_sd, pairs), rng.normal(0, noise_sd, (2, pairs))
+        out.append(noise_verdict(true - eps[0], np.abs(eps[1] - eps[0]) / math.sqrt(2), paired=True))
+    return {v: out.count(v) / trials for v in ("yes", "no", "unresolved")}
+
+
+def test_a_miss_is_called_only_where_the_pairs_show_it():
+    """An exact table fails the point check in about a quarter of 6-pair bands and is (almost) never shown a miss; one
+    off by 4x the noise is shown one in about 4 bands in 10 at 6 pairs and 9 in 10 at 30 (noise_verdict's doc)."""
+    exact, off, off_30 = _verdicts(0.0, 6), _verdicts(0.04, 6), _verdicts(0.04, 30)
+    assert 0.65 < exact["yes"] < 0.85 and exact["no"] < 0.02, exact
+    assert 0.3 < off["no"] < 0.55 and off["yes"] < 0.1, off
+    assert off_30["no"] > 0.85, off_30
+
+
+def test_the_verdict_by_hand():
+    assert noise_verdict([0.01, -0.01, 0.02], [0.01, 0.02, 0.01]) == "yes"  # the medians pass within_noise
+    far = [0.20, 0.21, 0.19, 0.22, 0.20, 0.18]  # 20% too fast every time, against a 1% noise
+    assert noise_verdict(far, [0.01] * 6) == "no"
+    assert noise_verdict([0.05, -0.05, 0.0], [0.01, 0.04, 0.0]) == "unresolved"  # 5% against 1%, three pairs
+    assert noise_verdict([0.01], []) is None and noise_verdict([], [0.01]) is None
+    with pytest.raises(ValueError, match="one figure per pair"):
+        noise_verdict(far, [0.01] * 5, paired=True)
