@@ -114,7 +114,7 @@ ui.frame_block(
         "within_noise": st.column_config.TextColumn(
             "within noise",
             help="yes: the table's own error <= timing noise and |bias| <= 3%; else no where the pairs show the miss "
-            "(95% bootstrap interval), unresolved where too few pairs to tell",
+            "(95% bootstrap interval), unresolved where too few pairs to tell (or under 3 a side)",
         ),
         "coordinates": st.column_config.NumberColumn("speedups ranked", help="coordinates with >= 3 timed prompts"),
         "spearman": st.column_config.NumberColumn("Spearman (timed vs replayed)", format="%.2f"),

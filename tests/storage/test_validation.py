@@ -159,7 +159,8 @@ def test_prediction_error_by_hand(session, validated):
     # speedups over plain, timed: ngram 2.0, lookup 1.25, suffix 1.667; replayed: 2.0, 1.077, 3.111 (plain 12 / 2.8)
     # ranks 3, 1, 2 against 2, 1, 3: 1 - 6 * (1 + 0 + 1) / (3 * 8)
     assert cached["coordinates"] == 3 and cached["spearman"] == pytest.approx(0.5)
-    assert cached["within_noise"] == "yes"  # own error sqrt(max(0, 0.1^2 - 0.106^2)) = 0, bias 0
+    # own error sqrt(max(0, 0.1^2 - 0.106^2)) = 0, bias 0, but 2 generations timed twice are too few to tell
+    assert cached["within_noise"] == "unresolved"
     band = table.loc[("cached", "k 2-4")]  # 0, 0.25, 0, -0.2, 0, 0, 1, 1, 1
     assert band["pairs"] == 9 and band["median_error"] == pytest.approx(0.2) and band["bias"] == pytest.approx(0.0)
     assert band["noise"] == pytest.approx(0.2 / math.sqrt(2)) and math.isnan(band["spearman"])

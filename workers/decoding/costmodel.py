@@ -273,6 +273,7 @@ def within_noise(median_error: float, bias: float, noise: float) -> bool | None:
 
 
 VERDICT_BOOTSTRAP = 2000  # resamples behind a miss's interval (seeded: the same pairs give the same verdict)
+MIN_VERDICT_PAIRS = 3  # fewer pairs or generations timed twice than this: "unresolved" (one noise figure is a guess)
 
 
 def noise_verdict(errors: Sequence[float], noise: Sequence[float], paired: bool = False, seed: int = 0) -> str | None:
@@ -280,7 +281,8 @@ def noise_verdict(errors: Sequence[float], noise: Sequence[float], paired: bool 
     tokens/s) and the generations timed twice (|t2 / t1 - 1| / sqrt 2 each): "yes" where `within_noise` holds at the
     medians; else "no" where the pairs show the miss (the 95% bootstrap interval of the table's own error less the
     noise lies above 0, or that of the bias beyond +-BIAS_LIMIT); else "unresolved": the point misses, but as few
-    pairs as these cannot tell it from an exact table's luck. None where either side is empty.
+    pairs as these cannot tell it from an exact table's luck; "unresolved" too under MIN_VERDICT_PAIRS on either side
+    (a median of one or two figures has no spread to resample). None where either side is empty.
 
     Six pairs' medians are rough: an exact table fails `within_noise` in about a quarter of 6-pair bands (so a grid of
     36 bands would all pass about once in 20,000 runs); it is never shown a miss, and one whose own error is 4x the
@@ -289,6 +291,8 @@ def noise_verdict(errors: Sequence[float], noise: Sequence[float], paired: bool 
     e, nz = np.asarray(errors, float), np.asarray(noise, float)
     if not (e.size and nz.size):
         return None
+    if min(e.size, nz.size) < MIN_VERDICT_PAIRS:
+        return "unresolved"
     bias = float(np.median(e))
     if within_noise(float(np.median(np.abs(e))), bias, float(np.median(nz))):
         return "yes"

@@ -275,5 +275,6 @@ def test_the_verdict_by_hand():
     assert noise_verdict(far, [0.01] * 6) == "no"
     assert noise_verdict([0.05, -0.05, 0.0], [0.01, 0.04, 0.0]) == "unresolved"  # 5% against 1%, three pairs
     assert noise_verdict([0.01], []) is None and noise_verdict([], [0.01]) is None
+    assert noise_verdict(far, [0.01]) == noise_verdict([0.0] * 6, [0.01, 0.02]) == "unresolved"  # 1 or 2 timed twice
     with pytest.raises(ValueError, match="one figure per pair"):
         noise_verdict(far, [0.01] * 5, paired=True)
