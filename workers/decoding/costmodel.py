@@ -285,7 +285,7 @@ def noise_verdict(errors: Sequence[float], noise: Sequence[float], paired: bool 
     (a median of one or two figures has no spread to resample). None where either side is empty.
 
     Six pairs' medians are rough: an exact table fails `within_noise` in about a quarter of 6-pair bands (so a grid of
-    36 bands would all pass about once in 20,000 runs); it is never shown a miss, and one whose own error is 4x the
+    36 bands would all pass about once in 20,000 runs); it is (almost) never shown a miss, and one whose own error is 4x the
     noise is shown one in about 4 bands in 10 at 6 pairs, 9 in 10 at 30 (tests/workers/decoding/test_costmodel.py).
     `paired`: the noise comes from the same generations as the errors (resampled together)."""
     e, nz = np.asarray(errors, float), np.asarray(noise, float)
