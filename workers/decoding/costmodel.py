@@ -285,10 +285,12 @@ def noise_verdict(errors: Sequence[float], noise: Sequence[float], paired: bool 
     (a median of one or two figures has no spread to resample). None where either side is empty.
 
     Six pairs' medians are rough: an exact table fails `within_noise` in about a quarter of 6-pair bands (so a grid of
-    36 bands would all pass about once in 20,000 runs); it is (almost) never shown a miss, and one whose own error is 4x the
-    noise is shown one in about 4 bands in 10 at 6 pairs, 9 in 10 at 30 (tests/workers/decoding/test_costmodel.py).
+    36 bands would all pass about once in 20,000 runs); it is (almost) never shown a miss, and one whose own error is
+    4x the noise is shown one in about 4 bands in 10 at 6 pairs, 9 in 10 at 30 (tests/workers/decoding/test_costmodel.py).
     `paired`: the noise comes from the same generations as the errors (resampled together)."""
     e, nz = np.asarray(errors, float), np.asarray(noise, float)
+    if paired and nz.size != e.size:
+        raise ValueError(f"paired noise needs one figure per pair: {nz.size} for {e.size}")
     if not (e.size and nz.size):
         return None
     if min(e.size, nz.size) < MIN_VERDICT_PAIRS:
@@ -298,8 +300,6 @@ def noise_verdict(errors: Sequence[float], noise: Sequence[float], paired: bool 
         return "yes"
     rng = np.random.default_rng(seed)
     picks = rng.integers(0, e.size, (VERDICT_BOOTSTRAP, e.size))
-    if paired and nz.size != e.size:
-        raise ValueError(f"paired noise needs one figure per pair: {nz.size} for {e.size}")
     nz_picks = picks if paired else rng.integers(0, nz.size, (VERDICT_BOOTSTRAP, nz.size))
     med, noise_med = np.median(np.abs(e)[picks], axis=1), np.median(nz[nz_picks], axis=1)
     beyond = np.sqrt(np.maximum(0.0, med**2 - noise_med**2)) - noise_med

@@ -278,3 +278,5 @@ def test_the_verdict_by_hand():
     assert noise_verdict(far, [0.01]) == noise_verdict([0.0] * 6, [0.01, 0.02]) == "unresolved"  # 1 or 2 timed twice
     with pytest.raises(ValueError, match="one figure per pair"):
         noise_verdict(far, [0.01] * 5, paired=True)
+    with pytest.raises(ValueError, match="one figure per pair"):  # refused even where the medians would pass
+        noise_verdict([0.0] * 6, [0.01] * 5, paired=True)
