@@ -6,10 +6,11 @@ every regime, widths 0..8 and a token tree of 8, the grid's contexts, interleave
 in full: one cell per width band (plain, prompt lookup at k = 1 and at 4, ngram at 8, lookup's chain as a tree of
 8) over six prompts (the first 50 words of Python's documentation topics) in each regime, after a warm-up of each
 cell, in a run's paired order (prompt by prompt, every regime and cell of one prompt back to back, so a slow spell
-of the machine falls on every band alike). The grid is timed twice, minutes apart; table and grid take turns: each
-pass in six parts (a prompt each), one table repeat before each part, and the table is built from all twelve repeats
-(a table's repeats minutes apart differ as a shared machine's speed does: spread over the grid's minutes, they meet
-the same spells of the machine as the generations they predict).
+of the machine falls on every band alike). The grid is timed twice, minutes apart; table and grid take turns as in a
+run: the first pass in six parts (a prompt each), two table repeats before each part, and the table is built from
+those twelve repeats (a table's repeats minutes apart differ as a shared machine's speed does: spread over the first
+pass's minutes, they meet the same spells of the machine as the generations they predict); the second pass times the
+same generations again for the noise only, as a run's generations timed twice do.
 The prediction is the table's seconds for the generation's recorded passes plus its draft's measured seconds (what a
 replayed generation gets; replay makes the same passes, `tests/workers/decoding/test_replay.py`).
 
@@ -28,7 +29,7 @@ after says how busy the machine was.
 Usage: python -m bench costmodel [--quick]   (both verifiers, SmolLM2-135M then Gemma 3 270M, 6 prompts x 100 new
 tokens, the paper's length; --quick: SmolLM2 alone, 2 prompts x 16 new tokens, not recorded)
        python -m bench.costmodel [--smollm] [--gemma] [--quick] [--turns N]   (print the section of the verifiers
-       named; --turns: each pass over the grid in N parts, a table repeat before each, 6 by default)
+       named; --turns: the first pass over the grid in N parts, two table repeats before each, 6 by default)
 """
 
 from __future__ import annotations
@@ -107,16 +108,16 @@ def timed_pass(verifier, prompt_ids, n_new: int, order, progress) -> list:
     return out
 
 
-TURNS = 6  # each pass over the grid in this many parts, a table repeat measured before each part
+TURNS = 6  # the first pass over the grid in this many parts, two table repeats measured before each part
 
 
 def generations(verifier, prompt_ids, n_new: int, max_context: int, min_context: int, turns: int = TURNS):
-    """The table and the grid measured in turn: each pass over the grid in `turns` parts (prompts in order), one table
-    repeat before each part, and the grid timed twice, so that the table's repeats are spread over the grid's
-    minutes and the second pass times the same generations minutes later (its difference from the first is the
-    noise an exact predictor would show). One row per regime x cell x prompt: both runs and the prediction of the
-    table from all its repeats for the first run's passes; (rows, table, rounds timed, seconds in the table,
-    seconds in the grid)."""
+    """The table and the grid measured in turn: the first pass over the grid in `turns` parts (prompts in order), two
+    table repeats before each part, so that the table's repeats are spread over the minutes of the timings it
+    predicts; then a second pass times the same generations minutes later, with no table turns (its difference from
+    the first is the noise an exact predictor would show). One row per regime x cell x prompt: both runs and the
+    prediction of the table from all its repeats for the first run's passes; (rows, table, rounds timed, seconds in
+    the table, seconds in the grid)."""
     from workers.decoding.costmodel import build_table, pace_ratios, predict_generation
     from workers.decoding.passes import width_band
     from workers.decoding.roundtimer import measure_round_costs
@@ -135,13 +136,14 @@ def generations(verifier, prompt_ids, n_new: int, max_context: int, min_context:
     warm_grid(verifier, prompt_ids, n_new)
     for run in (1, 2):
         for part in parts:
-            t = time.perf_counter()
-            turn, more = measure_round_costs(
-                verifier, prompt_ids[0], 8, (TREE,), max_context=max_context, min_context=min_context, repeats=1
-            )
-            samples += more
-            paces.append(turn.meta["pace_s"])
-            table_s += time.perf_counter() - t
+            if run == 1:  # the table's turns among the timings it predicts, as a run's fall among its first timings
+                t = time.perf_counter()
+                turn, more = measure_round_costs(
+                    verifier, prompt_ids[0], 8, (TREE,), max_context=max_context, min_context=min_context, repeats=2
+                )
+                samples += more
+                paces += turn.meta["pace_runs"]
+                table_s += time.perf_counter() - t
             timed[run] += timed_pass(verifier, prompt_ids, n_new, part, progress)
     table = build_table("bench", "cpu", samples, {"pace_s": float(np.median(paces))})
     ends = build_table("bench", "cpu", end_contexts(samples), table.meta)
@@ -312,8 +314,8 @@ def verifier_section(name: str, quick: bool, turns: int = TURNS) -> tuple[str, s
         f"repeats' own spread {noise}. The grid: {len(gens)} generations ({n_prompts} prompts x {n_new} new "
         f"tokens; one cell per width band: plain, prompt lookup at k = 1 and at 4, ngram at 8, lookup as a tree "
         f"of {TREE}), "
-        f"prompt by prompt, each timed in two passes over the grid, {timed_s:.0f} s; a table repeat before each of a "
-        f"pass's {turns} parts (prompts in order); "
+        f"prompt by prompt, each timed in two passes over the grid, {timed_s:.0f} s; two table repeats before each of "
+        f"the first pass's {turns} parts (prompts in order), the second pass for the noise only; "
         f"{load}."
     )
     return name, setup, error_table(gens)
@@ -334,7 +336,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--gemma", action="store_true", help="Gemma 3 270M")
     parser.add_argument("--quick", action="store_true", help="2 prompts x 16 new tokens, the first verifier only")
     parser.add_argument(
-        "--turns", type=parts, default=TURNS, help=f"each pass over the grid in N parts (default {TURNS})"
+        "--turns", type=parts, default=TURNS, help=f"the first pass over the grid in N parts (default {TURNS})"
     )
     args = parser.parse_args(argv)
     picked = tuple(v for v, on in zip(VERIFIERS, (args.smollm, args.gemma)) if on) or VERIFIERS

@@ -1,6 +1,7 @@
 """The costmodel bench's arithmetic on made-up timings: the 2-context table keeps each row's end contexts only, and
 the error table reports what its legend says."""
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -60,3 +61,34 @@ def test_bad_options_are_refused_with_exit_2_before_anything_is_timed(argv, says
         main(argv)
     assert stop.value.code == 2
     assert says in capsys.readouterr().err
+
+
+def test_the_tables_turns_fall_before_the_first_passs_parts_only(monkeypatch):
+    """As in a run: the table's repeats among the timings they predict (two before each part of the first pass), the
+    second pass timed for the noise alone; every row is predicted from the table of those repeats (a real tiny
+    verifier, 4 new tokens)."""
+    import bench.costmodel as bench
+    import workers.decoding.roundtimer as roundtimer
+    from tests.tiny_models import tiny_lm
+    from workers.verifier import Verifier
+
+    events, paces, measure, timed = [], [], roundtimer.measure_round_costs, bench.timed_pass
+
+    def measuring(*args, **kwargs):
+        events.append(("table", kwargs["repeats"]))
+        turn, samples = measure(*args, **kwargs)
+        paces.extend(turn.meta["pace_runs"])
+        return turn, samples
+
+    def timing(verifier, prompt_ids, n_new, part, progress):
+        events.append(("pass", len(part)))
+        return timed(verifier, prompt_ids, n_new, part, progress)
+
+    monkeypatch.setattr(roundtimer, "measure_round_costs", measuring)
+    monkeypatch.setattr(bench, "timed_pass", timing)
+    prompt_ids = [list(range(3, 30)), list(range(40, 60)) * 2]
+    rows, table, rounds, *_ = bench.generations(Verifier(tiny_lm("llama", 0, vocab=300)), prompt_ids, 4, 44, 20, 2)
+    part = len(grid(2)) // 2
+    assert events == [("table", 2), ("pass", part), ("table", 2), ("pass", part), ("pass", part), ("pass", part)]
+    assert len(paces) == 2 * 3 and table.meta["pace_s"] == pytest.approx(float(np.median(paces)))  # 3 a turn
+    assert len(rows) == len(grid(2)) and (rows["predicted_s"] > 0).all() and (rows["second_s"] > 0).all()
