@@ -19,8 +19,9 @@ record the machine's pace (one fixed decoding step, timed: `workers.decoding.rou
 their ratio (> 1: the machine ran slower than when the table was measured; smoothed over a few timed generations in
 run order), `drift` its median distance from 1, and `paced_error` the error with each timing set at the table's pace.
 The pace does not replace the error as timed: a busy co-tenant slows the pace step (memory-bound) more than the
-compute-bound passes of long prompts, so a correction by it overshoots by one to two points where the machine is
-busy (BENCHMARKS.md, "Round-cost table"). A large drift says the error is not the table's alone.
+compute-bound passes of long prompts, so a correction by it can overshoot where the machine is busy; on a steady host
+the two stay within a point (BENCHMARKS.md, "Round-cost table"). A large drift says the error is not the table's
+alone.
 
 Example:
     >>> with Session() as s:

@@ -58,9 +58,9 @@ PACE_REPEATS = 5  # timed pace passes per call, after one untimed; their median
 
 MIN_CONTEXTS, MAX_CONTEXTS = 4, 6  # a narrow span still gets 4, so that one context's slow spell, or a kernel's step
 # at one length, does not bend a row of 2 across the whole span; `python -m bench costmodel` predicts with both (its
-# last column: the same rounds at each row's end contexts): at 69-199 tokens the 4 contexts had the lower median
-# error in 22 of its 36 rows, the 2 in 10, with 4 ties (BENCHMARKS.md), and a guard at 8 timed rounds a row at 2
-# repeats, against 4
+# last column: the same rounds at each row's end contexts): at 69-199 tokens on a steady host the two differ by a
+# median 0.1-0.2 point of error (the 2 lower in 17 of 36 rows, the 4 in 8, 11 ties; BENCHMARKS.md), so the guard
+# costs a tenth or two of a point there, and 8 timed rounds a row at 2 repeats against 4
 
 
 def n_contexts(lo: int, hi: int) -> int:
