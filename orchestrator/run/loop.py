@@ -184,7 +184,9 @@ class SweepLoop:
             if outcome is not None:
                 self.writer.store_second_timings(chunk, outcome)
             done += len(chunk)
-        if due:
+        if due:  # the last line shows them all done, not the count before the last batch
+            self.label = f"{done}/{len(due)} (the run's timing noise)"
+            self._report()
             logger.info("%d second timings run after the first ones", len(due))
 
     def _between(self) -> None:

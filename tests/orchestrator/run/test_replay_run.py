@@ -10,6 +10,7 @@ from sqlalchemy import func, select
 
 from orchestrator.run.dispatcher import Dispatcher
 from orchestrator.run.driver import RunOptions, run_spec_file
+from orchestrator.run.options import NoProgress
 from orchestrator.run.spec import parse_spec
 from storage.db import open_db
 from storage.models import Cell, CostModel, Generation
@@ -39,6 +40,7 @@ def replayed(tmp_path_factory, tiny_verifier, text_files):
     o = RunOptions(db_url=f"sqlite:///{folder / 'g.db'}")
     spec = spec_writer(folder, tiny_verifier, text_files)(name="replay", **REPLAY)
     seen = []  # per batch of second timings: the timed generations and the timed cells left, as it was sent
+    labels = []  # the second timings' labels, as the progress line shows them
     run_now = Dispatcher.run_now
 
     def watched(self, jobs, *args):
@@ -48,11 +50,16 @@ def replayed(tmp_path_factory, tiny_verifier, text_files):
         seen.append((len(jobs), timed, left))
         return run_now(self, jobs, *args)
 
+    class Labels(NoProgress):
+        def update(self, done, failed, label, stage=""):
+            if stage == "second timings":
+                labels.append(label)
+
     with pytest.MonkeyPatch.context() as mp:  # the accelerator worker is stopped for a replay phase of any size
         mp.setattr("orchestrator.run.loop.RELEASE_MIN_REPLAYS", 1)
         mp.setattr(Dispatcher, "run_now", watched)
-        report = run_spec_file(spec, o)
-    return o, report, spec, seen
+        report = run_spec_file(spec, o, Labels())
+    return o, report, spec, seen, labels
 
 
 def rows(o, *columns):
@@ -160,7 +167,7 @@ def test_replays_are_predicted_and_timed_cells_carry_their_prediction(replayed):
 
 
 def test_replay_cells_ran_on_the_cpu_workers_and_a_rerun_adds_nothing(replayed):
-    o, _, spec, _ = replayed
+    o, _, spec, *_ = replayed
     workers = rows(o, Cell.kind, Cell.worker, Cell.state)
     assert {w for k, w, _ in workers if k == "replay"} and all(s == "done" for _, _, s in workers)
     assert all(not str(w).startswith("accelerator") for k, w, _ in workers if k == "replay")
@@ -187,7 +194,7 @@ def test_the_sample_timed_twice_is_timed_again_after_every_first_timing_and_a_re
     """The `timed_twice` sample (the spec's default half of the timed greedy generations): each holds two timings of
     its rounds, its wall time the first's; the second timings ran once every timed cell was done and every first
     timing stored; one left by a kill (its second timing not stored) is timed by a rerun, and nothing else runs."""
-    o, _, spec, seen = replayed
+    o, _, spec, seen, labels = replayed
     sweep = parse_spec(spec.read_text()).sweep
     timed = _timed(o)
     twice = {key for key in timed if sweep.timed_runs(key, 0.0) == 2}
@@ -196,6 +203,7 @@ def test_the_sample_timed_twice_is_timed_again_after_every_first_timing_and_a_re
         assert len(runs) == (2 if key in twice else 1) and wall == runs[0] and all(r > 0 for r in runs)
     assert sum(n for n, _, _ in seen) == len(twice)
     assert all(stored == len(timed) and left == 0 for _, stored, left in seen)
+    assert labels[-1] == f"{len(twice)}/{len(twice)} (the run's timing noise)"  # the last line: all of them done
 
     key = sorted(twice)[0]
     gen_id, wall, _ = timed[key]
