@@ -48,7 +48,7 @@ TREE = 8
 # lookup make nearly the same passes, so their order is a coin flip the Spearman would count). Replayed over the
 # grid's prompts and predicted by a table, every cell is 2.4% or more from every other in every regime of both
 # verifiers (the cached regime's k = 1 aside: it makes plain's passes); timed, ngram at k = 1 and lookup's tree of 8
-# tied in SmolLM2's standard scheme (1.53x both), where lookup at k = 1 replayed 5% below the tree (timed, 2%:
+# tied in SmolLM2's standard scheme (1.53x both), where lookup at k = 1 replayed 5% below the tree (timed, 2.7%:
 # BENCHMARKS.md)
 CELLS = (
     ("plain", {}, 0, False),

@@ -173,20 +173,22 @@ class SweepLoop:
             due = second_timings_due(self.spec, s, self.exp_id)
             cells = {c.key: c for c in store.cell_specs(s, self.exp_id, ["sweep"], "done", {k for _, k in due})}
         due = [(gen_id, key) for gen_id, key in due if key in cells]
-        size, done = max(1, self.spec.experiment.batch_size), 0
+
+        def show(done: int) -> None:
+            self.stage, self.label = "second timings", f"{done}/{len(due)} (the run's timing noise)"
+            self._report()
+
+        size = max(1, self.spec.experiment.batch_size)
         for lo in range(0, len(due), size):
             chunk = due[lo : lo + size]
             self._ensure_actor()
-            self.stage, self.label = "second timings", f"{done}/{len(due)} (the run's timing noise)"
-            self._report()
+            show(lo)
             jobs = [replace(self._job(cells[key]), pace=False) for _, key in chunk]
             outcome = self.dispatcher.run_now(jobs, WAIT_S, self._between)
             if outcome is not None:
                 self.writer.store_second_timings(chunk, outcome)
-            done += len(chunk)
-        if due:  # the last line shows them all done, not the count before the last batch
-            self.label = f"{done}/{len(due)} (the run's timing noise)"
-            self._report()
+        if due:
+            show(len(due))  # the last line shows them all done
             logger.info("%d second timings run after the first ones", len(due))
 
     def _between(self) -> None:
