@@ -74,9 +74,11 @@ def run_order(c: CellSpec, order: str = "paired") -> tuple:
 
 def spread_turns(queue: list[CellSpec]) -> list[CellSpec]:
     """The accelerator's queue with the turns of the table measured again at the timings (`[sweep] table_turns`)
-    spread evenly over its timed cells, in turn order: turn t of T before the timed cell at t / T of them (the first
-    just before the first timed cell), so that the table's repeats fall on the same spells of a shared machine as
-    the timings they predict. Without timed cells left (a resumed run), the turns keep their place."""
+    spread evenly over its timed cells, in turn order: turn t of T before the timed cell at (t + 1/2) / T of them,
+    the middle of its share, so that the table's repeats fall on the same spells of a shared machine as the timings
+    they predict and, where the machine's speed drifts one way through the timings, the turns' mean moment is the
+    timings' (turns from the first timed cell on would sit earlier, at (T - 1) / 2T of them on average). Without timed
+    cells left (a resumed run), the turns keep their place."""
     turns = sorted((c for c in queue if at_timing(c)), key=lambda c: c.params.turn)
     rest = [c for c in queue if not at_timing(c)]
     timed = [i for i, c in enumerate(rest) if c.kind == "sweep"]
@@ -84,7 +86,7 @@ def spread_turns(queue: list[CellSpec]) -> list[CellSpec]:
         return queue
     before: dict[int, list[CellSpec]] = {}
     for t, c in enumerate(turns):
-        before.setdefault(timed[len(timed) * t // len(turns)], []).append(c)
+        before.setdefault(timed[len(timed) * (2 * t + 1) // (2 * len(turns))], []).append(c)
     return [x for i, c in enumerate(rest) for x in (*before.get(i, ()), c)]
 
 

@@ -324,9 +324,9 @@ class SweepSection(_Model):
     # replays) and predict every replay with it, so the table and the timings it is validated against share their
     # minutes and process; the first table still sets k = "auto"'s lengths
     table_at_timing: bool = True
-    # ... in this many turns of one repeat each, spread evenly over the timed cells (the first just before them): a
-    # table's repeats minutes apart differ as a shared machine's speed does, so its repeats meet the same spells of
-    # the machine as the timings they predict; the table is built from every turn so far
+    # ... in this many turns of one repeat each, spread evenly over the timed cells (each in the middle of its share
+    # of them): a table's repeats minutes apart differ as a shared machine's speed does, so its repeats meet the same
+    # spells of the machine as the timings they predict; the table is built from every turn so far
     table_turns: Annotated[int, Field(ge=1, le=20)] = 2
 
     def timed_runs(self, key: str, temperature: float) -> int | None:

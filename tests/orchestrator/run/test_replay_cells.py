@@ -131,8 +131,8 @@ def test_the_accelerator_waits_for_the_replays_only_once_nothing_else_is_left_fo
     waiting = [c for c in s.queue if c.kind != "sweep"]  # the table measured again at the timings waits too
     assert len(waiting) == 2 and all(map(at_timing, waiting))  # in two turns
     assert [c.params.turn for c in waiting] == [0, 1]
-    queued = list(s.queue)  # the first turn just before the timed cells, the second halfway through them
-    assert queued[0] == waiting[0] and queued.index(waiting[1]) - 1 == (len(queued) - 2) // 2
+    queued, timed = list(s.queue), len(s.queue) - 2  # the turns a quarter and three quarters through the timed cells
+    assert queued.index(waiting[0]) == timed // 4 and queued.index(waiting[1]) - 1 == 3 * timed // 4
     assert s.accelerator_waits_for_replays(n_replays) and not s.accelerator_waits_for_replays(n_replays + 1)
     while s.next_replay_batch(10):
         pass
@@ -140,11 +140,16 @@ def test_the_accelerator_waits_for_the_replays_only_once_nothing_else_is_left_fo
     assert s.next_batch() == []  # the replays still run: nothing timed beside them
     while s.running_replays:
         s.replay_finished()
-    first = s.next_batch()  # the replays done: the table again, alone, before any timed cell
-    assert [c.key for c in first] == [waiting[0].key]
+    before, batch = [], s.next_batch()  # the replays done: the timed cells, the table's first turn among them
+    while batch and not any(map(at_timing, batch)):
+        before += batch
+        s.batch_finished(batch)
+        batch = s.next_batch()
+    assert {c.kind for c in before} == {"sweep"} and len(before) == timed // 4
+    assert [c.key for c in batch] == [waiting[0].key]
     assert s.next_batch() == []  # measured alone: no timed cell queued (and shown running) behind it
-    s.batch_finished(first)
-    s.artifact_built(first[0])
+    s.batch_finished(batch)
+    s.artifact_built(batch[0])
     assert {c.kind for c in s.next_batch()} == {"sweep"}
 
 
@@ -185,6 +190,9 @@ def test_the_turns_of_the_table_at_the_timings_spread_evenly_over_the_timed_cell
     turns = [i for i, c in enumerate(queued) if at_timing(c)]
     timed = len(queued) - len(turns) - 1  # the first table opens the queue
     assert [queued[i].params.turn for i in turns] == [0, 1, 2]
-    assert [i - t - 1 for t, i in enumerate(turns)] == [0, timed // 3, 2 * timed // 3]  # timed cells before each
+    # timed cells before each: the middle of its third, so the turns' mean moment is the timings'
+    assert [i - t - 1 for t, i in enumerate(turns)] == [timed // 6, timed // 2, 5 * timed // 6]
     resumed = [c for c in queued if not at_timing(c) or c.params.turn == 2][timed // 2 :]  # a resume, a turn left
-    assert at_timing(spread_turns(resumed)[0]) and spread_turns([queued[turns[2]]]) == [queued[turns[2]]]
+    left = sum(c.kind == "sweep" for c in resumed)
+    assert [at_timing(c) for c in spread_turns(resumed)].index(True) == left // 2  # the middle of what is left
+    assert spread_turns([queued[turns[2]]]) == [queued[turns[2]]]
