@@ -1,7 +1,7 @@
 """A study re-predicted for another device, checked against that device: the demo's grid (examples/demo.toml) run
 at the machine's default threads, re-predicted with a round-cost table measured alone at 1 torch thread (`greenspec
 costs measure --threads 1`, `costs repredict`), against the same grid run at 1 thread, whose stratified timed
-generations (24 coordinates x 3 prompts, a quarter timed twice) are what the re-prediction must match.
+generations (24 coordinates x 3 prompts, each timed twice) are what the re-prediction must match.
 
 Every step is the real CLI on a fresh SQLite file. Reported per regime: the re-prediction's error against the
 1-thread timings and that run's own noise; beside it, the 1-thread run's own table against its own timings, and the
