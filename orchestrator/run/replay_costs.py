@@ -11,10 +11,11 @@ A replayed run with timed cells measures the table twice (`[sweep] table_at_timi
 for k = "auto"'s lengths and the replays' first predictions; again on the fresh accelerator worker that times the
 cells, after the replays, in turns of one repeat spread over the timed cells (`[sweep] table_turns`, each in the
 middle of its share of them). Each turn's stored table is built from the rounds of every turn so far
-(`workers.decoding.costmodel.turns_table`) and replaces the prediction of every replayed and timed generation
-stored before it (in the transaction that stores it), and predicts those after it: the table and the timings it is validated against then meet the same minutes and
-process (a shared machine's speed can change over the minutes, a study's tens of minutes, between a run's start and
-its timed cells, and a table's repeats minutes apart differ as its speed does).
+(`workers.decoding.costmodel.turns_table`), replaces the prediction of every replayed and timed generation stored
+before it (in the transaction that stores it) and predicts those after it: the table and the timings it is
+validated against then meet the same minutes and process (a shared machine's speed can change over the minutes, a
+study's tens of minutes, between a run's start and its timed cells, and a table's repeats minutes apart differ as
+its speed does).
 """
 
 from __future__ import annotations
