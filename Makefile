@@ -72,13 +72,13 @@ demo: install
 	$(BIN)/greenspec demo
 
 # The paper's protocol on SmolLM2, replayed (examples/study.toml: 50 prompts x 100 new tokens per task, k 1-8, token
-# trees, cost-model k; 24 coordinates timed on 3 prompts each, validating the predictions): 70,563 cells in about 26
+# trees, cost-model k; 24 coordinates timed on 3 prompts each, validating the predictions): 70,569 cells in about 37
 # minutes on 2 cores;
 # then the learning curve on the built-in code corpus (examples/study-code.toml: olifant, REST and suffix over 10^5,
 # 10^6 and 10^7 tokens, olifant and REST over the whole 8.9 x 10^7-token train set, 100 code prompts): 34,069 cells
 # in about 33 minutes; the same curve on Shakespeare (examples/study-shakespeare.toml, up to its 1.35M tokens): 11,054
 # cells in about 17 minutes; and the paper's questions on a second verifier, Gemma 3 270M (examples/study-gemma.toml:
-# code and Shakespeare, 50 prompts each, with its own curve on code): 18,453 cells in about 22 minutes; about 1 h 40
+# code and Shakespeare, 50 prompts each, with its own curve on code): 18,453 cells in about 22 minutes; about 1 h 50
 # min in all, each step timed on its own (docs/studies.md, "The studies"). Results in study.db (`greenspec --db
 # sqlite:///study.db resume -e NAME` continues an interrupted one).
 study: install
