@@ -77,8 +77,7 @@ def spread_turns(queue: list[CellSpec]) -> list[CellSpec]:
     spread evenly over its timed cells, in turn order: turn t of T before the timed cell at (t + 1/2) / T of them,
     the middle of its share, so that the table's repeats fall on the same spells of a shared machine as the timings
     they predict and, where the machine's speed drifts one way through the timings, the turns' mean moment is the
-    timings' (turns from the first timed cell on would sit earlier, at (T - 1) / 2T of them on average). Without timed
-    cells left (a resumed run), the turns keep their place."""
+    timings'. Without timed cells left (a resumed run), the turns keep their place."""
     turns = sorted((c for c in queue if at_timing(c)), key=lambda c: c.params.turn)
     rest = [c for c in queue if not at_timing(c)]
     timed = [i for i, c in enumerate(rest) if c.kind == "sweep"]
